@@ -1,0 +1,139 @@
+// Package config loads nanoclaw.config.jsonc: JSON with comments and
+// trailing commas, decoded strictly (unknown, wrong-case and duplicate keys
+// are errors with their line and column), with ${VAR} expansion, defaults,
+// paths made absolute against the file's directory, and validation.
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/security"
+)
+
+// DefaultFile is the config path used when --config is not given.
+const DefaultFile = "nanoclaw.config.jsonc"
+
+// Config is the whole file. Paths are absolute once Load returns.
+type Config struct {
+	AssistantName string   `json:"assistantName" validate:"required,max=64"`
+	DataDir       string   `json:"dataDir" validate:"required"`
+	GroupsDir     string   `json:"groupsDir" validate:"required"`
+	Timezone      string   `json:"timezone" validate:"omitempty,timezone"`
+	Channels      Channels `json:"channels"`
+	Agent         Agent    `json:"agent"`
+	// HostSecurity is the global policy for every non-main group.
+	HostSecurity security.Policy `json:"hostSecurity"`
+	Alerts       Alerts          `json:"alerts"`
+
+	// File is the absolute path the config was loaded from (it need not exist).
+	File string `json:"-"`
+}
+
+// Channels configures the chat networks.
+type Channels struct {
+	WhatsApp WhatsApp `json:"whatsapp"`
+	Local    Local    `json:"local"`
+}
+
+// WhatsApp configures the WhatsApp channel.
+type WhatsApp struct {
+	Enabled bool `json:"enabled"`
+	// OwnNumber: the assistant has a number of its own, so replies carry
+	// no "Name: " prefix.
+	OwnNumber bool `json:"ownNumber"`
+}
+
+// Local configures the local HTTP-over-Unix-socket channel.
+type Local struct {
+	Enabled bool   `json:"enabled"`
+	Socket  string `json:"socket" validate:"required"`
+}
+
+// Agent configures agent processes.
+type Agent struct {
+	Command       []string `json:"command" validate:"min=1,dive,required"`
+	MaxConcurrent int      `json:"maxConcurrent" validate:"min=1,max=64"`
+	Timeout       Duration `json:"timeout" validate:"gt=0"`
+	IdleTimeout   Duration `json:"idleTimeout" validate:"gt=0"`
+	Env           []string `json:"env" validate:"dive,required"`
+}
+
+// Alerts configures sandbox alerts to the main group.
+type Alerts struct {
+	Cooldown Duration `json:"cooldown" validate:"gte=0"`
+}
+
+// Duration is a time.Duration written as "30m" in JSON.
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// MarshalJSON writes d as a duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a duration string such as "90s" or "30m".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string like \"30m\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration; write it like \"90s\", \"30m\" or \"1h\"", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// DefaultTools is every Claude Code tool a non-main group gets by default.
+var DefaultTools = []string{"Bash", "Read", "Write", "Edit", "Glob", "Grep", "WebSearch", "WebFetch"}
+
+// DefaultDenyRead is the default hostSecurity.denyRead.
+var DefaultDenyRead = []string{"~/.ssh", "~/.aws", "~/.gnupg", "~/.config", "~/Library", "**/.env", "**/*.pem", "**/*.key"}
+
+// Default returns the configuration used for a key the file leaves out.
+func Default() Config {
+	sandbox := true
+	return Config{
+		AssistantName: "Andy",
+		DataDir:       "data",
+		GroupsDir:     "groups",
+		Channels: Channels{
+			WhatsApp: WhatsApp{Enabled: true},
+			Local:    Local{Socket: "data/local.sock"},
+		},
+		Agent: Agent{
+			Command:       []string{"node", "agent-runner/dist/index.js"},
+			MaxConcurrent: 5,
+			Timeout:       Duration(30 * time.Minute),
+			IdleTimeout:   Duration(30 * time.Minute),
+			Env:           []string{},
+		},
+		HostSecurity: security.Policy{
+			Sandbox:        &sandbox,
+			Tools:          append([]string(nil), DefaultTools...),
+			PermissionMode: "default",
+			DenyRead:       append([]string(nil), DefaultDenyRead...),
+			AllowWrite:     []string{},
+			Network:        &security.Network{AllowedDomains: []string{}, DeniedDomains: []string{}},
+		},
+		Alerts: Alerts{Cooldown: Duration(time.Minute)},
+	}
+}
+
+// DefaultTrigger is the trigger a group gets when none is given.
+func (c *Config) DefaultTrigger() string { return "@" + c.AssistantName }
+
+// Location returns the configured time zone, or the system's.
+func (c *Config) Location() *time.Location {
+	if c.Timezone == "" {
+		return time.Local
+	}
+	if loc, err := time.LoadLocation(c.Timezone); err == nil {
+		return loc
+	}
+	return time.Local
+}

@@ -1,0 +1,22 @@
+// Package security holds the sandbox policy: its types, how the global
+// policy and a group's override resolve into one effective policy, and how
+// that policy becomes the options object handed to the Claude Agent SDK.
+// Everything here is a pure function over values.
+package security
+
+// Policy is the shape shared by the config's hostSecurity block and a
+// group's override. A nil or empty field means "not given".
+type Policy struct {
+	Sandbox        *bool    `json:"sandbox,omitempty"`
+	Tools          []string `json:"tools,omitempty" validate:"omitempty,min=1,dive,required"`
+	PermissionMode string   `json:"permissionMode,omitempty" validate:"omitempty,oneof=default acceptEdits dontAsk"`
+	DenyRead       []string `json:"denyRead,omitempty" validate:"dive,required"`
+	AllowWrite     []string `json:"allowWrite,omitempty" validate:"dive,required"`
+	Network        *Network `json:"network,omitempty"`
+}
+
+// Network restricts the domains sandboxed commands may reach.
+type Network struct {
+	AllowedDomains []string `json:"allowedDomains,omitempty" validate:"dive,required"`
+	DeniedDomains  []string `json:"deniedDomains,omitempty" validate:"dive,required"`
+}

@@ -1,0 +1,89 @@
+// Package store opens nanoclawd's SQLite database and brings its schema up
+// to date from the embedded migrations.
+package store
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	_ "github.com/mattn/go-sqlite3" // the database/sql driver "sqlite3"
+
+	"github.com/nanoclawd/nanoclawd/migrations"
+)
+
+// FileName is the database file inside dataDir.
+const FileName = "nanoclaw.db"
+
+// ErrTooNew means the database was written by a newer nanoclawd.
+var ErrTooNew = errors.New("database schema is newer than this binary")
+
+// DSN returns the connection string for the SQLite file at path. Every
+// pragma is in the DSN so that each pooled connection gets it, and
+// _txlock=immediate makes read-then-write transactions take the write lock
+// up front instead of failing with "database is locked".
+func DSN(path string) string {
+	return "file:" + path + "?_journal_mode=WAL&_busy_timeout=5000&_foreign_keys=on&_synchronous=NORMAL&_txlock=immediate"
+}
+
+// Open opens (creating if needed) the database in dataDir and applies any
+// migrations it has not seen yet.
+func Open(dataDir string) (*sql.DB, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	return OpenFile(filepath.Join(dataDir, FileName))
+}
+
+// OpenFile opens the database at path and migrates it.
+func OpenFile(path string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite3", DSN(path))
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := Migrate(db, migrations.FS); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return db, nil
+}
+
+// Migrate applies, in one transaction, every *.sql file of fsys whose
+// position (1-based, in name order) is above PRAGMA user_version.
+func Migrate(db *sql.DB, fsys fs.FS) error {
+	names, err := fs.Glob(fsys, "*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	tx, err := db.Begin()
+	if err != nil {
+		return fmt.Errorf("begin migration: %w", err)
+	}
+	defer tx.Rollback()
+	var version int
+	if err := tx.QueryRow("PRAGMA user_version").Scan(&version); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if version > len(names) {
+		return fmt.Errorf("%w (schema %d, this binary knows %d): upgrade nanoclawd or point dataDir at another directory", ErrTooNew, version, len(names))
+	}
+	for _, name := range names[version:] {
+		body, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(string(body)); err != nil {
+			return fmt.Errorf("migration %s: %w", strings.TrimSuffix(name, ".sql"), err)
+		}
+	}
+	if _, err := tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", len(names))); err != nil {
+		return fmt.Errorf("write schema version: %w", err)
+	}
+	return tx.Commit()
+}
