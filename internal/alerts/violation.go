@@ -1,0 +1,18 @@
+// Package alerts turns violations (blocked actions of sandboxed agents, and
+// refused IPC files) into the group's audit log, a SQLite audit table and
+// immediate alerts to the main group, sent through a durable outbox.
+package alerts
+
+import "time"
+
+// Violation is one blocked action. It is what a type:"violation" frame
+// carries, plus where and when it happened.
+type Violation struct {
+	Time   time.Time `json:"time"`
+	Group  string    `json:"group"`  // folder of the group whose agent (or IPC dir) it came from
+	Kind   string    `json:"kind"`   // filesystem | network | permission | tool | ipc
+	Tool   string    `json:"tool"`   // e.g. Bash, Read, ipc
+	Target string    `json:"target"` // path, host, chat or group
+	Detail string    `json:"detail"`
+	Action string    `json:"action"` // always "blocked"
+}
