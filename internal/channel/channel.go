@@ -28,6 +28,13 @@ type Chat struct {
 	Time    time.Time // last activity
 }
 
+// Outgoing is one message to send.
+type Outgoing struct {
+	ID      string // stable idempotency key (the outbox row)
+	ChatJID string
+	Text    string
+}
+
 // Sink receives what a channel hears. OnMessage must have persisted the
 // message when it returns nil; a channel acknowledges upstream only then.
 type Sink interface {
@@ -43,9 +50,10 @@ type Channel interface {
 	Owns(jid string) bool
 	// Run connects and delivers inbound traffic to sink until ctx ends.
 	Run(ctx context.Context, sink Sink) error
-	// Send delivers text to jid. It returns nil only once the network
-	// accepted the message; on error the caller keeps it and retries.
-	Send(ctx context.Context, jid, text string) error
+	// Send delivers m. It returns nil only once the network accepted the
+	// message; on error the caller keeps it and retries. m.ID is stable
+	// across retries, so a channel that can uses it to drop a repeat.
+	Send(ctx context.Context, m Outgoing) error
 	// SetTyping shows or clears a typing indicator in jid (best effort).
 	SetTyping(ctx context.Context, jid string, on bool) error
 	// Connected reports whether Send can currently succeed.
