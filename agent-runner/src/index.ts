@@ -1,0 +1,271 @@
+// nanoclaw agent runner: one agent run for nanoclawd.
+//
+// stdin: one ContainerInput JSON object (CONTRACT §4). It calls the Claude
+// Agent SDK's query() with input.sdkOptions exactly as the daemon resolved
+// them, adding only what has to live in this process: hooks, the prompt
+// stream, the nanoclaw MCP server entry and the child environment. stdout:
+// three-line result and violation frames. Anything else it prints goes to
+// stderr, which the daemon keeps in the group's run log.
+
+import fs from "node:fs";
+import path from "node:path";
+import {
+  query,
+  type HookCallbackMatcher,
+  type HookEvent,
+  type Options,
+  type SDKMessage,
+} from "@anthropic-ai/claude-agent-sdk";
+import { PromptQueue, watchInput } from "./prompts.js";
+import { ViolationDetector, permissionRulePaths, textOf, type Violation } from "./violations.js";
+
+interface ContainerInput {
+  prompt: string;
+  sessionId?: string;
+  groupFolder: string;
+  chatJid: string;
+  isMain: boolean;
+  isScheduledTask?: boolean;
+  assistantName?: string;
+  security?: { denyRead?: string[] } & Record<string, unknown>;
+  sdkOptions: Record<string, any>;
+}
+
+const START = "---NANOCLAW_OUTPUT_START---";
+const END = "---NANOCLAW_OUTPUT_END---";
+
+function frame(obj: object): void {
+  process.stdout.write(`${START}\n${JSON.stringify(obj)}\n${END}\n`);
+}
+
+function log(s: string): void {
+  process.stderr.write(`[agent-runner] ${s}\n`);
+}
+
+// What a sandboxed group's agent is told about blocked actions, once in the
+// system prompt and again beside every tool call.
+const BLOCKED_NOTE =
+  "You run in a sandbox set by the admin of this assistant. Some files, folders, network hosts and tools are blocked " +
+  "for this group. When an action is blocked (a permission denial, 'Read-only file system', a file that seems not to " +
+  "exist in a protected place, a network connection refused by the sandbox, a tool that is not available), do not try " +
+  "to get around it: tell the group in your reply what was blocked and why you needed it, and suggest they ask the " +
+  "admin to change this group's sandbox policy if the action is needed.";
+
+function systemPromptWithNote(given: unknown): Options["systemPrompt"] {
+  if (typeof given === "string") return `${given}\n\n${BLOCKED_NOTE}`;
+  if (given && typeof given === "object" && !Array.isArray(given) && (given as any).type === "preset") {
+    const g = given as { append?: string };
+    return { ...(given as object), append: g.append ? `${g.append}\n\n${BLOCKED_NOTE}` : BLOCKED_NOTE } as Options["systemPrompt"];
+  }
+  if (given && typeof given === "object" && !Array.isArray(given) && (given as any).type === "custom") {
+    const g = given as { prompt: string | string[] };
+    const prompt = Array.isArray(g.prompt) ? [...g.prompt, BLOCKED_NOTE] : `${g.prompt}\n\n${BLOCKED_NOTE}`;
+    return { ...(given as object), prompt } as Options["systemPrompt"];
+  }
+  if (Array.isArray(given)) return [...given, BLOCKED_NOTE];
+  return { type: "preset", preset: "claude_code", append: BLOCKED_NOTE };
+}
+
+function requireEnv(name: string): string {
+  const v = process.env[name];
+  if (!v) throw new Error(`environment variable ${name} is not set; the agent runner must be started by nanoclawd`);
+  return v;
+}
+
+function mkdir0700(dir: string): string {
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  return dir;
+}
+
+// childEnv is the complete environment of the claude process (sdkOptions.env
+// replaces it, it does not extend it). It keeps PATH and the agent.env names
+// the daemon passed, never the run's IPC token, and points the CLI's state at
+// this group's own session directory instead of the operator's ~/.claude.
+function childEnv(isMain: boolean): Record<string, string> {
+  const sessionDir = requireEnv("NANOCLAW_SESSION_DIR");
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v !== undefined && !k.startsWith("NANOCLAW_")) env[k] = v;
+  }
+  env.CLAUDE_CONFIG_DIR = mkdir0700(path.join(sessionDir, "claude"));
+  env.CLAUDE_CODE_TMPDIR = mkdir0700(path.join(sessionDir, "tmp"));
+  env.CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = "1";
+  if (isMain) {
+    // bypassPermissions refuses to run as root unless told it is sandboxed.
+    env.IS_SANDBOX = "1";
+  } else {
+    env.HOME = mkdir0700(path.join(sessionDir, "home"));
+  }
+  return env;
+}
+
+// nanoclawServer is the stdio MCP server entry for `nanoclawd mcp`. Its env
+// carries the run's token; with mcpServersDelivery "initialize" the SDK sends
+// it over the CLI's stdin, so it never shows up in any process's argv.
+function nanoclawServer(): Record<string, unknown> | undefined {
+  const bin = process.env.NANOCLAW_BIN;
+  if (!bin) return undefined;
+  const env: Record<string, string> = {};
+  for (const k of ["NANOCLAW_IPC_DIR", "NANOCLAW_IPC_TOKEN", "NANOCLAW_GROUP_FOLDER", "NANOCLAW_CHAT_JID", "NANOCLAW_IS_MAIN"]) {
+    env[k] = process.env[k] ?? "";
+  }
+  return { type: "stdio", command: bin, args: ["mcp"], env };
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+function parseInput(raw: string): ContainerInput {
+  let input: ContainerInput;
+  try {
+    input = JSON.parse(raw);
+  } catch (err) {
+    throw new Error(`stdin is not a ContainerInput JSON object: ${(err as Error).message}`);
+  }
+  if (!input || typeof input !== "object") throw new Error("stdin is not a ContainerInput JSON object");
+  if (typeof input.prompt !== "string") throw new Error('ContainerInput has no "prompt" string');
+  if (!input.sdkOptions || typeof input.sdkOptions !== "object") throw new Error('ContainerInput has no "sdkOptions" object');
+  return input;
+}
+
+async function run(): Promise<number> {
+  const input = parseInput(await readStdin());
+  const opts = input.sdkOptions;
+  const isMain = input.isMain === true;
+  const ipcDir = requireEnv("NANOCLAW_IPC_DIR");
+
+  const denied = [
+    ...((opts.sandbox?.filesystem?.denyRead as string[]) ?? []),
+    ...((opts.sandbox?.filesystem?.denyWrite as string[]) ?? []),
+    ...permissionRulePaths(opts.settings?.permissions?.deny),
+    ...(input.security?.denyRead ?? []),
+  ];
+  const detector = new ViolationDetector(
+    { sandboxed: opts.sandbox?.enabled === true, denied, home: process.env.HOME ?? "/" },
+    (v: Violation) => frame(v),
+  );
+
+  // Tool calls by id, to name the tool behind a tool_result in the stream.
+  const toolCalls = new Map<string, { name: string; input: unknown }>();
+
+  const hooks: Partial<Record<HookEvent, HookCallbackMatcher[]>> = {
+    PostToolUse: [
+      {
+        hooks: [
+          async (h) => {
+            if (h.hook_event_name === "PostToolUse") {
+              detector.fromToolText(h.tool_name, h.tool_input, textOf(h.tool_response), false, h.tool_use_id);
+            }
+            return {};
+          },
+        ],
+      },
+    ],
+    PostToolUseFailure: [
+      {
+        hooks: [
+          async (h) => {
+            if (h.hook_event_name === "PostToolUseFailure") {
+              detector.fromToolText(h.tool_name, h.tool_input, h.error, true, h.tool_use_id);
+            }
+            return {};
+          },
+        ],
+      },
+    ],
+  };
+  if (!isMain) {
+    hooks.PreToolUse = [
+      {
+        hooks: [
+          async () => ({ hookSpecificOutput: { hookEventName: "PreToolUse" as const, additionalContext: BLOCKED_NOTE } }),
+        ],
+      },
+    ];
+  }
+
+  const mcpServers = { ...(opts.mcpServers ?? {}) };
+  const nanoclaw = nanoclawServer();
+  if (nanoclaw) mcpServers.nanoclaw = nanoclaw;
+  else log("NANOCLAW_BIN is not set: running without the nanoclaw MCP tools");
+
+  const options: Options = {
+    ...(opts as Options),
+    env: childEnv(isMain),
+    hooks,
+    mcpServers: mcpServers as Options["mcpServers"],
+    mcpServersDelivery: "initialize",
+    stderr: (data: string) => process.stderr.write(data),
+  };
+  if (input.sessionId) options.resume = input.sessionId;
+  if (!isMain) options.systemPrompt = systemPromptWithNote(opts.systemPrompt);
+
+  const prompts = new PromptQueue();
+  prompts.push(input.prompt);
+  const stopWatching = watchInput(path.join(ipcDir, "input"), prompts, log);
+
+  let lastError = false;
+  try {
+    for await (const msg of query({ prompt: prompts, options })) {
+      handle(msg);
+      if (msg.type === "result") {
+        lastError = msg.subtype !== "success" || msg.is_error;
+        // A scheduled task answers once; it takes no follow-ups.
+        if (input.isScheduledTask) prompts.close();
+      }
+    }
+  } finally {
+    stopWatching();
+  }
+  return lastError ? 1 : 0;
+
+  function handle(msg: SDKMessage): void {
+    switch (msg.type) {
+      case "assistant":
+        for (const b of msg.message.content) {
+          if (b.type === "tool_use") toolCalls.set(b.id, { name: b.name, input: b.input });
+        }
+        break;
+      case "user": {
+        const content = msg.message.content;
+        if (!Array.isArray(content)) break;
+        for (const b of content) {
+          if (b.type !== "tool_result" || !b.is_error) continue;
+          const call = toolCalls.get(b.tool_use_id);
+          detector.fromToolText(call?.name ?? "unknown", call?.input, textOf(b.content), true, b.tool_use_id);
+        }
+        break;
+      }
+      case "system":
+        if (msg.subtype === "permission_denied") {
+          const call = toolCalls.get(msg.tool_use_id);
+          detector.fromDenial(msg.tool_name, msg.tool_use_id, call?.input);
+        }
+        break;
+      case "result":
+        for (const d of msg.permission_denials ?? []) detector.fromDenial(d.tool_name, d.tool_use_id, d.tool_input);
+        if (msg.subtype === "success" && !msg.is_error) {
+          frame({ status: "success", result: msg.result || null, newSessionId: msg.session_id });
+        } else {
+          const why = "errors" in msg && msg.errors?.length ? msg.errors.join("; ") : "result" in msg ? msg.result : msg.subtype;
+          frame({ status: "error", result: null, newSessionId: msg.session_id, error: why || msg.subtype });
+        }
+        break;
+    }
+  }
+}
+
+function exit(code: number): void {
+  // Let stdout drain before exiting; the SDK may still hold handles open.
+  process.stdout.write("", () => process.exit(code));
+}
+
+run().then(exit, (err: unknown) => {
+  const message = err instanceof Error ? err.message : String(err);
+  log(`error: ${err instanceof Error && err.stack ? err.stack : message}`);
+  frame({ status: "error", result: null, error: message });
+  exit(1);
+});
