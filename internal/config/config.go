@@ -7,6 +7,8 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/security"
@@ -136,4 +138,19 @@ func (c *Config) Location() *time.Location {
 		return loc
 	}
 	return time.Local
+}
+
+// SecurityHost describes this installation to policy resolution.
+func (c *Config) SecurityHost(folders []string) security.Host {
+	home, _ := os.UserHomeDir()
+	return security.Host{
+		Home:       home,
+		ConfigFile: c.File,
+		ConfigDir:  filepath.Dir(c.File),
+		DataDir:    c.DataDir,
+		GroupsDir:  c.GroupsDir,
+		Socket:     c.Channels.Local.Socket,
+		Folders:    folders,
+		AgentEnv:   c.Agent.Env,
+	}
 }

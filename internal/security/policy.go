@@ -17,6 +17,6 @@ type Policy struct {
 
 // Network restricts the domains sandboxed commands may reach.
 type Network struct {
-	AllowedDomains []string `json:"allowedDomains,omitempty" validate:"dive,required"`
-	DeniedDomains  []string `json:"deniedDomains,omitempty" validate:"dive,required"`
+	AllowedDomains []string `json:"allowedDomains" validate:"dive,required"`
+	DeniedDomains  []string `json:"deniedDomains" validate:"dive,required"`
 }

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/security"
+)
+
+func init() {
+	register("groups list", "groups list [--json]   registered groups", groupsList)
+	register("groups add", "groups add --jid JID --name NAME --folder FOLDER [--main] [--trigger TEXT] [--no-trigger]", groupsAdd)
+	register("groups remove", "groups remove FOLDER   unregister (the folder on disk is kept)", groupsRemove)
+	register("groups set-security", "groups set-security FOLDER --file OVERRIDE.json | --clear", groupsSetSecurity)
+	register("groups import", "groups import FILE   import a NanoClaw registered_groups.json", groupsImport)
+}
+
+func groupsList(ctx context.Context, g *globals, args []string) error {
+	fs := flag.NewFlagSet("groups list", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "")
+	if _, err := parseFlags(fs, args, 0, 0, "groups list [--json]"); err != nil {
+		return err
+	}
+	_, db, reg, err := g.openRegistry()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	list, err := reg.List(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(g.stdout, list)
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(g.stdout, "no groups registered; add one with 'nanoclawd groups add --jid JID --name NAME --folder FOLDER'")
+		return nil
+	}
+	tw := tabwriter.NewWriter(g.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FOLDER\tNAME\tJID\tTRIGGER\tMAIN\tOVERRIDE")
+	for _, gr := range list {
+		trigger := gr.Trigger
+		if !gr.RequiresTrigger {
+			trigger = "(none needed)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", gr.Folder, gr.Name, gr.JID, trigger, yesNo(gr.IsMain), yesNo(gr.Security != nil))
+	}
+	return tw.Flush()
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func groupsAdd(ctx context.Context, g *globals, args []string) error {
+	const usage = "groups add --jid JID --name NAME --folder FOLDER [--main] [--trigger TEXT] [--no-trigger]"
+	fs := flag.NewFlagSet("groups add", flag.ContinueOnError)
+	jid := fs.String("jid", "", "")
+	name := fs.String("name", "", "")
+	folder := fs.String("folder", "", "")
+	isMain := fs.Bool("main", false, "")
+	trigger := fs.String("trigger", "", "")
+	noTrigger := fs.Bool("no-trigger", false, "")
+	if _, err := parseFlags(fs, args, 0, 0, usage); err != nil {
+		return err
+	}
+	for flagName, v := range map[string]string{"--jid": *jid, "--folder": *folder} {
+		if strings.TrimSpace(v) == "" {
+			return fmt.Errorf("%s is required; usage: nanoclawd %s", flagName, usage)
+		}
+	}
+	cfg, db, reg, err := g.openRegistry()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	gr := groups.Group{JID: *jid, Name: *name, Folder: *folder, Trigger: *trigger, IsMain: *isMain,
+		RequiresTrigger: !*noTrigger && !*isMain}
+	if gr.Trigger == "" {
+		gr.Trigger = cfg.DefaultTrigger()
+	}
+	if err := reg.Add(ctx, gr); err != nil {
+		return err
+	}
+	notifyDaemon(cfg)
+	fmt.Fprintf(g.stdout, "registered %s (%s) in %s\n", gr.Folder, gr.JID, reg.Dir(gr.Folder))
+	return nil
+}
+
+func groupsRemove(ctx context.Context, g *globals, args []string) error {
+	pos, err := parseFlags(flag.NewFlagSet("groups remove", flag.ContinueOnError), args, 1, 1, "groups remove FOLDER")
+	if err != nil {
+		return err
+	}
+	cfg, db, reg, err := g.openRegistry()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := reg.Remove(ctx, pos[0]); err != nil {
+		return err
+	}
+	notifyDaemon(cfg)
+	fmt.Fprintf(g.stdout, "removed %s (its folder %s is kept)\n", pos[0], reg.Dir(pos[0]))
+	return nil
+}
+
+func groupsSetSecurity(ctx context.Context, g *globals, args []string) error {
+	const usage = "groups set-security FOLDER --file OVERRIDE.json | --clear"
+	fs := flag.NewFlagSet("groups set-security", flag.ContinueOnError)
+	file := fs.String("file", "", "")
+	clear := fs.Bool("clear", false, "")
+	pos, err := parseFlags(fs, args, 1, 1, usage)
+	if err != nil {
+		return err
+	}
+	if (*file == "") == !*clear {
+		return fmt.Errorf("give exactly one of --file OVERRIDE.json or --clear; usage: nanoclawd %s", usage)
+	}
+	var override *security.Policy
+	if *file != "" {
+		if override, err = readOverride(*file); err != nil {
+			var errs config.Errors
+			if errors.As(err, &errs) {
+				for _, e := range errs {
+					fmt.Fprintln(g.stderr, e.Error())
+				}
+				fmt.Fprintf(g.stderr, "nanoclawd: %s is not a valid override (keys: sandbox, tools, permissionMode, denyRead, allowWrite, network); nothing changed\n", *file)
+				return errPrinted
+			}
+			return err
+		}
+	}
+	cfg, db, reg, err := g.openRegistry()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	gr, err := reg.ByFolder(ctx, pos[0])
+	if err != nil {
+		return fmt.Errorf("%w: %s (see 'nanoclawd groups list')", err, pos[0])
+	}
+	if err := reg.SetSecurity(ctx, gr.Folder, override); err != nil {
+		return err
+	}
+	notifyDaemon(cfg)
+	switch {
+	case override == nil:
+		fmt.Fprintf(g.stdout, "cleared the security override of %s\n", gr.Folder)
+	case gr.IsMain:
+		fmt.Fprintf(g.stdout, "stored the override of %s, but %s is the main group, which is exempt: it has no effect while the group is main\n", gr.Folder, gr.Folder)
+	default:
+		fmt.Fprintf(g.stdout, "set the security override of %s; see the result with 'nanoclawd security show %s'\n", gr.Folder, gr.Folder)
+	}
+	return nil
+}
+
+// readOverride reads and validates a per-group override file, with the
+// same strictness and FILE:LINE:COL errors as the config.
+func readOverride(path string) (*security.Policy, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read override: %w", err)
+	}
+	var p security.Policy
+	pos, err := config.DecodeStrict(path, src, &p, false)
+	if err != nil {
+		return nil, err
+	}
+	var errs config.Errors
+	for _, pr := range config.ValidatePolicy(&p, "") {
+		e := &config.Error{File: path, Line: 1, Col: 1, Key: pr.Key, Msg: pr.Msg}
+		if off, ok := pos[pr.Key]; ok {
+			e.Line, e.Col = config.LineCol(src, off)
+		}
+		errs = append(errs, e)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return &p, nil
+}
+
+func groupsImport(ctx context.Context, g *globals, args []string) error {
+	pos, err := parseFlags(flag.NewFlagSet("groups import", flag.ContinueOnError), args, 1, 1, "groups import FILE")
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(pos[0])
+	if err != nil {
+		return fmt.Errorf("read %s: %w", pos[0], err)
+	}
+	cfg, db, reg, err := g.openRegistry()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	res, err := reg.Import(ctx, data, cfg.DefaultTrigger())
+	if err != nil {
+		return fmt.Errorf("%s: %w", pos[0], err)
+	}
+	notifyDaemon(cfg)
+	fmt.Fprintf(g.stdout, "imported %d group(s), %d already registered\n", len(res.Added), len(res.Unchanged))
+	return nil
+}

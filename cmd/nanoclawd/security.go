@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/security"
+)
+
+func init() {
+	register("security show", "security show FOLDER [--json]   effective policy and agent options of a group", securityShow)
+}
+
+func securityShow(ctx context.Context, g *globals, args []string) error {
+	fs := flag.NewFlagSet("security show", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "")
+	pos, err := parseFlags(fs, args, 1, 1, "security show FOLDER [--json]")
+	if err != nil {
+		return err
+	}
+	cfg, db, reg, err := g.openRegistry()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	list, err := reg.List(ctx)
+	if err != nil {
+		return err
+	}
+	var folders []string
+	var target *groups.Group
+	for i := range list {
+		folders = append(folders, list[i].Folder)
+		if list[i].Folder == pos[0] {
+			target = &list[i]
+		}
+	}
+	if target == nil {
+		return fmt.Errorf("%w: %s (see 'nanoclawd groups list')", groups.ErrNotFound, pos[0])
+	}
+	eff := security.Resolve(cfg.HostSecurity, security.Group{Folder: target.Folder, IsMain: target.IsMain, Override: target.Security}, cfg.SecurityHost(folders))
+	if *asJSON {
+		return writeJSON(g.stdout, eff)
+	}
+	w := g.stdout
+	fmt.Fprintf(w, "group:           %s\n", eff.Group)
+	if eff.IsMain {
+		fmt.Fprintln(w, "main group:      yes, exempt: no sandbox, bypassPermissions, every tool, user and project settings")
+	} else {
+		override := "none"
+		if target.Security != nil {
+			override = "yes (nanoclawd groups set-security)"
+		}
+		fmt.Fprintf(w, "override:        %s\n", override)
+		fmt.Fprintf(w, "sandbox:         %v\n", eff.Sandbox)
+		fmt.Fprintf(w, "permissionMode:  %s\n", eff.PermissionMode)
+		fmt.Fprintf(w, "tools:           %s (+ %s)\n", strings.Join(eff.Tools, ", "), security.NanoclawTools)
+		fmt.Fprintf(w, "settingSources:  %s\n", strings.Join(eff.SettingSources, ", "))
+		fmt.Fprintf(w, "network allowed: %s\n", listOrNone(eff.Network.AllowedDomains, "no network for commands"))
+		fmt.Fprintf(w, "network denied:  %s\n", listOrNone(eff.Network.DeniedDomains, "none"))
+		fmt.Fprintf(w, "secrets hidden from commands: %s\n", strings.Join(eff.SecretEnv, ", "))
+		fmt.Fprintln(w, "denyRead:")
+		for _, p := range eff.DenyRead {
+			fmt.Fprintln(w, "  "+p)
+		}
+		fmt.Fprintln(w, "denyWrite:")
+		for _, p := range eff.DenyWrite {
+			fmt.Fprintln(w, "  "+p)
+		}
+		fmt.Fprintln(w, "allowWrite:")
+		for _, p := range eff.AllowWrite {
+			fmt.Fprintln(w, "  "+p)
+		}
+	}
+	fmt.Fprintln(w, "sdkOptions: (the exact options handed to the Claude Agent SDK; see --json)")
+	return nil
+}
+
+func listOrNone(l []string, none string) string {
+	if len(l) == 0 {
+		return none
+	}
+	return strings.Join(l, ", ")
+}

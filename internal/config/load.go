@@ -1,0 +1,219 @@
+package config
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/go-playground/validator/v10"
+
+	"github.com/nanoclawd/nanoclawd/internal/security"
+)
+
+// Load reads the config at path. A missing file means all defaults. The
+// returned error is Errors (one FILE:LINE:COL line per problem) for
+// problems in the file, or a plain error when it cannot be read.
+func Load(path string) (*Config, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("config path %s: %w", path, err)
+	}
+	cfg := Default()
+	cfg.File = abs
+	src, err := os.ReadFile(abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		cfg.resolvePaths()
+		return &cfg, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(abs, src)
+}
+
+// Parse decodes src as the config file at the absolute path file.
+func Parse(file string, src []byte) (*Config, error) {
+	cfg := Default()
+	cfg.File = file
+	pos, err := DecodeStrict(file, src, &cfg, true)
+	var errs Errors
+	if err != nil {
+		if !errors.As(err, &errs) || pos == nil {
+			return nil, err // a syntax error: nothing decoded to validate
+		}
+	}
+	report := func(key, format string, args ...any) {
+		line, col := 1, 1
+		if off, ok := pos[key]; ok {
+			line, col = LineCol(src, off)
+		}
+		errs = append(errs, &Error{File: file, Line: line, Col: col, Key: key, Msg: fmt.Sprintf(format, args...)})
+	}
+	for _, e := range ValidatePolicy(&cfg.HostSecurity, "hostSecurity") {
+		report(e.Key, "%s", e.Msg)
+	}
+	if err := validate.Struct(&cfg); err != nil {
+		var verrs validator.ValidationErrors
+		if !errors.As(err, &verrs) {
+			return nil, err
+		}
+		for _, fe := range verrs {
+			key := keyPath(fe.Namespace())
+			if strings.HasPrefix(key, "hostSecurity.") {
+				continue // reported by ValidatePolicy
+			}
+			report(key, "%s", describe(key, fe))
+		}
+	}
+	if len(errs) > 0 {
+		slices.SortStableFunc(errs, func(a, b *Error) int { return cmp.Or(a.Line-b.Line, a.Col-b.Col) })
+		return nil, errs
+	}
+	cfg.resolvePaths()
+	return &cfg, nil
+}
+
+// PolicyProblem is one invalid entry of a security policy.
+type PolicyProblem struct{ Key, Msg string }
+
+var toolRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*(\(.*\))?$`)
+
+// ValidatePolicy checks a global policy or a group override; prefix is the
+// key path the policy sits at ("hostSecurity" or "" for an override).
+func ValidatePolicy(p *security.Policy, prefix string) []PolicyProblem {
+	var out []PolicyProblem
+	key := func(k string) string {
+		if prefix == "" {
+			return k
+		}
+		return prefix + "." + k
+	}
+	if p.Tools != nil && len(p.Tools) == 0 {
+		out = append(out, PolicyProblem{key("tools"), fmt.Sprintf("%s is empty, which would leave the agent no tools: remove the key to allow every tool, or list at least one (e.g. \"Read\")", key("tools"))})
+	}
+	for i, t := range p.Tools {
+		if !toolRE.MatchString(t) {
+			k := fmt.Sprintf("%s[%d]", key("tools"), i)
+			out = append(out, PolicyProblem{k, fmt.Sprintf("%s: %q is not a tool name; write a name such as \"Bash\" or \"WebFetch\"", k, t)})
+		}
+	}
+	switch p.PermissionMode {
+	case "", "default", "acceptEdits", "dontAsk":
+	case "bypassPermissions":
+		out = append(out, PolicyProblem{key("permissionMode"), fmt.Sprintf("%s: \"bypassPermissions\" is only for the main group; use \"default\", \"acceptEdits\" or \"dontAsk\"", key("permissionMode"))})
+	default:
+		out = append(out, PolicyProblem{key("permissionMode"), fmt.Sprintf("%s: %q is not a permission mode; use \"default\", \"acceptEdits\" or \"dontAsk\"", key("permissionMode"), p.PermissionMode)})
+	}
+	lists := map[string][]string{"denyRead": p.DenyRead, "allowWrite": p.AllowWrite}
+	if p.Network != nil {
+		lists["network.allowedDomains"] = p.Network.AllowedDomains
+		lists["network.deniedDomains"] = p.Network.DeniedDomains
+	}
+	for name, list := range lists {
+		for i, s := range list {
+			if strings.TrimSpace(s) == "" {
+				k := fmt.Sprintf("%s[%d]", key(name), i)
+				out = append(out, PolicyProblem{k, fmt.Sprintf("%s is empty: remove the entry or write a path or domain", k)})
+			}
+		}
+	}
+	return out
+}
+
+var validate = func() *validator.Validate {
+	v := validator.New(validator.WithRequiredStructEnabled())
+	v.RegisterTagNameFunc(func(f reflect.StructField) string { return jsonName(f) })
+	return v
+}()
+
+// keyPath turns validator's "Config.agent.maxConcurrent" into
+// "agent.maxConcurrent".
+func keyPath(ns string) string {
+	_, rest, _ := strings.Cut(ns, ".")
+	return rest
+}
+
+func describe(key string, fe validator.FieldError) string {
+	switch fe.Tag() {
+	case "required":
+		return fmt.Sprintf("%s is required: give it a value or remove the key for the default", key)
+	case "min", "gte", "gt":
+		if fe.Kind() == reflect.Slice {
+			return fmt.Sprintf("%s needs at least %s entries", key, fe.Param())
+		}
+		return fmt.Sprintf("%s is %v, below the minimum %s", key, fe.Value(), orZero(fe.Param()))
+	case "max", "lte":
+		if fe.Kind() == reflect.String {
+			return fmt.Sprintf("%s is longer than %s characters", key, fe.Param())
+		}
+		return fmt.Sprintf("%s is %v, above the maximum %s", key, fe.Value(), fe.Param())
+	case "timezone":
+		return fmt.Sprintf("%s: %q is not an IANA time zone; write one like \"Europe/Berlin\", or \"\" for the system's", key, fe.Value())
+	}
+	return fmt.Sprintf("%s fails the %q check", key, fe.Tag())
+}
+
+func orZero(s string) string {
+	if s == "" {
+		return "0"
+	}
+	return s
+}
+
+// resolvePaths makes every path absolute against the config file's
+// directory.
+func (c *Config) resolvePaths() {
+	base := filepath.Dir(c.File)
+	abs := func(p string) string {
+		p = ExpandHome(p)
+		if filepath.IsAbs(p) {
+			return filepath.Clean(p)
+		}
+		return filepath.Join(base, p)
+	}
+	c.DataDir = abs(c.DataDir)
+	c.GroupsDir = abs(c.GroupsDir)
+	c.Channels.Local.Socket = abs(c.Channels.Local.Socket)
+	// A relative program or script path in agent.command means a file next
+	// to the config: the agent runs with its group folder as cwd.
+	for i, a := range c.Agent.Command {
+		if strings.Contains(a, "/") && !strings.HasPrefix(a, "-") && !filepath.IsAbs(a) && !strings.HasPrefix(a, "~") {
+			c.Agent.Command[i] = filepath.Join(base, a)
+		}
+	}
+	for _, list := range [][]string{c.HostSecurity.DenyRead, c.HostSecurity.AllowWrite} {
+		for i, p := range list {
+			list[i] = ResolvePolicyPath(base, p)
+		}
+	}
+}
+
+// ResolvePolicyPath makes a denyRead/allowWrite entry absolute: "~" is the
+// user's home, a glob that starts with "**/" matches anywhere and stays as
+// it is, and any other relative entry is relative to base.
+func ResolvePolicyPath(base, p string) string {
+	p = ExpandHome(p)
+	if filepath.IsAbs(p) || strings.HasPrefix(p, "**/") {
+		return p
+	}
+	return filepath.Join(base, p)
+}
+
+// ExpandHome replaces a leading "~" with the user's home directory.
+func ExpandHome(p string) string {
+	if p != "~" && !strings.HasPrefix(p, "~/") {
+		return p
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return p
+	}
+	return filepath.Join(home, strings.TrimPrefix(p, "~"))
+}

@@ -1,0 +1,227 @@
+// Package groups is the registry of WhatsApp (and local) chats the
+// assistant serves, kept in SQLite, and the folders that belong to them.
+package groups
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/security"
+)
+
+// Group is one registered chat.
+type Group struct {
+	JID             string           `json:"jid"`
+	Name            string           `json:"name"`
+	Folder          string           `json:"folder"`
+	Trigger         string           `json:"trigger"`
+	RequiresTrigger bool             `json:"requiresTrigger"`
+	IsMain          bool             `json:"isMain"`
+	Security        *security.Policy `json:"security"`
+	AddedAt         time.Time        `json:"addedAt"`
+}
+
+var (
+	ErrNotFound        = errors.New("group not found")
+	ErrDuplicateJID    = errors.New("a group with this jid is already registered")
+	ErrDuplicateFolder = errors.New("a group with this folder is already registered")
+	ErrSecondMain      = errors.New("a main group is already registered")
+	ErrInvalidFolder   = errors.New("invalid folder name")
+)
+
+var folderRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+
+// ValidFolder checks a folder name: it becomes a directory name under
+// groupsDir and dataDir/ipc, so it may not contain path tricks.
+func ValidFolder(name string) error {
+	if !folderRE.MatchString(name) || strings.EqualFold(name, "global") || name == "errors" {
+		return fmt.Errorf("%w %q: use 1-64 letters, digits, '_' or '-', starting with a letter or digit, and not \"global\"", ErrInvalidFolder, name)
+	}
+	return nil
+}
+
+// Registry is the groups table.
+type Registry struct {
+	db        *sql.DB
+	groupsDir string
+}
+
+// New returns the registry kept in db, whose folders live in groupsDir.
+func New(db *sql.DB, groupsDir string) *Registry {
+	return &Registry{db: db, groupsDir: groupsDir}
+}
+
+// Dir is the absolute path of a group's folder.
+func (r *Registry) Dir(folder string) string { return filepath.Join(r.groupsDir, folder) }
+
+const columns = `jid, name, folder, trigger, requires_trigger, is_main, security, added_at`
+
+func scan(row interface{ Scan(...any) error }) (Group, error) {
+	var g Group
+	var sec sql.NullString
+	var added string
+	if err := row.Scan(&g.JID, &g.Name, &g.Folder, &g.Trigger, &g.RequiresTrigger, &g.IsMain, &sec, &added); err != nil {
+		return g, err
+	}
+	g.AddedAt, _ = time.Parse(time.RFC3339Nano, added)
+	if sec.Valid {
+		g.Security = new(security.Policy)
+		if err := json.Unmarshal([]byte(sec.String), g.Security); err != nil {
+			return g, fmt.Errorf("group %s: stored security override: %w", g.Folder, err)
+		}
+	}
+	return g, nil
+}
+
+// List returns every group, main first, then by folder.
+func (r *Registry) List(ctx context.Context) ([]Group, error) {
+	rows, err := r.db.QueryContext(ctx, `SELECT `+columns+` FROM groups ORDER BY is_main DESC, folder`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []Group{}
+	for rows.Next() {
+		g, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
+func (r *Registry) one(ctx context.Context, where string, arg any) (Group, error) {
+	g, err := scan(r.db.QueryRowContext(ctx, `SELECT `+columns+` FROM groups WHERE `+where, arg))
+	if errors.Is(err, sql.ErrNoRows) {
+		return g, ErrNotFound
+	}
+	return g, err
+}
+
+// ByFolder returns the group with that folder, or ErrNotFound.
+func (r *Registry) ByFolder(ctx context.Context, folder string) (Group, error) {
+	return r.one(ctx, `folder = ?`, folder)
+}
+
+// ByJID returns the group of that chat, or ErrNotFound.
+func (r *Registry) ByJID(ctx context.Context, jid string) (Group, error) {
+	return r.one(ctx, `jid = ?`, jid)
+}
+
+// Main returns the main group, or ErrNotFound.
+func (r *Registry) Main(ctx context.Context) (Group, error) {
+	return r.one(ctx, `is_main = ?`, 1)
+}
+
+// Add registers g and creates its folder with a starter CLAUDE.md.
+func (r *Registry) Add(ctx context.Context, g Group) error {
+	if err := ValidFolder(g.Folder); err != nil {
+		return err
+	}
+	if strings.TrimSpace(g.JID) == "" {
+		return errors.New("jid is empty: give the chat's JID, e.g. 120363000000000000@g.us or local:family")
+	}
+	if strings.TrimSpace(g.Name) == "" {
+		g.Name = g.Folder
+	}
+	if g.AddedAt.IsZero() {
+		g.AddedAt = time.Now().UTC()
+	}
+	tx, err := r.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM groups WHERE jid = ?`, g.JID).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return fmt.Errorf("%w: %s (remove it first with 'nanoclawd groups remove')", ErrDuplicateJID, g.JID)
+	}
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM groups WHERE folder = ?`, g.Folder).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return fmt.Errorf("%w: %s (choose another --folder)", ErrDuplicateFolder, g.Folder)
+	}
+	if g.IsMain {
+		if m, err := scan(tx.QueryRowContext(ctx, `SELECT `+columns+` FROM groups WHERE is_main = 1`)); err == nil {
+			return fmt.Errorf("%w (%s); at most one group is main: remove it first or add this one without --main", ErrSecondMain, m.Folder)
+		}
+	}
+	sec, err := encodePolicy(g.Security)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO groups (`+columns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		g.JID, g.Name, g.Folder, g.Trigger, g.RequiresTrigger, g.IsMain, sec, g.AddedAt.UTC().Format(time.RFC3339Nano)); err != nil {
+		return fmt.Errorf("register %s: %w", g.Folder, err)
+	}
+	if err := r.createFolder(g); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func (r *Registry) createFolder(g Group) error {
+	dir := r.Dir(g.Folder)
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return fmt.Errorf("create group folder: %w", err)
+	}
+	path := filepath.Join(dir, "CLAUDE.md")
+	if _, err := os.Stat(path); err == nil {
+		return nil // keep what a group already wrote
+	}
+	body := fmt.Sprintf("# %s\n\nYou are the assistant of the chat %q. Write here what you should remember about this group.\n", g.Name, g.Name)
+	return os.WriteFile(path, []byte(body), 0o644)
+}
+
+// Remove unregisters a group; its folder on disk is kept.
+func (r *Registry) Remove(ctx context.Context, folder string) error {
+	res, err := r.db.ExecContext(ctx, `DELETE FROM groups WHERE folder = ?`, folder)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("%w: %s (see 'nanoclawd groups list')", ErrNotFound, folder)
+	}
+	return nil
+}
+
+// SetSecurity sets (or with nil clears) a group's override.
+func (r *Registry) SetSecurity(ctx context.Context, folder string, p *security.Policy) error {
+	sec, err := encodePolicy(p)
+	if err != nil {
+		return err
+	}
+	res, err := r.db.ExecContext(ctx, `UPDATE groups SET security = ? WHERE folder = ?`, sec, folder)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("%w: %s (see 'nanoclawd groups list')", ErrNotFound, folder)
+	}
+	return nil
+}
+
+func encodePolicy(p *security.Policy) (any, error) {
+	if p == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(p)
+	return string(b), err
+}
+
+// ChangedFile is the file the CLI touches after changing the registry; the
+// running daemon watches it and reloads the groups.
+func ChangedFile(dataDir string) string { return filepath.Join(dataDir, "groups.changed") }

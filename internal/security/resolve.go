@@ -1,0 +1,287 @@
+package security
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// NanoclawTools is the permission pattern of the nanoclaw MCP tools, which
+// every group keeps whatever its policy says.
+const NanoclawTools = "mcp__nanoclaw__*"
+
+// AllTools is every Claude Code built-in tool the main group gets.
+var AllTools = []string{"Bash", "Read", "Write", "Edit", "MultiEdit", "Glob", "Grep", "LS", "NotebookEdit", "WebSearch", "WebFetch", "Task", "TodoWrite"}
+
+// Group is what resolution needs to know about the group an agent runs for.
+type Group struct {
+	Folder   string
+	IsMain   bool
+	Override *Policy // nil: none
+}
+
+// Host is what resolution needs to know about this installation. Paths
+// are absolute.
+type Host struct {
+	Home       string   // the daemon user's home, for "~"
+	ConfigFile string   // nanoclaw.config.jsonc
+	ConfigDir  string   // relative override paths resolve against it
+	DataDir    string   // SQLite, ipc/, sessions/
+	GroupsDir  string   // one folder per group
+	Socket     string   // the local channel's socket
+	Folders    []string // every registered group's folder
+	AgentEnv   []string // names of the daemon variables handed to agents
+}
+
+// Effective is a group's resolved policy, as `security show --json` prints it.
+type Effective struct {
+	Group          string         `json:"group"`
+	IsMain         bool           `json:"isMain"`
+	Sandbox        bool           `json:"sandbox"`
+	Tools          []string       `json:"tools"`
+	PermissionMode string         `json:"permissionMode"`
+	SettingSources []string       `json:"settingSources"`
+	DenyRead       []string       `json:"denyRead"`
+	DenyWrite      []string       `json:"denyWrite"`
+	AllowWrite     []string       `json:"allowWrite"`
+	Network        Network        `json:"network"`
+	SecretEnv      []string       `json:"secretEnv"`
+	SDKOptions     map[string]any `json:"sdkOptions"`
+}
+
+// Resolve merges the global policy with a group's override (CONTRACT §3.3)
+// and translates the result into the Claude Agent SDK options.
+func Resolve(global Policy, g Group, h Host) Effective {
+	groupDir := filepath.Join(h.GroupsDir, g.Folder)
+	if g.IsMain {
+		// The owner's own channel is trusted: no sandbox, no prompts,
+		// every tool, and the operator's user settings.
+		e := Effective{
+			Group: g.Folder, IsMain: true, Tools: slices.Clone(AllTools),
+			PermissionMode: "bypassPermissions", SettingSources: []string{"user", "project"},
+			DenyRead: []string{}, DenyWrite: []string{}, AllowWrite: []string{}, SecretEnv: []string{},
+			Network: Network{AllowedDomains: []string{}, DeniedDomains: []string{}},
+		}
+		e.SDKOptions = map[string]any{
+			"cwd":                             groupDir,
+			"permissionMode":                  "bypassPermissions",
+			"allowDangerouslySkipPermissions": true,
+			"settingSources":                  e.SettingSources,
+			"sandbox":                         map[string]any{"enabled": false},
+		}
+		return e
+	}
+
+	o := g.Override
+	if o == nil {
+		o = &Policy{}
+	}
+	e := Effective{Group: g.Folder, SettingSources: []string{"project"}}
+	e.Sandbox = pick(o.Sandbox, global.Sandbox, true)
+	e.PermissionMode = first(o.PermissionMode, global.PermissionMode, "default")
+	if e.PermissionMode == "bypassPermissions" { // never for a non-main group
+		e.PermissionMode = "default"
+	}
+	e.Tools = slices.Clone(global.Tools)
+	if o.Tools != nil {
+		e.Tools = slices.Clone(o.Tools)
+	}
+	e.Network.AllowedDomains = nonNil(netList(o.Network, global.Network, func(n *Network) []string { return n.AllowedDomains }))
+	e.Network.DeniedDomains = nonNil(netList(o.Network, global.Network, func(n *Network) []string { return n.DeniedDomains }))
+
+	abs := func(list []string) []string {
+		out := make([]string, 0, len(list))
+		for _, p := range list {
+			out = append(out, absPath(h, p))
+		}
+		return out
+	}
+	// What no non-main agent may touch: the operator's denylist, the
+	// daemon's own state and config, and every other group's folder and
+	// session. Its own IPC directory is reached only through the MCP tools.
+	deny := abs(global.DenyRead)
+	deny = append(deny, abs(o.DenyRead)...)
+	deny = append(deny, h.ConfigFile, filepath.Join(h.DataDir, "ipc"), filepath.Join(h.DataDir, "logs"), h.Socket)
+	for _, f := range []string{"nanoclaw.db", "whatsapp.db"} {
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			deny = append(deny, filepath.Join(h.DataDir, f+suffix))
+		}
+	}
+	for _, f := range h.Folders {
+		if f != g.Folder {
+			deny = append(deny, filepath.Join(h.GroupsDir, f), filepath.Join(h.DataDir, "sessions", f))
+		}
+	}
+	e.DenyRead = dedupe(deny)
+	// Inside its own folder an agent may not rewrite its audit trail, its
+	// project settings or its project MCP servers: those would loosen its
+	// own sandbox on the next run.
+	e.DenyWrite = []string{filepath.Join(groupDir, "logs"), filepath.Join(groupDir, ".claude"), filepath.Join(groupDir, ".mcp.json")}
+	e.AllowWrite = dedupe(append(append(abs(global.AllowWrite), abs(o.AllowWrite)...), groupDir))
+	e.SecretEnv = secretEnv(h.AgentEnv)
+	e.SDKOptions = sdkOptions(e, groupDir)
+	return e
+}
+
+func sdkOptions(e Effective, groupDir string) map[string]any {
+	tools := append(slices.Clone(e.Tools), NanoclawTools)
+	// allowedTools pre-approves: with nobody to ask, whatever is not
+	// listed is refused. Write and Edit are approved only inside the
+	// writable paths, because a bare Write approves writes anywhere.
+	var allowed []string
+	for _, t := range e.Tools {
+		switch t {
+		case "Write", "Edit", "MultiEdit", "NotebookEdit":
+			for _, p := range e.AllowWrite {
+				allowed = append(allowed, t+"("+rulePath(p)+"/**)")
+			}
+		case "Bash":
+			// Unsandboxed commands are never allowed: without the sandbox,
+			// Bash is not pre-approved and so is refused.
+			if e.Sandbox {
+				allowed = append(allowed, t)
+			}
+		default:
+			allowed = append(allowed, t)
+		}
+	}
+	allowed = append(allowed, NanoclawTools)
+
+	// The sandbox covers Bash only; Read/Edit deny rules bound the file
+	// tools, and in Bash make the paths empty (Read) or read-only (Edit).
+	var deny []string
+	for _, p := range e.DenyRead {
+		deny = append(deny, denyRules("Read", p)...)
+		deny = append(deny, denyRules("Edit", p)...)
+	}
+	for _, p := range e.DenyWrite {
+		deny = append(deny, denyRules("Edit", p)...)
+	}
+	creds := make([]any, 0, len(e.SecretEnv))
+	for _, name := range e.SecretEnv {
+		creds = append(creds, map[string]any{"name": name, "mode": "deny"})
+	}
+	return map[string]any{
+		"cwd":            groupDir,
+		"tools":          tools,
+		"allowedTools":   allowed,
+		"permissionMode": e.PermissionMode,
+		"settingSources": e.SettingSources,
+		"sandbox": map[string]any{
+			"enabled":                  e.Sandbox,
+			"autoAllowBashIfSandboxed": true,
+			"allowUnsandboxedCommands": false,
+			"filesystem": map[string]any{
+				"denyRead":   e.DenyRead,
+				"allowWrite": e.AllowWrite,
+				"denyWrite":  e.DenyWrite,
+			},
+			"network": map[string]any{
+				"allowedDomains": e.Network.AllowedDomains,
+				"deniedDomains":  e.Network.DeniedDomains,
+			},
+			"credentials": map[string]any{"envVars": creds},
+		},
+		"settings": map[string]any{
+			"permissions": map[string]any{"deny": deny},
+		},
+	}
+}
+
+// rulePath writes an absolute path as a permission-rule path ("//abs").
+func rulePath(p string) string {
+	if strings.HasPrefix(p, "/") {
+		return "/" + p
+	}
+	return p
+}
+
+// denyRules covers p itself and, were it a directory, all below it. A glob
+// such as "**/.env" is a rule as it is.
+func denyRules(tool, p string) []string {
+	if strings.ContainsAny(p, "*?[") {
+		return []string{tool + "(" + rulePath(p) + ")"}
+	}
+	return []string{tool + "(" + rulePath(p) + ")", tool + "(" + rulePath(p) + "/**)"}
+}
+
+func absPath(h Host, p string) string {
+	switch {
+	case p == "~":
+		return h.Home
+	case strings.HasPrefix(p, "~/"):
+		return filepath.Join(h.Home, p[2:])
+	case filepath.IsAbs(p), strings.HasPrefix(p, "**/"):
+		return p
+	default:
+		return filepath.Join(h.ConfigDir, p)
+	}
+}
+
+// alwaysSecret are held by every agent process and never given to the
+// commands it runs.
+var alwaysSecret = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "NANOCLAW_IPC_TOKEN"}
+
+var secretWords = []string{"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION", "PRIVATE"}
+
+func secretEnv(agentEnv []string) []string {
+	out := slices.Clone(alwaysSecret)
+	for _, name := range agentEnv {
+		upper := strings.ToUpper(name)
+		for _, w := range secretWords {
+			if strings.Contains(upper, w) {
+				out = append(out, name)
+				break
+			}
+		}
+	}
+	return dedupe(out)
+}
+
+func pick(o, g *bool, def bool) bool {
+	if o != nil {
+		return *o
+	}
+	if g != nil {
+		return *g
+	}
+	return def
+}
+
+func first(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func netList(o, g *Network, get func(*Network) []string) []string {
+	if o != nil && get(o) != nil {
+		return slices.Clone(get(o))
+	}
+	if g != nil {
+		return slices.Clone(get(g))
+	}
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func dedupe(list []string) []string {
+	seen := map[string]bool{}
+	out := []string{}
+	for _, s := range list {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
