@@ -1,0 +1,341 @@
+package alerts
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/nanoclawd/nanoclawd/internal/channel"
+)
+
+// Sender delivers one message. It must return nil only once the channel
+// accepted the message, and be safe for concurrent use (the outbox sends to
+// different chats in parallel, never two messages to one chat at once).
+type Sender interface {
+	Send(ctx context.Context, m channel.Outgoing) error
+}
+
+// SenderFunc adapts a function to Sender.
+type SenderFunc func(ctx context.Context, m channel.Outgoing) error
+
+// Send calls f.
+func (f SenderFunc) Send(ctx context.Context, m channel.Outgoing) error { return f(ctx, m) }
+
+// Kinds of outbox rows (free text in the table; these are the ones nanoclawd uses).
+const (
+	KindAlert   = "alert"   // a first [SANDBOX ALERT]
+	KindSummary = "summary" // a folded "+N more" alert
+	KindReply   = "reply"   // an agent's answer
+	KindIPC     = "ipc"     // a message an agent sent through IPC
+	KindNotice  = "notice"  // a message of the daemon itself to a group
+)
+
+// ErrNoChat is returned by Enqueue for an empty chat JID.
+var ErrNoChat = errors.New("outbox: no chat JID given")
+
+// sentRetention is how long sent rows are kept (for the record) before Run
+// deletes them.
+const sentRetention = 7 * 24 * time.Hour
+
+// Outbox is the durable queue of every outgoing message. Enqueue commits a
+// row; Run sends rows in id order per chat and marks each sent only after
+// the Sender accepted it, so nothing is lost when a channel is down or the
+// daemon dies, and nothing is sent twice unless the daemon dies between a
+// Send and its mark (then the stable Outgoing.ID lets the channel drop it).
+type Outbox struct {
+	db   *sql.DB
+	send Sender
+	log  zerolog.Logger
+
+	// MinBackoff and MaxBackoff bound the wait before retrying a chat whose
+	// Send failed: MinBackoff doubled per consecutive failure, capped.
+	// Set them before Run.
+	MinBackoff, MaxBackoff time.Duration
+
+	wake chan struct{} // capacity 1: "look at the table again"
+
+	mu    sync.Mutex
+	chats map[string]*chatState
+}
+
+// chatState is what the outbox knows in memory about one chat.
+type chatState struct {
+	lock    chan struct{} // capacity 1; held by whoever is sending to the chat
+	fails   int           // consecutive failed sends
+	retryAt time.Time     // no automatic send before this
+}
+
+// NewOutbox returns an outbox over db (migrated by store.Open) that sends
+// through sender. Nothing is sent until Run is called.
+func NewOutbox(db *sql.DB, sender Sender, log zerolog.Logger) *Outbox {
+	return &Outbox{
+		db:         db,
+		send:       sender,
+		log:        log,
+		MinBackoff: 500 * time.Millisecond,
+		MaxBackoff: time.Minute,
+		wake:       make(chan struct{}, 1),
+		chats:      map[string]*chatState{},
+	}
+}
+
+// Enqueue stores a message for chatJID durably (committed when it returns)
+// and wakes Run. kind is one of the Kind constants.
+func (o *Outbox) Enqueue(ctx context.Context, chatJID, text, kind string) (int64, error) {
+	tx, err := o.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: begin: %w", err)
+	}
+	defer tx.Rollback()
+	id, err := EnqueueTx(ctx, tx, chatJID, text, kind)
+	if err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("outbox: commit message for %s: %w", chatJID, err)
+	}
+	o.Wake()
+	return id, nil
+}
+
+// EnqueueTx adds a message inside the caller's transaction, so that it is
+// queued if and only if the rest of tx commits. The caller must call Wake
+// after a successful Commit.
+func EnqueueTx(ctx context.Context, tx *sql.Tx, chatJID, text, kind string) (int64, error) {
+	if chatJID == "" {
+		return 0, ErrNoChat
+	}
+	return enqueueTx(ctx, tx, sql.NullString{String: chatJID, Valid: true}, text, kind)
+}
+
+// enqueueTx also accepts a NULL chat: an alert waiting for a main group.
+func enqueueTx(ctx context.Context, tx *sql.Tx, chat sql.NullString, text, kind string) (int64, error) {
+	res, err := tx.ExecContext(ctx,
+		`INSERT INTO outbox (chat_jid, text, kind, created_at) VALUES (?, ?, ?, ?)`,
+		chat, text, kind, time.Now().UnixNano())
+	if err != nil {
+		return 0, fmt.Errorf("outbox: queue message for %q: %w", chat.String, err)
+	}
+	return res.LastInsertId()
+}
+
+// Wake makes Run look for new rows at once. Enqueue calls it; callers of
+// EnqueueTx call it after their commit.
+func (o *Outbox) Wake() {
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Notify says sending may work again (a channel reconnected): chats waiting
+// out a backoff are retried at once.
+func (o *Outbox) Notify() {
+	o.mu.Lock()
+	for _, c := range o.chats {
+		c.retryAt = time.Time{}
+	}
+	o.mu.Unlock()
+	o.Wake()
+}
+
+// retargetTx gives every waiting main-group alert (chat NULL) its chat.
+func retargetTx(ctx context.Context, tx *sql.Tx, chatJID string) (int64, error) {
+	res, err := tx.ExecContext(ctx,
+		`UPDATE outbox SET chat_jid = ? WHERE chat_jid IS NULL AND sent_at IS NULL`, chatJID)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: address waiting alerts to %s: %w", chatJID, err)
+	}
+	return res.RowsAffected()
+}
+
+// Run sends queued messages until ctx ends: at start it resumes every
+// unsent row, then it wakes on Wake/Notify and on backoff timers only.
+// Each chat gets its own sender goroutine, so a chat whose channel is down
+// does not hold up the others; within a chat, order is id order.
+func (o *Outbox) Run(ctx context.Context) error {
+	if _, err := o.db.ExecContext(ctx, `DELETE FROM outbox WHERE sent_at IS NOT NULL AND sent_at < ?`,
+		time.Now().Add(-sentRetention).UnixNano()); err != nil {
+		o.log.Warn().Err(err).Msg("outbox: pruning old sent messages failed")
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		next := o.dispatch(ctx, &wg)
+		timer.Stop()
+		if !next.IsZero() {
+			timer.Reset(time.Until(next))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-o.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// dispatch starts a sender for every chat with unsent rows that is neither
+// busy nor backing off, and returns the earliest retry time of those that
+// are backing off (zero if none).
+func (o *Outbox) dispatch(ctx context.Context, wg *sync.WaitGroup) time.Time {
+	rows, err := o.db.QueryContext(ctx,
+		`SELECT DISTINCT chat_jid FROM outbox WHERE sent_at IS NULL AND chat_jid IS NOT NULL`)
+	if err != nil {
+		if ctx.Err() == nil {
+			o.log.Error().Err(err).Msg("outbox: reading queued messages failed; retrying")
+		}
+		return time.Now().Add(o.MinBackoff)
+	}
+	var chats []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err == nil {
+			chats = append(chats, c)
+		}
+	}
+	rows.Close()
+
+	var next time.Time
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, chat := range chats {
+		st := o.state(chat)
+		if now.Before(st.retryAt) {
+			if next.IsZero() || st.retryAt.Before(next) {
+				next = st.retryAt
+			}
+			continue
+		}
+		select {
+		case st.lock <- struct{}{}:
+		default:
+			continue // a sender is already on it; it re-reads the table before it stops
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer o.Wake() // rows may have arrived after its last look
+			defer func() { <-st.lock }()
+			o.drain(ctx, chat, st)
+		}()
+	}
+	return next
+}
+
+// state returns the chat's state, creating it. o.mu must be held.
+func (o *Outbox) state(chat string) *chatState {
+	st := o.chats[chat]
+	if st == nil {
+		st = &chatState{lock: make(chan struct{}, 1)}
+		o.chats[chat] = st
+	}
+	return st
+}
+
+// drain sends the chat's unsent rows in order until none is left or one
+// fails. The caller holds st.lock.
+func (o *Outbox) drain(ctx context.Context, chat string, st *chatState) error {
+	for {
+		var (
+			id   int64
+			text string
+		)
+		err := o.db.QueryRowContext(ctx,
+			`SELECT id, text FROM outbox WHERE chat_jid = ? AND sent_at IS NULL ORDER BY id LIMIT 1`,
+			chat).Scan(&id, &text)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return o.failed(ctx, chat, st, 0, fmt.Errorf("read queued message: %w", err))
+		}
+		if err := o.send.Send(ctx, channel.Outgoing{ID: strconv.FormatInt(id, 10), ChatJID: chat, Text: text}); err != nil {
+			return o.failed(ctx, chat, st, id, err)
+		}
+		// The message is out; if marking it fails it will be offered again
+		// later with the same ID, which the channel may use to drop it.
+		if _, err := o.db.ExecContext(context.WithoutCancel(ctx),
+			`UPDATE outbox SET sent_at = ?, attempts = attempts + 1, last_error = NULL WHERE id = ?`,
+			time.Now().UnixNano(), id); err != nil {
+			return o.failed(ctx, chat, st, 0, fmt.Errorf("mark message %d sent: %w", id, err))
+		}
+		o.mu.Lock()
+		st.fails, st.retryAt = 0, time.Time{}
+		o.mu.Unlock()
+	}
+}
+
+// failed records a failed attempt and sets the chat's backoff.
+func (o *Outbox) failed(ctx context.Context, chat string, st *chatState, id int64, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err() // shutting down: not the channel's fault
+	}
+	if id != 0 {
+		if _, uerr := o.db.ExecContext(ctx,
+			`UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE id = ?`, err.Error(), id); uerr != nil {
+			o.log.Warn().Err(uerr).Int64("id", id).Msg("outbox: recording failed attempt")
+		}
+	}
+	o.mu.Lock()
+	st.fails++
+	wait := o.MinBackoff << min(st.fails-1, 30)
+	if wait > o.MaxBackoff || wait <= 0 {
+		wait = o.MaxBackoff
+	}
+	st.retryAt = time.Now().Add(wait)
+	o.mu.Unlock()
+	o.log.Warn().Err(err).Str("chat", chat).Int64("id", id).Dur("retry_in", wait).Msg("outbox: send failed; will retry")
+	return err
+}
+
+// Flush tries once, now, to send everything queued (ignoring backoffs),
+// waiting for senders already at work. It is meant for shutdown, with a
+// deadline in ctx, and works whether or not Run is still running. What it
+// cannot send stays queued for the next start; the error says how much.
+func (o *Outbox) Flush(ctx context.Context) error {
+	rows, err := o.db.QueryContext(ctx,
+		`SELECT DISTINCT chat_jid FROM outbox WHERE sent_at IS NULL AND chat_jid IS NOT NULL`)
+	if err != nil {
+		return fmt.Errorf("outbox: flush: %w", err)
+	}
+	var chats []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err == nil {
+			chats = append(chats, c)
+		}
+	}
+	rows.Close()
+	var errs []error
+	for _, chat := range chats {
+		o.mu.Lock()
+		st := o.state(chat)
+		o.mu.Unlock()
+		select {
+		case st.lock <- struct{}{}:
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("chat %s: %w", chat, ctx.Err()))
+			continue
+		}
+		if err := o.drain(ctx, chat, st); err != nil {
+			errs = append(errs, fmt.Errorf("chat %s: %w", chat, err))
+		}
+		<-st.lock
+	}
+	if len(errs) > 0 {
+		var n int
+		o.db.QueryRow(`SELECT count(*) FROM outbox WHERE sent_at IS NULL`).Scan(&n)
+		return fmt.Errorf("outbox: %d messages still queued (they are sent at the next start): %w", n, errors.Join(errs...))
+	}
+	return nil
+}
