@@ -1,0 +1,257 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/store"
+)
+
+func TestScheduleArithmetic(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Skip("no tzdata:", err)
+	}
+	now := time.Date(2026, 3, 10, 8, 30, 0, 0, time.UTC) // 09:30 in Berlin
+	tests := []struct {
+		name, typ, value string
+		want             time.Time
+	}{
+		{"cron in the configured zone", "cron", "0 10 * * *", time.Date(2026, 3, 10, 9, 0, 0, 0, time.UTC)},
+		{"cron tomorrow", "cron", "0 9 * * *", time.Date(2026, 3, 11, 8, 0, 0, 0, time.UTC)},
+		{"descriptor", "cron", "@daily", time.Date(2026, 3, 10, 23, 0, 0, 0, time.UTC)},
+		{"interval", "interval", "3600000", now.Add(time.Hour)},
+		{"once local", "once", "2026-03-10T12:00:00", time.Date(2026, 3, 10, 11, 0, 0, 0, time.UTC)},
+		{"once in the past runs now", "once", "2020-01-01T00:00:00", now},
+	}
+	for _, tc := range tests {
+		got, err := First(tc.typ, tc.value, berlin, now)
+		if err != nil || !got.Equal(tc.want) {
+			t.Errorf("%s: First(%s %q) = %v, %v; want %v", tc.name, tc.typ, tc.value, got, err, tc.want)
+		}
+	}
+}
+
+func TestIntervalSkipsMissedRuns(t *testing.T) {
+	prev := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	now := prev.Add(3*time.Hour + 20*time.Minute) // down for three runs
+	next, ok, err := After("interval", "3600000", time.UTC, prev, now)
+	if err != nil || !ok || !next.Equal(prev.Add(4*time.Hour)) {
+		t.Fatalf("After = %v %v %v; want %v (anchored, missed runs skipped)", next, ok, err, prev.Add(4*time.Hour))
+	}
+	next, _, _ = After("interval", "3600000", time.UTC, prev, prev.Add(time.Minute))
+	if !next.Equal(prev.Add(time.Hour)) {
+		t.Fatalf("on-time run: next = %v", next)
+	}
+	if _, ok, _ := After("once", "2026-01-01T10:00:00", time.UTC, prev, now); ok {
+		t.Fatal("a once task has no next run")
+	}
+}
+
+func TestInvalidSchedulesSayHowToFix(t *testing.T) {
+	tests := []struct{ typ, value, hint string }{
+		{"cron", "61 * * * *", "5 fields"},
+		{"cron", "* * *", "5 fields"},
+		{"cron", "TZ=UTC 0 9 * * *", "configured timezone"},
+		{"cron", "", "5 fields"},
+		{"interval", "abc", "milliseconds"},
+		{"interval", "-5", "milliseconds"},
+		{"interval", "1000", "one minute"},
+		{"once", "2026-01-01 10:00", "YYYY-MM-DDTHH:MM:SS"},
+		{"once", "2026-01-01T10:00:00Z", "YYYY-MM-DDTHH:MM:SS"},
+		{"weekly", "x", "cron, interval or once"},
+	}
+	for _, tc := range tests {
+		err := Validate(tc.typ, tc.value)
+		if !errors.Is(err, ErrSchedule) || !strings.Contains(err.Error(), tc.hint) {
+			t.Errorf("Validate(%s, %q) = %v; want ErrSchedule mentioning %q", tc.typ, tc.value, err, tc.hint)
+		}
+	}
+}
+
+type runnerFunc func(ctx context.Context, t Task) error
+
+func (f runnerFunc) RunTask(ctx context.Context, t Task) error { return f(ctx, t) }
+
+func newScheduler(t *testing.T, r Runner) (*Scheduler, string) {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ipcRoot := filepath.Join(dir, "ipc")
+	return New(db, time.UTC, r, ipcRoot, zerolog.Nop()), ipcRoot
+}
+
+func TestDueTaskRunsThroughRunnerAndIsLogged(t *testing.T) {
+	ran := make(chan Task, 4)
+	s, _ := newScheduler(t, runnerFunc(func(_ context.Context, t Task) error { ran <- t; return nil }))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Run(ctx)
+
+	task, err := s.Create(ctx, s.db, NewTask{GroupFolder: "family", ChatJID: "1@g.us", Prompt: "water the plants",
+		ScheduleType: TypeOnce, ScheduleValue: "2000-01-01T00:00:00", ContextMode: ContextIsolated})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Changed()
+	select {
+	case got := <-ran:
+		if got.ID != task.ID || got.Prompt != "water the plants" || got.ChatJID != "1@g.us" {
+			t.Fatalf("ran %+v", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("due task never ran")
+	}
+	if err := s.Done(ctx, task.ID, "done: plants watered", nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, s.db, task.ID)
+	if err != nil || got.Status != StatusCompleted || got.NextRun != nil || got.LastResult != "done: plants watered" || got.LastRun == nil {
+		t.Fatalf("after run: %+v %v", got, err)
+	}
+	runs, err := s.Runs(ctx, task.ID)
+	if err != nil || len(runs) != 1 || runs[0].Status != "success" || runs[0].FinishedAt == nil {
+		t.Fatalf("run log %+v %v", runs, err)
+	}
+	select {
+	case again := <-ran:
+		t.Fatalf("a once task ran twice: %+v", again)
+	default:
+	}
+}
+
+func TestPauseResumeCancelUpdate(t *testing.T) {
+	s, _ := newScheduler(t, runnerFunc(func(context.Context, Task) error { return nil }))
+	ctx := context.Background()
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	s.now = func() time.Time { return now }
+	task, err := s.Create(ctx, s.db, NewTask{GroupFolder: "family", ChatJID: "1@g.us", Prompt: "p",
+		ScheduleType: TypeCron, ScheduleValue: "0 9 * * *"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.ContextMode != ContextGroup {
+		t.Fatalf("context mode defaults to group, got %q", task.ContextMode)
+	}
+	if err := s.Pause(ctx, s.db, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Get(ctx, s.db, task.ID); got.Status != StatusPaused {
+		t.Fatalf("status %q", got.Status)
+	}
+	if err := s.Resume(ctx, s.db, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	prompt, typ, val := "new prompt", TypeInterval, "7200000"
+	if err := s.Update(ctx, s.db, task.ID, Update{Prompt: &prompt, ScheduleType: &typ, ScheduleValue: &val}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.Get(ctx, s.db, task.ID)
+	if got.Status != StatusActive || got.Prompt != prompt || got.NextRun == nil || !got.NextRun.Equal(now.Add(2*time.Hour)) {
+		t.Fatalf("after update: %+v", got)
+	}
+	bad := "every day"
+	if err := s.Update(ctx, s.db, task.ID, Update{ScheduleValue: &bad}); !errors.Is(err, ErrSchedule) {
+		t.Fatalf("bad update: %v", err)
+	}
+	if err := s.Cancel(ctx, s.db, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Resume(ctx, s.db, task.ID); !errors.Is(err, ErrFinished) {
+		t.Fatalf("resume after cancel: %v", err)
+	}
+	if err := s.Pause(ctx, s.db, "task-nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("pause unknown: %v", err)
+	}
+}
+
+type chatsFake struct {
+	chats      []channel.Chat
+	registered map[string]bool
+}
+
+func (c chatsFake) ListChats(context.Context) ([]channel.Chat, error) { return c.chats, nil }
+func (c chatsFake) IsRegistered(_ context.Context, jid string) (bool, error) {
+	return c.registered[jid], nil
+}
+
+func TestSnapshotsMainSeesAllOthersTheirOwn(t *testing.T) {
+	s, ipcRoot := newScheduler(t, runnerFunc(func(context.Context, Task) error { return nil }))
+	ctx := context.Background()
+	for _, f := range []string{"main", "family", "work"} {
+		if _, err := s.Create(ctx, s.db, NewTask{GroupFolder: f, ChatJID: f + "@g.us", Prompt: "p " + f,
+			ScheduleType: TypeInterval, ScheduleValue: "600000"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(folder string) []Task {
+		t.Helper()
+		var tasks []Task
+		data, err := os.ReadFile(filepath.Join(ipcRoot, folder, TasksFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(data, &tasks); err != nil {
+			t.Fatal(err)
+		}
+		return tasks
+	}
+	if err := s.WriteTasksSnapshot(ctx, "main", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteTasksSnapshot(ctx, "family", false); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(read("main")); n != 3 {
+		t.Fatalf("main sees %d tasks, want 3", n)
+	}
+	fam := read("family")
+	if len(fam) != 1 || fam[0].GroupFolder != "family" {
+		t.Fatalf("family sees %+v", fam)
+	}
+
+	chats := chatsFake{chats: []channel.Chat{
+		{JID: "old@g.us", Name: "Old", IsGroup: true, Time: time.Unix(100, 0)},
+		{JID: "new@g.us", Name: "New", IsGroup: true, Time: time.Unix(200, 0)},
+		{JID: "alice@s.whatsapp.net", Name: "Alice", Time: time.Unix(300, 0)},
+	}, registered: map[string]bool{"old@g.us": true}}
+	for _, tc := range []struct {
+		folder string
+		main   bool
+		want   []string
+	}{{"main", true, []string{"new@g.us", "old@g.us"}}, {"family", false, nil}} {
+		if err := WriteGroupsSnapshot(ctx, ipcRoot, tc.folder, tc.main, chats, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		var snap struct {
+			Groups []AvailableGroup `json:"groups"`
+		}
+		data, _ := os.ReadFile(filepath.Join(ipcRoot, tc.folder, GroupsFile))
+		if err := json.Unmarshal(data, &snap); err != nil {
+			t.Fatal(err)
+		}
+		var jids []string
+		for _, g := range snap.Groups {
+			jids = append(jids, g.JID)
+		}
+		if strings.Join(jids, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("%s sees groups %v, want %v", tc.folder, jids, tc.want)
+		}
+		if tc.main && (!snap.Groups[1].IsRegistered || snap.Groups[0].IsRegistered) {
+			t.Errorf("isRegistered wrong: %+v", snap.Groups)
+		}
+	}
+}
