@@ -1,0 +1,78 @@
+package runner
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// closeFile is the sentinel that asks a running agent to finish.
+const closeFile = "_close"
+
+// FollowUp hands text to the agent running for ipcDir as
+// <ipcDir>/input/<time>-<rand>.json = {"type":"message","text":…}. The file
+// is written under a temporary name and renamed, so the agent never reads
+// half of it; names sort in the order they were written.
+func FollowUp(ipcDir, text string) error {
+	in := filepath.Join(ipcDir, "input")
+	if err := os.MkdirAll(in, 0o755); err != nil {
+		return fmt.Errorf("follow-up: creating %s: %w", in, err)
+	}
+	b, err := json.Marshal(struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}{"message", text})
+	if err != nil {
+		return fmt.Errorf("follow-up: %w", err)
+	}
+	name := fmt.Sprintf("%019d-%s.json", time.Now().UnixNano(), strings.ToLower(rand.Text()[:8]))
+	final := filepath.Join(in, name)
+	tmp := final + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("follow-up: writing %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("follow-up: %w", err)
+	}
+	return nil
+}
+
+// Close writes the empty <ipcDir>/input/_close that asks the agent to finish.
+func Close(ipcDir string) error {
+	in := filepath.Join(ipcDir, "input")
+	if err := os.MkdirAll(in, 0o755); err != nil {
+		return fmt.Errorf("close: creating %s: %w", in, err)
+	}
+	if err := os.WriteFile(filepath.Join(in, closeFile), nil, 0o644); err != nil {
+		return fmt.Errorf("close: %w", err)
+	}
+	return nil
+}
+
+// clearInput empties <ipcDir>/input before a run: a _close left over from the
+// last run would end the new agent at once, and follow-ups the last agent
+// never read are in the new prompt already (the cursor did not pass them).
+func clearInput(ipcDir string) error {
+	in := filepath.Join(ipcDir, "input")
+	if err := os.MkdirAll(in, 0o755); err != nil {
+		return fmt.Errorf("creating the agent input directory %s: %w", in, err)
+	}
+	ents, err := os.ReadDir(in)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", in, err)
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			continue
+		}
+		if err := os.Remove(filepath.Join(in, e.Name())); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("clearing stale agent input: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package runner
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// readLines calls fn for each line of r (without the newline or a trailing
+// CR). A line longer than limit is cut to limit bytes and the rest discarded, so
+// a flooding agent costs reading time but never memory. line is reused
+// after fn returns.
+func readLines(r io.Reader, limit int, fn func(line []byte, cut bool)) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var (
+		buf []byte
+		cut bool
+	)
+	for {
+		chunk, err := br.ReadSlice('\n')
+		complete := len(chunk) > 0 && chunk[len(chunk)-1] == '\n'
+		if complete {
+			chunk = chunk[:len(chunk)-1]
+		}
+		if room := limit - len(buf); len(chunk) > room {
+			buf = append(buf, chunk[:max(room, 0)]...)
+			cut = true
+		} else {
+			buf = append(buf, chunk...)
+		}
+		if complete {
+			fn(bytes.TrimSuffix(buf, []byte("\r")), cut)
+			buf, cut = buf[:0], false
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			if len(buf) > 0 || cut {
+				fn(buf, cut)
+			}
+			return
+		}
+	}
+}
+
+// runLog is one run's log file, capped in size. The runner's own notes get
+// a little headroom past the cap so the exit line always makes it in.
+type runLog struct {
+	mu   sync.Mutex
+	f    *os.File
+	path string
+	max  int64
+	n    int64
+	full bool
+}
+
+const logHeadroom = 64 << 10
+
+func openRunLog(dir string, max int64) (*runLog, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the run log directory %s: %w", dir, err)
+	}
+	for {
+		path := logPath(dir)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+		if errors.Is(err, os.ErrExist) {
+			continue // two runs in the same nanosecond
+		}
+		if err != nil {
+			return nil, fmt.Errorf("creating the run log %s: %w", path, err)
+		}
+		return &runLog{f: f, path: path, max: max}, nil
+	}
+}
+
+func (l *runLog) write(s string, note bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	limit := l.max
+	if note {
+		limit += logHeadroom
+	}
+	if l.n+int64(len(s)) > limit {
+		if !l.full && !note {
+			l.full = true
+			s = fmt.Sprintf("%s runner: log reached %d bytes; further agent output is dropped\n", stamp(), l.max)
+			l.n += int64(len(s))
+			l.f.WriteString(s)
+		}
+		return
+	}
+	l.n += int64(len(s))
+	l.f.WriteString(s)
+}
+
+// Printf logs a note of the runner's own.
+func (l *runLog) Printf(format string, args ...any) {
+	l.write(stamp()+" runner: "+fmt.Sprintf(format, args...)+"\n", true)
+}
+
+// Line logs one line of agent output.
+func (l *runLog) Line(stream string, line []byte, cut bool) {
+	var b strings.Builder
+	b.Grow(len(line) + 40)
+	b.WriteString(stamp())
+	b.WriteByte(' ')
+	b.WriteString(stream)
+	b.WriteString(": ")
+	b.Write(line)
+	if cut {
+		fmt.Fprintf(&b, " [line cut at %d bytes]", len(line))
+	}
+	b.WriteByte('\n')
+	l.write(b.String(), false)
+}
+
+func (l *runLog) Close() error { return l.f.Close() }
+
+func stamp() string { return time.Now().UTC().Format("15:04:05.000") }
+
+// tail keeps the last bytes of stderr for the error of a failed run.
+type tail struct {
+	mu  sync.Mutex
+	n   int
+	buf []byte
+}
+
+func newTail(n int) *tail { return &tail{n: n} }
+
+func (t *tail) add(line []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, line...)
+	t.buf = append(t.buf, '\n')
+	if len(t.buf) > 2*t.n {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.n:]...)
+	}
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.buf
+	if len(b) > t.n {
+		b = b[len(b)-t.n:]
+		if i := bytes.IndexByte(b, '\n'); i >= 0 && i < len(b)-1 {
+			b = b[i+1:]
+		}
+	}
+	return strings.TrimSpace(string(b))
+}

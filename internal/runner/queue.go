@@ -1,0 +1,293 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Job is one run the Queue hands to its RunFunc.
+type Job struct {
+	Folder  string
+	TaskID  string // the scheduled task to run; "" for a message run
+	Attempt int    // 0 for the first try of a message run, n for its nth retry
+
+	// More (message runs only) receives, coalesced, when new messages arrived
+	// for the group while this run is going: the RunFunc delivers them to
+	// its agent as follow-ups (FollowUp). Missing a signal loses nothing:
+	// a message that arrived during a run always causes one more run after it.
+	More <-chan struct{}
+
+	// Closing is closed when the queue wants this run to finish soon — a
+	// task waits for the group, another group waits for a slot, or the queue
+	// shuts down. Pass it as Spec.Closing.
+	Closing <-chan struct{}
+}
+
+// RunFunc does one job. For a message run it reads the group's unanswered
+// messages itself (and returns nil at once when there are none: runs are
+// coalesced, so it is called after every burst of EnqueueMessages). A
+// non-nil error from a message run is retried with backoff.
+type RunFunc func(ctx context.Context, job Job) error
+
+// Queue runs jobs with at most one agent per group and a fixed number
+// overall. Groups wait in one FIFO line and rejoin at its end after a run, so
+// a busy group cannot starve the others; a group with a scheduled task due
+// goes before groups with only messages, and within a group tasks go first.
+// It has no goroutine of its own: enqueueing, a run ending and a backoff
+// timer firing are what move it.
+type Queue struct {
+	// Settable before the first Enqueue; NewQueue fills in the defaults.
+	RetryBase time.Duration            // first retry delay, doubled each time (5 s)
+	Retries   int                      // retries of a failing message run before giving up (5)
+	OnGiveUp  func(job Job, err error) // a message run failed 1+Retries times, or a task run failed
+
+	run    RunFunc
+	max    int
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	groups  map[string]*groupState
+	waiting []*groupState // FIFO of groups that can start now
+	running int
+	closed  bool
+}
+
+type groupState struct {
+	folder   string
+	messages bool     // a message run is due
+	tasks    []string // due task ids, in order
+	active   *activeRun
+	retries  int         // failed message runs in a row
+	backoff  *time.Timer // set while a message retry waits
+	queued   bool        // in Queue.waiting
+}
+
+type activeRun struct {
+	job     Job
+	more    chan struct{}
+	closing chan struct{}
+	closed  bool
+}
+
+// NewQueue returns a queue that calls run for each job, at most
+// maxConcurrent at a time (at least 1).
+func NewQueue(maxConcurrent int, run RunFunc) *Queue {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Queue{
+		RetryBase: 5 * time.Second,
+		Retries:   5,
+		run:       run,
+		max:       max(maxConcurrent, 1),
+		ctx:       ctx,
+		cancel:    cancel,
+		groups:    map[string]*groupState{},
+	}
+}
+
+// EnqueueMessages says the group has new messages. If its message run is
+// going, the run's Job.More fires; either way a run follows.
+// After Shutdown it does nothing (the messages stay unanswered in SQLite).
+func (q *Queue) EnqueueMessages(folder string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return
+	}
+	g := q.group(folder)
+	g.messages = true
+	if a := g.active; a != nil && a.more != nil {
+		select {
+		case a.more <- struct{}{}:
+		default:
+		}
+	}
+	q.schedule(g)
+	q.pump()
+}
+
+// EnqueueTask says a scheduled task of the group is due. A task already
+// waiting or running is not queued twice. A running agent of the group is
+// asked to finish so the task can start.
+func (q *Queue) EnqueueTask(folder, taskID string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return
+	}
+	g := q.group(folder)
+	if slices.Contains(g.tasks, taskID) || (g.active != nil && g.active.job.TaskID == taskID) {
+		return
+	}
+	g.tasks = append(g.tasks, taskID)
+	if g.active != nil {
+		g.active.close()
+	}
+	q.schedule(g)
+	q.pump()
+}
+
+// Shutdown stops taking work, asks running agents to finish (Job.Closing)
+// and waits for them until ctx is done; then it cancels their contexts,
+// which kills them (SIGTERM, SIGKILL after the runner's grace), and waits
+// for that. It returns ctx's error if anything had to be killed.
+func (q *Queue) Shutdown(ctx context.Context) error {
+	q.mu.Lock()
+	if !q.closed {
+		q.closed = true
+		q.waiting = nil
+		for _, g := range q.groups {
+			if g.backoff != nil {
+				g.backoff.Stop()
+				g.backoff = nil
+			}
+			if g.active != nil {
+				g.active.close()
+			}
+		}
+	}
+	q.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() {
+		q.wg.Wait()
+		close(done)
+	}()
+	defer q.cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	q.cancel()
+	<-done
+	return fmt.Errorf("queue shutdown: agents still running at the deadline were killed: %w", ctx.Err())
+}
+
+func (q *Queue) group(folder string) *groupState {
+	g := q.groups[folder]
+	if g == nil {
+		g = &groupState{folder: folder}
+		q.groups[folder] = g
+	}
+	return g
+}
+
+// schedule puts g in line if it has work it may start now.
+func (q *Queue) schedule(g *groupState) {
+	if q.closed || g.queued || g.active != nil {
+		return
+	}
+	if len(g.tasks) > 0 || (g.messages && g.backoff == nil) {
+		g.queued = true
+		q.waiting = append(q.waiting, g)
+	}
+}
+
+// pump starts what the free slots allow, and asks running agents to finish
+// when groups are left waiting, so an idle agent does not hold a slot.
+func (q *Queue) pump() {
+	for !q.closed && q.running < q.max && len(q.waiting) > 0 {
+		i := slices.IndexFunc(q.waiting, func(g *groupState) bool { return len(g.tasks) > 0 })
+		if i < 0 {
+			i = 0
+		}
+		g := q.waiting[i]
+		q.waiting = slices.Delete(q.waiting, i, i+1)
+		g.queued = false
+		q.start(g)
+	}
+	if len(q.waiting) > 0 {
+		for _, g := range q.groups {
+			if g.active != nil {
+				g.active.close()
+			}
+		}
+	}
+}
+
+func (q *Queue) start(g *groupState) {
+	a := &activeRun{closing: make(chan struct{})}
+	a.job = Job{Folder: g.folder, Closing: a.closing}
+	if len(g.tasks) > 0 {
+		a.job.TaskID = g.tasks[0]
+		g.tasks = g.tasks[1:]
+	} else {
+		g.messages = false // this run reads everything pending
+		a.more = make(chan struct{}, 1)
+		a.job.More = a.more
+		a.job.Attempt = g.retries
+	}
+	g.active = a
+	q.running++
+	q.wg.Add(1)
+	go q.exec(g, a)
+}
+
+func (q *Queue) exec(g *groupState, a *activeRun) {
+	defer q.wg.Done()
+	err := q.call(a.job)
+
+	q.mu.Lock()
+	g.active = nil
+	q.running--
+	giveUp := false
+	switch {
+	case q.ctx.Err() != nil:
+		// Shutting down: not a failure of the agent.
+	case a.job.TaskID != "":
+		// Tasks are not retried: the run may have acted already, and the
+		// scheduler records the failure and runs the task again when due.
+		giveUp = err != nil
+	case err == nil:
+		g.retries = 0
+	default:
+		g.retries++
+		if g.retries > q.Retries {
+			giveUp = true
+			g.retries = 0
+			break
+		}
+		g.messages = true
+		g.backoff = time.AfterFunc(q.RetryBase<<(g.retries-1), func() { q.retryDue(g) })
+	}
+	q.schedule(g)
+	q.pump()
+	q.mu.Unlock()
+
+	if giveUp && q.OnGiveUp != nil {
+		q.OnGiveUp(a.job, err)
+	}
+}
+
+// call runs the job, turning a panic into an error so the queue's books stay right.
+func (q *Queue) call(job Job) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("run of %s panicked: %v", job.Folder, p)
+		}
+	}()
+	return q.run(q.ctx, job)
+}
+
+func (q *Queue) retryDue(g *groupState) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if g.backoff == nil { // stopped by Shutdown
+		return
+	}
+	g.backoff = nil
+	q.schedule(g)
+	q.pump()
+}
+
+func (a *activeRun) close() {
+	if !a.closed {
+		a.closed = true
+		close(a.closing)
+	}
+}

@@ -1,0 +1,516 @@
+// Package runner runs agent processes: one process per run, with an
+// environment built from scratch, the ContainerInput on stdin, result and
+// violation frames parsed from stdout as they stream, everything else in a
+// per-run log, idle and hard timeouts, and no process left behind. Queue
+// decides which group's agent runs when: one per group, a bounded number
+// overall, fair across groups, scheduled tasks first, failures retried.
+//
+// The agent side of the protocol (contract §4): stdin is one JSON object
+// then EOF; stdout carries frames of exactly three lines
+//
+//	---NANOCLAW_OUTPUT_START---
+//	{"status":"success","result":"…","newSessionId":"…"}
+//	---NANOCLAW_OUTPUT_END---
+//
+// and follow-up messages arrive as files in <ipc>/input/, with an empty
+// <ipc>/input/_close asking the agent to finish.
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/alerts"
+)
+
+// Defaults for the zero values of the Spec limits.
+const (
+	DefaultKillGrace   = 5 * time.Second
+	DefaultMaxLine     = 1 << 20  // one frame or log line
+	DefaultMaxLogBytes = 10 << 20 // one run's log file
+)
+
+var (
+	// ErrTimeout is returned (wrapped) when the agent hit Spec.Timeout and was killed.
+	ErrTimeout = errors.New("agent hit its hard timeout and was killed")
+	// ErrBadSpec is returned (wrapped) when a Spec cannot be run as given.
+	ErrBadSpec = errors.New("invalid agent spec")
+)
+
+// ContainerInput is the JSON object written to the agent's stdin (contract §4).
+type ContainerInput struct {
+	Prompt          string          `json:"prompt"`
+	SessionID       string          `json:"sessionId,omitempty"`
+	GroupFolder     string          `json:"groupFolder"`
+	ChatJID         string          `json:"chatJid"`
+	IsMain          bool            `json:"isMain"`
+	IsScheduledTask bool            `json:"isScheduledTask,omitempty"`
+	AssistantName   string          `json:"assistantName"`
+	Security        json.RawMessage `json:"security,omitempty"` // the resolved policy; nil for main
+	SDKOptions      json.RawMessage `json:"sdkOptions"`
+}
+
+// Spec describes one agent run.
+type Spec struct {
+	Command []string          // argv; Command[0] is looked up in the daemon's PATH
+	Dir     string            // cwd: the group's folder
+	Env     map[string]string // NANOCLAW_* and the agent.env pass-through; PATH and HOME are added unless given
+	Input   ContainerInput
+	IPCDir  string // <dataDir>/ipc/<folder>; its input/ is cleared before the start
+	LogDir  string // <groupsDir>/<folder>/logs; the run log goes here
+
+	Timeout     time.Duration // hard limit; 0 = none
+	IdleTimeout time.Duration // no output for this long → _close; 0 = none
+	KillGrace   time.Duration // SIGTERM → SIGKILL; 0 = DefaultKillGrace
+	MaxLine     int           // longest frame or log line kept; 0 = DefaultMaxLine
+	MaxLogBytes int64         // log file cap; 0 = DefaultMaxLogBytes
+
+	// Closing, when closed, makes the runner write <ipc>/input/_close so the
+	// agent finishes what it is doing and exits (Queue's Job.Closing fits here).
+	Closing <-chan struct{}
+}
+
+// Result is one result frame.
+type Result struct {
+	Status       string  // "success" or "error"
+	Result       *string // text for the chat; nil when the agent had nothing to say
+	NewSessionID string
+	Error        string
+}
+
+// Handler receives what a run produces. Its methods are called from one
+// goroutine, in stream order, and never after Run has returned.
+type Handler interface {
+	OnStart(pid int)
+	OnResult(Result)
+	OnViolation(alerts.Violation)
+}
+
+// Outcome is what Run reports about a finished run, error or not.
+type Outcome struct {
+	PID          int
+	ExitCode     int    // -1 when ended by a signal
+	Results      int    // result frames seen
+	NewSessionID string // the last non-empty newSessionId seen
+	Closed       bool   // _close was written (idle timeout or Closing)
+	TimedOut     bool   // the hard timeout fired
+	LogFile      string
+	Duration     time.Duration
+}
+
+// ExitError is returned when the agent exited non-zero (or was killed by a
+// signal it was not sent by us).
+type ExitError struct {
+	Code       int // -1 for a signal
+	Signal     string
+	StderrTail string
+}
+
+func (e *ExitError) Error() string {
+	how := fmt.Sprintf("exited with status %d", e.Code)
+	if e.Signal != "" {
+		how = "was killed by " + e.Signal
+	}
+	if e.StderrTail == "" {
+		return "agent " + how + " (no stderr)"
+	}
+	return "agent " + how + "; stderr ends with: " + e.StderrTail
+}
+
+// Run starts the agent, feeds it spec.Input, streams its frames to h and
+// waits for it and everything it started to be gone. It returns an error for
+// a non-zero exit (*ExitError), a hard timeout (ErrTimeout), a cancelled ctx
+// (ctx.Err()), or a run that could not start. When ctx is cancelled or the
+// timeout fires, the process group gets SIGTERM and, KillGrace later, SIGKILL.
+func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
+	spec.defaults()
+	var out Outcome
+	if err := spec.check(); err != nil {
+		return out, err
+	}
+	if err := ctx.Err(); err != nil {
+		return out, fmt.Errorf("agent for %s not started: %w", spec.Input.GroupFolder, err)
+	}
+	stdin, err := json.Marshal(spec.Input)
+	if err != nil {
+		return out, fmt.Errorf("%w: encoding ContainerInput for %s: %w", ErrBadSpec, spec.Input.GroupFolder, err)
+	}
+	env, err := buildEnv(spec.Env)
+	if err != nil {
+		return out, err
+	}
+	if err := clearInput(spec.IPCDir); err != nil {
+		return out, err
+	}
+	log, err := openRunLog(spec.LogDir, spec.MaxLogBytes)
+	if err != nil {
+		return out, err
+	}
+	defer log.Close()
+	out.LogFile = log.path
+
+	cmd := exec.Command(spec.Command[0], spec.Command[1:]...)
+	cmd.Dir = spec.Dir
+	cmd.Env = env
+	cmd.SysProcAttr = sysProcAttr()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return out, fmt.Errorf("agent stdin pipe: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return out, fmt.Errorf("agent stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return out, fmt.Errorf("agent stderr pipe: %w", err)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+
+	started := time.Now()
+	log.Printf("start %s group=%s cmd=%q dir=%s session=%q scheduled=%t prompt=%dB",
+		started.UTC().Format(time.RFC3339Nano), spec.Input.GroupFolder, spec.Command, spec.Dir,
+		spec.Input.SessionID, spec.Input.IsScheduledTask, len(spec.Input.Prompt))
+	err = cmd.Start()
+	// The child holds its own copies now; ours must go so EOF means "all writers gone".
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		errR.Close()
+		log.Printf("start failed: %v", err)
+		return out, fmt.Errorf("starting agent %q in %s: %w (check agent.command)", spec.Command[0], spec.Dir, err)
+	}
+	pgid := cmd.Process.Pid
+	out.PID = pgid
+	log.Printf("pid %d", pgid)
+	h.OnStart(pgid)
+
+	go func() {
+		// An agent that never reads stdin must not block us; EPIPE is its business.
+		inW.Write(stdin)
+		inW.Close()
+	}()
+
+	activity := make(chan struct{}, 1)
+	touch := func() {
+		select {
+		case activity <- struct{}{}:
+		default:
+		}
+	}
+	tail := newTail(4096)
+	readers := make(chan struct{}, 2)
+	frames := &frameReader{spec: &spec, h: h, log: log, out: &out, touch: touch}
+	go func() {
+		frames.read(outR)
+		readers <- struct{}{}
+	}()
+	go func() {
+		readLines(errR, spec.MaxLine, func(line []byte, cut bool) {
+			touch()
+			tail.add(line)
+			log.Line("stderr", line, cut)
+		})
+		readers <- struct{}{}
+	}()
+
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	var (
+		idle, hard, grace <-chan time.Time
+		idleTimer         *time.Timer
+		graceTimer        *time.Timer
+		killed            bool
+		waitErr           error
+	)
+	if spec.IdleTimeout > 0 {
+		idleTimer = time.NewTimer(spec.IdleTimeout)
+		defer idleTimer.Stop()
+		idle = idleTimer.C
+	}
+	if spec.Timeout > 0 {
+		t := time.NewTimer(spec.Timeout)
+		defer t.Stop()
+		hard = t.C
+	}
+	closing := spec.Closing
+	ctxDone := ctx.Done()
+	terminate := func(why string) {
+		log.Printf("%s: SIGTERM to process group %d", why, pgid)
+		syscall.Kill(-pgid, syscall.SIGTERM)
+		if graceTimer == nil {
+			graceTimer = time.NewTimer(spec.KillGrace)
+			grace = graceTimer.C
+		}
+		killed = true
+	}
+	writeClose := func(why string) {
+		if out.Closed {
+			return
+		}
+		out.Closed = true
+		log.Printf("%s: writing _close", why)
+		if err := Close(spec.IPCDir); err != nil {
+			log.Printf("writing _close: %v", err)
+		}
+	}
+wait:
+	for {
+		select {
+		case waitErr = <-exited:
+			break wait
+		case <-activity:
+			if idleTimer != nil && !out.Closed {
+				idleTimer.Reset(spec.IdleTimeout)
+			}
+		case <-idle:
+			idle = nil
+			writeClose(fmt.Sprintf("no output for %s", spec.IdleTimeout))
+		case <-closing:
+			closing = nil
+			writeClose("asked to finish")
+		case <-hard:
+			hard = nil
+			out.TimedOut = true
+			terminate(fmt.Sprintf("hard timeout %s", spec.Timeout))
+		case <-ctxDone:
+			ctxDone = nil
+			terminate("cancelled")
+		case <-grace:
+			grace = nil
+			log.Printf("still running %s after SIGTERM: SIGKILL to process group %d", spec.KillGrace, pgid)
+			syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}
+	if graceTimer != nil {
+		graceTimer.Stop()
+	}
+	// The leader is gone; whatever it started dies with it. The group id
+	// cannot be reused while any member lives, so this never hits a stranger.
+	syscall.Kill(-pgid, syscall.SIGKILL)
+	inW.Close()
+	// A descendant that left the group could keep the pipes open; don't wait on it forever.
+	drain := time.NewTimer(2 * time.Second)
+	for n := 0; n < 2; n++ {
+		select {
+		case <-readers:
+		case <-drain.C:
+			log.Printf("output still open after the agent exited: a descendant escaped its process group")
+			outR.Close()
+			errR.Close()
+			<-readers
+		}
+	}
+	drain.Stop()
+	outR.Close()
+	errR.Close()
+
+	out.Duration = time.Since(started)
+	out.ExitCode = cmd.ProcessState.ExitCode()
+	log.Printf("exit %s after %s (results=%d)", cmd.ProcessState, out.Duration.Round(time.Millisecond), out.Results)
+
+	switch {
+	case out.TimedOut:
+		return out, fmt.Errorf("agent for %s after %s: %w", spec.Input.GroupFolder, spec.Timeout, ErrTimeout)
+	case killed && ctx.Err() != nil:
+		return out, fmt.Errorf("agent for %s stopped: %w", spec.Input.GroupFolder, ctx.Err())
+	case waitErr != nil:
+		ee := &ExitError{Code: out.ExitCode, StderrTail: tail.String()}
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			ee.Signal = ws.Signal().String()
+		}
+		return out, fmt.Errorf("agent for %s (log %s): %w", spec.Input.GroupFolder, log.path, ee)
+	}
+	return out, nil
+}
+
+func (s *Spec) defaults() {
+	if s.KillGrace <= 0 {
+		s.KillGrace = DefaultKillGrace
+	}
+	if s.MaxLine <= 0 {
+		s.MaxLine = DefaultMaxLine
+	}
+	if s.MaxLogBytes <= 0 {
+		s.MaxLogBytes = DefaultMaxLogBytes
+	}
+}
+
+func (s *Spec) check() error {
+	switch {
+	case len(s.Command) == 0 || s.Command[0] == "":
+		return fmt.Errorf("%w: empty command (set agent.command)", ErrBadSpec)
+	case s.Dir == "":
+		return fmt.Errorf("%w: no working directory for group %q", ErrBadSpec, s.Input.GroupFolder)
+	case s.IPCDir == "":
+		return fmt.Errorf("%w: no IPC directory for group %q", ErrBadSpec, s.Input.GroupFolder)
+	case s.LogDir == "":
+		return fmt.Errorf("%w: no log directory for group %q", ErrBadSpec, s.Input.GroupFolder)
+	}
+	if fi, err := os.Stat(s.Dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("%w: group folder %s is not a directory (create it or re-add the group)", ErrBadSpec, s.Dir)
+	}
+	return nil
+}
+
+// buildEnv makes the agent's environment from nothing: PATH and HOME from
+// the daemon, then extra (which may override them).
+func buildEnv(extra map[string]string) ([]string, error) {
+	m := map[string]string{}
+	for _, k := range []string{"PATH", "HOME"} {
+		if v, ok := os.LookupEnv(k); ok {
+			m[k] = v
+		}
+	}
+	for k, v := range extra {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
+			return nil, fmt.Errorf("%w: environment variable %q: names must be non-empty without '=' and values without NUL", ErrBadSpec, k)
+		}
+		m[k] = v
+	}
+	env := make([]string, 0, len(m))
+	for k, v := range m {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	return env, nil
+}
+
+// frameReader turns the agent's stdout into frames and log lines.
+type frameReader struct {
+	spec  *Spec
+	h     Handler
+	log   *runLog
+	out   *Outcome
+	touch func()
+}
+
+const (
+	frameStart = "---NANOCLAW_OUTPUT_START---"
+	frameEnd   = "---NANOCLAW_OUTPUT_END---"
+)
+
+// read parses exact three-line frames; anything that is not one goes to the log.
+func (f *frameReader) read(r *os.File) {
+	var (
+		state   int // 0 outside, 1 after start, 2 after payload
+		payload []byte
+		cutPay  bool
+	)
+	noise := func(line []byte, cut bool) { f.log.Line("stdout", line, cut) }
+	readLines(r, f.spec.MaxLine, func(line []byte, cut bool) {
+		f.touch()
+		isStart := !cut && string(line) == frameStart
+		switch state {
+		case 0:
+			if isStart {
+				state = 1
+				return
+			}
+			noise(line, cut)
+		case 1:
+			if isStart { // a stray start marker; the new one counts
+				noise(line, false)
+				return
+			}
+			payload = append(payload[:0], line...)
+			cutPay = cut
+			state = 2
+		case 2:
+			state = 0
+			if !cut && string(line) == frameEnd {
+				f.frame(payload, cutPay)
+				return
+			}
+			noise([]byte(frameStart), false)
+			noise(payload, cutPay)
+			if isStart {
+				state = 1
+				return
+			}
+			noise(line, cut)
+		}
+	})
+	switch state {
+	case 1:
+		noise([]byte(frameStart), false)
+	case 2:
+		noise([]byte(frameStart), false)
+		noise(payload, cutPay)
+	}
+}
+
+func (f *frameReader) frame(payload []byte, cut bool) {
+	if cut {
+		f.log.Printf("frame dropped: payload longer than %d bytes", f.spec.MaxLine)
+		return
+	}
+	var fr struct {
+		Type         string  `json:"type"`
+		Status       string  `json:"status"`
+		Result       *string `json:"result"`
+		NewSessionID string  `json:"newSessionId"`
+		Error        string  `json:"error"`
+		Kind         string  `json:"kind"`
+		Tool         string  `json:"tool"`
+		Target       string  `json:"target"`
+		Detail       string  `json:"detail"`
+	}
+	if err := json.Unmarshal(payload, &fr); err != nil {
+		f.log.Printf("frame dropped: %v: %s", err, clip(payload, 200))
+		return
+	}
+	switch fr.Type {
+	case "":
+		f.out.Results++
+		if fr.NewSessionID != "" {
+			f.out.NewSessionID = fr.NewSessionID
+		}
+		n := 0
+		if fr.Result != nil {
+			n = len(*fr.Result)
+		}
+		f.log.Printf("frame: result status=%s result=%dB newSessionId=%q error=%q", fr.Status, n, fr.NewSessionID, fr.Error)
+		f.h.OnResult(Result{Status: fr.Status, Result: fr.Result, NewSessionID: fr.NewSessionID, Error: fr.Error})
+	case "violation":
+		f.log.Printf("frame: violation kind=%s tool=%s target=%q", fr.Kind, fr.Tool, fr.Target)
+		f.h.OnViolation(alerts.Violation{
+			Time: time.Now().UTC(), Group: f.spec.Input.GroupFolder,
+			Kind: fr.Kind, Tool: fr.Tool, Target: fr.Target, Detail: fr.Detail, Action: "blocked",
+		})
+	default:
+		f.log.Printf("frame dropped: unknown type %q", fr.Type)
+	}
+}
+
+func clip(b []byte, n int) []byte {
+	if len(b) > n {
+		return append(bytes.Clone(b[:n]), "…"...)
+	}
+	return b
+}
+
+// logPath is the per-run log file name; sortable by start time.
+func logPath(dir string) string {
+	return filepath.Join(dir, "agent-"+time.Now().UTC().Format("20060102T150405.000000000Z")+".log")
+}

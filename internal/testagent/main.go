@@ -1,0 +1,265 @@
+// Command testagent is a stand-in for the real agent runner, for tests of
+// the runner, the queue and the daemon end to end. It speaks the agent
+// protocol of contract §4 (ContainerInput on stdin, three-line frames on
+// stdout, follow-ups in $NANOCLAW_IPC_DIR/input/) and does what the last
+// message of its prompt says. The command is the text of the last
+// <message> element (unescaped, a leading @trigger word dropped), or the
+// whole prompt when it has no <message> (a scheduled task):
+//
+//	echo TEXT         reply "echo: TEXT"; newSessionId = the sessionId it was
+//	                  given, or a fresh "sess-…" when it had none
+//	session           reply "session: <the sessionId it was given>" ("none" if empty)
+//	prompt            reply with the whole prompt as received
+//	stdin             reply with the raw stdin JSON
+//	env               reply with its environment, sorted, one NAME=value a line
+//	sleep SECONDS     sleep (fractions allowed), then reply "slept SECONDS"
+//	hang              ignore SIGTERM and never finish (only SIGKILL ends it)
+//	crash             print three lines to stderr and exit with status 3
+//	fail TEXT         a result frame with status "error" and error TEXT, exit 0
+//	silent            exit 0 without any frame
+//	violation KIND TARGET
+//	                  a violation frame (tool "Bash"), then reply "violation reported"
+//	noise             stray stdout lines and broken frames around two good
+//	                  replies "one" and "two" (the second with result null is
+//	                  a third frame: "one", null, "two")
+//	flood [MIB]       an oversized frame, a 3 MiB line, then MIB MiB (default 16)
+//	                  of lines on stdout and stderr, then reply "flooded"
+//	fork [COMMAND]    start a grandchild that ignores SIGTERM and sleeps
+//	                  forever (in the same process group), reply "forked PID",
+//	                  then do COMMAND (default: exit 0 at once)
+//	followup          reply "ready", then answer each input/*.json file with
+//	                  "followup: TEXT" (deleting it) until input/_close
+//	                  appears; then reply "closed" and exit 0
+//
+// Anything else is answered like echo with the whole text: "echo: TEXT".
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"html"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type input struct {
+	Prompt    string `json:"prompt"`
+	SessionID string `json:"sessionId"`
+}
+
+func main() {
+	if os.Getenv("TESTAGENT_ROLE") == "grandchild" {
+		signal.Ignore(syscall.SIGTERM)
+		time.Sleep(1<<63 - 1)
+	}
+	raw, err := io.ReadAll(os.Stdin)
+	if err != nil {
+		fatal("reading stdin: %v", err)
+	}
+	var in input
+	if err := json.Unmarshal(raw, &in); err != nil {
+		fatal("stdin is not a ContainerInput: %v", err)
+	}
+	do(command(in.Prompt), in, raw)
+}
+
+var lastMessage = regexp.MustCompile(`(?s)<message(?:\s[^>]*)?>(.*?)</message>`)
+
+// command finds what the prompt asks for.
+func command(prompt string) string {
+	text := prompt
+	if m := lastMessage.FindAllStringSubmatch(prompt, -1); len(m) > 0 {
+		text = html.UnescapeString(m[len(m)-1][1])
+	}
+	text = strings.TrimSpace(text)
+	if strings.HasPrefix(text, "@") {
+		_, rest, _ := strings.Cut(text, " ")
+		text = strings.TrimSpace(rest)
+	}
+	return text
+}
+
+func do(text string, in input, raw []byte) {
+	verb, arg, _ := strings.Cut(text, " ")
+	arg = strings.TrimSpace(arg)
+	switch verb {
+	case "echo":
+		session := in.SessionID
+		if session == "" {
+			session = fmt.Sprintf("sess-%d", time.Now().UnixNano())
+		}
+		result("echo: "+arg, session)
+	case "session":
+		s := in.SessionID
+		if s == "" {
+			s = "none"
+		}
+		result("session: "+s, "")
+	case "prompt":
+		result(in.Prompt, "")
+	case "stdin":
+		result(string(raw), "")
+	case "env":
+		env := os.Environ()
+		sort.Strings(env)
+		result(strings.Join(env, "\n"), "")
+	case "sleep":
+		d, err := strconv.ParseFloat(arg, 64)
+		if err != nil {
+			fatal("sleep wants seconds: %v", err)
+		}
+		time.Sleep(time.Duration(d * float64(time.Second)))
+		result("slept "+arg, "")
+	case "hang":
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Fprintln(os.Stderr, "hanging")
+		time.Sleep(1<<63 - 1)
+	case "crash":
+		fmt.Fprintln(os.Stderr, "testagent: starting to crash")
+		fmt.Fprintln(os.Stderr, "testagent: something went wrong")
+		fmt.Fprintln(os.Stderr, "testagent: crashed on purpose")
+		os.Exit(3)
+	case "fail":
+		frame(map[string]any{"status": "error", "result": nil, "error": arg})
+	case "silent":
+	case "violation":
+		kind, target, _ := strings.Cut(arg, " ")
+		frame(map[string]any{"type": "violation", "kind": kind, "tool": "Bash", "target": target, "detail": "testagent"})
+		result("violation reported", "")
+	case "noise":
+		noise()
+	case "flood":
+		mib := 16
+		if arg != "" {
+			mib, _ = strconv.Atoi(arg)
+		}
+		flood(mib)
+		result("flooded", "")
+	case "fork":
+		fork(arg, in, raw)
+	case "followup":
+		followup()
+	default:
+		result("echo: "+text, "")
+	}
+}
+
+func frame(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		fatal("%v", err)
+	}
+	fmt.Printf("---NANOCLAW_OUTPUT_START---\n%s\n---NANOCLAW_OUTPUT_END---\n", b)
+}
+
+func result(text, session string) {
+	m := map[string]any{"status": "success", "result": text}
+	if session != "" {
+		m["newSessionId"] = session
+	}
+	frame(m)
+}
+
+func noise() {
+	fmt.Println("starting up, not a frame")
+	fmt.Println("---NANOCLAW_OUTPUT_START---") // a start with no end…
+	fmt.Println("---NANOCLAW_OUTPUT_START---") // …then a real frame
+	fmt.Println(`{"status":"success","result":"one"}`)
+	fmt.Println("---NANOCLAW_OUTPUT_END---")
+	fmt.Println("---NANOCLAW_OUTPUT_START---") // two payload lines: not a frame
+	fmt.Println(`{"status":"success",`)
+	fmt.Println(`"result":"never"}`)
+	fmt.Println("---NANOCLAW_OUTPUT_END---")
+	fmt.Println("---NANOCLAW_OUTPUT_START---") // bad JSON: dropped
+	fmt.Println(`{not json`)
+	fmt.Println("---NANOCLAW_OUTPUT_END---")
+	fmt.Println("---NANOCLAW_OUTPUT_START---")
+	fmt.Println(`{"status":"success","result":null}`)
+	fmt.Println("---NANOCLAW_OUTPUT_END---")
+	result("two", "")
+	fmt.Print("trailing text without newline")
+}
+
+func flood(mib int) {
+	big := strings.Repeat("x", 2<<20)
+	fmt.Printf("---NANOCLAW_OUTPUT_START---\n{\"status\":\"success\",\"result\":\"%s\"}\n---NANOCLAW_OUTPUT_END---\n", big)
+	fmt.Println(big + big[:1<<20])
+	line := strings.Repeat("flood ", 170) + "\n" // ~1 KiB
+	chunk := strings.Repeat(line, 64)
+	for n := 0; n < mib*16; n++ {
+		os.Stdout.WriteString(chunk)
+		os.Stderr.WriteString(chunk)
+	}
+}
+
+func fork(next string, in input, raw []byte) {
+	self, err := os.Executable()
+	if err != nil {
+		fatal("%v", err)
+	}
+	c := exec.Command(self)
+	c.Env = append(os.Environ(), "TESTAGENT_ROLE=grandchild")
+	c.Stdout, c.Stderr = os.Stdout, os.Stderr // holds the pipes open, like a stray tool would
+	if err := c.Start(); err != nil {
+		fatal("starting the grandchild: %v", err)
+	}
+	result(fmt.Sprintf("forked %d", c.Process.Pid), "")
+	if next != "" {
+		do(next, in, raw)
+	}
+}
+
+func followup() {
+	dir := filepath.Join(os.Getenv("NANOCLAW_IPC_DIR"), "input")
+	result("ready", "")
+	for {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			fatal("reading %s: %v", dir, err)
+		}
+		var files []string
+		closing := false
+		for _, e := range ents {
+			switch {
+			case e.Name() == "_close":
+				closing = true
+			case strings.HasSuffix(e.Name(), ".json"):
+				files = append(files, e.Name())
+			}
+		}
+		sort.Strings(files)
+		for _, f := range files {
+			p := filepath.Join(dir, f)
+			b, err := os.ReadFile(p)
+			if err != nil {
+				fatal("%v", err)
+			}
+			os.Remove(p)
+			var m struct{ Type, Text string }
+			if err := json.Unmarshal(b, &m); err != nil || m.Type != "message" {
+				fatal("bad follow-up %s: %s", f, b)
+			}
+			result("followup: "+m.Text, "")
+		}
+		if closing && len(files) == 0 {
+			os.Remove(filepath.Join(dir, "_close"))
+			result("closed", "")
+			return
+		}
+		time.Sleep(10 * time.Millisecond) // a stand-in agent may poll; the daemon never does
+	}
+}
+
+func fatal(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "testagent: "+format+"\n", args...)
+	os.Exit(2)
+}
