@@ -1,0 +1,78 @@
+package whatsapp
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.mau.fi/whatsmeow/types"
+
+	"github.com/nanoclawd/nanoclawd/internal/channel"
+)
+
+// groupSyncInterval: names are also refreshed on every group-info event,
+// so the daily pass only catches what those missed.
+const groupSyncInterval = 24 * time.Hour
+
+func (c *Channel) groupName(jid types.JID) string {
+	c.groupMu.Lock()
+	defer c.groupMu.Unlock()
+	return c.groupNames[jid]
+}
+
+// noteGroup records a group's name and passes it to the sink.
+func (c *Channel) noteGroup(jid types.JID, name string, at time.Time) {
+	if name == "" {
+		return
+	}
+	c.groupMu.Lock()
+	c.groupNames[jid] = name
+	c.groupMu.Unlock()
+	ctx, sink := c.sinkContext()
+	if sink == nil {
+		return
+	}
+	if err := sink.OnChat(ctx, channel.Chat{JID: jid.String(), Name: name, IsGroup: true, Time: at}); err != nil {
+		c.log.Warn().Err(err).Str("chat", jid.String()).Msg("could not store a WhatsApp group name")
+	}
+}
+
+// syncGroups fetches every group we are in and records its name.
+func (c *Channel) syncGroups(ctx context.Context, list func(context.Context) ([]*types.GroupInfo, error)) error {
+	groups, err := list(ctx)
+	if err != nil {
+		return fmt.Errorf("list WhatsApp groups: %w", err)
+	}
+	for _, g := range groups {
+		at := g.NameSetAt
+		if at.IsZero() {
+			at = c.clock.Now()
+		}
+		c.noteGroup(g.JID, g.Name, at)
+	}
+	c.log.Debug().Int("groups", len(groups)).Msg("WhatsApp group names synced")
+	return nil
+}
+
+func (c *Channel) syncGroupsNow() {
+	cli := c.currentClient()
+	ctx, _ := c.sinkContext()
+	if cli == nil || !c.Connected() {
+		return
+	}
+	if err := c.syncGroups(ctx, cli.GetJoinedGroups); err != nil {
+		c.log.Warn().Err(err).Msg("WhatsApp group name sync failed; retrying with the next daily sync")
+	}
+}
+
+// syncGroupsDaily refreshes group names once a day until ctx ends.
+func (c *Channel) syncGroupsDaily(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.clock.After(groupSyncInterval):
+			c.syncGroupsNow()
+		}
+	}
+}

@@ -1,0 +1,99 @@
+package whatsapp
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// StatusFile, in dataDir, holds the running daemon's connection state so
+// that `nanoclawd doctor`, a separate process, can show it.
+const StatusFile = "whatsapp.status.json"
+
+const (
+	stateNotStarted   = "not started"
+	stateNotPaired    = "not paired"
+	stateConnecting   = "connecting"
+	stateConnected    = "connected"
+	stateDisconnected = "disconnected"
+	stateStopped      = "stopped"
+)
+
+type status struct {
+	State  string    `json:"state"`
+	Since  time.Time `json:"since"`
+	Detail string    `json:"detail,omitempty"` // own JID when connected, else the reason
+	PID    int       `json:"pid"`
+}
+
+func (s status) String() string {
+	since := s.Since.Format(time.RFC3339)
+	switch s.State {
+	case stateNotPaired:
+		return "not paired: run `nanoclawd whatsapp login`"
+	case stateConnected:
+		return fmt.Sprintf("connected as %s since %s", s.Detail, since)
+	case stateNotStarted:
+		return s.State
+	}
+	if s.Detail != "" {
+		return fmt.Sprintf("%s since %s: %s", s.State, since, s.Detail)
+	}
+	return fmt.Sprintf("%s since %s", s.State, since)
+}
+
+// Status is a one-line description of the connection for logs and
+// `nanoclawd doctor`: "not paired: …", "connected as … since …",
+// "disconnected since …: reason", "stopped since …: reason".
+func (c *Channel) Status() string {
+	c.statusMu.Lock()
+	defer c.statusMu.Unlock()
+	return c.status.String()
+}
+
+// setStatus records a state change, logs it, and writes StatusFile
+// (best effort: the file is for humans, the log has the same line).
+func (c *Channel) setStatus(state, detail string) {
+	c.statusMu.Lock()
+	if c.status.State == state && c.status.Detail == detail {
+		c.statusMu.Unlock()
+		return
+	}
+	c.status = status{State: state, Since: c.clock.Now(), Detail: detail, PID: os.Getpid()}
+	s := c.status
+	c.statusMu.Unlock()
+	c.log.Info().Str("state", state).Msg("WhatsApp " + s.String())
+	if c.opts.DataDir == "" {
+		return
+	}
+	body, _ := json.Marshal(s)
+	path := filepath.Join(c.opts.DataDir, StatusFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, body, 0o600); err == nil {
+		err = os.Rename(tmp, path)
+		if err != nil {
+			c.log.Debug().Err(err).Msg("write status file")
+		}
+	}
+}
+
+// ReadStatus returns the line the daemon last wrote to StatusFile, and the
+// id of the process that wrote it (the caller checks whether it still
+// runs). os.ErrNotExist means no daemon has run WhatsApp on this dataDir.
+func ReadStatus(dataDir string) (line string, pid int, err error) {
+	body, err := os.ReadFile(filepath.Join(dataDir, StatusFile))
+	if err != nil {
+		return "", 0, err
+	}
+	var s status
+	if err := json.Unmarshal(body, &s); err != nil {
+		return "", 0, fmt.Errorf("%s: %w (delete it; the daemon rewrites it)", filepath.Join(dataDir, StatusFile), err)
+	}
+	if s.State == "" {
+		return "", 0, errors.New("empty status file")
+	}
+	return s.String(), s.PID, nil
+}
