@@ -148,6 +148,12 @@ async function run(): Promise<number> {
     (v: Violation) => frame(v),
   );
 
+  // A shell command that names a hidden path is reported whatever its output.
+  const afterTool = (tool: string, toolInput: unknown, cwd: string, toolUseId: string) => {
+    const command = (toolInput as { command?: unknown } | null)?.command;
+    if (tool === "Bash" && typeof command === "string") detector.fromCommand(tool, command, cwd || process.cwd(), toolUseId);
+  };
+
   // Tool calls by id, to name the tool behind a tool_result in the stream.
   const toolCalls = new Map<string, { name: string; input: unknown }>();
 
@@ -157,6 +163,7 @@ async function run(): Promise<number> {
         hooks: [
           async (h) => {
             if (h.hook_event_name === "PostToolUse") {
+              afterTool(h.tool_name, h.tool_input, h.cwd, h.tool_use_id);
               detector.fromToolText(h.tool_name, h.tool_input, textOf(h.tool_response), false, h.tool_use_id);
             }
             return {};
@@ -169,6 +176,7 @@ async function run(): Promise<number> {
         hooks: [
           async (h) => {
             if (h.hook_event_name === "PostToolUseFailure") {
+              afterTool(h.tool_name, h.tool_input, h.cwd, h.tool_use_id);
               detector.fromToolText(h.tool_name, h.tool_input, h.error, true, h.tool_use_id);
             }
             return {};

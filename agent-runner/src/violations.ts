@@ -6,6 +6,8 @@
 // (ENOENT for a path hidden by denyRead, EROFS for a write outside
 // allowWrite) — sometimes inside a Bash result that ended with status 0.
 
+import { posix } from "node:path";
+
 export type Kind = "filesystem" | "network" | "permission" | "tool";
 
 export interface Violation {
@@ -89,6 +91,20 @@ export class ViolationDetector {
       // counts when the path is one the policy hides.
       if (why === "Read-only file system" || this.isDenied(path)) {
         this.report({ kind: "filesystem", tool, target: path, detail: `${path}: ${why}` }, toolUseId);
+      }
+    }
+  }
+
+  // fromCommand reports every path in a sandboxed shell command that the
+  // policy hides. The sandbox makes a denied folder an empty tmpfs, so a
+  // write there "succeeds" into nothing and a read finds nothing: often no
+  // error text at all, yet the command tried to cross the boundary.
+  fromCommand(tool: string, command: string, cwd: string, toolUseId?: string): void {
+    if (!this.policy.sandboxed) return;
+    for (const m of command.matchAll(/(?:^|[\s'"=<>|;&(])((?:\.{1,2})?\/[^\s'"`;|&<>()]*)/g)) {
+      const p = m[1].startsWith(".") ? posix.resolve(cwd, m[1]) : posix.normalize(m[1]);
+      if (this.isDenied(p)) {
+        this.report({ kind: "filesystem", tool, target: p, detail: `command reaches a path the sandbox hides: ${firstLine(command)}` }, toolUseId);
       }
     }
   }
