@@ -175,10 +175,10 @@ func readOverride(path string) (*security.Policy, error) {
 	}
 	var p security.Policy
 	pos, err := config.DecodeStrict(path, src, &p, false)
-	if err != nil {
+	var errs config.Errors
+	if err != nil && (!errors.As(err, &errs) || pos == nil) {
 		return nil, err
 	}
-	var errs config.Errors
 	for _, pr := range config.ValidatePolicy(&p, "") {
 		e := &config.Error{File: path, Line: 1, Col: 1, Key: pr.Key, Msg: pr.Msg}
 		if off, ok := pos[pr.Key]; ok {
@@ -187,7 +187,7 @@ func readOverride(path string) (*security.Policy, error) {
 		errs = append(errs, e)
 	}
 	if len(errs) > 0 {
-		return nil, errs
+		return nil, errs.Sorted()
 	}
 	return &p, nil
 }

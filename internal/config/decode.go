@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -35,6 +36,12 @@ func (es Errors) Error() string {
 		lines[i] = e.Error()
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Sorted returns the errors in file order.
+func (es Errors) Sorted() Errors {
+	slices.SortStableFunc(es, func(a, b *Error) int { return cmp.Or(a.Line-b.Line, a.Col-b.Col) })
+	return es
 }
 
 // decoder decodes a hujson tree into a Go value strictly: every key must be

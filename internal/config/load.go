@@ -1,7 +1,6 @@
 package config
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/go-playground/validator/v10"
@@ -73,8 +71,7 @@ func Parse(file string, src []byte) (*Config, error) {
 		}
 	}
 	if len(errs) > 0 {
-		slices.SortStableFunc(errs, func(a, b *Error) int { return cmp.Or(a.Line-b.Line, a.Col-b.Col) })
-		return nil, errs
+		return nil, errs.Sorted()
 	}
 	cfg.resolvePaths()
 	return &cfg, nil

@@ -1,0 +1,43 @@
+# nanoclawd. `make run` and `make test` do all set-up on a fresh machine.
+GO      ?= go
+BIN     := bin/nanoclawd
+RUNNER  := agent-runner/dist/index.js
+GOFILES := $(shell find cmd internal migrations -name '*.go' -o -name '*.sql' 2>/dev/null) go.mod go.sum
+
+.PHONY: build run test bench deps clean
+
+build: $(BIN) $(RUNNER)
+
+$(BIN): $(GOFILES)
+	$(GO) build -o $(BIN) ./cmd/nanoclawd
+
+agent-runner/node_modules/.package-lock.json: agent-runner/package-lock.json
+	cd agent-runner && npm ci --no-audit --no-fund
+	@touch $@
+
+$(RUNNER): agent-runner/node_modules/.package-lock.json $(shell find agent-runner/src -type f 2>/dev/null) agent-runner/tsconfig.json
+	cd agent-runner && npm run build
+
+run: build
+	./$(BIN) run
+
+# The sandbox of non-main agents needs bubblewrap and socat on Linux.
+deps:
+	@if [ "$$(uname)" = Linux ] && ! { command -v bwrap && command -v socat; } >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing bubblewrap and socat (the Linux sandbox)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap socat >/dev/null; \
+	  else \
+	    echo "missing bwrap/socat: install them (e.g. sudo apt-get install bubblewrap socat)"; exit 1; \
+	  fi; \
+	fi
+
+test: deps build
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 20m ./...
+
+bench: deps build
+	$(GO) test -run '^$$' -bench . -benchtime 200x -timeout 20m ./... | grep -E '^(Benchmark|ok|FAIL|---)' 
+
+clean:
+	rm -rf bin agent-runner/dist

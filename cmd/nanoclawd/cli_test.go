@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "nanoclawd-bin")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "nanoclawd")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		panic("build: " + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// cli runs the built binary in dir and returns stdout, stderr and the exit code.
+func cli(t *testing.T, dir string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func mustCLI(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, errs, code := cli(t, dir, args...)
+	if code != 0 {
+		t.Fatalf("nanoclawd %v: exit %d: %s", args, code, errs)
+	}
+	return out
+}
+
+func failCLI(t *testing.T, dir, want string, args ...string) {
+	t.Helper()
+	_, errs, code := cli(t, dir, args...)
+	if code == 0 {
+		t.Fatalf("nanoclawd %v succeeded, want failure mentioning %q", args, want)
+	}
+	if !strings.Contains(errs, want) {
+		t.Fatalf("nanoclawd %v: stderr %q lacks %q", args, errs, want)
+	}
+}
+
+func newInstall(t *testing.T) (dir, cfg string) {
+	dir = t.TempDir()
+	cfg = filepath.Join(dir, "conf", "nanoclaw.config.jsonc")
+	os.MkdirAll(filepath.Dir(cfg), 0o755)
+	if err := os.WriteFile(cfg, []byte(`{"dataDir": "state", "groupsDir": "g", "agent": {"env": ["ANTHROPIC_API_KEY", "GH_TOKEN"]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir, cfg
+}
+
+type listed struct {
+	JID             string          `json:"jid"`
+	Name            string          `json:"name"`
+	Folder          string          `json:"folder"`
+	IsMain          bool            `json:"isMain"`
+	Trigger         string          `json:"trigger"`
+	RequiresTrigger bool            `json:"requiresTrigger"`
+	Security        json.RawMessage `json:"security"`
+}
+
+func TestGroupsLifecycle(t *testing.T) {
+	dir, cfg := newInstall(t)
+	// Flags and positionals in any order, --config before or after the verb.
+	mustCLI(t, dir, "--config", cfg, "groups", "add", "--jid", "local:main", "--name", "Main", "--folder", "main", "--main")
+	mustCLI(t, dir, "groups", "add", "--folder", "family", "--config", cfg, "--jid", "120363@g.us", "--name", "Family")
+	mustCLI(t, dir, "groups", "add", "--jid", "local:ops", "--name", "Ops", "--folder", "ops", "--no-trigger", "--trigger", "!bot", "--config="+cfg)
+
+	var groups []listed
+	if err := json.Unmarshal([]byte(mustCLI(t, dir, "groups", "list", "--json", "--config", cfg)), &groups); err != nil {
+		t.Fatal(err)
+	}
+	byFolder := map[string]listed{}
+	for _, g := range groups {
+		byFolder[g.Folder] = g
+	}
+	if m := byFolder["main"]; !m.IsMain || m.RequiresTrigger || string(m.Security) != "null" {
+		t.Errorf("main = %+v", m)
+	}
+	if f := byFolder["family"]; f.Trigger != "@Andy" || !f.RequiresTrigger || f.JID != "120363@g.us" || f.Name != "Family" {
+		t.Errorf("family = %+v", f)
+	}
+	if o := byFolder["ops"]; o.RequiresTrigger || o.Trigger != "!bot" {
+		t.Errorf("ops = %+v", o)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "conf", "g", "family", "CLAUDE.md")); err != nil {
+		t.Errorf("group folder not created beside the config: %v", err)
+	}
+
+	failCLI(t, dir, "already registered", "groups", "add", "--config", cfg, "--jid", "120363@g.us", "--name", "X", "--folder", "other")
+	failCLI(t, dir, "already registered", "groups", "add", "--config", cfg, "--jid", "new@g.us", "--name", "X", "--folder", "family")
+	failCLI(t, dir, "a main group is already registered", "groups", "add", "--config", cfg, "--jid", "m2@g.us", "--name", "X", "--folder", "m2", "--main")
+	for _, bad := range []string{"../evil", "global", "a/b", "-x", ".hidden", strings.Repeat("a", 65)} {
+		failCLI(t, dir, "invalid folder name", "groups", "add", "--config", cfg, "--jid", "x@g.us", "--name", "X", "--folder", bad)
+	}
+	failCLI(t, dir, "--jid is required", "groups", "add", "--config", cfg, "--folder", "x")
+	failCLI(t, dir, "unknown command", "groups", "frobnicate", "--config", cfg)
+
+	mustCLI(t, dir, "groups", "remove", "ops", "--config", cfg)
+	failCLI(t, dir, "group not found", "groups", "remove", "ops", "--config", cfg)
+	if _, err := os.Stat(filepath.Join(dir, "conf", "g", "ops")); err != nil {
+		t.Error("remove deleted the folder")
+	}
+}
+
+func TestSetSecurityAndShow(t *testing.T) {
+	dir, cfg := newInstall(t)
+	mustCLI(t, dir, "--config", cfg, "groups", "add", "--jid", "local:main", "--name", "Main", "--folder", "main", "--main")
+	mustCLI(t, dir, "--config", cfg, "groups", "add", "--jid", "local:family", "--name", "Family", "--folder", "family")
+
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte("{\n  \"tools\": [\"Read\"],\n  \"Sandbox\": false,\n  \"permissionMode\": \"bypassPermissions\"\n}"), 0o600)
+	_, errs, code := cli(t, dir, "groups", "set-security", "family", "--file", bad, "--config", cfg)
+	if code == 0 || !strings.Contains(errs, bad+`:3:3: unknown key "Sandbox" (keys are case-sensitive: write "sandbox")`) ||
+		!strings.Contains(errs, bad+`:4:21: permissionMode: "bypassPermissions" is only for the main group`) {
+		t.Fatalf("bad override: exit %d, %s", code, errs)
+	}
+
+	good := filepath.Join(dir, "good.json")
+	os.WriteFile(good, []byte(`{"tools": ["Read", "Grep"], "denyRead": ["/srv/private"], "network": {"allowedDomains": ["api.github.com"]}}`), 0o600)
+	mustCLI(t, dir, "groups", "set-security", "--file", good, "family", "--config", cfg)
+
+	var eff struct {
+		Group          string   `json:"group"`
+		IsMain         bool     `json:"isMain"`
+		Sandbox        bool     `json:"sandbox"`
+		Tools          []string `json:"tools"`
+		PermissionMode string   `json:"permissionMode"`
+		SettingSources []string `json:"settingSources"`
+		DenyRead       []string `json:"denyRead"`
+		AllowWrite     []string `json:"allowWrite"`
+		Network        struct {
+			AllowedDomains []string `json:"allowedDomains"`
+			DeniedDomains  []string `json:"deniedDomains"`
+		} `json:"network"`
+		SDKOptions map[string]any `json:"sdkOptions"`
+	}
+	out := mustCLI(t, dir, "--config", cfg, "security", "show", "family", "--json")
+	if err := json.Unmarshal([]byte(out), &eff); err != nil {
+		t.Fatal(err)
+	}
+	home, _ := os.UserHomeDir()
+	if eff.Group != "family" || eff.IsMain || !eff.Sandbox || strings.Join(eff.Tools, ",") != "Read,Grep" ||
+		eff.PermissionMode != "default" || strings.Join(eff.SettingSources, ",") != "project" ||
+		strings.Join(eff.Network.AllowedDomains, ",") != "api.github.com" || eff.Network.DeniedDomains == nil {
+		t.Errorf("effective policy: %s", out)
+	}
+	for _, p := range []string{filepath.Join(home, ".ssh"), "/srv/private", filepath.Join(dir, "conf", "g", "main"), cfg} {
+		if !strings.Contains(strings.Join(eff.DenyRead, "\n"), p) {
+			t.Errorf("denyRead lacks %s", p)
+		}
+	}
+	if eff.SDKOptions["permissionMode"] != "default" || eff.SDKOptions["cwd"] != filepath.Join(dir, "conf", "g", "family") {
+		t.Errorf("sdkOptions: %v", eff.SDKOptions)
+	}
+	if !strings.Contains(out, `"GH_TOKEN"`) {
+		t.Error("GH_TOKEN from agent.env not hidden from commands")
+	}
+
+	out = mustCLI(t, dir, "--config", cfg, "security", "show", "--json", "main")
+	if !strings.Contains(out, `"bypassPermissions"`) || !strings.Contains(out, `"isMain": true`) {
+		t.Errorf("main: %s", out)
+	}
+	mustCLI(t, dir, "--config", cfg, "groups", "set-security", "family", "--clear")
+	if out := mustCLI(t, dir, "--config", cfg, "groups", "list", "--json"); strings.Contains(out, "api.github.com") {
+		t.Error("--clear kept the override")
+	}
+	failCLI(t, dir, "group not found", "--config", cfg, "security", "show", "nope")
+}
+
+func TestImportIdempotent(t *testing.T) {
+	dir, cfg := newInstall(t)
+	file := filepath.Join(dir, "registered_groups.json")
+	os.WriteFile(file, []byte(`{
+	  "1203@g.us": {"name": "Family", "folder": "family", "trigger": "@Andy", "added_at": "2025-01-02T03:04:05.000Z"},
+	  "4915@s.whatsapp.net": {"name": "Me", "folder": "main", "trigger": "@Andy", "added_at": "2025-01-01T00:00:00.000Z"},
+	  "9999@g.us": {"name": "Open", "folder": "open", "trigger": "@Andy", "added_at": "2025-01-01T00:00:00.000Z", "requiresTrigger": false}
+	}`), 0o600)
+	if out := mustCLI(t, dir, "--config", cfg, "groups", "import", file); !strings.Contains(out, "imported 3 group(s), 0 already") {
+		t.Errorf("first import: %s", out)
+	}
+	if out := mustCLI(t, dir, "--config", cfg, "groups", "import", file); !strings.Contains(out, "imported 0 group(s), 3 already") {
+		t.Errorf("second import: %s", out)
+	}
+	var groups []listed
+	json.Unmarshal([]byte(mustCLI(t, dir, "--config", cfg, "groups", "list", "--json")), &groups)
+	if len(groups) != 3 || groups[0].Folder != "main" || !groups[0].IsMain || groups[2].Folder != "open" || groups[2].RequiresTrigger {
+		t.Errorf("imported: %+v", groups)
+	}
+	os.WriteFile(file, []byte(`[1,2]`), 0o600)
+	failCLI(t, dir, "not a NanoClaw registered_groups.json", "--config", cfg, "groups", "import", file)
+}
+
+func TestConfigCheck(t *testing.T) {
+	dir, cfg := newInstall(t)
+	if out := mustCLI(t, dir, "config", "check", "--config", cfg); !strings.Contains(out, "ok") {
+		t.Errorf("valid config: %s", out)
+	}
+	os.WriteFile(cfg, []byte("{\n  \"hostSecurity\": {\"sandbx\": false}\n}"), 0o600)
+	_, errs, code := cli(t, dir, "--config", cfg, "config", "check")
+	if code == 0 || !strings.HasPrefix(errs, cfg+`:2:20: unknown key "hostSecurity.sandbx"`) {
+		t.Errorf("exit %d: %s", code, errs)
+	}
+	// Every command refuses to run on an invalid config.
+	failCLI(t, dir, `unknown key "hostSecurity.sandbx"`, "--config", cfg, "groups", "list")
+}

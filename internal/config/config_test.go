@@ -1,0 +1,141 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func load(t *testing.T, body string) (*Config, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "nanoclaw.config.jsonc")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return Load(path)
+}
+
+func TestLoadErrors(t *testing.T) {
+	tests := []struct {
+		name, body string
+		want       []string // each must appear, in order, one per error line
+	}{
+		{"unknown key", "{\n  \"hostSecurity\": {\n    \"sandbx\": true\n  }\n}",
+			[]string{`:3:5: unknown key "hostSecurity.sandbx" (did you mean "hostSecurity.sandbox"?)`}},
+		{"wrong case", `{"assistantname": "X"}`,
+			[]string{`:1:2: unknown key "assistantname" (keys are case-sensitive: write "assistantName")`}},
+		{"duplicate key", "{\"agent\": {\n\"maxConcurrent\": 2,\n\"maxConcurrent\": 3}}",
+			[]string{`:3:1: duplicate key "agent.maxConcurrent"`}},
+		{"empty tools", "{\"hostSecurity\": {\"tools\": []}}",
+			[]string{`:1:28: hostSecurity.tools is empty`, "remove the key to allow every tool"}},
+		{"bypass refused", `{"hostSecurity": {"permissionMode": "bypassPermissions"}}`,
+			[]string{`:1:37: hostSecurity.permissionMode: "bypassPermissions" is only for the main group`}},
+		{"wrong type", `{"agent": {"maxConcurrent": "five"}}`,
+			[]string{`:1:29: agent.maxConcurrent must be a whole number, not a string`}},
+		{"range", `{"agent": {"maxConcurrent": 0}}`,
+			[]string{`:1:29: agent.maxConcurrent is 0, below the minimum 1`}},
+		{"bad duration", `{"alerts": {"cooldown": 60}}`,
+			[]string{`:1:25: alerts.cooldown must be a duration string like "30m", not a number`}},
+		{"bad zone", `{"timezone": "Mars/Base"}`,
+			[]string{`:1:14: timezone: "Mars/Base" is not an IANA time zone`}},
+		{"syntax", "{\n\"dataDir\": \"x\",,\n}",
+			[]string{`:2:16: syntax error:`}},
+		{"unset variable", `{"dataDir": "${NANOCLAW_TEST_UNSET_VAR}"}`,
+			[]string{`:1:13: dataDir: environment variable is not set: ${NANOCLAW_TEST_UNSET_VAR}; set it, or give a default`}},
+		{"every problem at once, in file order", "{\"b\": 1,\n\"agent\": {\"timeout\": \"x\"}}",
+			[]string{`:1:2: unknown key "b"`, `:2:22: agent.timeout: "x" is not a duration`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := load(t, tt.body)
+			var errs Errors
+			if !errors.As(err, &errs) {
+				t.Fatalf("want Errors, got %v", err)
+			}
+			got := err.Error()
+			rest := got
+			for _, w := range tt.want {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					t.Fatalf("error %q lacks %q", got, w)
+				}
+				rest = rest[i+len(w):]
+			}
+			for _, line := range strings.Split(got, "\n") {
+				if !strings.Contains(line, "nanoclaw.config.jsonc:") {
+					t.Errorf("line without FILE:LINE:COL: %q", line)
+				}
+			}
+		})
+	}
+}
+
+func TestMissingFileIsDefaults(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := Load(filepath.Join(dir, "none.jsonc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.AssistantName != "Andy" || cfg.DataDir != filepath.Join(dir, "data") || cfg.Agent.MaxConcurrent != 5 ||
+		cfg.Agent.Timeout.D() != 30*time.Minute || cfg.Alerts.Cooldown.D() != time.Minute || !*cfg.HostSecurity.Sandbox ||
+		cfg.DefaultTrigger() != "@Andy" || cfg.Channels.Local.Socket != filepath.Join(dir, "data/local.sock") {
+		t.Errorf("defaults wrong: %+v", cfg)
+	}
+	if cfg.Agent.Command[1] != filepath.Join(dir, "agent-runner/dist/index.js") {
+		t.Errorf("agent script not resolved against the config dir: %v", cfg.Agent.Command)
+	}
+}
+
+func TestExpandAndResolve(t *testing.T) {
+	t.Setenv("NC_TEST_NAME", "Bob")
+	t.Setenv("NC_TEST_EMPTY", "")
+	cfg, err := load(t, `{
+		// comments and trailing commas are fine
+		"assistantName": "${NC_TEST_NAME}",
+		"dataDir": "${NC_TEST_EMPTY:-state}",
+		"groupsDir": "/abs/groups",
+		"agent": {"timeout": "90s", "command": ["/usr/bin/env", "tools/agent.sh", "--flag"],},
+		"hostSecurity": {"denyRead": ["~/secret", "**/*.pem", "rel/dir"]},
+	}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Dir(cfg.File)
+	home, _ := os.UserHomeDir()
+	if cfg.AssistantName != "Bob" || cfg.DataDir != filepath.Join(base, "state") || cfg.GroupsDir != "/abs/groups" || cfg.Agent.Timeout.D() != 90*time.Second {
+		t.Errorf("got %+v", cfg)
+	}
+	if !reflect.DeepEqual(cfg.Agent.Command, []string{"/usr/bin/env", filepath.Join(base, "tools/agent.sh"), "--flag"}) {
+		t.Errorf("command = %v", cfg.Agent.Command)
+	}
+	if !reflect.DeepEqual(cfg.HostSecurity.DenyRead, []string{filepath.Join(home, "secret"), "**/*.pem", filepath.Join(base, "rel/dir")}) {
+		t.Errorf("denyRead = %v", cfg.HostSecurity.DenyRead)
+	}
+	if cfg.HostSecurity.Tools == nil || cfg.HostSecurity.PermissionMode != "default" {
+		t.Error("keys left out lost their defaults")
+	}
+}
+
+// The template in the repo must load, and change nothing but agent.env.
+func TestTemplate(t *testing.T) {
+	tmpl, err := Load("../../nanoclaw.config.jsonc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, _ := Load("../../no-such-file.jsonc")
+	def.File = tmpl.File
+	def.Agent.Env = tmpl.Agent.Env
+	if !reflect.DeepEqual(tmpl, def) {
+		t.Errorf("template differs from the defaults:\n%+v\n%+v", tmpl, def)
+	}
+	src, _ := os.ReadFile("../../nanoclaw.config.jsonc")
+	for _, tool := range DefaultTools {
+		if !strings.Contains(string(src), `"`+tool+`",`) {
+			t.Errorf("template does not list tool %s on its own line", tool)
+		}
+	}
+}
