@@ -1,0 +1,225 @@
+package ipc
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/nanoclawd/nanoclawd/internal/alerts"
+	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+	"github.com/nanoclawd/nanoclawd/internal/store"
+)
+
+// fakeGroups is an in-memory registry.
+type fakeGroups struct {
+	mu     sync.Mutex
+	groups []Group
+}
+
+func (f *fakeGroups) find(match func(Group) bool) (Group, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, g := range f.groups {
+		if match(g) {
+			return g, true, nil
+		}
+	}
+	return Group{}, false, nil
+}
+
+func (f *fakeGroups) GroupByFolder(_ context.Context, folder string) (Group, bool, error) {
+	return f.find(func(g Group) bool { return g.Folder == folder })
+}
+
+func (f *fakeGroups) GroupByJID(_ context.Context, jid string) (Group, bool, error) {
+	return f.find(func(g Group) bool { return g.JID == jid })
+}
+
+func (f *fakeGroups) add(g Group) {
+	f.mu.Lock()
+	f.groups = append(f.groups, g)
+	f.mu.Unlock()
+}
+
+// event is one call the watcher made on the daemon.
+type event struct {
+	kind  string // send | register | refresh | violation
+	key   string
+	from  string
+	chat  string
+	text  string
+	group NewGroup
+	v     alerts.Violation
+	alert bool
+}
+
+// fakeActions reports every call on a channel, as the daemon would act.
+type fakeActions struct {
+	events chan event
+	groups *fakeGroups
+}
+
+func (a *fakeActions) SendMessage(_ context.Context, key, from, chat, text string) error {
+	a.events <- event{kind: "send", key: key, from: from, chat: chat, text: text}
+	return nil
+}
+
+func (a *fakeActions) RegisterGroup(_ context.Context, key string, g NewGroup) error {
+	a.groups.add(Group{JID: g.JID, Folder: g.Folder})
+	a.events <- event{kind: "register", key: key, group: g}
+	return nil
+}
+
+func (a *fakeActions) RefreshGroups(context.Context) error {
+	a.events <- event{kind: "refresh"}
+	return nil
+}
+
+func (a *fakeActions) Violation(_ context.Context, key string, v alerts.Violation, alert bool) error {
+	a.events <- event{kind: "violation", key: key, v: v, alert: alert}
+	return nil
+}
+
+type harness struct {
+	t       *testing.T
+	root    string // <dataDir>/ipc
+	db      *sql.DB
+	tokens  *Tokens
+	sched   *scheduler.Scheduler
+	groups  *fakeGroups
+	actions *fakeActions
+	w       *Watcher
+	token   map[string]string // folder → live token
+}
+
+var testGroups = []Group{
+	{JID: "main@g.us", Folder: "main", IsMain: true},
+	{JID: "family@g.us", Folder: "family"},
+	{JID: "work@g.us", Folder: "work"},
+}
+
+func newHarness(t testing.TB) *harness {
+	t.Helper()
+	dataDir := t.TempDir()
+	db, err := store.Open(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := context.Background()
+	tokens, err := OpenTokens(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(dataDir, "ipc")
+	groups := &fakeGroups{}
+	h := &harness{root: root, db: db, tokens: tokens, groups: groups, token: map[string]string{},
+		actions: &fakeActions{events: make(chan event, 100000), groups: groups}}
+	h.sched = scheduler.New(db, time.UTC, nil, root, zerolog.Nop())
+	h.w, err = NewWatcher(Config{IPCRoot: root, DB: db, Tokens: tokens, Groups: groups, Tasks: h.sched,
+		Actions: h.actions, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range testGroups {
+		groups.add(g)
+		if h.token[g.Folder], err = tokens.Issue(ctx, g.Folder); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.w.Watch(g.Folder); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h
+}
+
+func (h *harness) start(t testing.TB) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { h.w.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+var seq int
+
+// drop writes an IPC file the way the MCP server does: .json.tmp, then rename.
+func (h *harness) drop(t testing.TB, folder, sub string, v any) string {
+	t.Helper()
+	data, ok := v.([]byte)
+	if !ok {
+		var err error
+		if data, err = json.Marshal(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seq++
+	name := fmt.Sprintf("%d-%04d.json", time.Now().UnixNano(), seq)
+	dir := filepath.Join(h.root, folder, sub)
+	if err := os.WriteFile(filepath.Join(dir, name+".tmp"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, name+".tmp"), filepath.Join(dir, name)); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, name)
+}
+
+func (h *harness) msg(folder, chat, text string) map[string]any {
+	return map[string]any{"type": TypeMessage, "chatJid": chat, "text": text, "token": h.token[folder]}
+}
+
+// next waits for the watcher's next call, with a deadline.
+func (h *harness) next(t testing.TB) event {
+	t.Helper()
+	select {
+	case e := <-h.actions.events:
+		return e
+	case <-time.After(10 * time.Second):
+		t.Fatal("no action from the watcher within 10s")
+		return event{}
+	}
+}
+
+func (h *harness) expectSend(t testing.TB, from, chat, text string) event {
+	t.Helper()
+	e := h.next(t)
+	if e.kind != "send" || e.from != from || e.chat != chat || e.text != text {
+		t.Fatalf("got %+v; want send %q from %s to %s", e, text, from, chat)
+	}
+	return e
+}
+
+// expectRefused checks a refusal: reported (alerted or not), quarantined
+// with its reason, and gone from the group's directory.
+func (h *harness) expectRefused(t testing.TB, path string, alert bool, group, reason string) {
+	t.Helper()
+	e := h.next(t)
+	if e.kind != "violation" {
+		t.Fatalf("got %+v; want a violation", e)
+	}
+	if e.alert != alert || e.v.Group != group || e.v.Kind != "ipc" || e.v.Action != "blocked" || !strings.Contains(e.v.Detail, reason) {
+		t.Fatalf("violation %+v alert=%v; want group %s alert=%v detail containing %q", e.v, e.alert, group, alert, reason)
+	}
+	if _, err := os.Lstat(path); !os.IsNotExist(err) {
+		t.Fatalf("%s still in place (%v)", path, err)
+	}
+	matches, _ := filepath.Glob(filepath.Join(h.root, ErrorsDir, "*"+filepath.Base(path)))
+	if len(matches) != 1 {
+		t.Fatalf("quarantine holds %v for %s", matches, filepath.Base(path))
+	}
+	why, err := os.ReadFile(matches[0] + ".reason")
+	if err != nil || !strings.Contains(string(why), reason) {
+		t.Fatalf("reason file: %q %v; want it to contain %q", why, err, reason)
+	}
+}
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

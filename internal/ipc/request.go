@@ -1,0 +1,250 @@
+// Package ipc is the agents' only door to the daemon: JSON files an agent's
+// nanoclaw MCP server writes into <dataDir>/ipc/<folder>/{messages,tasks}/.
+// It holds the file format, the run tokens that prove which group wrote a
+// file, the pure decoder and authorizer, and the watcher that carries out
+// each file exactly once or quarantines it in <dataDir>/ipc/errors/.
+package ipc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+)
+
+// The two directories of a group's IPC dir that the daemon reads.
+const (
+	MessagesDir = "messages"
+	TasksDir    = "tasks"
+	ErrorsDir   = "errors"
+)
+
+// MaxFileSize is the largest IPC file handled; larger ones are refused.
+const MaxFileSize = 1 << 20
+
+// Request types (the "type" field).
+const (
+	TypeMessage       = "message"
+	TypeScheduleTask  = "schedule_task"
+	TypePauseTask     = "pause_task"
+	TypeResumeTask    = "resume_task"
+	TypeCancelTask    = "cancel_task"
+	TypeUpdateTask    = "update_task"
+	TypeRegisterGroup = "register_group"
+	TypeRefreshGroups = "refresh_groups"
+)
+
+// Request is one IPC file. An empty string means the field was absent:
+// Decode refuses present-but-empty strings, so the two never differ.
+type Request struct {
+	Type            string `json:"type"`
+	ChatJID         string `json:"chatJid,omitempty"`
+	Text            string `json:"text,omitempty"`
+	Prompt          string `json:"prompt,omitempty"`
+	ScheduleType    string `json:"schedule_type,omitempty"`
+	ScheduleValue   string `json:"schedule_value,omitempty"`
+	ContextMode     string `json:"context_mode,omitempty"`
+	TargetJID       string `json:"targetJid,omitempty"`
+	TaskID          string `json:"taskId,omitempty"`
+	JID             string `json:"jid,omitempty"`
+	Name            string `json:"name,omitempty"`
+	Folder          string `json:"folder,omitempty"`
+	Trigger         string `json:"trigger,omitempty"`
+	RequiresTrigger *bool  `json:"requiresTrigger,omitempty"`
+	Token           string `json:"token"`
+}
+
+// Dir is the directory a request of type typ is written to.
+func Dir(typ string) string {
+	if typ == TypeMessage {
+		return MessagesDir
+	}
+	return TasksDir
+}
+
+// schema lists, per type, the fields besides type and token.
+var schema = map[string]struct{ required, optional []string }{
+	TypeMessage:       {required: []string{"chatJid", "text"}},
+	TypeScheduleTask:  {required: []string{"prompt", "schedule_type", "schedule_value", "context_mode"}, optional: []string{"targetJid"}},
+	TypePauseTask:     {required: []string{"taskId"}},
+	TypeResumeTask:    {required: []string{"taskId"}},
+	TypeCancelTask:    {required: []string{"taskId"}},
+	TypeUpdateTask:    {required: []string{"taskId"}, optional: []string{"prompt", "schedule_type", "schedule_value"}},
+	TypeRegisterGroup: {required: []string{"jid", "name", "folder"}, optional: []string{"trigger", "requiresTrigger"}},
+	TypeRefreshGroups: {},
+}
+
+// setters put one decoded value into a Request; requiresTrigger is the
+// only field that is not a string.
+var setters = map[string]func(*Request, any) bool{
+	"chatJid":        str(func(r *Request) *string { return &r.ChatJID }),
+	"text":           str(func(r *Request) *string { return &r.Text }),
+	"prompt":         str(func(r *Request) *string { return &r.Prompt }),
+	"schedule_type":  str(func(r *Request) *string { return &r.ScheduleType }),
+	"schedule_value": str(func(r *Request) *string { return &r.ScheduleValue }),
+	"context_mode":   str(func(r *Request) *string { return &r.ContextMode }),
+	"targetJid":      str(func(r *Request) *string { return &r.TargetJID }),
+	"taskId":         str(func(r *Request) *string { return &r.TaskID }),
+	"jid":            str(func(r *Request) *string { return &r.JID }),
+	"name":           str(func(r *Request) *string { return &r.Name }),
+	"folder":         str(func(r *Request) *string { return &r.Folder }),
+	"trigger":        str(func(r *Request) *string { return &r.Trigger }),
+	"requiresTrigger": func(r *Request, v any) bool {
+		b, ok := v.(bool)
+		r.RequiresTrigger = &b
+		return ok
+	},
+}
+
+func str(field func(*Request) *string) func(*Request, any) bool {
+	return func(r *Request, v any) bool {
+		s, ok := v.(string)
+		*field(r) = s
+		return ok && s != ""
+	}
+}
+
+// Decode errors. Each returned error wraps exactly one of them.
+var (
+	ErrSyntax      = errors.New("not a JSON object")
+	ErrNoToken     = errors.New("missing token")
+	ErrUnknownType = errors.New("unknown type")
+	ErrField       = errors.New("invalid field")
+)
+
+// Decode parses an IPC file strictly: one JSON object of strings (and the
+// boolean requiresTrigger), no duplicate, unknown or differently-cased keys,
+// nothing after it. The token is filled in whenever the object parsed, even
+// if another field is wrong, so the caller can tell who wrote a bad file.
+func Decode(data []byte) (Request, error) {
+	var r Request
+	obj, err := parseObject(data)
+	if err != nil {
+		return r, fmt.Errorf("%w: %v", ErrSyntax, err)
+	}
+	if tok, ok := obj["token"].(string); ok {
+		r.Token = tok
+	}
+	if r.Token == "" {
+		return r, fmt.Errorf("%w: every file needs the run's \"token\" (NANOCLAW_IPC_TOKEN)", ErrNoToken)
+	}
+	typ, _ := obj["type"].(string)
+	spec, ok := schema[typ]
+	if !ok {
+		return r, fmt.Errorf("%w %q: use one of message, schedule_task, pause_task, resume_task, cancel_task, update_task, register_group, refresh_groups", ErrUnknownType, typ)
+	}
+	r.Type = typ
+	allowed := map[string]bool{"type": true, "token": true}
+	for _, f := range spec.required {
+		allowed[f] = true
+		if _, ok := obj[f]; !ok {
+			return r, fmt.Errorf("%w: %s needs %q", ErrField, typ, f)
+		}
+	}
+	for _, f := range spec.optional {
+		allowed[f] = true
+	}
+	for k, v := range obj {
+		if !allowed[k] {
+			return r, fmt.Errorf("%w: %s has no field %q", ErrField, typ, k)
+		}
+		if set := setters[k]; set != nil && !set(&r, v) {
+			if k == "requiresTrigger" {
+				return r, fmt.Errorf("%w: %q must be true or false", ErrField, k)
+			}
+			return r, fmt.Errorf("%w: %q must be a non-empty string", ErrField, k)
+		}
+	}
+	if err := r.validate(); err != nil {
+		return r, fmt.Errorf("%w: %v", ErrField, err)
+	}
+	return r, nil
+}
+
+func (r *Request) validate() error {
+	for _, jid := range []string{r.ChatJID, r.TargetJID, r.JID} {
+		if len(jid) > 256 || strings.ContainsFunc(jid, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
+			return fmt.Errorf("chat id %.40q: no spaces or control characters, at most 256 bytes", jid)
+		}
+	}
+	switch r.Type {
+	case TypeScheduleTask:
+		if !scheduler.ValidContextMode(r.ContextMode) {
+			return fmt.Errorf("context_mode %q: use group or isolated", r.ContextMode)
+		}
+		return scheduler.Validate(r.ScheduleType, r.ScheduleValue)
+	case TypeUpdateTask:
+		if r.ScheduleType != "" && r.ScheduleValue == "" {
+			return errors.New("update_task: give schedule_value together with schedule_type")
+		}
+		if r.ScheduleType != "" {
+			return scheduler.Validate(r.ScheduleType, r.ScheduleValue)
+		}
+	case TypeRegisterGroup:
+		return ValidFolder(r.Folder)
+	}
+	return nil
+}
+
+var folderRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+
+// ValidFolder applies the contract's folder rule, so no folder name can
+// reach outside the groups or IPC directories.
+// TODO(lead): replace with groups.ValidFolder once internal/groups lands.
+func ValidFolder(name string) error {
+	if !folderRE.MatchString(name) || strings.EqualFold(name, "global") {
+		return fmt.Errorf("folder %.70q: use 1-64 letters, digits, _ or -, starting with a letter or digit, and not \"global\"", name)
+	}
+	return nil
+}
+
+// parseObject reads one flat JSON object whose values are strings or
+// booleans. encoding/json alone would accept duplicate keys, keys in the
+// wrong case and trailing data; walking the tokens refuses all three.
+func parseObject(data []byte) (map[string]any, error) {
+	if !utf8.Valid(data) {
+		return nil, errors.New("not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, errors.New("the file must hold one JSON object")
+	}
+	obj := map[string]any{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key := tok.(string) // inside an object the decoder only yields string keys here
+		if _, dup := obj[key]; dup {
+			return nil, fmt.Errorf("key %.40q appears twice", key)
+		}
+		tok, err = dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		switch v := tok.(type) {
+		case string, bool:
+			obj[key] = v
+		default:
+			return nil, fmt.Errorf("value of %.40q must be a string or a boolean", key)
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("data after the JSON object")
+	}
+	return obj, nil
+}

@@ -1,0 +1,230 @@
+package ipc
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+)
+
+// TestHostileFiles drops one hostile file per row of issue 5 into a group's
+// IPC directory; each must be refused, quarantined with its reason and
+// reported (alerted when it is a token or cross-group attempt), and a valid
+// file written after it must still be carried out.
+func TestHostileFiles(t *testing.T) {
+	h := newHarness(t)
+	h.start(t)
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, []byte("do not read"), 0o600)
+
+	rows := []struct {
+		name   string
+		folder string
+		sub    string
+		make   func(path string) // writes the hostile object at path
+		alert  bool
+		group  string // the group the violation names
+		reason string
+	}{
+		{"bad JSON", "family", MessagesDir, writeBytes(`{"type":"message",`), false, "family", "bad JSON"},
+		{"trailing data", "family", MessagesDir, writeBytes(`{"type":"message","chatJid":"family@g.us","text":"x","token":"t"} {}`), false, "family", "bad JSON"},
+		{"duplicate key", "family", MessagesDir, writeBytes(`{"type":"message","chatJid":"family@g.us","chatJid":"work@g.us","text":"x","token":"t"}`), false, "family", "appears twice"},
+		{"missing token", "family", MessagesDir, writeJSON(map[string]any{"type": "message", "chatJid": "family@g.us", "text": "hi"}), true, "family", "missing token"},
+		{"wrong token", "family", MessagesDir, writeJSON(map[string]any{"type": "message", "chatJid": "family@g.us", "text": "hi", "token": strings.Repeat("ab", 32)}), true, "family", "wrong or expired token"},
+		{"other group's token", "family", MessagesDir, func(p string) {
+			writeJSON(h.msg("work", "family@g.us", "hi"))(p)
+		}, true, "work", "token of a run of group work"},
+		{"cross-group chatJid", "family", MessagesDir, func(p string) {
+			writeJSON(h.msg("family", "work@g.us", "leak"))(p)
+		}, true, "family", "may only message its own chat"},
+		{"message to an unregistered chat", "family", MessagesDir, func(p string) {
+			writeJSON(h.msg("family", "stranger@s.whatsapp.net", "hi"))(p)
+		}, true, "family", "may only message its own chat"},
+		{"non-main register_group", "family", TasksDir, func(p string) {
+			writeJSON(map[string]any{"type": "register_group", "jid": "x@g.us", "name": "X", "folder": "x", "token": h.token["family"]})(p)
+		}, true, "family", "main group only"},
+		{"non-main refresh_groups", "work", TasksDir, func(p string) {
+			writeJSON(map[string]any{"type": "refresh_groups", "token": h.token["work"]})(p)
+		}, true, "work", "main group only"},
+		{"cross-group schedule_task", "family", TasksDir, func(p string) {
+			writeJSON(map[string]any{"type": "schedule_task", "prompt": "p", "schedule_type": "interval", "schedule_value": "3600000",
+				"context_mode": "group", "targetJid": "work@g.us", "token": h.token["family"]})(p)
+		}, true, "family", "only schedule tasks for itself"},
+		{"symlink", "family", MessagesDir, func(p string) { os.Symlink(secret, p) }, false, "family", "symlink"},
+		{"FIFO", "family", MessagesDir, func(p string) { syscall.Mkfifo(p, 0o600) }, false, "family", "FIFO"},
+		{"directory", "family", MessagesDir, func(p string) { os.Mkdir(p, 0o700) }, false, "family", "directory"},
+		{"2 MB file", "family", MessagesDir, func(p string) {
+			big := `{"type":"message","chatJid":"family@g.us","token":"` + h.token["family"] + `","text":"` + strings.Repeat("a", 2<<20) + `"}`
+			writeBytes(big)(p)
+		}, false, "family", "over the 1 MiB limit"},
+		{"unknown type", "family", TasksDir, func(p string) {
+			writeJSON(map[string]any{"type": "delete_everything", "token": h.token["family"]})(p)
+		}, false, "family", "unknown type"},
+		{"unknown field", "family", MessagesDir, func(p string) {
+			m := h.msg("family", "family@g.us", "hi")
+			m["chatjid"] = "work@g.us"
+			writeJSON(m)(p)
+		}, false, "family", `no field "chatjid"`},
+		{"message in tasks/", "family", TasksDir, func(p string) {
+			writeJSON(h.msg("family", "family@g.us", "hi"))(p)
+		}, false, "family", "belongs in messages/"},
+	}
+	for _, folder := range []string{"../family", "global", "a/b", "..", ".hidden", "x\x00y", strings.Repeat("a", 65), "/etc"} {
+		rows = append(rows, struct {
+			name   string
+			folder string
+			sub    string
+			make   func(path string)
+			alert  bool
+			group  string
+			reason string
+		}{"path trick in folder " + folder, "main", TasksDir, func(p string) {
+			writeJSON(map[string]any{"type": "register_group", "jid": "evil@g.us", "name": "Evil", "folder": folder, "token": h.token["main"]})(p)
+		}, false, "main", "folder"})
+	}
+
+	for i, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			path := filepath.Join(h.root, row.folder, row.sub, fmt.Sprintf("row-%02d.json", i))
+			row.make(path)
+			h.expectRefused(t, path, row.alert, row.group, row.reason)
+			// The daemon keeps going: a valid file after it is carried out.
+			text := "still alive " + string(rune('A'+i))
+			h.drop(t, "family", MessagesDir, h.msg("family", "family@g.us", text))
+			h.expectSend(t, "family", "family@g.us", text)
+		})
+	}
+	if data, _ := os.ReadFile(secret); string(data) != "do not read" {
+		t.Fatal("the symlink's target was touched")
+	}
+	for _, evil := range []string{"evil", "global"} {
+		if _, err := os.Stat(filepath.Join(h.root, "..", evil)); err == nil {
+			t.Fatalf("a folder %s was created", evil)
+		}
+	}
+}
+
+// writeBytes writes as the contract says agents do: a .tmp file renamed
+// into place, so the watcher never sees half a file.
+func writeBytes(s string) func(string) {
+	return func(p string) {
+		if err := os.WriteFile(p+".tmp", []byte(s), 0o600); err != nil {
+			panic(err)
+		}
+		if err := os.Rename(p+".tmp", p); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func writeJSON(v any) func(string) {
+	return func(p string) {
+		data, err := jsonMarshal(v)
+		if err != nil {
+			panic(err)
+		}
+		writeBytes(string(data))(p)
+	}
+}
+
+func TestAllowedRequests(t *testing.T) {
+	h := newHarness(t)
+	h.start(t)
+	ctx := context.Background()
+
+	// Main may message any chat; a group its own.
+	h.drop(t, "main", MessagesDir, h.msg("main", "stranger@s.whatsapp.net", "hello from main"))
+	h.expectSend(t, "main", "stranger@s.whatsapp.net", "hello from main")
+	h.drop(t, "family", MessagesDir, h.msg("family", "family@g.us", "hello family"))
+	h.expectSend(t, "family", "family@g.us", "hello family")
+
+	// A group schedules for itself; main for another group.
+	h.drop(t, "family", TasksDir, map[string]any{"type": "schedule_task", "prompt": "remind", "schedule_type": "cron",
+		"schedule_value": "0 9 * * *", "context_mode": "isolated", "token": h.token["family"]})
+	h.drop(t, "main", TasksDir, map[string]any{"type": "schedule_task", "prompt": "report", "schedule_type": "interval",
+		"schedule_value": "3600000", "context_mode": "group", "targetJid": "work@g.us", "token": h.token["main"]})
+	tasks := waitTasks(t, h, 2)
+	fam, work := tasks[0], tasks[1]
+	if fam.GroupFolder != "family" || fam.ChatJID != "family@g.us" || fam.ContextMode != "isolated" ||
+		work.GroupFolder != "work" || work.ChatJID != "work@g.us" {
+		t.Fatalf("tasks %+v", tasks)
+	}
+
+	// Family may not touch work's task; work may pause it; main may cancel it.
+	p := h.drop(t, "family", TasksDir, map[string]any{"type": "cancel_task", "taskId": work.ID, "token": h.token["family"]})
+	h.expectRefused(t, p, true, "family", "may only change its own tasks")
+	p = h.drop(t, "family", TasksDir, map[string]any{"type": "pause_task", "taskId": "task-nope", "token": h.token["family"]})
+	h.expectRefused(t, p, false, "family", "no task")
+	h.drop(t, "work", TasksDir, map[string]any{"type": "pause_task", "taskId": work.ID, "token": h.token["work"]})
+	h.drop(t, "family", TasksDir, map[string]any{"type": "update_task", "taskId": fam.ID, "prompt": "remind me", "token": h.token["family"]})
+	h.drop(t, "main", TasksDir, map[string]any{"type": "cancel_task", "taskId": work.ID, "token": h.token["main"]})
+	p = h.drop(t, "main", TasksDir, map[string]any{"type": "resume_task", "taskId": work.ID, "token": h.token["main"]})
+	h.expectRefused(t, p, false, "main", "cancelled")
+	if got, _ := h.sched.Get(ctx, h.db, work.ID); got.Status != scheduler.StatusCancelled {
+		t.Fatalf("work task %+v", got)
+	}
+	if got, _ := h.sched.Get(ctx, h.db, fam.ID); got.Prompt != "remind me" {
+		t.Fatalf("family task %+v", got)
+	}
+
+	// Main registers a group; it is watched at once.
+	h.drop(t, "main", TasksDir, map[string]any{"type": "register_group", "jid": "club@g.us", "name": "Club", "folder": "club",
+		"requiresTrigger": false, "token": h.token["main"]})
+	e := h.next(t)
+	if e.kind != "register" || e.group.Folder != "club" || e.group.RequiresTrigger {
+		t.Fatalf("got %+v", e)
+	}
+	h.drop(t, "main", MessagesDir, h.msg("main", "main@g.us", "barrier"))
+	h.expectSend(t, "main", "main@g.us", "barrier")
+	fi, err := os.Stat(filepath.Join(h.root, "club", MessagesDir))
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("club/messages: %v %v", fi, err)
+	}
+	clubToken, _ := h.tokens.Issue(ctx, "club")
+	h.drop(t, "club", MessagesDir, map[string]any{"type": "message", "chatJid": "club@g.us", "text": "hi club", "token": clubToken})
+	h.expectSend(t, "club", "club@g.us", "hi club")
+
+	h.drop(t, "main", TasksDir, map[string]any{"type": "refresh_groups", "token": h.token["main"]})
+	if e := h.next(t); e.kind != "refresh" {
+		t.Fatalf("got %+v", e)
+	}
+}
+
+func waitTasks(t *testing.T, h *harness, n int) []scheduler.Task {
+	t.Helper()
+	// Task files have no outside effect to wait on; a message dropped after
+	// them into the same single-threaded watcher marks that they are done.
+	h.drop(t, "main", MessagesDir, h.msg("main", "main@g.us", "barrier"))
+	h.expectSend(t, "main", "main@g.us", "barrier")
+	tasks, err := h.sched.List(context.Background(), "")
+	if err != nil || len(tasks) != n {
+		t.Fatalf("tasks %+v %v; want %d", tasks, err, n)
+	}
+	return tasks
+}
+
+// TestFilesPresentAtStart: files written while the daemon was down are
+// handled when it starts.
+func TestFilesPresentAtStart(t *testing.T) {
+	h := newHarness(t)
+	h.drop(t, "family", MessagesDir, h.msg("family", "family@g.us", "written while down"))
+	h.start(t)
+	h.expectSend(t, "family", "family@g.us", "written while down")
+}
+
+// TestSymlinkedDirectoryIsNotFollowed: an agent that replaces its
+// messages/ with a link to main's gets nothing read through it.
+func TestSymlinkedDirectoryIsNotFollowed(t *testing.T) {
+	h := newHarness(t)
+	dir := filepath.Join(h.root, "family", MessagesDir)
+	os.RemoveAll(dir)
+	os.Symlink(filepath.Join(h.root, "main", MessagesDir), dir)
+	if err := h.w.checkDirs("family", MessagesDir); err == nil {
+		t.Fatal("a symlinked messages/ was accepted")
+	}
+}
