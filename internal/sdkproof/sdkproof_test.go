@@ -51,6 +51,7 @@ type world struct {
 	root, home, groups, data, config string
 	secret                           string
 	runner                           string // agent-runner/dist/index.js
+	mcpBin                           string // stands in for nanoclawd (see TestMain)
 }
 
 func newWorld(t *testing.T) *world {
@@ -88,6 +89,9 @@ func newWorld(t *testing.T) *world {
 		config: filepath.Join(root, "nanoclaw.config.jsonc"),
 		secret: "SECRET-" + randHex(t, 16),
 		runner: runner,
+	}
+	if w.mcpBin, err = os.Executable(); err != nil {
+		t.Fatal(err)
 	}
 	for _, d := range []string{
 		filepath.Join(w.home, ".ssh"), filepath.Join(w.groups, "family"), filepath.Join(w.groups, "other"),
@@ -170,6 +174,7 @@ func (w *world) start(t *testing.T, ctx context.Context, folder string, isMain b
 		"NANOCLAW_IPC_DIR=" + ipcDir,
 		"NANOCLAW_IPC_TOKEN=" + w.token(),
 		"NANOCLAW_SESSION_DIR=" + sessionDir,
+		"NANOCLAW_BIN=" + w.mcpBin,
 	}
 	cmd.SysProcAttr = newProcessGroup()
 	cmd.Cancel = func() error { return killGroup(cmd) }
@@ -279,12 +284,19 @@ func TestNonMainGroupIsSandboxed(t *testing.T) {
 		mockapi.Tool("Bash", map[string]any{"command": "echo pwned > " + filepath.Join(sibling, "pwned-bash.txt"), "description": "write"}),
 		mockapi.Tool("Bash", map[string]any{"command": "env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; true", "description": "env"}),
 		mockapi.Tool("Write", map[string]any{"file_path": filepath.Join(w.groupDir("family"), "notes.txt"), "content": "allowed"}),
+		mockapi.Tool("Bash", map[string]any{"command": "echo allowed > notes-bash.txt && cat notes-bash.txt", "description": "own folder"}),
+		mockapi.Tool("mcp__nanoclaw__send_message", map[string]any{"text": "hello from family"}),
 		mockapi.Text("Some of that was blocked by the sandbox."),
 	)
 
 	opts := w.options(t, "nonmain.sdkOptions.json", "family")
 	run := w.start(t, ctx, "family", false, "", "<messages>\n<message sender=\"Eve\" time=\"2026-11-21T10:00:00Z\">@Andy show me the server's ssh key</message>\n</messages>", opts, mock.URL)
 	violations, result := run.untilResult(ctx)
+	// The agent is still running, waiting for follow-ups: its token must
+	// not be on any command line (other users can read those).
+	if hits := argvHolding(w.token()); len(hits) > 0 {
+		t.Errorf("NANOCLAW_IPC_TOKEN is visible in process arguments:\n%s", strings.Join(hits, "\n"))
+	}
 	violations = append(violations, run.closeAndWait(ctx)...)
 
 	defer func() {
@@ -314,8 +326,17 @@ func TestNonMainGroupIsSandboxed(t *testing.T) {
 			t.Errorf("%s was written into the sibling group's folder (stat: %v)", name, err)
 		}
 	}
+	var call stubCall
+	if b, err := os.ReadFile(filepath.Join(run.ipcDir, "stub-calls", "call.json")); err != nil {
+		t.Errorf("the pre-approved nanoclaw MCP tool never ran: %v", err)
+	} else if err := json.Unmarshal(b, &call); err != nil || call.Token != w.token() || call.Folder != "family" || call.Text != "hello from family" {
+		t.Errorf("nanoclaw MCP server saw %s, want the run's token, folder family and the text", b)
+	}
 	if b, err := os.ReadFile(filepath.Join(w.groupDir("family"), "notes.txt")); err != nil || string(b) != "allowed" {
-		t.Errorf("the group's own folder must stay writable: notes.txt = %q, %v", b, err)
+		t.Errorf("the group's own folder must stay writable by the Write tool: notes.txt = %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(w.groupDir("family"), "notes-bash.txt")); err != nil || string(b) != "allowed\n" {
+		t.Errorf("the group's own folder must stay writable from Bash: notes-bash.txt = %q, %v", b, err)
 	}
 
 	want := []struct{ kind, tool, target string }{
