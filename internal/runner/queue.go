@@ -237,8 +237,8 @@ func (q *Queue) exec(g *groupState, a *activeRun) {
 	q.running--
 	giveUp := false
 	switch {
-	case q.ctx.Err() != nil:
-		// Shutting down: not a failure of the agent.
+	case q.closed:
+		// Shutting down: no retries, and a killed run is not the agent's failure.
 	case a.job.TaskID != "":
 		// Tasks are not retried: the run may have acted already, and the
 		// scheduler records the failure and runs the task again when due.

@@ -88,8 +88,9 @@ type Result struct {
 	Error        string
 }
 
-// Handler receives what a run produces. Its methods are called from one
-// goroutine, in stream order, and never after Run has returned.
+// Handler receives what a run produces. Its methods are called one at a
+// time, in order (OnStart first, then frames as they stream), and never after
+// Run has returned. A slow handler slows the agent's stdout, nothing else.
 type Handler interface {
 	OnStart(pid int)
 	OnResult(Result)

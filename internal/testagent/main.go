@@ -19,9 +19,8 @@
 //	silent            exit 0 without any frame
 //	violation KIND TARGET
 //	                  a violation frame (tool "Bash"), then reply "violation reported"
-//	noise             stray stdout lines and broken frames around two good
-//	                  replies "one" and "two" (the second with result null is
-//	                  a third frame: "one", null, "two")
+//	noise             stray stdout lines and broken frames around three good
+//	                  frames: "one", a null result, "two"
 //	flood [MIB]       an oversized frame, a 3 MiB line, then MIB MiB (default 16)
 //	                  of lines on stdout and stderr, then reply "flooded"
 //	fork [COMMAND]    start a grandchild that ignores SIGTERM and sleeps
