@@ -60,8 +60,9 @@ type Outbox struct {
 
 	wake chan struct{} // capacity 1: "look at the table again"
 
-	mu    sync.Mutex
-	chats map[string]*chatState
+	mu       sync.Mutex
+	chats    map[string]*chatState
+	notifies uint64 // Notify calls so far; a send failing across one is retried at once
 }
 
 // chatState is what the outbox knows in memory about one chat.
@@ -138,6 +139,7 @@ func (o *Outbox) Wake() {
 // out a backoff are retried at once.
 func (o *Outbox) Notify() {
 	o.mu.Lock()
+	o.notifies++
 	for _, c := range o.chats {
 		c.retryAt = time.Time{}
 	}
@@ -259,8 +261,18 @@ func (o *Outbox) drain(ctx context.Context, chat string, st *chatState) error {
 		if err != nil {
 			return o.failed(ctx, chat, st, 0, fmt.Errorf("read queued message: %w", err))
 		}
+		o.mu.Lock()
+		gen := o.notifies
+		o.mu.Unlock()
 		if err := o.send.Send(ctx, channel.Outgoing{ID: strconv.FormatInt(id, 10), ChatJID: chat, Text: text}); err != nil {
-			return o.failed(ctx, chat, st, id, err)
+			o.failed(ctx, chat, st, id, err)
+			o.mu.Lock()
+			if o.notifies != gen {
+				// The channel came back while this send was failing.
+				st.retryAt = time.Time{}
+			}
+			o.mu.Unlock()
+			return err
 		}
 		// The message is out; if marking it fails it will be offered again
 		// later with the same ID, which the channel may use to drop it.

@@ -66,14 +66,30 @@ func clean(s string, max int) string {
 // in any case and with any spacing.
 var alertMarker = regexp.MustCompile(`(?i)\[\s*sandbox\s+alert\s*\]`)
 
-// defuse makes cleaned text harmless inside an alert: "@" (which chat apps
-// turn into a mention) becomes the full-width "＠", and a forged
+// defuse makes cleaned text harmless inside an alert: an "@" that could
+// start a mention becomes the full-width "＠", and a forged
 // "[SANDBOX ALERT]" loses its brackets.
 func defuse(s string) string {
 	s = alertMarker.ReplaceAllStringFunc(s, func(m string) string {
 		return "(" + m[1:len(m)-1] + ")"
 	})
-	return strings.ReplaceAll(s, "@", "＠")
+	return defuseMentions(s)
+}
+
+// defuseMentions replaces each "@" that starts a word, as a mention does;
+// an "@" inside a word (mail addresses, chat JIDs) stays readable.
+func defuseMentions(s string) string {
+	var b strings.Builder
+	prev := ' '
+	for _, r := range s {
+		if r == '@' && !(unicode.IsLetter(prev) || unicode.IsDigit(prev) || strings.ContainsRune("_.+-", prev)) {
+			b.WriteRune('＠')
+		} else {
+			b.WriteRune(r)
+		}
+		prev = r
+	}
+	return b.String()
 }
 
 // show prepares a stored (already cleaned) field for an alert.
@@ -92,28 +108,26 @@ func sanitize(v Violation) Violation {
 	return v
 }
 
-// what describes the blocked action in a few words.
-func what(v Violation) string {
+// headline is the first line of an alert after the marker and count:
+// which group, which tool, what was blocked, and the target.
+func headline(v Violation) string {
+	group, tool, target := show(v.Group, maxGroup), show(v.Tool, maxTool), show(v.Target, maxAlertTarget)
+	var what string
 	switch v.Kind {
 	case "network":
-		return "network access to"
+		what = "network access to"
 	case "filesystem":
-		return "file access to"
+		what = "file access to"
 	case "tool":
-		return "use of the tool on"
+		what = "use on"
 	case "permission":
-		return "an action needing permission on"
+		what = "permission for"
 	case "ipc":
-		return "acting as another group on"
+		return fmt.Sprintf("group %q tried to act as another group (%s): %s", group, tool, target)
 	default:
-		return "access to"
+		what = show(v.Kind, maxKind) + " access to"
 	}
-}
-
-// headline is the first line of an alert (without the marker and count).
-func headline(v Violation) string {
-	return fmt.Sprintf("group %q: %s blocked %s %s", show(v.Group, maxGroup),
-		show(v.Tool, maxTool), what(v), show(v.Target, maxAlertTarget))
+	return fmt.Sprintf("group %q: %s was denied %s %s", group, tool, what, target)
 }
 
 // alertText is the message for the first violation of a (group, kind, target).
