@@ -1,0 +1,255 @@
+// Package mcpserver is `nanoclawd mcp`: the stdio MCP server the agent
+// runner starts for each run. Its tools never act themselves; they write
+// IPC files, with the run's token, for the daemon's watcher to check and
+// carry out.
+package mcpserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/nanoclawd/nanoclawd/internal/ipc"
+	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+)
+
+// Env is the run the server speaks for, from the agent's environment.
+type Env struct {
+	IPCDir  string // NANOCLAW_IPC_DIR
+	Token   string // NANOCLAW_IPC_TOKEN
+	Folder  string // NANOCLAW_GROUP_FOLDER
+	ChatJID string // NANOCLAW_CHAT_JID
+	IsMain  bool   // NANOCLAW_IS_MAIN=1
+}
+
+// EnvFromOS reads the NANOCLAW_* variables the daemon sets for a run.
+func EnvFromOS() (Env, error) {
+	e := Env{IPCDir: os.Getenv("NANOCLAW_IPC_DIR"), Token: os.Getenv("NANOCLAW_IPC_TOKEN"),
+		Folder: os.Getenv("NANOCLAW_GROUP_FOLDER"), ChatJID: os.Getenv("NANOCLAW_CHAT_JID"),
+		IsMain: os.Getenv("NANOCLAW_IS_MAIN") == "1"}
+	var missing []string
+	for name, v := range map[string]string{"NANOCLAW_IPC_DIR": e.IPCDir, "NANOCLAW_IPC_TOKEN": e.Token,
+		"NANOCLAW_GROUP_FOLDER": e.Folder, "NANOCLAW_CHAT_JID": e.ChatJID} {
+		if v == "" {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return e, fmt.Errorf("nanoclawd mcp: %s not set; this command is started by the agent runner inside a run, not by hand", strings.Join(missing, ", "))
+	}
+	return e, nil
+}
+
+// Run serves MCP over in/out until the client disconnects or ctx ends.
+func Run(ctx context.Context, in io.Reader, out io.Writer) error {
+	env, err := EnvFromOS()
+	if err != nil {
+		return err
+	}
+	t := &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}
+	if err := NewServer(env).Run(ctx, t); err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("nanoclawd mcp: %w", err)
+	}
+	return nil
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// NewServer returns the nanoclaw MCP server for env; register_group is
+// listed only for the main group.
+func NewServer(env Env) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "nanoclaw", Version: "1"}, nil)
+	t := &tools{env: env}
+	mcp.AddTool(s, &mcp.Tool{Name: "send_message", Description: "Send a message to the chat now, while you keep working. " +
+		"Without chatJid it goes to this group's chat" + ifMain(env, "; as the main group you may name any chat") + "."}, t.sendMessage)
+	mcp.AddTool(s, &mcp.Tool{Name: "schedule_task", Description: "Schedule a prompt to run later as a task. " +
+		"schedule_type cron: schedule_value is 5 cron fields in local time (\"0 9 * * 1-5\" = weekdays 9:00); " +
+		"interval: milliseconds between runs (\"3600000\" = hourly); once: local time \"YYYY-MM-DDTHH:MM:SS\". " +
+		"context_mode group (default) runs with the group's conversation, isolated without it." +
+		ifMain(env, " As the main group you may target another registered group with targetJid.")}, t.scheduleTask)
+	mcp.AddTool(s, &mcp.Tool{Name: "list_tasks", Description: "List the scheduled tasks" +
+		ifMain(env, " of every group") + " with their ids, schedules and status."}, t.listTasks)
+	mcp.AddTool(s, &mcp.Tool{Name: "pause_task", Description: "Pause a scheduled task until it is resumed."}, t.taskOp(ipc.TypePauseTask, "paused"))
+	mcp.AddTool(s, &mcp.Tool{Name: "resume_task", Description: "Resume a paused task."}, t.taskOp(ipc.TypeResumeTask, "resumed"))
+	mcp.AddTool(s, &mcp.Tool{Name: "cancel_task", Description: "Cancel a scheduled task for good."}, t.taskOp(ipc.TypeCancelTask, "cancelled"))
+	mcp.AddTool(s, &mcp.Tool{Name: "update_task", Description: "Change a task's prompt or schedule (same formats as schedule_task)."}, t.updateTask)
+	if env.IsMain {
+		mcp.AddTool(s, &mcp.Tool{Name: "register_group", Description: "Register a chat as a group with its own folder and agent. " +
+			"Find the chat's jid in available_groups.json. folder: 1-64 letters, digits, _ or -."}, t.registerGroup)
+	}
+	return s
+}
+
+func ifMain(env Env, s string) string {
+	if env.IsMain {
+		return s
+	}
+	return ""
+}
+
+type tools struct{ env Env }
+
+type none struct{}
+
+// write validates req exactly as the daemon will and writes it atomically:
+// a .tmp file renamed into place, so the watcher never reads half a file.
+func (t *tools) write(req ipc.Request) error {
+	req.Token = t.env.Token
+	data, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	if _, err := ipc.Decode(data); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), ipc.ErrField.Error()+": "))
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	dir := filepath.Join(t.env.IPCDir, ipc.Dir(req.Type))
+	name := fmt.Sprintf("%d-%s.json", time.Now().UnixNano(), hex.EncodeToString(b[:]))
+	tmp := filepath.Join(dir, name+".tmp")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("could not write the request (%w); the IPC directory may be missing, try again later", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("could not write the request (%w)", err)
+	}
+	return nil
+}
+
+func text(s string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
+
+type sendMessageIn struct {
+	Text    string `json:"text" jsonschema:"the message text"`
+	ChatJID string `json:"chatJid,omitempty" jsonschema:"the chat to send to; leave out for this group's chat"`
+}
+
+func (t *tools) sendMessage(_ context.Context, _ *mcp.CallToolRequest, in sendMessageIn) (*mcp.CallToolResult, any, error) {
+	if strings.TrimSpace(in.Text) == "" {
+		return nil, nil, errors.New("text is empty; give the message to send")
+	}
+	chat := in.ChatJID
+	if chat == "" {
+		chat = t.env.ChatJID
+	}
+	if !t.env.IsMain && chat != t.env.ChatJID {
+		return nil, nil, fmt.Errorf("this group may only send to its own chat %s; leave chatJid out", t.env.ChatJID)
+	}
+	if err := t.write(ipc.Request{Type: ipc.TypeMessage, ChatJID: chat, Text: in.Text}); err != nil {
+		return nil, nil, err
+	}
+	return text("Message sent."), nil, nil
+}
+
+type scheduleIn struct {
+	Prompt        string `json:"prompt" jsonschema:"what the agent should do when the task runs"`
+	ScheduleType  string `json:"schedule_type" jsonschema:"cron, interval or once"`
+	ScheduleValue string `json:"schedule_value" jsonschema:"cron fields, milliseconds, or local YYYY-MM-DDTHH:MM:SS"`
+	ContextMode   string `json:"context_mode,omitempty" jsonschema:"group (default) or isolated"`
+	TargetJID     string `json:"targetJid,omitempty" jsonschema:"main group only: the registered group the task runs in"`
+}
+
+func (t *tools) scheduleTask(_ context.Context, _ *mcp.CallToolRequest, in scheduleIn) (*mcp.CallToolResult, any, error) {
+	if in.ContextMode == "" {
+		in.ContextMode = scheduler.ContextGroup
+	}
+	if in.TargetJID != "" && !t.env.IsMain && in.TargetJID != t.env.ChatJID {
+		return nil, nil, errors.New("only the main group may schedule tasks for other groups; leave targetJid out")
+	}
+	err := t.write(ipc.Request{Type: ipc.TypeScheduleTask, Prompt: in.Prompt, ScheduleType: in.ScheduleType,
+		ScheduleValue: in.ScheduleValue, ContextMode: in.ContextMode, TargetJID: in.TargetJID})
+	if err != nil {
+		return nil, nil, err
+	}
+	return text(fmt.Sprintf("Task scheduled (%s %s). Use list_tasks to see its id.", in.ScheduleType, in.ScheduleValue)), nil, nil
+}
+
+type taskIn struct {
+	TaskID string `json:"task_id" jsonschema:"the task's id, from list_tasks"`
+}
+
+func (t *tools) taskOp(typ, done string) mcp.ToolHandlerFor[taskIn, any] {
+	return func(_ context.Context, _ *mcp.CallToolRequest, in taskIn) (*mcp.CallToolResult, any, error) {
+		if err := t.write(ipc.Request{Type: typ, TaskID: in.TaskID}); err != nil {
+			return nil, nil, err
+		}
+		return text(fmt.Sprintf("Task %s will be %s.", in.TaskID, done)), nil, nil
+	}
+}
+
+type updateIn struct {
+	TaskID        string `json:"task_id" jsonschema:"the task's id, from list_tasks"`
+	Prompt        string `json:"prompt,omitempty" jsonschema:"the new prompt"`
+	ScheduleType  string `json:"schedule_type,omitempty" jsonschema:"the new schedule type (give schedule_value with it)"`
+	ScheduleValue string `json:"schedule_value,omitempty" jsonschema:"the new schedule value"`
+}
+
+func (t *tools) updateTask(_ context.Context, _ *mcp.CallToolRequest, in updateIn) (*mcp.CallToolResult, any, error) {
+	if in.Prompt == "" && in.ScheduleType == "" && in.ScheduleValue == "" {
+		return nil, nil, errors.New("nothing to update; give prompt, or schedule_type with schedule_value")
+	}
+	err := t.write(ipc.Request{Type: ipc.TypeUpdateTask, TaskID: in.TaskID, Prompt: in.Prompt,
+		ScheduleType: in.ScheduleType, ScheduleValue: in.ScheduleValue})
+	if err != nil {
+		return nil, nil, err
+	}
+	return text(fmt.Sprintf("Task %s will be updated.", in.TaskID)), nil, nil
+}
+
+type registerIn struct {
+	JID             string `json:"jid" jsonschema:"the chat's jid, from available_groups.json"`
+	Name            string `json:"name" jsonschema:"display name"`
+	Folder          string `json:"folder" jsonschema:"folder name: 1-64 letters, digits, _ or -"`
+	Trigger         string `json:"trigger,omitempty" jsonschema:"trigger word, default @ plus the assistant's name"`
+	RequiresTrigger *bool  `json:"requiresTrigger,omitempty" jsonschema:"false: every message reaches the agent"`
+}
+
+func (t *tools) registerGroup(_ context.Context, _ *mcp.CallToolRequest, in registerIn) (*mcp.CallToolResult, any, error) {
+	err := t.write(ipc.Request{Type: ipc.TypeRegisterGroup, JID: in.JID, Name: in.Name, Folder: in.Folder,
+		Trigger: in.Trigger, RequiresTrigger: in.RequiresTrigger})
+	if err != nil {
+		return nil, nil, err
+	}
+	return text(fmt.Sprintf("Group %s will be registered in folder %s.", in.Name, in.Folder)), nil, nil
+}
+
+func (t *tools) listTasks(_ context.Context, _ *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+	data, err := os.ReadFile(filepath.Join(t.env.IPCDir, scheduler.TasksFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return text("No scheduled tasks."), nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("could not read the task list: %w", err)
+	}
+	var tasks []scheduler.Task
+	if err := json.Unmarshal(data, &tasks); err != nil {
+		return nil, nil, fmt.Errorf("the task list is damaged (%v); try again after the next run", err)
+	}
+	if len(tasks) == 0 {
+		return text("No scheduled tasks."), nil, nil
+	}
+	var b strings.Builder
+	for _, task := range tasks {
+		next := "none"
+		if task.NextRun != nil {
+			next = task.NextRun.Format(time.RFC3339)
+		}
+		fmt.Fprintf(&b, "- [%s] %s (%s: %s) %s, next run %s: %s\n", task.ID, task.GroupFolder, task.ScheduleType,
+			task.ScheduleValue, task.Status, next, task.Prompt)
+	}
+	return text(b.String()), nil, nil
+}
