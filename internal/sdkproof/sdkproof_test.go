@@ -30,6 +30,8 @@ const (
 	// runDeadline bounds one agent run so a hang fails the test instead of
 	// stalling CI; it is not a performance threshold.
 	runDeadline = 3 * time.Minute
+	// blockedNote is part of what the runner tells sandboxed agents.
+	blockedNote = "suggest they ask the admin to change this group's sandbox policy"
 )
 
 // frame is any stdout frame: a result (no type) or a violation.
@@ -360,6 +362,27 @@ func TestNonMainGroupIsSandboxed(t *testing.T) {
 		seen[key] = true
 	}
 	t.Logf("violations: %+v", violations)
+
+	// The agent is told, in its system prompt and beside each tool call, to
+	// explain a blocked action to the group and point them to the admin.
+	reqs := mock.Requests()
+	var first, last struct {
+		System   json.RawMessage `json:"system"`
+		Messages json.RawMessage `json:"messages"`
+	}
+	_ = json.Unmarshal(reqs[0], &first)
+	_ = json.Unmarshal(reqs[len(reqs)-1], &last)
+	if !bytes.Contains(first.System, []byte(blockedNote)) {
+		t.Error("the system prompt lacks the note about explaining blocked actions")
+	}
+	if !bytes.Contains(last.Messages, []byte(blockedNote)) {
+		t.Error("no PreToolUse additionalContext about blocked actions reached the model")
+	}
+	// The CLI keeps its state under the group's session dir, never in the
+	// operator's home.
+	if ents, _ := os.ReadDir(w.home); len(ents) != 1 {
+		t.Errorf("the agent wrote into the operator's home: %v", ents)
+	}
 }
 
 func TestMainGroupProbeSeesLeak(t *testing.T) {
@@ -391,6 +414,9 @@ func TestMainGroupProbeSeesLeak(t *testing.T) {
 	}
 	if len(violations) != 0 {
 		t.Errorf("main group is exempt, yet got violations %+v", violations)
+	}
+	if bytes.Contains(bytes.Join(mock.Requests(), nil), []byte(blockedNote)) {
+		t.Error("the main group's agent got the sandbox note meant for other groups")
 	}
 
 	// A follow-up dropped into input/ while the agent waits continues the
