@@ -43,7 +43,7 @@ func (c *Channel) Run(ctx context.Context, sink channel.Sink) error {
 	cli.SynchronousAck = true       // acknowledge a message only after handleEvent stored it
 	cli.AddEventHandlerWithSuccessStatus(c.handleEvent)
 	c.mu.Lock()
-	c.client, c.sink, c.ctx, c.lids = cli, sink, ctx, device.LIDs
+	c.client, c.sink, c.ctx, c.lids = cli, sink, ctx, container.LIDMap
 	c.own, c.ownLID = device.ID.ToNonAD(), device.LID.ToNonAD()
 	c.mu.Unlock()
 
@@ -106,7 +106,7 @@ func (c *Channel) keepConnected(ctx context.Context, l link) error {
 			default:
 			}
 		}
-		d := max(c.backoff.Delay(attempt, jitter()), wait)
+		d := max(c.backoff.Delay(attempt, c.jitter()), wait)
 		attempt++
 		c.log.Info().Dur("in", d).Int("attempt", attempt).Msg("reconnecting to WhatsApp")
 		select {

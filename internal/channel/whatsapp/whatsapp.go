@@ -68,6 +68,7 @@ type Channel struct {
 	clock   Clock
 	backoff Backoff
 	prefix  string // "Andy: ", or "" with OwnNumber
+	jitter  func() float64
 
 	// Set by Run; read by Send, SetTyping and the event handler.
 	mu     sync.Mutex
@@ -108,6 +109,7 @@ func New(opts Options) *Channel {
 		groupNames: map[types.JID]string{},
 		sentIDs:    map[types.MessageID]struct{}{},
 		ctx:        context.Background(),
+		jitter:     rand.Float64,
 	}
 	if c.clock == nil {
 		c.clock = realClock{}
@@ -229,6 +231,3 @@ func (c *Channel) wasSent(id types.MessageID) bool {
 	_, ok := c.sentIDs[id]
 	return ok
 }
-
-// jitter is the random input of Backoff.Delay.
-func jitter() float64 { return rand.Float64() }
