@@ -40,7 +40,12 @@ func (c *Channel) Run(ctx context.Context, sink channel.Sink) error {
 
 	cli := newClient(device, c.log)
 	cli.EnableAutoReconnect = false // keepConnected reconnects, with backoff and jitter
-	cli.SynchronousAck = true       // acknowledge a message only after handleEvent stored it
+	// Acknowledge a message only after handleEvent stored it. whatsmeow
+	// keeps the decrypted text in whatsapp.db until then, so when WhatsApp
+	// delivers it again (after a sink error or a kill -9) it is handed over
+	// again instead of failing to decrypt a second time.
+	cli.SynchronousAck = true
+	cli.EnableDecryptedEventBuffer = true
 	cli.AddEventHandlerWithSuccessStatus(c.handleEvent)
 	c.mu.Lock()
 	c.client, c.sink, c.ctx, c.lids = cli, sink, ctx, container.LIDMap
