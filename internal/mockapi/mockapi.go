@@ -110,18 +110,28 @@ func (s *Server) Log() []Request {
 }
 
 // Contains reports whether secret appears in any request received so far,
-// either verbatim or as it looks inside a JSON string.
+// verbatim or as it looks inside a JSON string (escaped the way JavaScript
+// does it, or Go with its HTML escaping).
 func (s *Server) Contains(secret string) bool {
-	quoted, _ := json.Marshal(secret)
-	escaped := bytes.Trim(quoted, `"`)
+	forms := [][]byte{[]byte(secret), jsonString(secret, true), jsonString(secret, false)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.requests {
-		if bytes.Contains(r.Body, []byte(secret)) || bytes.Contains(r.Body, escaped) {
-			return true
+		for _, f := range forms {
+			if bytes.Contains(r.Body, f) {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+func jsonString(s string, escapeHTML bool) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(escapeHTML)
+	_ = enc.Encode(s)
+	return bytes.Trim(bytes.TrimSpace(buf.Bytes()), `"`)
 }
 
 // messagesRequest is the part of a Messages API request the mock reads.

@@ -506,3 +506,32 @@ func writeFile(t *testing.T, path, content string, mode os.FileMode) {
 		t.Fatal(err)
 	}
 }
+
+func TestBadInputGivesErrorFrame(t *testing.T) {
+	w := newWorld(t)
+	ctx, cancel := context.WithTimeout(context.Background(), runDeadline)
+	defer cancel()
+	for name, stdin := range map[string]string{
+		"not JSON":       "{not json",
+		"no sdkOptions":  `{"prompt":"hi","groupFolder":"family","chatJid":"local:family","isMain":false}`,
+		"prompt missing": `{"groupFolder":"family","sdkOptions":{}}`,
+	} {
+		cmd := exec.CommandContext(ctx, "node", w.runner)
+		cmd.Dir = w.groupDir("family")
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + w.home}
+		cmd.Stdin = strings.NewReader(stdin)
+		var stdout bytes.Buffer
+		cmd.Stdout = &stdout
+		err := cmd.Run()
+		var exitErr *exec.ExitError
+		if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 {
+			t.Errorf("%s: exit = %v, want status 1", name, err)
+		}
+		frames := make(chan frame, 4)
+		readFrames(&stdout, frames)
+		f, ok := <-frames
+		if !ok || f.Type != "" || f.Status != "error" || f.Result != nil || f.Error == "" {
+			t.Errorf("%s: frame = %+v (stdout %q), want {status:error, result:null, error:...}", name, f, stdout.String())
+		}
+	}
+}
