@@ -2,10 +2,16 @@
 
 package runner
 
-import "syscall"
+import (
+	"errors"
+	"syscall"
+)
 
 // sysProcAttr puts the agent in a process group of its own, so one signal
 // reaches everything it starts. (Pdeathsig exists only on Linux.)
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
+
+// awaitExit is not available here: Run falls back to reaping at once.
+func awaitExit(pid int) error { return errors.ErrUnsupported }

@@ -234,15 +234,23 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 		readers <- struct{}{}
 	}()
 
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	exited := make(chan struct{})
+	var (
+		waitErr error
+		reaped  bool
+	)
+	go func() {
+		if awaitExit(pgid) != nil {
+			waitErr, reaped = cmd.Wait(), true
+		}
+		close(exited)
+	}()
 
 	var (
 		idle, hard, grace <-chan time.Time
 		idleTimer         *time.Timer
 		graceTimer        *time.Timer
 		killed            bool
-		waitErr           error
 	)
 	if spec.IdleTimeout > 0 {
 		idleTimer = time.NewTimer(spec.IdleTimeout)
@@ -278,7 +286,7 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 wait:
 	for {
 		select {
-		case waitErr = <-exited:
+		case <-exited:
 			break wait
 		case <-activity:
 			if idleTimer != nil && !out.Closed {
@@ -306,9 +314,12 @@ wait:
 	if graceTimer != nil {
 		graceTimer.Stop()
 	}
-	// The leader is gone; whatever it started dies with it. The group id
-	// cannot be reused while any member lives, so this never hits a stranger.
+	// The leader is gone; whatever it started dies with it. The leader is
+	// not reaped yet (on Linux), so its group id cannot belong to a stranger.
 	syscall.Kill(-pgid, syscall.SIGKILL)
+	if !reaped {
+		waitErr = cmd.Wait()
+	}
 	inW.Close()
 	// A descendant that left the group could keep the pipes open; don't wait on it forever.
 	drain := time.NewTimer(2 * time.Second)
