@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,6 +46,7 @@ func TestBackoffDelay(t *testing.T) {
 
 // fakeClock hands every requested wait to the test, which fires it.
 type fakeClock struct {
+	mu     sync.Mutex
 	now    time.Time
 	timers chan fakeTimer
 }
@@ -58,7 +60,20 @@ func newFakeClock() *fakeClock {
 	return &fakeClock{now: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC), timers: make(chan fakeTimer, 16)}
 }
 
-func (f *fakeClock) Now() time.Time { return f.now }
+func (f *fakeClock) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+// fire advances the time by the timer's wait and fires it.
+func (f *fakeClock) fire(tm fakeTimer) {
+	f.mu.Lock()
+	f.now = f.now.Add(tm.d)
+	now := f.now
+	f.mu.Unlock()
+	tm.fire <- now
+}
 func (f *fakeClock) After(d time.Duration) <-chan time.Time {
 	t := fakeTimer{d: d, fire: make(chan time.Time, 1)}
 	f.timers <- t
@@ -129,14 +144,20 @@ func TestKeepConnectedBacksOffAndStops(t *testing.T) {
 		return tm
 	}
 
-	// Three failed dials: 0.5 s, 1 s, 2 s.
+	// Three failed dials: 0.5 s, 1 s, 2 s. The status keeps the time the
+	// outage began.
+	var first string
 	for _, want := range []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second} {
 		recv(t, l.connects)
 		l.results <- errDial
-		wantWait(want).fire <- clock.now
+		tm := wantWait(want)
+		if first == "" {
+			first = c.Status()
+		}
+		clock.fire(tm)
 	}
-	if s := c.Status(); !contains(s, "disconnected") {
-		t.Errorf("status after failed dials = %q", s)
+	if s := c.Status(); s != first || !contains(s, "disconnected since 2026-11-21T10:00:00Z") {
+		t.Errorf("status after failed dials = %q, after the first = %q", s, first)
 	}
 
 	// Connected and logged in, then the socket drops: the backoff starts over.
@@ -150,13 +171,13 @@ func TestKeepConnectedBacksOffAndStops(t *testing.T) {
 	if c.connected.Load() {
 		t.Fatal("still marked connected after events.Disconnected")
 	}
-	wantWait(500 * time.Millisecond).fire <- clock.now
+	clock.fire(wantWait(500 * time.Millisecond))
 
 	// A temporary ban is waited out, not hammered.
 	recv(t, l.connects)
 	l.results <- nil
 	c.handleEvent(&events.TemporaryBan{Code: events.TempBanSentToTooManyPeople, Expire: time.Hour})
-	wantWait(time.Hour).fire <- clock.now
+	clock.fire(wantWait(time.Hour))
 
 	// Logged out: no more reconnects.
 	recv(t, l.connects)

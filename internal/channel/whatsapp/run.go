@@ -83,7 +83,9 @@ func (c *Channel) keepConnected(ctx context.Context, l link) error {
 		// Signals left over from the previous connection mean nothing now.
 		drain(c.dropped)
 		drain(c.up)
-		c.setStatus(stateConnecting, "")
+		if c.state() != stateDisconnected { // during an outage, "disconnected since" keeps its start
+			c.setStatus(stateConnecting, "")
+		}
 		var wait time.Duration
 		err := l.ConnectContext(ctx)
 		switch {

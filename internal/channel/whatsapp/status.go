@@ -54,6 +54,12 @@ func (c *Channel) Status() string {
 	return c.status.String()
 }
 
+func (c *Channel) state() string {
+	c.statusMu.Lock()
+	defer c.statusMu.Unlock()
+	return c.status.State
+}
+
 // setStatus records a state change, logs it, and writes StatusFile
 // (best effort: the file is for humans, the log has the same line).
 func (c *Channel) setStatus(state, detail string) {
@@ -62,7 +68,11 @@ func (c *Channel) setStatus(state, detail string) {
 		c.statusMu.Unlock()
 		return
 	}
-	c.status = status{State: state, Since: c.clock.Now(), Detail: detail, PID: os.Getpid()}
+	since := c.clock.Now()
+	if c.status.State == state {
+		since = c.status.Since // same outage, new reason: it still began then
+	}
+	c.status = status{State: state, Since: since, Detail: detail, PID: os.Getpid()}
 	s := c.status
 	c.statusMu.Unlock()
 	c.log.Info().Str("state", state).Msg("WhatsApp " + s.String())
