@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,7 +13,9 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.mau.fi/whatsmeow"
 	"go.mau.fi/whatsmeow/proto/waAdv"
+	"go.mau.fi/whatsmeow/socket"
 	"go.mau.fi/whatsmeow/types"
 	"go.mau.fi/whatsmeow/types/events"
 
@@ -236,5 +239,34 @@ func TestRunLoggedOutClearsStore(t *testing.T) {
 	}
 	if err := New(Options{DataDir: dir}).Run(context.Background(), &fakeSink{}); !errors.Is(err, ErrNotPaired) {
 		t.Errorf("next Run = %v, want ErrNotPaired", err)
+	}
+}
+
+func TestDescribeErrors(t *testing.T) {
+	dns := &net.DNSError{Err: "no such host", Name: "web.whatsapp.com", IsNotFound: true}
+	for _, tc := range []struct {
+		err  error
+		want error
+		text string
+	}{
+		{fmt.Errorf("%w: %w", socket.ErrDialFailed, dns), ErrNoNetwork, "lookup web.whatsapp.com: no such host"},
+		{fmt.Errorf("%w: %w", socket.ErrDialFailed, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: network is unreachable")}), ErrNoNetwork, "network is unreachable"},
+		{fmt.Errorf("%w: %w", socket.ErrDialFailed, context.DeadlineExceeded), ErrNoNetwork, "no answer within"},
+		{fmt.Errorf("%w: %w", socket.ErrDialFailed, socket.ErrWithStatusCode{StatusCode: 429}), ErrRateLimited, "429"},
+	} {
+		got := describeConnectError(tc.err)
+		if !errors.Is(got, tc.want) || !strings.Contains(got.Error(), tc.text) {
+			t.Errorf("describeConnectError(%v) = %v, want %v mentioning %q", tc.err, got, tc.want, tc.text)
+		}
+	}
+	got := describeConnectError(fmt.Errorf("%w: %w", socket.ErrDialFailed, socket.ErrWithStatusCode{StatusCode: 403}))
+	if !strings.Contains(got.Error(), "HTTP 403") {
+		t.Errorf("403: %v", got)
+	}
+	if err := describePairError(fmt.Errorf("pair: %w", whatsmeow.ErrIQRateOverLimit)); !errors.Is(err, ErrRateLimited) {
+		t.Errorf("describePairError(429) = %v", err)
+	}
+	if err := describePairError(whatsmeow.ErrPhoneNumberIsNotInternational); !errors.Is(err, ErrBadPhone) {
+		t.Errorf("describePairError(not international) = %v", err)
 	}
 }
