@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -26,10 +27,20 @@ type Job struct {
 	Closing <-chan struct{}
 }
 
+// NoRetry marks a run's error as one a retry cannot fix (say, an agent
+// that hung until its hard timeout): the queue reports it through OnGiveUp at
+// once instead of retrying.
+func NoRetry(err error) error { return noRetry{err} }
+
+type noRetry struct{ error }
+
+func (e noRetry) Unwrap() error { return e.error }
+
 // RunFunc does one job. For a message run it reads the group's unanswered
 // messages itself (and returns nil at once when there are none: runs are
 // coalesced, so it is called after every burst of EnqueueMessages). A
-// non-nil error from a message run is retried with backoff.
+// non-nil error from a message run is retried with backoff, unless wrapped
+// with NoRetry.
 type RunFunc func(ctx context.Context, job Job) error
 
 // Queue runs jobs with at most one agent per group and a fixed number
@@ -244,6 +255,9 @@ func (q *Queue) exec(g *groupState, a *activeRun) {
 		// scheduler records the failure and runs the task again when due.
 		giveUp = err != nil
 	case err == nil:
+		g.retries = 0
+	case errors.As(err, new(noRetry)):
+		giveUp = true
 		g.retries = 0
 	default:
 		g.retries++

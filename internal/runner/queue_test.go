@@ -252,6 +252,27 @@ func TestQueueRetrySucceeds(t *testing.T) {
 	}
 }
 
+func TestQueueNoRetry(t *testing.T) {
+	var calls atomic.Int32
+	reported := make(chan error, 1)
+	q := NewQueue(1, func(ctx context.Context, j Job) error {
+		calls.Add(1)
+		return NoRetry(fmt.Errorf("agent for a: %w", ErrTimeout))
+	})
+	q.RetryBase = time.Millisecond
+	q.OnGiveUp = func(j Job, err error) { reported <- err }
+	q.EnqueueMessages("a")
+	if err := recv(t, reported, "the report"); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("reported %v", err)
+	}
+	if err := q.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d calls, want 1", n)
+	}
+}
+
 // A failed task is reported at once and not run again; a panicking run is a
 // failure, not a crash.
 func TestQueueTaskFailureAndPanic(t *testing.T) {
