@@ -96,6 +96,8 @@ type Channel struct {
 	status   status
 }
 
+var _ channel.Channel = (*Channel)(nil)
+
 // New returns a Channel; nothing happens until Run.
 func New(opts Options) *Channel {
 	c := &Channel{
