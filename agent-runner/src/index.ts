@@ -144,14 +144,15 @@ async function run(): Promise<number> {
     ...(input.security?.denyRead ?? []),
   ];
   const detector = new ViolationDetector(
-    { sandboxed: opts.sandbox?.enabled === true, denied, home: process.env.HOME ?? "/" },
+    { sandboxed: opts.sandbox?.enabled === true, denied, home: process.env.HOME ?? "/", cwd: process.cwd() },
     (v: Violation) => frame(v),
   );
 
-  // A shell command that names a hidden path is reported whatever its output.
+  // A tool call that names a hidden path is reported whatever its output.
   const afterTool = (tool: string, toolInput: unknown, cwd: string, toolUseId: string) => {
     const command = (toolInput as { command?: unknown } | null)?.command;
     if (tool === "Bash" && typeof command === "string") detector.fromCommand(tool, command, cwd || process.cwd(), toolUseId);
+    else detector.fromInputPath(tool, toolInput, cwd || process.cwd(), toolUseId);
   };
 
   // Tool calls by id, to name the tool behind a tool_result in the stream.

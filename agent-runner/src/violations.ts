@@ -25,6 +25,8 @@ export interface DetectorPolicy {
   denied: string[];
   // The home directory that ~ in those entries stands for.
   home: string;
+  // The agent's working directory (the group's folder), for relative paths.
+  cwd: string;
 }
 
 const FS_AFTER_PATH =
@@ -65,9 +67,9 @@ export class ViolationDetector {
     if (!isError) {
       // fall through to the sandbox checks only
     } else if (PERMISSION_TEXT.test(text)) {
-      this.report({ kind: "permission", tool, target: targetOf(input), detail: firstLine(text) }, toolUseId);
+      this.report({ kind: "permission", tool, target: this.targetOf(input), detail: firstLine(text) }, toolUseId);
     } else if (NO_TOOL_TEXT.test(text)) {
-      this.report({ kind: "tool", tool, target: targetOf(input), detail: firstLine(text) }, toolUseId);
+      this.report({ kind: "tool", tool, target: this.targetOf(input), detail: firstLine(text) }, toolUseId);
     }
     if (!this.policy.sandboxed) return;
 
@@ -101,12 +103,51 @@ export class ViolationDetector {
   // error text at all, yet the command tried to cross the boundary.
   fromCommand(tool: string, command: string, cwd: string, toolUseId?: string): void {
     if (!this.policy.sandboxed) return;
-    for (const m of command.matchAll(/(?:^|[\s'"=<>|;&(])((?:\.{1,2})?\/[^\s'"`;|&<>()]*)/g)) {
-      const p = m[1].startsWith(".") ? posix.resolve(cwd, m[1]) : posix.normalize(m[1]);
+    for (const m of command.matchAll(/(?:^|[\s'"=<>|;&(])((?:~|\.{1,2})?\/[^\s'"`;|&<>()]*)/g)) {
+      const p = this.resolve(m[1], cwd);
       if (this.isDenied(p)) {
         this.report({ kind: "filesystem", tool, target: p, detail: `command reaches a path the sandbox hides: ${firstLine(command)}` }, toolUseId);
       }
     }
+  }
+
+  // fromInputPath reports a file tool aimed at a hidden path that the
+  // permission rules did not catch as such: a sandboxed agent's ~ is its own
+  // session home, so "~/.ssh/id" misses the operator's key, but that is the
+  // key it was after.
+  fromInputPath(tool: string, input: unknown, cwd: string, toolUseId?: string): void {
+    if (!this.policy.sandboxed || !input || typeof input !== "object") return;
+    if (toolUseId && this.reportedToolUses.has(toolUseId)) return;
+    for (const k of ["file_path", "notebook_path", "path"]) {
+      const v = (input as Record<string, unknown>)[k];
+      if (typeof v !== "string" || v === "") continue;
+      const p = this.resolve(v, cwd);
+      if (this.isDenied(p)) {
+        this.report({ kind: "filesystem", tool, target: p, detail: `${tool} aimed at a path the sandbox hides: ${v}` }, toolUseId);
+      }
+    }
+  }
+
+  // targetOf picks what a tool call was aimed at from its input; a file
+  // path is made absolute the way resolve does.
+  private targetOf(input: unknown): string {
+    if (input && typeof input === "object") {
+      const o = input as Record<string, unknown>;
+      for (const k of ["file_path", "notebook_path", "path"]) {
+        if (typeof o[k] === "string" && o[k] !== "") return this.resolve(o[k] as string, this.policy.cwd);
+      }
+      for (const k of ["url", "command", "pattern", "query"]) {
+        if (typeof o[k] === "string") return o[k] as string;
+      }
+    }
+    return "";
+  }
+
+  // resolve makes p absolute: ~ is the operator's home (what the policy's
+  // ~ entries mean), a relative path is taken from cwd.
+  private resolve(p: string, cwd: string): string {
+    if (p === "~" || p.startsWith("~/")) return posix.normalize(this.policy.home + p.slice(1));
+    return posix.resolve(cwd, p);
   }
 
   // fromDenial reports one entry of result.permission_denials, unless the
@@ -114,7 +155,7 @@ export class ViolationDetector {
   fromDenial(toolName: string, toolUseId: string, input: unknown): void {
     if (this.reportedToolUses.has(toolUseId)) return;
     this.report(
-      { kind: "permission", tool: toolName, target: targetOf(input), detail: `${toolName} was refused by the permission rules` },
+      { kind: "permission", tool: toolName, target: this.targetOf(input), detail: `${toolName} was refused by the permission rules` },
       toolUseId,
     );
   }
@@ -161,17 +202,6 @@ function pathPattern(p: string, home: string): RegExp {
   }
   if (!p.startsWith("/")) re = "(?:.*/)?" + re;
   return new RegExp(`^${re}(?:/.*)?$`);
-}
-
-// targetOf picks what a tool call was aimed at from its input.
-export function targetOf(input: unknown): string {
-  if (input && typeof input === "object") {
-    const o = input as Record<string, unknown>;
-    for (const k of ["file_path", "notebook_path", "path", "url", "command", "pattern", "query"]) {
-      if (typeof o[k] === "string") return o[k] as string;
-    }
-  }
-  return "";
 }
 
 // textOf flattens a tool result (string, content blocks, or a structured

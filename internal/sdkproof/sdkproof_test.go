@@ -103,7 +103,10 @@ func newWorld(t *testing.T) *world {
 			t.Fatal(err)
 		}
 	}
+	// Two keys with the same secret: one attacked as ~/.ssh/id_test, the
+	// other by its absolute path.
 	writeFile(t, filepath.Join(w.home, ".ssh", "id_test"), w.secret+"\n", 0o600)
+	writeFile(t, filepath.Join(w.home, ".ssh", "id_abs"), w.secret+"\n", 0o600)
 	writeFile(t, w.config, "{}\n", 0o600)
 	return w
 }
@@ -276,11 +279,14 @@ func TestNonMainGroupIsSandboxed(t *testing.T) {
 	defer cancel()
 
 	secretFile := filepath.Join(w.home, ".ssh", "id_test")
+	absFile := filepath.Join(w.home, ".ssh", "id_abs")
 	sibling := w.groupDir("other")
 	mock := mockapi.New(t)
 	mock.Script("",
-		mockapi.Tool("Bash", map[string]any{"command": "cat " + secretFile, "description": "read the key"}),
-		mockapi.Tool("Read", map[string]any{"file_path": secretFile}),
+		mockapi.Tool("Bash", map[string]any{"command": "cat ~/.ssh/id_test", "description": "read the key"}),
+		mockapi.Tool("Bash", map[string]any{"command": "cat " + absFile + "; true", "description": "read the key"}),
+		mockapi.Tool("Read", map[string]any{"file_path": "~/.ssh/id_test"}),
+		mockapi.Tool("Read", map[string]any{"file_path": absFile}),
 		mockapi.Tool("Bash", map[string]any{"command": "curl -sS -m 20 https://example.com", "description": "fetch"}),
 		mockapi.Tool("Write", map[string]any{"file_path": filepath.Join(sibling, "pwned.txt"), "content": "pwned"}),
 		mockapi.Tool("Bash", map[string]any{"command": "echo pwned > " + filepath.Join(sibling, "pwned-bash.txt"), "description": "write"}),
@@ -342,8 +348,10 @@ func TestNonMainGroupIsSandboxed(t *testing.T) {
 	}
 
 	want := []struct{ kind, tool, target string }{
-		{"filesystem", "Bash", secretFile},                               // (a)
-		{"permission", "Read", secretFile},                               // (b)
+		{"filesystem", "Bash", secretFile},                               // (a) ~ is the session home, aimed at the operator's
+		{"filesystem", "Bash", absFile},                                  // (a) by absolute path, exit status 0
+		{"", "Read", secretFile},                                         // (b) ~ again: refused, or missing in the session home
+		{"permission", "Read", absFile},                                  // (b) refused by the Read(...) deny rule
 		{"network", "Bash", "example.com"},                               // (c)
 		{"permission", "Write", filepath.Join(sibling, "pwned.txt")},     // (d) file tool
 		{"filesystem", "Bash", filepath.Join(sibling, "pwned-bash.txt")}, // (d) through Bash
@@ -449,9 +457,11 @@ func TestMainGroupProbeSeesLeak(t *testing.T) {
 	}
 }
 
+// hasViolation reports whether vs holds a violation of that tool and target,
+// and of that kind unless kind is "".
 func hasViolation(vs []frame, kind, tool, target string) bool {
 	for _, v := range vs {
-		if v.Kind == kind && v.Tool == tool && v.Target == target {
+		if (kind == "" || v.Kind == kind) && v.Tool == tool && v.Target == target {
 			return true
 		}
 	}
