@@ -51,6 +51,16 @@ func NewReporter(db *sql.DB, groupsDir string, out *Outbox, main MainFunc, coold
 // right after. The security.jsonl line is written after the commit; one
 // missed by a crash is written by the next Run.
 func (r *Reporter) Report(ctx context.Context, v Violation) error {
+	return r.record(ctx, v, true)
+}
+
+// Audit records v in the audit trail only, with no alert: a refused IPC
+// file that is malformed rather than an attempt to cross a boundary.
+func (r *Reporter) Audit(ctx context.Context, v Violation) error {
+	return r.record(ctx, v, false)
+}
+
+func (r *Reporter) record(ctx context.Context, v Violation, alert bool) error {
 	if v.Time.IsZero() {
 		v.Time = r.now()
 	}
@@ -74,7 +84,7 @@ func (r *Reporter) Report(ctx context.Context, v Violation) error {
 		return fmt.Errorf("alerts: record violation: %w", err)
 	}
 	folded := false
-	if !haveMain || v.Group != mainFolder {
+	if alert && (!haveMain || v.Group != mainFolder) {
 		chat := sql.NullString{String: mainJID, Valid: haveMain}
 		if haveMain {
 			if _, err := retargetTx(ctx, tx, mainJID); err != nil {

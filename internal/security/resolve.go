@@ -46,7 +46,7 @@ type Effective struct {
 	AllowWrite     []string       `json:"allowWrite"`
 	Network        Network        `json:"network"`
 	SecretEnv      []string       `json:"secretEnv"`
-	SDKOptions     map[string]any `json:"sdkOptions"`
+	SDKOptions     map[string]any `json:"sdkOptions,omitempty"`
 }
 
 // Resolve merges the global policy with a group's override (CONTRACT §3.3)

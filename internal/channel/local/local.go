@@ -1,0 +1,265 @@
+// Package local is the local channel: HTTP on a Unix socket (mode 0600),
+// for trying nanoclawd without WhatsApp and for end-to-end tests. Its chats
+// have JIDs that start with "local:".
+//
+//	POST /messages {"chatJid","sender","senderName","text"} → 202 {"id"}
+//	GET  /sent?after=SEQ&wait=SECONDS → 200 {"messages":[{"seq","chatJid","text","time"}]}
+//	GET  /health → 200 {"status":"ok",...}
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/channel"
+)
+
+// Prefix starts every JID of this channel.
+const Prefix = "local:"
+
+const (
+	maxBody = 1 << 20
+	maxWait = 60 * time.Second
+	maxPage = 1000
+)
+
+// Channel is the local channel. What it sends is kept in SQLite, so /sent
+// pages survive a restart and a retried send is not shown twice.
+type Channel struct {
+	socket string
+	db     *sql.DB
+	start  time.Time
+
+	mu   sync.Mutex
+	sent chan struct{} // closed and replaced whenever something is sent
+}
+
+// New returns the channel serving on socket and keeping its sent log in db.
+func New(socket string, db *sql.DB) *Channel {
+	return &Channel{socket: socket, db: db, sent: make(chan struct{}), start: time.Now()}
+}
+
+// Name implements channel.Channel.
+func (c *Channel) Name() string { return "local" }
+
+// Owns implements channel.Channel.
+func (c *Channel) Owns(jid string) bool { return strings.HasPrefix(jid, Prefix) }
+
+// Connected implements channel.Channel: the channel can always send.
+func (c *Channel) Connected() bool { return true }
+
+// SetTyping implements channel.Channel; the local channel shows no typing.
+func (c *Channel) SetTyping(context.Context, string, bool) error { return nil }
+
+// Send implements channel.Channel. A repeat of the same m.ID is a no-op.
+func (c *Channel) Send(ctx context.Context, m channel.Outgoing) error {
+	_, err := c.db.ExecContext(ctx, `INSERT OR IGNORE INTO local_sent (out_id, chat_jid, text, time) VALUES (?, ?, ?, ?)`,
+		m.ID, m.ChatJID, m.Text, time.Now().UnixNano())
+	if err != nil {
+		return fmt.Errorf("local channel: %w", err)
+	}
+	c.mu.Lock()
+	close(c.sent)
+	c.sent = make(chan struct{})
+	c.mu.Unlock()
+	return nil
+}
+
+// Run serves the socket until ctx ends.
+func (c *Channel) Run(ctx context.Context, sink channel.Sink) error {
+	ln, err := listen(c.socket)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: c.handler(sink), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(shutdown)
+	}()
+	err = srv.Serve(ln)
+	os.Remove(c.socket)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// listen opens the socket with mode 0600, replacing a stale one left by a
+// crash but never one that another process still serves.
+func listen(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("local channel: %w", err)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("local channel: %s exists and is not a socket; move it away or set channels.local.socket", path)
+		}
+		if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			conn.Close()
+			return nil, fmt.Errorf("local channel: %s is served by another process (is another nanoclawd running?)", path)
+		}
+		os.Remove(path)
+	}
+	// Created 0600 from the start, so no one can connect in between.
+	old := syscall.Umask(0o177)
+	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("local channel: listen on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+type inbound struct {
+	ChatJID    string `json:"chatJid"`
+	Sender     string `json:"sender"`
+	SenderName string `json:"senderName"`
+	Text       string `json:"text"`
+}
+
+// SentMessage is one entry of GET /sent.
+type SentMessage struct {
+	Seq     int64  `json:"seq"`
+	ChatJID string `json:"chatJid"`
+	Text    string `json:"text"`
+	Time    string `json:"time"`
+}
+
+func (c *Channel) handler(sink channel.Sink) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /messages", func(w http.ResponseWriter, req *http.Request) {
+		var in inbound
+		dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, maxBody))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&in); err != nil {
+			httpError(w, http.StatusBadRequest, "body must be JSON {\"chatJid\",\"sender\",\"senderName\",\"text\"}: "+err.Error())
+			return
+		}
+		if !c.Owns(in.ChatJID) {
+			httpError(w, http.StatusBadRequest, fmt.Sprintf("chatJid %q must start with %q", in.ChatJID, Prefix))
+			return
+		}
+		if strings.TrimSpace(in.Text) == "" {
+			httpError(w, http.StatusBadRequest, "text is empty")
+			return
+		}
+		if in.Sender == "" {
+			in.Sender = "local-user"
+		}
+		if in.SenderName == "" {
+			in.SenderName = in.Sender
+		}
+		id := newID()
+		err := sink.OnMessage(req.Context(), channel.Message{
+			ID: id, ChatJID: in.ChatJID, Sender: in.Sender, SenderName: in.SenderName, Text: in.Text, Time: time.Now(),
+		})
+		if err != nil {
+			httpError(w, http.StatusInternalServerError, "could not store the message: "+err.Error())
+			return
+		}
+		writeJSON(w, http.StatusAccepted, map[string]string{"id": id})
+	})
+	mux.HandleFunc("GET /sent", func(w http.ResponseWriter, req *http.Request) {
+		q := req.URL.Query()
+		after, err1 := parseInt(q.Get("after"))
+		wait, err2 := strconv.ParseFloat(orZero(q.Get("wait")), 64)
+		if err1 != nil || err2 != nil || after < 0 || wait < 0 {
+			httpError(w, http.StatusBadRequest, "after must be a whole number ≥ 0 and wait a number of seconds ≥ 0")
+			return
+		}
+		deadline := time.Now().Add(min(time.Duration(wait*float64(time.Second)), maxWait))
+		for {
+			c.mu.Lock()
+			changed := c.sent
+			c.mu.Unlock()
+			msgs, err := c.sentAfter(req.Context(), after, q.Get("chatJid"))
+			if err != nil {
+				httpError(w, http.StatusInternalServerError, err.Error())
+				return
+			}
+			left := time.Until(deadline)
+			if len(msgs) > 0 || left <= 0 {
+				writeJSON(w, http.StatusOK, map[string]any{"messages": msgs})
+				return
+			}
+			t := time.NewTimer(left)
+			select {
+			case <-changed:
+			case <-t.C:
+			case <-req.Context().Done():
+				t.Stop()
+				return
+			}
+			t.Stop()
+		}
+	})
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, req *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "channel": "local", "uptimeSeconds": int(time.Since(c.start).Seconds())})
+	})
+	return mux
+}
+
+func (c *Channel) sentAfter(ctx context.Context, after int64, chat string) ([]SentMessage, error) {
+	rows, err := c.db.QueryContext(ctx, `SELECT seq, chat_jid, text, time FROM local_sent
+		WHERE seq > ? AND (? = '' OR chat_jid = ?) ORDER BY seq LIMIT ?`, after, chat, chat, maxPage)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []SentMessage{}
+	for rows.Next() {
+		var m SentMessage
+		var ns int64
+		if err := rows.Scan(&m.Seq, &m.ChatJID, &m.Text, &ns); err != nil {
+			return nil, err
+		}
+		m.Time = time.Unix(0, ns).UTC().Format("2006-01-02T15:04:05.000000Z07:00")
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+func parseInt(s string) (int64, error) { return strconv.ParseInt(orZero(s), 10, 64) }
+
+func orZero(s string) string {
+	if s == "" {
+		return "0"
+	}
+	return s
+}
+
+func newID() string {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+func httpError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}

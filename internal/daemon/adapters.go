@@ -1,0 +1,155 @@
+package daemon
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/alerts"
+	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/ipc"
+	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+)
+
+// ipcGroups adapts the registry to the IPC watcher.
+type ipcGroups struct{ reg *groups.Registry }
+
+func (a ipcGroups) lookup(g groups.Group, err error) (ipc.Group, bool, error) {
+	if errors.Is(err, groups.ErrNotFound) {
+		return ipc.Group{}, false, nil
+	}
+	if err != nil {
+		return ipc.Group{}, false, err
+	}
+	return ipc.Group{JID: g.JID, Folder: g.Folder, IsMain: g.IsMain}, true, nil
+}
+
+func (a ipcGroups) GroupByFolder(ctx context.Context, folder string) (ipc.Group, bool, error) {
+	return a.lookup(a.reg.ByFolder(ctx, folder))
+}
+
+func (a ipcGroups) GroupByJID(ctx context.Context, jid string) (ipc.Group, bool, error) {
+	return a.lookup(a.reg.ByJID(ctx, jid))
+}
+
+// actions carries out accepted IPC files. Each key is done at most once.
+type actions struct{ d *Daemon }
+
+// once runs f inside a transaction that also records key, unless key was
+// recorded before.
+func (a actions) once(ctx context.Context, key string, f func(tx *sql.Tx) error) error {
+	tx, err := a.d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO done_keys (key, done_at) VALUES (?, ?)`, key, time.Now().UnixMilli())
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil
+	}
+	if err := f(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func (a actions) SendMessage(ctx context.Context, key, fromFolder, chatJID, text string) error {
+	err := a.once(ctx, key, func(tx *sql.Tx) error {
+		_, err := alerts.EnqueueTx(ctx, tx, chatJID, text, "ipc")
+		return err
+	})
+	if err == nil {
+		a.d.outbox.Wake()
+	}
+	return err
+}
+
+func (a actions) RegisterGroup(ctx context.Context, key string, ng ipc.NewGroup) error {
+	g := groups.Group{JID: ng.JID, Name: ng.Name, Folder: ng.Folder, Trigger: ng.Trigger, RequiresTrigger: ng.RequiresTrigger}
+	if g.Trigger == "" {
+		g.Trigger = a.d.Config().DefaultTrigger()
+	}
+	err := a.d.reg.Add(ctx, g)
+	if errors.Is(err, groups.ErrDuplicateJID) {
+		if have, lerr := a.d.reg.ByJID(ctx, g.JID); lerr == nil && have.Folder == g.Folder {
+			return nil // registered by this same file before a crash
+		}
+	}
+	if err == nil {
+		a.d.mu.Lock()
+		if a.d.watched != nil {
+			a.d.watched[g.Folder] = true
+		}
+		a.d.mu.Unlock()
+	}
+	return err
+}
+
+func (a actions) RefreshGroups(ctx context.Context) error {
+	g, err := a.d.reg.Main(ctx)
+	if err != nil {
+		return err
+	}
+	a.d.beforeRun(ctx, g)
+	return nil
+}
+
+func (a actions) Violation(ctx context.Context, key string, v alerts.Violation, alert bool) error {
+	var seen int
+	if err := a.d.db.QueryRowContext(ctx, `SELECT count(*) FROM done_keys WHERE key = ?`, key).Scan(&seen); err != nil {
+		return err
+	}
+	if seen > 0 {
+		return nil
+	}
+	var err error
+	if alert {
+		err = a.d.reporter.Report(ctx, v)
+	} else {
+		err = a.d.reporter.Audit(ctx, v)
+	}
+	if err != nil {
+		return err
+	}
+	// Recorded after the report: a crash in between repeats the audit
+	// entry rather than losing it.
+	_, err = a.d.db.ExecContext(ctx, `INSERT OR IGNORE INTO done_keys (key, done_at) VALUES (?, ?)`, key, time.Now().UnixMilli())
+	return err
+}
+
+// chats lists chats for available_groups.json.
+type chats struct{ d *Daemon }
+
+func (c chats) ListChats(ctx context.Context) ([]channel.Chat, error) {
+	rows, err := c.d.db.QueryContext(ctx, `SELECT jid, name, is_group, last_activity FROM chats`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []channel.Chat
+	for rows.Next() {
+		var ch channel.Chat
+		var ms int64
+		if err := rows.Scan(&ch.JID, &ch.Name, &ch.IsGroup, &ms); err != nil {
+			return nil, err
+		}
+		ch.Time = time.UnixMilli(ms)
+		out = append(out, ch)
+	}
+	return out, rows.Err()
+}
+
+func (c chats) IsRegistered(ctx context.Context, jid string) (bool, error) {
+	_, err := c.d.reg.ByJID(ctx, jid)
+	if errors.Is(err, groups.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+var _ scheduler.Chats = chats{}

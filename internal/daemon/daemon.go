@@ -1,0 +1,321 @@
+// Package daemon wires nanoclawd's parts together and runs them: channels
+// feed the router, the router feeds the queue, agents answer through the
+// outbox, and the IPC watcher, scheduler and alert reporter run beside
+// them. It holds no logic of its own beyond the order of start and stop.
+package daemon
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/rs/zerolog"
+
+	"github.com/nanoclawd/nanoclawd/internal/alerts"
+	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/channel/local"
+	"github.com/nanoclawd/nanoclawd/internal/channel/whatsapp"
+	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/ipc"
+	"github.com/nanoclawd/nanoclawd/internal/router"
+	"github.com/nanoclawd/nanoclawd/internal/runner"
+	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+	"github.com/nanoclawd/nanoclawd/internal/store"
+)
+
+// ErrStopForGood wraps a reason the daemon must stop and not be restarted
+// into the same state (WhatsApp logged out, or another instance took over
+// the WhatsApp session).
+var ErrStopForGood = errors.New("stopped for good")
+
+// RetryBaseEnv, when set to a duration, replaces the 5 s first retry delay
+// of failed agent runs (tests use it to keep retries short).
+const RetryBaseEnv = "NANOCLAWD_RETRY_BASE"
+
+// ShutdownGrace is how long running agents get to finish on SIGTERM.
+const ShutdownGrace = 10 * time.Second
+
+// Daemon is one running nanoclawd.
+type Daemon struct {
+	cfg      atomic.Pointer[config.Config]
+	log      zerolog.Logger
+	db       *sql.DB
+	reg      *groups.Registry
+	channels []channel.Channel
+	outbox   *alerts.Outbox
+	reporter *alerts.Reporter
+	tokens   *ipc.Tokens
+	sched    *scheduler.Scheduler
+	queue    *runner.Queue
+	router   *router.Router
+	watcher  *ipc.Watcher
+	lock     *os.File
+
+	mu      sync.Mutex
+	watched map[string]bool // group folders whose IPC directories are watched
+
+	// OnRunStart is passed to the router (benchmarks and tests).
+	OnRunStart func(folder string, pid int)
+}
+
+// Config returns the configuration in force.
+func (d *Daemon) Config() *config.Config { return d.cfg.Load() }
+
+// New opens the state of cfg and builds every part; Run starts them.
+func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, error) {
+	d := &Daemon{log: log}
+	d.cfg.Store(cfg)
+	lock, err := acquireLock(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	d.lock = lock
+	ok := false
+	defer func() {
+		if !ok {
+			d.close()
+		}
+	}()
+	if d.db, err = store.Open(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	d.reg = groups.New(d.db, cfg.GroupsDir)
+	if cfg.Channels.Local.Enabled {
+		d.channels = append(d.channels, local.New(cfg.Channels.Local.Socket, d.db))
+	}
+	if cfg.Channels.WhatsApp.Enabled {
+		d.channels = append(d.channels, whatsapp.New(whatsapp.Options{
+			DataDir: cfg.DataDir, AssistantName: cfg.AssistantName, OwnNumber: cfg.Channels.WhatsApp.OwnNumber,
+			Logger: log.With().Str("part", "whatsapp").Logger(),
+		}))
+	}
+	d.outbox = alerts.NewOutbox(d.db, alerts.SenderFunc(d.send), log.With().Str("part", "outbox").Logger())
+	d.reporter = alerts.NewReporter(d.db, cfg.GroupsDir, d.outbox, d.mainGroup, cfg.Alerts.Cooldown.D(), nil)
+	if d.tokens, err = ipc.OpenTokens(ctx, d.db); err != nil {
+		return nil, err
+	}
+	binary, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own binary: %w", err)
+	}
+	d.router = &router.Router{
+		DB: d.db, Groups: d.reg, Config: d.Config, Outbox: d.outbox, Reporter: d.reporter, Tokens: d.tokens,
+		Typing: d.typing, Binary: binary, Log: log.With().Str("part", "router").Logger(),
+		BeforeRun: d.beforeRun,
+		OnRunStart: func(folder string, pid int) {
+			if d.OnRunStart != nil {
+				d.OnRunStart(folder, pid)
+			}
+		},
+	}
+	d.queue = runner.NewQueue(cfg.Agent.MaxConcurrent, d.router.Run)
+	d.queue.OnGiveUp = d.router.GiveUp
+	if v, err := time.ParseDuration(os.Getenv(RetryBaseEnv)); err == nil && v > 0 {
+		d.queue.RetryBase = v
+	}
+	d.router.Queue = d.queue
+	d.sched = scheduler.New(d.db, cfg.Location(), taskRunner{d.queue}, filepath.Join(cfg.DataDir, "ipc"), log.With().Str("part", "scheduler").Logger())
+	d.router.Tasks = d.sched
+	if d.watcher, err = ipc.NewWatcher(ipc.Config{
+		IPCRoot: filepath.Join(cfg.DataDir, "ipc"), DB: d.db, Tokens: d.tokens, Groups: ipcGroups{d.reg},
+		Tasks: d.sched, Actions: actions{d}, Log: log.With().Str("part", "ipc").Logger(),
+	}); err != nil {
+		return nil, err
+	}
+	ok = true
+	return d, nil
+}
+
+// Run serves until ctx ends, then shuts down in order: stop taking work,
+// let agents finish (ShutdownGrace), flush the outbox, close SQLite.
+// ErrLoggedOut from WhatsApp ends it early.
+func (d *Daemon) Run(ctx context.Context) error {
+	defer d.close()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	cfg := d.Config()
+	list, err := d.reg.List(ctx)
+	if err != nil {
+		return err
+	}
+	d.syncGroups(ctx)
+	var wg sync.WaitGroup
+	goRun := func(name string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx); err != nil && ctx.Err() == nil {
+				d.log.Error().Err(err).Str("part", name).Msg("stopped")
+			}
+		}()
+	}
+	bg, bgCancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer bgCancel()
+	// The outbox outlives ctx so shutdown can flush it.
+	var outWG sync.WaitGroup
+	outWG.Add(1)
+	go func() { defer outWG.Done(); d.outbox.Run(bg) }()
+	goRun("alerts", d.reporter.Run)
+	goRun("scheduler", d.sched.Run)
+	goRun("ipc", d.watcher.Run)
+	goRun("groups", d.watchRegistry)
+	for _, ch := range d.channels {
+		goRun(ch.Name(), func(ctx context.Context) error {
+			err := ch.Run(ctx, d.router)
+			switch {
+			case errors.Is(err, whatsapp.ErrLoggedOut), errors.Is(err, whatsapp.ErrStreamReplaced):
+				d.log.Error().Err(err).Msg("stopping the daemon")
+				cancel(fmt.Errorf("%w: %w", ErrStopForGood, err))
+				return nil
+			case errors.Is(err, whatsapp.ErrNotPaired):
+				d.log.Warn().Msg("WhatsApp is not paired; run 'nanoclawd whatsapp login'. Other channels keep running.")
+				return nil
+			}
+			return err
+		})
+	}
+	pending, err := d.router.Pending(ctx)
+	if err != nil {
+		d.log.Error().Err(err).Msg("look for unanswered messages")
+	}
+	for _, folder := range pending {
+		d.queue.EnqueueMessages(folder)
+	}
+	d.log.Info().Int("groups", len(list)).Strs("resumed", pending).Str("config", cfg.File).Msg("nanoclawd running")
+
+	<-ctx.Done()
+	d.log.Info().Msg("shutting down: letting running agents finish")
+	grace, cancelGrace := context.WithTimeout(context.Background(), ShutdownGrace)
+	if err := d.queue.Shutdown(grace); err != nil {
+		d.log.Warn().Err(err).Msg("agents did not finish in time and were stopped")
+	}
+	cancelGrace()
+	wg.Wait()
+	flush, cancelFlush := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := d.outbox.Flush(flush); err != nil {
+		d.log.Warn().Err(err).Msg("some messages wait in the outbox for the next start")
+	}
+	cancelFlush()
+	bgCancel()
+	outWG.Wait()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return nil
+}
+
+func (d *Daemon) close() {
+	if d.db != nil {
+		d.db.Close()
+	}
+	if d.lock != nil {
+		d.lock.Close()
+	}
+}
+
+// send is the outbox's Sender: the channel that owns the chat sends.
+func (d *Daemon) send(ctx context.Context, m channel.Outgoing) error {
+	for _, ch := range d.channels {
+		if ch.Owns(m.ChatJID) {
+			return ch.Send(ctx, m)
+		}
+	}
+	return fmt.Errorf("no enabled channel handles chat %s (enable it under channels in the config)", m.ChatJID)
+}
+
+func (d *Daemon) typing(ctx context.Context, jid string, on bool) {
+	for _, ch := range d.channels {
+		if ch.Owns(jid) {
+			ch.SetTyping(ctx, jid, on)
+		}
+	}
+}
+
+func (d *Daemon) mainGroup(ctx context.Context) (folder, jid string, ok bool) {
+	g, err := d.reg.Main(ctx)
+	if err != nil {
+		return "", "", false
+	}
+	return g.Folder, g.JID, true
+}
+
+// beforeRun refreshes the files an agent reads in its IPC directory.
+func (d *Daemon) beforeRun(ctx context.Context, g groups.Group) {
+	if err := d.sched.WriteTasksSnapshot(ctx, g.Folder, g.IsMain); err != nil {
+		d.log.Warn().Err(err).Str("group", g.Folder).Msg("write current_tasks.json")
+	}
+	if err := scheduler.WriteGroupsSnapshot(ctx, filepath.Join(d.Config().DataDir, "ipc"), g.Folder, g.IsMain, chats{d}, time.Now()); err != nil {
+		d.log.Warn().Err(err).Str("group", g.Folder).Msg("write available_groups.json")
+	}
+}
+
+// watchRegistry applies registry changes made by the CLI (which touches
+// groups.ChangedFile) at once: new groups are watched, removed ones are
+// not, and alerts waiting for a main group go out.
+func (d *Daemon) watchRegistry(ctx context.Context) error {
+	cfg := d.Config()
+	fsw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	defer fsw.Close()
+	if err := fsw.Add(cfg.DataDir); err != nil {
+		return err
+	}
+	marker := groups.ChangedFile(cfg.DataDir)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-fsw.Errors:
+			d.log.Warn().Err(err).Msg("registry watch")
+		case ev := <-fsw.Events:
+			if ev.Name == marker && ev.Has(fsnotify.Write|fsnotify.Create) {
+				d.syncGroups(ctx)
+			}
+		}
+	}
+}
+
+func (d *Daemon) syncGroups(ctx context.Context) {
+	list, err := d.reg.List(ctx)
+	if err != nil {
+		d.log.Error().Err(err).Msg("reload groups")
+		return
+	}
+	current := map[string]bool{}
+	for _, g := range list {
+		current[g.Folder] = true
+		if err := d.watcher.Watch(g.Folder); err != nil {
+			d.log.Error().Err(err).Str("group", g.Folder).Msg("watch IPC directory")
+		}
+	}
+	d.mu.Lock()
+	for folder := range d.watched {
+		if !current[folder] {
+			d.watcher.Unwatch(folder)
+		}
+	}
+	d.watched = current
+	d.mu.Unlock()
+	if err := d.reporter.Kick(ctx); err != nil {
+		d.log.Warn().Err(err).Msg("alerts waiting for a main group")
+	}
+	d.log.Info().Int("groups", len(list)).Msg("groups reloaded")
+}
+
+// taskRunner hands due tasks to the queue.
+type taskRunner struct{ q *runner.Queue }
+
+func (t taskRunner) RunTask(ctx context.Context, task scheduler.Task) error {
+	t.q.EnqueueTask(task.GroupFolder, task.ID)
+	return nil
+}

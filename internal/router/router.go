@@ -1,0 +1,596 @@
+package router
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/nanoclawd/nanoclawd/internal/alerts"
+	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/runner"
+	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+	"github.com/nanoclawd/nanoclawd/internal/security"
+)
+
+// The parts the router drives, declared as it uses them.
+type (
+	// Groups looks registered groups up.
+	Groups interface {
+		ByJID(ctx context.Context, jid string) (groups.Group, error)
+		ByFolder(ctx context.Context, folder string) (groups.Group, error)
+		List(ctx context.Context) ([]groups.Group, error)
+	}
+	// Queue starts runs.
+	Queue interface{ EnqueueMessages(folder string) }
+	// Outbox delivers what EnqueueTx queued once woken.
+	Outbox interface{ Wake() }
+	// Reporter records violations and alerts the main group.
+	Reporter interface {
+		Report(ctx context.Context, v alerts.Violation) error
+	}
+	// Tokens issues the per-run IPC secret.
+	Tokens interface {
+		Issue(ctx context.Context, folder string) (string, error)
+		Finish(ctx context.Context, token string) error
+	}
+	// Tasks is the scheduler, for task runs.
+	Tasks interface {
+		Get(ctx context.Context, q scheduler.Querier, id string) (scheduler.Task, error)
+		Done(ctx context.Context, taskID, result string, runErr error) error
+	}
+)
+
+// Router is the channel.Sink of every channel and the queue's RunFunc.
+type Router struct {
+	DB       *sql.DB
+	Groups   Groups
+	Config   func() *config.Config // the current config (it may be reloaded)
+	Queue    Queue
+	Outbox   Outbox
+	Reporter Reporter
+	Tokens   Tokens
+	Tasks    Tasks
+	Typing   func(ctx context.Context, jid string, on bool) // best effort; may be nil
+	Binary   string                                         // this nanoclawd, for the agent's MCP server
+	Log      zerolog.Logger
+	// BeforeRun, if set, is called before each agent run (to refresh the
+	// files the agent reads).
+	BeforeRun func(ctx context.Context, g groups.Group)
+	// OnRunStart, if set, is called when an agent process has started (for
+	// benchmarks and tests).
+	OnRunStart func(folder string, pid int)
+
+	mu        sync.Mutex
+	active    map[string]bool  // folders with a message run going
+	attempted map[string]int64 // per folder, the highest seq its last message run was given
+}
+
+// lock takes r.mu, making the run state on first use.
+func (r *Router) lock() {
+	r.mu.Lock()
+	if r.active == nil {
+		r.active, r.attempted = map[string]bool{}, map[string]int64{}
+	}
+}
+
+var _ channel.Sink = (*Router)(nil)
+
+// OnChat records chat metadata for any chat, registered or not.
+func (r *Router) OnChat(ctx context.Context, c channel.Chat) error {
+	ms := c.Time.UnixMilli()
+	if c.Time.IsZero() {
+		ms = 0
+	}
+	_, err := r.DB.ExecContext(ctx, `INSERT INTO chats (jid, name, is_group, last_activity) VALUES (?, ?, ?, ?)
+		ON CONFLICT (jid) DO UPDATE SET
+			name = CASE WHEN excluded.name != '' THEN excluded.name ELSE chats.name END,
+			is_group = excluded.is_group,
+			last_activity = max(chats.last_activity, excluded.last_activity)`,
+		c.JID, c.Name, c.IsGroup, ms)
+	return err
+}
+
+// OnMessage stores m (content only for registered groups) and starts or
+// feeds the group's agent when m calls for it. It returns once m is
+// durable.
+func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
+	if m.Time.IsZero() {
+		m.Time = time.Now()
+	}
+	if err := r.OnChat(ctx, channel.Chat{JID: m.ChatJID, Time: m.Time}); err != nil {
+		return fmt.Errorf("store chat: %w", err)
+	}
+	g, err := r.Groups.ByJID(ctx, m.ChatJID)
+	if errors.Is(err, groups.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	res, err := r.DB.ExecContext(ctx, `INSERT OR IGNORE INTO messages (chat_jid, id, sender, sender_name, text, time, from_me, is_bot)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, m.ChatJID, m.ID, m.Sender, m.SenderName, m.Text, m.Time.UnixMilli(), m.FromMe, m.IsBot)
+	if err != nil {
+		return fmt.Errorf("store message: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 || m.IsBot {
+		return nil // a redelivery, or our own reply echoed back
+	}
+	r.lock()
+	running := r.active[g.Folder]
+	r.mu.Unlock()
+	if running || !g.RequiresTrigger || g.IsMain || Triggers(m.Text, g.Trigger) {
+		r.Queue.EnqueueMessages(g.Folder)
+	}
+	return nil
+}
+
+// Pending lists the folders of groups with unanswered messages, so that a
+// start picks up what a stop left.
+func (r *Router) Pending(ctx context.Context) ([]string, error) {
+	list, err := r.Groups.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, g := range list {
+		cursor, err := r.answered(ctx, r.DB, g.JID)
+		if err != nil {
+			return nil, err
+		}
+		msgs, err := r.after(ctx, g.JID, cursor)
+		if err != nil {
+			return nil, err
+		}
+		if len(msgs) > 0 && (!g.RequiresTrigger || g.IsMain || anyTriggers(msgs, g.Trigger)) {
+			out = append(out, g.Folder)
+		}
+	}
+	return out, nil
+}
+
+type stored struct {
+	seq int64
+	PromptMessage
+}
+
+func (r *Router) answered(ctx context.Context, q scheduler.Querier, jid string) (int64, error) {
+	var seq int64
+	err := q.QueryRowContext(ctx, `SELECT answered_seq FROM cursors WHERE chat_jid = ?`, jid).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return seq, err
+}
+
+// after returns the chat's messages with seq > seq, oldest first by the
+// chat's timestamp and then arrival (timestamps have one-second
+// resolution on WhatsApp, so they alone cannot order a burst).
+func (r *Router) after(ctx context.Context, jid string, seq int64) ([]stored, error) {
+	rows, err := r.DB.QueryContext(ctx, `SELECT seq, CASE WHEN sender_name != '' THEN sender_name ELSE sender END, time, text
+		FROM messages WHERE chat_jid = ? AND seq > ? AND is_bot = 0 ORDER BY time, seq`, jid, seq)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []stored
+	for rows.Next() {
+		var s stored
+		var ms int64
+		if err := rows.Scan(&s.seq, &s.Sender, &ms, &s.Text); err != nil {
+			return nil, err
+		}
+		s.Time = time.UnixMilli(ms)
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+func anyTriggers(msgs []stored, trigger string) bool {
+	for _, m := range msgs {
+		if Triggers(m.Text, trigger) {
+			return true
+		}
+	}
+	return false
+}
+
+func promptOf(msgs []stored) (string, int64) {
+	pm := make([]PromptMessage, len(msgs))
+	var top int64
+	for i, m := range msgs {
+		pm[i] = m.PromptMessage
+		top = max(top, m.seq)
+	}
+	return FormatPrompt(pm), top
+}
+
+// Run is the queue's RunFunc.
+func (r *Router) Run(ctx context.Context, job runner.Job) error {
+	if job.TaskID != "" {
+		return r.runTask(ctx, job)
+	}
+	return r.runMessages(ctx, job)
+}
+
+func (r *Router) runMessages(ctx context.Context, job runner.Job) error {
+	g, err := r.Groups.ByFolder(ctx, job.Folder)
+	if errors.Is(err, groups.ErrNotFound) {
+		return nil // unregistered since
+	}
+	if err != nil {
+		return err
+	}
+	cursor, err := r.answered(ctx, r.DB, g.JID)
+	if err != nil {
+		return err
+	}
+	msgs, err := r.after(ctx, g.JID, cursor)
+	if err != nil || len(msgs) == 0 {
+		return err
+	}
+	if g.RequiresTrigger && !g.IsMain && !anyTriggers(msgs, g.Trigger) {
+		return nil // context only; it comes along with the next trigger
+	}
+	r.setActive(g.Folder, true)
+	defer r.setActive(g.Folder, false)
+
+	prompt, top := promptOf(msgs)
+	r.lock()
+	r.attempted[g.Folder] = top
+	r.mu.Unlock()
+	run := &agentRun{router: r, group: g, replyTo: g.JID, batches: []int64{top}, delivered: top, useSession: true,
+		started: make(chan struct{})}
+	stopFollow := make(chan struct{})
+	followDone := make(chan struct{})
+	go func() {
+		defer close(followDone)
+		run.follow(ctx, job.More, stopFollow)
+	}()
+	err = run.start(ctx, job, prompt, false)
+	close(stopFollow)
+	<-followDone
+	if errors.Is(err, runner.ErrTimeout) {
+		// The same prompt would hang again and cost another timeout.
+		return runner.NoRetry(err)
+	}
+	return err
+}
+
+func (r *Router) setActive(folder string, on bool) {
+	r.lock()
+	defer r.mu.Unlock()
+	if on {
+		r.active[folder] = true
+	} else {
+		delete(r.active, folder)
+	}
+}
+
+func (r *Router) runTask(ctx context.Context, job runner.Job) error {
+	task, err := r.Tasks.Get(ctx, r.DB, job.TaskID)
+	if err != nil {
+		return fmt.Errorf("task %s: %w", job.TaskID, err)
+	}
+	g, err := r.Groups.ByFolder(ctx, task.GroupFolder)
+	if err != nil {
+		return r.Tasks.Done(ctx, task.ID, "", fmt.Errorf("group %s: %w", task.GroupFolder, err))
+	}
+	run := &agentRun{router: r, group: g, replyTo: task.ChatJID, useSession: task.ContextMode != scheduler.ContextIsolated}
+	runErr := run.start(ctx, job, task.Prompt, true)
+	if err := r.Tasks.Done(ctx, task.ID, run.lastText, runErr); err != nil {
+		r.Log.Error().Err(err).Str("task", task.ID).Msg("record task run")
+	}
+	return nil // a task is not retried: its schedule brings the next run
+}
+
+// GiveUp is the queue's OnGiveUp: a run failed every retry. The group is
+// told, and the messages that run was given count as answered, so the next
+// message does not replay them; later ones still get their run.
+func (r *Router) GiveUp(job runner.Job, runErr error) {
+	ctx := context.Background()
+	r.Log.Error().Err(runErr).Str("group", job.Folder).Str("task", job.TaskID).Msg("agent run failed; giving up")
+	if job.TaskID != "" {
+		return
+	}
+	g, err := r.Groups.ByFolder(ctx, job.Folder)
+	if err != nil {
+		return
+	}
+	cfg := r.Config()
+	text := fmt.Sprintf("%s could not answer: the assistant failed several times (%s). Please try again later.", cfg.AssistantName, firstLine(runErr.Error(), 200))
+	tx, err := r.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return
+	}
+	defer tx.Rollback()
+	r.lock()
+	top := r.attempted[g.Folder]
+	r.mu.Unlock()
+	if _, err := alerts.EnqueueTx(ctx, tx, g.JID, text, "error"); err != nil {
+		return
+	}
+	if err := setCursor(ctx, tx, g.JID, top); err != nil {
+		return
+	}
+	if tx.Commit() == nil {
+		r.Outbox.Wake()
+	}
+}
+
+func firstLine(s string, n int) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return s
+}
+
+func setCursor(ctx context.Context, tx *sql.Tx, jid string, seq int64) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO cursors (chat_jid, answered_seq) VALUES (?, ?)
+		ON CONFLICT (chat_jid) DO UPDATE SET answered_seq = max(answered_seq, excluded.answered_seq)`, jid, seq)
+	return err
+}
+
+func (r *Router) session(ctx context.Context, folder string) string {
+	var id string
+	_ = r.DB.QueryRowContext(ctx, `SELECT session_id FROM sessions WHERE folder = ?`, folder).Scan(&id)
+	return id
+}
+
+func (r *Router) saveSession(ctx context.Context, folder, id string) {
+	if _, err := r.DB.ExecContext(ctx, `INSERT INTO sessions (folder, session_id, updated_at) VALUES (?, ?, ?)
+		ON CONFLICT (folder) DO UPDATE SET session_id = excluded.session_id, updated_at = excluded.updated_at`,
+		folder, id, time.Now().UnixMilli()); err != nil {
+		r.Log.Error().Err(err).Str("group", folder).Msg("save session id")
+	}
+}
+
+// agentRun is one agent process for a group: its handler state.
+type agentRun struct {
+	router     *Router
+	group      groups.Group
+	replyTo    string
+	useSession bool
+
+	mu         sync.Mutex
+	batches    []int64 // for each prompt batch sent (initial, then follow-ups), its highest seq
+	answered   int     // result frames seen
+	delivered  int64   // highest seq handed to the agent
+	sent       int     // replies queued
+	violations int
+	lastText   string
+	failure    string // the last error frame
+	ipcDir     string
+	started    chan struct{} // closed once the agent process runs (message runs)
+}
+
+func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isTask bool) error {
+	r, g := a.router, a.group
+	cfg := r.Config()
+	list, err := r.Groups.List(ctx)
+	if err != nil {
+		return err
+	}
+	folders := make([]string, len(list))
+	for i, gr := range list {
+		folders[i] = gr.Folder
+	}
+	eff := security.Resolve(cfg.HostSecurity, security.Group{Folder: g.Folder, IsMain: g.IsMain, Override: g.Security}, cfg.SecurityHost(folders))
+	sdk, err := json.Marshal(eff.SDKOptions)
+	if err != nil {
+		return err
+	}
+	var sec json.RawMessage
+	if !g.IsMain {
+		pol := eff
+		pol.SDKOptions = nil
+		if sec, err = json.Marshal(pol); err != nil {
+			return err
+		}
+	}
+	groupDir := filepath.Join(cfg.GroupsDir, g.Folder)
+	a.ipcDir = filepath.Join(cfg.DataDir, "ipc", g.Folder)
+	sessionDir := filepath.Join(cfg.DataDir, "sessions", g.Folder)
+	for _, d := range []string{filepath.Join(a.ipcDir, "input"), sessionDir, filepath.Join(groupDir, "logs")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("prepare %s: %w", d, err)
+		}
+	}
+	if r.BeforeRun != nil {
+		r.BeforeRun(ctx, g)
+	}
+	token, err := r.Tokens.Issue(ctx, g.Folder)
+	if err != nil {
+		return fmt.Errorf("issue IPC token: %w", err)
+	}
+	defer func() {
+		if err := r.Tokens.Finish(context.WithoutCancel(ctx), token); err != nil {
+			r.Log.Error().Err(err).Msg("finish IPC token")
+		}
+	}()
+	env := map[string]string{
+		"NANOCLAW_GROUP_FOLDER": g.Folder,
+		"NANOCLAW_CHAT_JID":     g.JID,
+		"NANOCLAW_IS_MAIN":      boolStr(g.IsMain),
+		"NANOCLAW_GROUP_DIR":    groupDir,
+		"NANOCLAW_IPC_DIR":      a.ipcDir,
+		"NANOCLAW_IPC_TOKEN":    token,
+		"NANOCLAW_BIN":          r.Binary,
+		"NANOCLAW_SESSION_DIR":  sessionDir,
+	}
+	for _, name := range cfg.Agent.Env {
+		if v, ok := os.LookupEnv(name); ok {
+			env[name] = v
+		}
+	}
+	in := runner.ContainerInput{
+		Prompt: prompt, GroupFolder: g.Folder, ChatJID: g.JID, IsMain: g.IsMain, IsScheduledTask: isTask,
+		AssistantName: cfg.AssistantName, Security: sec, SDKOptions: sdk,
+	}
+	if a.useSession {
+		in.SessionID = r.session(ctx, g.Folder)
+	}
+	if r.Typing != nil {
+		r.Typing(ctx, a.replyTo, true)
+		defer r.Typing(context.WithoutCancel(ctx), a.replyTo, false)
+	}
+	out, err := runner.Run(ctx, runner.Spec{
+		Command: cfg.Agent.Command, Dir: groupDir, Env: env, Input: in, IPCDir: a.ipcDir,
+		LogDir: filepath.Join(groupDir, "logs"), Timeout: cfg.Agent.Timeout.D(), IdleTimeout: cfg.Agent.IdleTimeout.D(),
+		Closing: job.Closing,
+	}, a)
+	if out.NewSessionID != "" && a.useSession {
+		r.saveSession(context.WithoutCancel(ctx), g.Folder, out.NewSessionID)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !g.IsMain && a.violations > 0 && a.sent == 0 {
+		a.queue(context.WithoutCancel(ctx), alerts.GroupNotice(cfg.AssistantName), "notice", 0)
+	}
+	if err != nil {
+		return err
+	}
+	if a.failure != "" && a.answered == 0 {
+		return fmt.Errorf("agent reported an error: %s", a.failure)
+	}
+	return nil
+}
+
+func boolStr(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// follow hands messages that arrive during the run to the agent. It
+// starts only once the agent runs: the runner empties input/ before the
+// start, which would delete an earlier follow-up.
+func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan struct{}) {
+	select {
+	case <-a.started:
+	case <-stop:
+		return
+	case <-ctx.Done():
+		return
+	}
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-more:
+		}
+		a.mu.Lock()
+		from := a.delivered
+		a.mu.Unlock()
+		msgs, err := a.router.after(ctx, a.group.JID, from)
+		if err != nil || len(msgs) == 0 {
+			continue
+		}
+		prompt, top := promptOf(msgs)
+		if err := runner.FollowUp(a.ipcDir, prompt); err != nil {
+			a.router.Log.Error().Err(err).Str("group", a.group.Folder).Msg("follow-up; it will come with the next run")
+			continue
+		}
+		a.mu.Lock()
+		a.batches = append(a.batches, top)
+		a.delivered = top
+		a.mu.Unlock()
+	}
+}
+
+// OnStart implements runner.Handler.
+func (a *agentRun) OnStart(pid int) {
+	if a.started != nil {
+		close(a.started)
+	}
+	if f := a.router.OnRunStart; f != nil {
+		f(a.group.Folder, pid)
+	}
+}
+
+// OnResult implements runner.Handler: a result answers the oldest
+// unanswered prompt batch; its text and the cursor move together.
+func (a *agentRun) OnResult(res runner.Result) {
+	ctx := context.Background()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if res.Status != "success" {
+		a.failure = res.Error
+		if a.failure == "" {
+			a.failure = "unknown error"
+		}
+		a.router.Log.Warn().Str("group", a.group.Folder).Str("error", a.failure).Msg("agent result error")
+		return
+	}
+	var upTo int64
+	if a.answered < len(a.batches) {
+		upTo = a.batches[a.answered]
+	}
+	a.answered++
+	text := ""
+	if res.Result != nil {
+		text = StripInternal(*res.Result)
+	}
+	if text != "" {
+		a.lastText = text
+	}
+	a.queue(ctx, text, "reply", upTo)
+}
+
+// queue puts text (if any) in the outbox and moves the cursor to upTo (if
+// any) in one transaction.
+func (a *agentRun) queue(ctx context.Context, text, kind string, upTo int64) {
+	r := a.router
+	tx, err := r.DB.BeginTx(ctx, nil)
+	if err != nil {
+		r.Log.Error().Err(err).Msg("queue reply")
+		return
+	}
+	defer tx.Rollback()
+	if text != "" {
+		if _, err := alerts.EnqueueTx(ctx, tx, a.replyTo, text, kind); err != nil {
+			r.Log.Error().Err(err).Msg("queue reply")
+			return
+		}
+	}
+	if upTo > 0 {
+		if err := setCursor(ctx, tx, a.group.JID, upTo); err != nil {
+			r.Log.Error().Err(err).Msg("move cursor")
+			return
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		r.Log.Error().Err(err).Msg("queue reply")
+		return
+	}
+	if text != "" {
+		a.sent++
+		r.Outbox.Wake()
+	}
+}
+
+// OnViolation implements runner.Handler.
+func (a *agentRun) OnViolation(v alerts.Violation) {
+	a.mu.Lock()
+	a.violations++
+	a.mu.Unlock()
+	v.Group = a.group.Folder
+	v.Action = "blocked"
+	if err := a.router.Reporter.Report(context.Background(), v); err != nil {
+		a.router.Log.Error().Err(err).Str("group", v.Group).Msg("report violation")
+	}
+}
