@@ -419,4 +419,3 @@ func countProcs(path string) int {
 	}
 	return n
 }
-
