@@ -1,0 +1,151 @@
+package ipc
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/nanoclawd/nanoclawd/internal/alerts"
+	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+	"github.com/nanoclawd/nanoclawd/internal/store"
+)
+
+const killChildEnv = "NANOCLAW_IPC_KILL_CHILD"
+
+// sqlActions records every call in SQLite, as the daemon's outbox would,
+// so the parent can count calls after the process is killed.
+type sqlActions struct{ db *sql.DB }
+
+func (a sqlActions) SendMessage(ctx context.Context, key, from, chat, text string) error {
+	_, err := a.db.ExecContext(ctx, `INSERT INTO test_calls (key, what) VALUES (?, ?)`, key, text)
+	return err
+}
+func (a sqlActions) RegisterGroup(context.Context, string, NewGroup) error { return nil }
+func (a sqlActions) RefreshGroups(context.Context) error                   { return nil }
+func (a sqlActions) Violation(ctx context.Context, key string, v alerts.Violation, alert bool) error {
+	_, err := a.db.ExecContext(ctx, `INSERT INTO test_calls (key, what) VALUES (?, ?)`, key, "violation")
+	return err
+}
+
+// runKillChild is the daemon side of TestKill9: it handles files until it
+// is killed.
+func runKillChild(dataDir string) {
+	ctx := context.Background()
+	db, err := store.Open(dataDir)
+	if err != nil {
+		panic(err)
+	}
+	tokens, err := OpenTokens(ctx, db)
+	if err != nil {
+		panic(err)
+	}
+	groups := &fakeGroups{groups: testGroups}
+	root := filepath.Join(dataDir, "ipc")
+	w, err := NewWatcher(Config{IPCRoot: root, DB: db, Tokens: tokens, Groups: groups,
+		Tasks: scheduler.New(db, time.UTC, nil, root, zerolog.Nop()), Actions: sqlActions{db}, Log: zerolog.Nop()})
+	if err != nil {
+		panic(err)
+	}
+	for _, g := range testGroups {
+		w.Watch(g.Folder)
+	}
+	w.Run(ctx)
+}
+
+// TestKill9 kills the process handling IPC files twice, at arbitrary
+// points, and restarts it: every valid file must be sent exactly once
+// (a repeated call may only carry the same key, which the outbox drops)
+// and every hostile file reported exactly once.
+func TestKill9(t *testing.T) {
+	if dir := os.Getenv(killChildEnv); dir != "" {
+		runKillChild(dir)
+		return
+	}
+	const valid, hostile = 400, 40
+	dataDir := t.TempDir()
+	db, err := store.Open(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE test_calls (n INTEGER PRIMARY KEY, key TEXT, what TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tokens, _ := OpenTokens(ctx, db)
+	token, _ := tokens.Issue(ctx, "family")
+	dir := filepath.Join(dataDir, "ipc", "family", MessagesDir)
+	os.MkdirAll(dir, 0o700)
+	for i := range valid + hostile {
+		tok := token
+		if i%11 == 0 && i/11 < hostile {
+			tok = "forged"
+		}
+		body := fmt.Sprintf(`{"type":"message","chatJid":"family@g.us","text":"m-%03d","token":%q}`, i, tok)
+		writeBytes(body)(filepath.Join(dir, fmt.Sprintf("%05d.json", i)))
+	}
+	wantCalls := valid + hostile
+
+	count := func() (calls, keys int) {
+		db.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT key) FROM test_calls`).Scan(&calls, &keys)
+		return
+	}
+	run := func(killAfter int, drained bool) {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestKill9$")
+		cmd.Env = append(os.Environ(), killChildEnv+"="+dataDir)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			_, keys := count()
+			left, _ := os.ReadDir(dir)
+			if keys >= killAfter && (!drained || len(left) == 0) {
+				break
+			}
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatalf("child handled %d of %d files in 30s", keys, killAfter)
+			}
+			time.Sleep(5 * time.Millisecond) // polling the child's progress, not synchronising
+		}
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+	}
+	run(wantCalls/4, false)
+	run(wantCalls/2, false)
+	run(wantCalls, true)
+
+	calls, keys := count()
+	if keys != wantCalls {
+		t.Fatalf("%d distinct actions; want %d", keys, wantCalls)
+	}
+	if calls-keys > 3 {
+		t.Fatalf("%d repeated calls after 3 kills; at most one in-flight file per kill may be repeated", calls-keys)
+	}
+	var sentTwice int
+	db.QueryRow(`SELECT COUNT(*) FROM (SELECT what FROM test_calls WHERE what != 'violation' GROUP BY what HAVING COUNT(DISTINCT key) > 1)`).Scan(&sentTwice)
+	var texts, violations int
+	db.QueryRow(`SELECT COUNT(DISTINCT what) FROM test_calls WHERE what != 'violation'`).Scan(&texts)
+	db.QueryRow(`SELECT COUNT(DISTINCT key) FROM test_calls WHERE what = 'violation'`).Scan(&violations)
+	if sentTwice != 0 || texts != valid || violations != hostile {
+		t.Fatalf("texts %d (want %d), sent under two keys %d, violations %d (want %d)", texts, valid, sentTwice, violations, hostile)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("%d files left in messages/", len(left))
+	}
+	quarantined, _ := filepath.Glob(filepath.Join(dataDir, "ipc", ErrorsDir, "*.json"))
+	if len(quarantined) != hostile {
+		t.Fatalf("%d files quarantined; want %d", len(quarantined), hostile)
+	}
+	t.Logf("%d calls for %d files across 3 kills (repeats carry the same key)", calls, keys)
+}
