@@ -84,6 +84,9 @@ export class ViolationDetector {
         }
       }
     }
+    // A command already reported for naming a hidden path needs no second
+    // frame for the errno that attempt caused.
+    if (toolUseId && this.reportedToolUses.has(toolUseId)) return;
     const hits: Array<[string, string]> = [];
     for (const m of text.matchAll(FS_AFTER_PATH)) hits.push([m[1], m[2]]);
     for (const m of text.matchAll(FS_BEFORE_PATH)) hits.push([m[2], m[1]]);

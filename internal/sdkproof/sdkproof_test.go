@@ -361,6 +361,9 @@ func TestNonMainGroupIsSandboxed(t *testing.T) {
 			t.Errorf("no violation frame {kind:%s tool:%s target:%s}", wv.kind, wv.tool, wv.target)
 		}
 	}
+	if len(violations) != len(want) {
+		t.Errorf("got %d violation frames, want one per attempt (%d)", len(violations), len(want))
+	}
 	seen := map[string]bool{}
 	for _, v := range violations {
 		key := v.Kind + "|" + v.Tool + "|" + v.Target
