@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 var binary string
@@ -227,4 +229,20 @@ func TestConfigCheck(t *testing.T) {
 	}
 	// Every command refuses to run on an invalid config.
 	failCLI(t, dir, `unknown key "hostSecurity.sandbx"`, "--config", cfg, "groups", "list")
+}
+
+// With no route to WhatsApp (as on this machine), login fails fast with one
+// clear line instead of hanging.
+func TestWhatsAppLoginOffline(t *testing.T) {
+	if _, err := net.LookupHost("web.whatsapp.com"); err == nil {
+		t.Skip("web.whatsapp.com resolves here; this test needs a machine without a route to WhatsApp")
+	}
+	dir, cfg := newInstall(t)
+	start := time.Now()
+	_, errs, code := cli(t, dir, "whatsapp", "login", "--config", cfg)
+	if code == 0 || !strings.Contains(errs, "cannot reach WhatsApp") || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+		t.Fatalf("exit %d: %q", code, errs)
+	}
+	t.Logf("failed after %v: %s", time.Since(start), errs)
+	failCLI(t, dir, "--phone wants the full international number", "whatsapp", "login", "--phone", "+49 (170) abc", "--config", cfg)
 }

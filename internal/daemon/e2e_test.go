@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -53,6 +54,10 @@ type install struct {
 }
 
 func newInstall(t *testing.T, agentConfig string) *install {
+	return newInstallWith(t, agentConfig, `"whatsapp": {"enabled": false}`)
+}
+
+func newInstallWith(t *testing.T, agentConfig, whatsapp string) *install {
 	t.Helper()
 	dir := t.TempDir()
 	// Unix socket paths are limited to ~108 bytes; t.TempDir() can be long.
@@ -66,10 +71,10 @@ func newInstall(t *testing.T, agentConfig string) *install {
 		agentConfig = `"command": [` + quote(testagent) + `], "timeout": "60s", "idleTimeout": "60s"`
 	}
 	cfg := fmt.Sprintf(`{
-		"channels": {"whatsapp": {"enabled": false}, "local": {"enabled": true, "socket": %s}},
+		"channels": {%s, "local": {"enabled": true, "socket": %s}},
 		"agent": {%s},
 		"alerts": {"cooldown": "0s"},
-	}`, quote(in.socket), agentConfig)
+	}`, whatsapp, quote(in.socket), agentConfig)
 	if err := os.WriteFile(in.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -101,8 +106,26 @@ func (in *install) addGroup(jid, folder string, extra ...string) {
 
 type proc struct {
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *syncBuffer
 	done   chan struct{}
+}
+
+// syncBuffer is the daemon's output, written by exec and read by the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // start runs the daemon and waits until its socket answers.
@@ -110,13 +133,13 @@ func (in *install) start() *proc {
 	in.t.Helper()
 	cmd := exec.Command(nanoclawd, "run", "--config", in.config)
 	cmd.Env = in.env
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.Stdout = &stderr
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	cmd.Stdout = stderr
 	if err := cmd.Start(); err != nil {
 		in.t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, stderr: &stderr, done: make(chan struct{})}
+	p := &proc{cmd: cmd, stderr: stderr, done: make(chan struct{})}
 	go func() { cmd.Wait(); close(p.done) }()
 	in.t.Cleanup(func() {
 		cmd.Process.Kill()
@@ -418,4 +441,17 @@ func countProcs(path string) int {
 		}
 	}
 	return n
+}
+
+// WhatsApp enabled but never paired: the daemon says so and keeps serving
+// the local channel.
+func TestUnpairedWhatsAppKeepsLocalChannel(t *testing.T) {
+	in := newInstallWith(t, "", `"whatsapp": {"enabled": true}`)
+	in.addGroup("local:main", "main", "--main")
+	p := in.start()
+	in.post("local:main", "Owner", "echo still here")
+	in.waitFor("local:main", equals("echo: still here"))
+	if !strings.Contains(p.stderr.String(), "whatsapp login") {
+		t.Errorf("no hint to pair: %s", p.stderr.String())
+	}
 }
