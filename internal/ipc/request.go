@@ -11,10 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 )
 
@@ -187,19 +187,7 @@ func (r *Request) validate() error {
 			return scheduler.Validate(r.ScheduleType, r.ScheduleValue)
 		}
 	case TypeRegisterGroup:
-		return ValidFolder(r.Folder)
-	}
-	return nil
-}
-
-var folderRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
-
-// ValidFolder applies the contract's folder rule, so no folder name can
-// reach outside the groups or IPC directories.
-// TODO(lead): replace with groups.ValidFolder once internal/groups lands.
-func ValidFolder(name string) error {
-	if !folderRE.MatchString(name) || strings.EqualFold(name, "global") {
-		return fmt.Errorf("folder %.70q: use 1-64 letters, digits, _ or -, starting with a letter or digit, and not \"global\"", name)
+		return groups.ValidFolder(r.Folder)
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 )
 
@@ -129,7 +130,7 @@ func mkdirPrivate(dir string) error {
 // Watch creates folder's messages/ and tasks/ (mode 0700), watches them and
 // handles the files already there. It takes effect at once.
 func (w *Watcher) Watch(folder string) error {
-	if err := ValidFolder(folder); err != nil {
+	if err := groups.ValidFolder(folder); err != nil {
 		return fmt.Errorf("watch ipc: %w", err)
 	}
 	if err := w.ensureWatched(folder); err != nil {

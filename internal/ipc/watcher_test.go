@@ -74,7 +74,7 @@ func TestHostileFiles(t *testing.T) {
 			writeJSON(h.msg("family", "family@g.us", "hi"))(p)
 		}, false, "family", "belongs in messages/"},
 	}
-	for _, folder := range []string{"../family", "global", "a/b", "..", ".hidden", "x\x00y", strings.Repeat("a", 65), "/etc"} {
+	for _, folder := range []string{"../family", "global", "errors", "a/b", "..", ".hidden", "x\x00y", strings.Repeat("a", 65), "/etc"} {
 		rows = append(rows, struct {
 			name   string
 			folder string
