@@ -449,14 +449,23 @@ func TestMainGroupProbeSeesLeak(t *testing.T) {
 	// model sees the earlier turns.
 	before := len(mock.Requests())
 	mock.Script("", mockapi.Text("unused"), mockapi.Text("unused"), mockapi.Text("unused"), mockapi.Text("Resumed."))
+	// A follow-up already waiting when the runner starts is picked up too.
+	writeFile(t, filepath.Join(run.ipcDir, "input", "0002-early.json"), `{"type":"message","text":"early follow-up"}`, 0o600)
 	run2 := w.start(t, ctx, "main", true, second.NewSessionID, "<messages>\n<message sender=\"Owner\" time=\"2026-11-21T10:05:00Z\">still there?</message>\n</messages>", opts, mock.URL)
 	_, third := run2.untilResult(ctx)
 	run2.closeAndWait(ctx)
 	if third.Status != "success" || third.Result == nil || *third.Result != "Resumed." {
 		t.Errorf("resumed result frame = %+v, want success \"Resumed.\" (the conversation was not resumed)", third)
 	}
-	if !bytes.Contains(bytes.Join(mock.Requests()[before:], nil), []byte("and again?")) {
+	resumed := bytes.Join(mock.Requests()[before:], nil)
+	if !bytes.Contains(resumed, []byte("and again?")) {
 		t.Error("resumed run did not send the earlier conversation")
+	}
+	if !bytes.Contains(resumed, []byte("early follow-up")) {
+		t.Error("a follow-up waiting in input/ at start never reached the agent")
+	}
+	if _, err := os.Stat(filepath.Join(run.ipcDir, "input", "0002-early.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the early follow-up file was not deleted (stat: %v)", err)
 	}
 }
 
