@@ -1,0 +1,205 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/store"
+)
+
+type fakeSink struct {
+	mu   sync.Mutex
+	msgs []channel.Message
+	fail error
+}
+
+func (s *fakeSink) OnMessage(_ context.Context, m channel.Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	s.msgs = append(s.msgs, m)
+	return nil
+}
+
+func (s *fakeSink) OnChat(context.Context, channel.Chat) error { return nil }
+
+func serve(t *testing.T, sink channel.Sink) (*Channel, *http.Client, string) {
+	t.Helper()
+	dir, _ := os.MkdirTemp("", "lc")
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "s")
+	db, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	c := New(sock, db)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, sink) }()
+	t.Cleanup(func() { cancel(); <-done })
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if resp, err := client.Get("http://x/health"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("socket never answered")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return c, client, sock
+}
+
+func post(t *testing.T, c *http.Client, body string) (int, string) {
+	t.Helper()
+	resp, err := c.Post("http://x/messages", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	return resp.StatusCode, b.String()
+}
+
+func TestSocketIsPrivate(t *testing.T) {
+	_, _, sock := serve(t, &fakeSink{})
+	fi, err := os.Stat(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("socket mode %v, want 0600", fi.Mode().Perm())
+	}
+}
+
+func TestPostMessage(t *testing.T) {
+	sink := &fakeSink{}
+	_, c, _ := serve(t, sink)
+	code, body := post(t, c, `{"chatJid":"local:family","sender":"alice@x","senderName":"Alice","text":"@Andy hi"}`)
+	if code != 202 || !strings.Contains(body, `"id":"`) {
+		t.Fatalf("%d %s", code, body)
+	}
+	if len(sink.msgs) != 1 || sink.msgs[0].SenderName != "Alice" || sink.msgs[0].Text != "@Andy hi" || sink.msgs[0].ID == "" {
+		t.Errorf("stored %+v", sink.msgs)
+	}
+	for _, bad := range []struct{ body, want string }{
+		{`{"chatJid":"120363@g.us","text":"x"}`, "must start with"},
+		{`{"chatJid":"local:a","text":"  "}`, "text is empty"},
+		{`{"chatJid":"local:a","text":"x","extra":1}`, "unknown field"},
+		{`not json`, "body must be JSON"},
+		{`{"chatJid":"local:a","text":"` + strings.Repeat("x", 2<<20) + `"}`, "too large"},
+	} {
+		code, body := post(t, c, bad.body)
+		if code != 400 || !strings.Contains(body, bad.want) {
+			t.Errorf("%.40s: %d %s", bad.body, code, body)
+		}
+	}
+	sink.fail = fmt.Errorf("disk full")
+	if code, body := post(t, c, `{"chatJid":"local:a","text":"x"}`); code != 500 || !strings.Contains(body, "disk full") {
+		t.Errorf("a message that was not stored was accepted: %d %s", code, body)
+	}
+}
+
+func TestSentLongPollAndDedupe(t *testing.T) {
+	ch, c, _ := serve(t, &fakeSink{})
+	got := make(chan []SentMessage, 1)
+	go func() {
+		resp, err := c.Get("http://x/sent?after=0&wait=30")
+		if err != nil {
+			got <- nil
+			return
+		}
+		defer resp.Body.Close()
+		var page struct{ Messages []SentMessage }
+		json.NewDecoder(resp.Body).Decode(&page)
+		got <- page.Messages
+	}()
+	ctx := context.Background()
+	// The waiting request returns as soon as something is sent.
+	if err := ch.Send(ctx, channel.Outgoing{ID: "1", ChatJID: "local:a", Text: "hello"}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := <-got
+	if len(msgs) != 1 || msgs[0].Text != "hello" || msgs[0].ChatJID != "local:a" || msgs[0].Seq != 1 {
+		t.Fatalf("long poll got %+v", msgs)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, msgs[0].Time); err != nil || !strings.Contains(msgs[0].Time, ".") {
+		t.Errorf("time %q", msgs[0].Time)
+	}
+	// A retried send (same outbox id) is not shown twice.
+	ch.Send(ctx, channel.Outgoing{ID: "1", ChatJID: "local:a", Text: "hello"})
+	ch.Send(ctx, channel.Outgoing{ID: "2", ChatJID: "local:b", Text: "second"})
+	resp, _ := c.Get("http://x/sent?after=1")
+	var page struct{ Messages []SentMessage }
+	json.NewDecoder(resp.Body).Decode(&page)
+	resp.Body.Close()
+	if len(page.Messages) != 1 || page.Messages[0].Text != "second" {
+		t.Errorf("after=1: %+v", page.Messages)
+	}
+	resp, _ = c.Get("http://x/sent?after=abc")
+	if resp.StatusCode != 400 {
+		t.Errorf("bad after: %d", resp.StatusCode)
+	}
+	resp.Body.Close()
+}
+
+func TestLiveSocketNotStolen(t *testing.T) {
+	_, _, sock := serve(t, &fakeSink{})
+	db, _ := store.Open(t.TempDir())
+	defer db.Close()
+	err := New(sock, db).Run(context.Background(), &fakeSink{})
+	if err == nil || !strings.Contains(err.Error(), "served by another process") {
+		t.Errorf("second server on a live socket: %v", err)
+	}
+}
+
+func TestStaleSocketReplaced(t *testing.T) {
+	dir, _ := os.MkdirTemp("", "lc")
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "s")
+	ln, _ := net.Listen("unix", sock)
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close() // what a kill -9 leaves behind
+	db, _ := store.Open(t.TempDir())
+	defer db.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- New(sock, db).Run(ctx, &fakeSink{}) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if conn, err := net.Dial("unix", sock); err == nil {
+			conn.Close()
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("stale socket not replaced: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("never served")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+}
