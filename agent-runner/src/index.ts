@@ -52,6 +52,10 @@ const BLOCKED_NOTE =
   "admin to change this group's sandbox policy if the action is needed.";
 
 function systemPromptWithNote(given: unknown): Options["systemPrompt"] {
+  // The daemon may already carry the note (so `security show` displays it).
+  if (given !== undefined && JSON.stringify(given).includes(JSON.stringify(BLOCKED_NOTE).slice(1, -1))) {
+    return given as Options["systemPrompt"];
+  }
   if (typeof given === "string") return `${given}\n\n${BLOCKED_NOTE}`;
   if (given && typeof given === "object" && !Array.isArray(given) && (given as any).type === "preset") {
     const g = given as { append?: string };
