@@ -167,6 +167,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	goRun("scheduler", d.sched.Run)
 	goRun("ipc", d.watcher.Run)
 	goRun("groups", d.watchRegistry)
+	goRun("config", d.watchConfig)
 	for _, ch := range d.channels {
 		goRun(ch.Name(), func(ctx context.Context) error {
 			err := ch.Run(ctx, d.router)

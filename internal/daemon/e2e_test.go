@@ -51,6 +51,7 @@ type install struct {
 	socket string
 	env    []string
 	client *http.Client
+	seen   int64 // the last seq waitNext returned
 }
 
 func newInstall(t *testing.T, agentConfig string) *install {
@@ -214,8 +215,22 @@ func (in *install) sentAfter(after int64, wait time.Duration) []sent {
 // returns everything sent so far.
 func (in *install) waitFor(chat string, ok func(string) bool) []sent {
 	in.t.Helper()
+	return in.waitAfter(0, chat, ok)
+}
+
+// waitNext is waitFor for the first match after the last one waitNext
+// returned, and returns that match.
+func (in *install) waitNext(chat string, ok func(string) bool) sent {
+	in.t.Helper()
+	all := in.waitAfter(in.seen, chat, ok)
+	m := all[len(all)-1]
+	in.seen = m.Seq
+	return m
+}
+
+func (in *install) waitAfter(after int64, chat string, ok func(string) bool) []sent {
+	in.t.Helper()
 	var all []sent
-	var after int64
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, m := range in.sentAfter(after, 5*time.Second) {
@@ -453,5 +468,80 @@ func TestUnpairedWhatsAppKeepsLocalChannel(t *testing.T) {
 	in.waitFor("local:main", equals("echo: still here"))
 	if !strings.Contains(p.stderr.String(), "whatsapp login") {
 		t.Errorf("no hint to pair: %s", p.stderr.String())
+	}
+}
+
+func TestConfigReload(t *testing.T) {
+	in := newInstall(t, "")
+	in.addGroup("local:main", "main", "--main")
+	in.start()
+	src, _ := os.ReadFile(in.config)
+	// A valid edit applies to the next run.
+	edited := strings.Replace(string(src), "{", `{"assistantName": "Bob",`, 1)
+	os.WriteFile(in.config, []byte(edited), 0o600)
+	deadline := time.Now().Add(30 * time.Second)
+	isStdin := func(s string) bool { return strings.Contains(s, `"assistantName"`) }
+	for {
+		in.post("local:main", "Owner", "stdin")
+		if strings.Contains(in.waitNext("local:main", isStdin).Text, `"assistantName":"Bob"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("valid edit never applied")
+		}
+	}
+	// An invalid edit keeps the last good config and tells the main group
+	// where the problem is.
+	os.WriteFile(in.config, []byte(strings.Replace(edited, `"alerts"`, `"alertz"`, 1)), 0o600)
+	msg := in.waitNext("local:main", func(s string) bool { return strings.Contains(s, "is invalid") }).Text
+	if !strings.Contains(msg, in.config+":4:3: unknown key \"alertz\"") {
+		t.Errorf("invalid-edit notice: %q", msg)
+	}
+	in.post("local:main", "Owner", "stdin")
+	if !strings.Contains(in.waitNext("local:main", isStdin).Text, `"assistantName":"Bob"`) {
+		t.Error("the last good config was not kept")
+	}
+}
+
+func TestSingleInstance(t *testing.T) {
+	in := newInstall(t, "")
+	p := in.start()
+	cmd := exec.Command(nanoclawd, "run", "--config", in.config)
+	cmd.Env = in.env
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatal("a second daemon started on the same dataDir")
+	}
+	if want := fmt.Sprintf("PID %d holds", p.cmd.Process.Pid); !strings.Contains(string(out), want) {
+		t.Errorf("second instance said %q, want it to name %q", out, want)
+	}
+}
+
+func TestSIGTERMLetsTheAgentFinish(t *testing.T) {
+	in := newInstall(t, "")
+	in.addGroup("local:main", "main", "--main")
+	p := in.start()
+	in.post("local:main", "Owner", "sleep 1.5")
+	waitFile(t, filepath.Join(in.dir, "groups", "main", "logs"), "")
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("daemon did not stop after SIGTERM")
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("exit status %d after SIGTERM", code)
+	}
+	if n := countProcs(testagent); n != 0 {
+		t.Errorf("%d agents outlived the daemon", n)
+	}
+	// The answer went out before the daemon stopped.
+	in.start()
+	var found bool
+	for _, m := range in.sentAfter(0, 0) {
+		found = found || m.Text == "slept 1.5"
+	}
+	if !found {
+		t.Error("the running agent's answer was lost on shutdown")
 	}
 }
