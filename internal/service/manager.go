@@ -1,0 +1,253 @@
+package service
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+var (
+	// ErrNotInstalled: there is no service file.
+	ErrNotInstalled = errors.New("the nanoclawd service is not installed: run 'nanoclawd service install'")
+	// ErrNotRunning: the service is installed but its daemon does not run.
+	ErrNotRunning = errors.New("the nanoclawd service is installed but not running")
+)
+
+// Manager installs, removes and inspects the service of one user. It runs
+// launchctl or systemctl as found on PATH.
+type Manager struct {
+	GOOS string // "darwin" for launchd; anything else means systemd
+	Home string
+	UID  int
+	Out  io.Writer
+}
+
+func (m *Manager) launchd() bool { return m.GOOS == "darwin" }
+
+// File is where the service file lives.
+func (m *Manager) File() string {
+	if m.launchd() {
+		return filepath.Join(m.Home, "Library", "LaunchAgents", Label+".plist")
+	}
+	return filepath.Join(m.Home, ".config", "systemd", "user", Unit)
+}
+
+func (m *Manager) domain() string  { return fmt.Sprintf("gui/%d", m.UID) }
+func (m *Manager) service() string { return m.domain() + "/" + Label }
+
+// Install writes the service file for s and starts the service; with
+// dryRun it only prints the file and the commands. secrets are the names
+// in agent.env: they are never written, only named with how to provide
+// them.
+func (m *Manager) Install(ctx context.Context, s Spec, secrets []string, dryRun bool) error {
+	gen, tool := SystemdUnit, "systemctl"
+	if m.launchd() {
+		gen, tool = Plist, "launchctl"
+	}
+	body, err := gen(s)
+	if err != nil {
+		return fmt.Errorf("service file: %w", err)
+	}
+	file := m.File()
+	_, statErr := os.Stat(file)
+	existed := statErr == nil
+	var cmds [][]string
+	if m.launchd() {
+		if existed {
+			cmds = append(cmds, []string{"launchctl", "bootout", m.service()})
+		}
+		cmds = append(cmds, []string{"launchctl", "bootstrap", m.domain(), file})
+	} else {
+		cmds = append(cmds, []string{"systemctl", "--user", "daemon-reload"}, []string{"systemctl", "--user", "enable", "--now", Unit})
+		if existed {
+			cmds = append(cmds, []string{"systemctl", "--user", "restart", Unit})
+		}
+	}
+	if dryRun {
+		fmt.Fprintf(m.Out, "# %s (dry run: nothing written)\n%s\n# then it would run:\n", file, body)
+		for _, c := range cmds {
+			fmt.Fprintln(m.Out, strings.Join(c, " "))
+		}
+		m.secretsNote(s, secrets)
+		return nil
+	}
+	if _, err := exec.LookPath(tool); err != nil {
+		return fmt.Errorf("%s not found on PATH: install needs it to start the service (this system may not run a user %s)", tool, map[bool]string{true: "launchd", false: "systemd"}[m.launchd()])
+	}
+	if err := os.MkdirAll(s.LogDir, 0o700); err != nil {
+		return fmt.Errorf("create log directory: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Dir(file), err)
+	}
+	if err := writeAtomic(file, body); err != nil {
+		return err
+	}
+	for i, c := range cmds {
+		if _, err := m.run(ctx, c...); err != nil {
+			if m.launchd() && i == 0 && existed {
+				continue // bootout of a service that was not loaded
+			}
+			return fmt.Errorf("wrote %s, but %w", file, err)
+		}
+	}
+	fmt.Fprintf(m.Out, "installed %s\n", file)
+	if m.launchd() {
+		fmt.Fprintf(m.Out, "launchd runs nanoclawd now and at every login; it restarts it after a crash, not after a clean exit\nlogs: %s and %s\n", filepath.Join(s.LogDir, "nanoclawd.log"), filepath.Join(s.LogDir, "stderr.log"))
+	} else {
+		fmt.Fprintf(m.Out, "systemd runs nanoclawd now and at every login; it restarts it after a crash, not after a clean exit\nlogs: %s and journalctl --user -u %s\nto keep it running while you are logged out: loginctl enable-linger %s\n", filepath.Join(s.LogDir, "nanoclawd.log"), Unit, userName())
+	}
+	m.secretsNote(s, secrets)
+	return nil
+}
+
+// secretsNote says how to give the service the variables agent.env names:
+// the service manager starts the daemon without the shell's environment.
+func (m *Manager) secretsNote(s Spec, secrets []string) {
+	if len(secrets) == 0 {
+		return
+	}
+	names := strings.Join(secrets, ", ")
+	if m.launchd() {
+		fmt.Fprintf(m.Out, "agent.env names %s: launchd does not read your shell profile and the plist holds no secrets, so give them to launchd (they last until you log out), then restart the service:\n", names)
+		for _, n := range secrets {
+			fmt.Fprintf(m.Out, "  launchctl setenv %s \"$%s\"\n", n, n)
+		}
+		fmt.Fprintf(m.Out, "  launchctl kickstart -k %s\n", m.service())
+		return
+	}
+	fmt.Fprintf(m.Out, "agent.env names %s: systemd does not read your shell profile and the unit holds no secrets, so put them in %s (one NAME=value a line, chmod 600), then run: systemctl --user restart %s\n", names, s.EnvFile, Unit)
+}
+
+// Uninstall stops the service and removes its file. Nothing installed is
+// not an error.
+func (m *Manager) Uninstall(ctx context.Context) error {
+	file := m.File()
+	if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(m.Out, "nothing to uninstall: %s does not exist\n", file)
+		return nil
+	}
+	if m.launchd() {
+		// Fails when the service is not loaded, which is what we want anyway.
+		m.run(ctx, "launchctl", "bootout", m.service())
+	} else {
+		m.run(ctx, "systemctl", "--user", "disable", "--now", Unit)
+	}
+	if err := os.Remove(file); err != nil {
+		return fmt.Errorf("remove service file: %w", err)
+	}
+	if !m.launchd() {
+		if _, err := m.run(ctx, "systemctl", "--user", "daemon-reload"); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(m.Out, "stopped nanoclawd and removed %s (config, data and logs are kept)\n", file)
+	return nil
+}
+
+// Status prints whether the service is installed and what the service
+// manager says about it. It returns ErrNotInstalled or ErrNotRunning when
+// the daemon is not running as a service.
+func (m *Manager) Status(ctx context.Context) error {
+	file := m.File()
+	if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+		return ErrNotInstalled
+	}
+	fmt.Fprintf(m.Out, "installed: %s\n", file)
+	if m.launchd() {
+		out, err := m.run(ctx, "launchctl", "print", m.service())
+		if err != nil {
+			fmt.Fprintf(m.Out, "state: not loaded (launchctl bootstrap %s %s)\n", m.domain(), file)
+			return ErrNotRunning
+		}
+		kv := fields(out, " = ")
+		fmt.Fprintf(m.Out, "state: %s\n", orDash(kv["state"]))
+		if kv["pid"] != "" {
+			fmt.Fprintf(m.Out, "pid: %s\n", kv["pid"])
+		}
+		if kv["last exit code"] != "" {
+			fmt.Fprintf(m.Out, "last exit: %s\n", kv["last exit code"])
+		}
+		if kv["state"] != "running" {
+			return ErrNotRunning
+		}
+		return nil
+	}
+	out, err := m.run(ctx, "systemctl", "--user", "show", Unit, "--property=ActiveState,SubState,MainPID,UnitFileState,ExecMainStatus")
+	if err != nil {
+		return err
+	}
+	kv := fields(out, "=")
+	fmt.Fprintf(m.Out, "state: %s (%s), %s at login\n", orDash(kv["ActiveState"]), orDash(kv["SubState"]), orDash(kv["UnitFileState"]))
+	if pid := kv["MainPID"]; pid != "" && pid != "0" {
+		fmt.Fprintf(m.Out, "pid: %s\n", pid)
+	}
+	if kv["ActiveState"] != "active" {
+		fmt.Fprintf(m.Out, "last exit: %s (see journalctl --user -u %s)\n", orDash(kv["ExecMainStatus"]), Unit)
+		return ErrNotRunning
+	}
+	return nil
+}
+
+// run runs a service manager command; a failure is one line with what it said.
+func (m *Manager) run(ctx context.Context, args ...string) ([]byte, error) {
+	out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		said := strings.TrimSpace(string(out))
+		if i := strings.IndexByte(said, '\n'); i >= 0 {
+			said = said[:i]
+		}
+		if said == "" {
+			said = err.Error()
+		}
+		return out, fmt.Errorf("%s failed: %s", strings.Join(args, " "), said)
+	}
+	return out, nil
+}
+
+func writeAtomic(path string, body []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, body, 0o644); err != nil {
+		return fmt.Errorf("write service file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write service file: %w", err)
+	}
+	return nil
+}
+
+// fields reads "key<sep>value" lines (trimmed), the first of each key.
+func fields(out []byte, sep string) map[string]string {
+	kv := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), sep)
+		if _, seen := kv[k]; ok && !seen {
+			kv[k] = strings.TrimSpace(v)
+		}
+	}
+	return kv
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func userName() string {
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return "$USER"
+}
