@@ -83,21 +83,26 @@ function mkdir0700(dir: string): string {
 
 // childEnv is the complete environment of the claude process (sdkOptions.env
 // replaces it, it does not extend it). It keeps PATH and the agent.env names
-// the daemon passed, never the run's IPC token, and points the CLI's state at
-// this group's own session directory instead of the operator's ~/.claude.
+// the daemon passed, never the run's IPC token. A non-main group's CLI state
+// (CLAUDE_CONFIG_DIR, HOME) is its own session directory, never the
+// operator's ~/.claude. The main group is the operator's own: it keeps HOME
+// and the CLI's default config dir, so its "user" setting source is the
+// operator's ~/.claude (CONTRACT §3.3: settings from project and user).
 function childEnv(isMain: boolean): Record<string, string> {
   const sessionDir = requireEnv("NANOCLAW_SESSION_DIR");
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) {
     if (v !== undefined && !k.startsWith("NANOCLAW_")) env[k] = v;
   }
-  env.CLAUDE_CONFIG_DIR = mkdir0700(path.join(sessionDir, "claude"));
   env.CLAUDE_CODE_TMPDIR = mkdir0700(path.join(sessionDir, "tmp"));
   env.CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = "1";
   if (isMain) {
+    // A CLAUDE_CONFIG_DIR the operator passes through agent.env is kept:
+    // it says where their settings live.
     // bypassPermissions refuses to run as root unless told it is sandboxed.
     env.IS_SANDBOX = "1";
   } else {
+    env.CLAUDE_CONFIG_DIR = mkdir0700(path.join(sessionDir, "claude"));
     env.HOME = mkdir0700(path.join(sessionDir, "home"));
   }
   return env;
