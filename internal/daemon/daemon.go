@@ -146,6 +146,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := d.router.KillLeftovers(ctx); err != nil {
+		d.log.Warn().Err(err).Msg("look for processes left by a previous run")
+	}
 	d.syncGroups(ctx)
 	var wg sync.WaitGroup
 	goRun := func(name string, f func(context.Context) error) {

@@ -415,6 +415,9 @@ func TestKill9MidRunAnsweredOnce(t *testing.T) {
 	p.kill9(t)
 	in.start()
 	in.waitFor("local:main", equals("slept 2"))
+	if n := countProcs(testagent); n != 0 {
+		t.Errorf("%d agent processes survived the kill -9 and the restart", n)
+	}
 	// Anything doubled would have been sent right behind it.
 	in.post("local:main", "Owner", "echo after")
 	all := in.waitFor("local:main", equals("echo: after"))
@@ -543,5 +546,24 @@ func TestSIGTERMLetsTheAgentFinish(t *testing.T) {
 	}
 	if !found {
 		t.Error("the running agent's answer was lost on shutdown")
+	}
+}
+
+// A kill -9 of the daemon takes the agent with it; what the agent started
+// is ended by the next start.
+func TestKill9LeavesNoOrphans(t *testing.T) {
+	in := newInstall(t, "")
+	in.addGroup("local:main", "main", "--main")
+	p := in.start()
+	in.post("local:main", "Owner", "fork sleep 30")
+	in.waitFor("local:main", func(s string) bool { return strings.HasPrefix(s, "forked ") })
+	p.kill9(t)
+	in.start()
+	deadline := time.Now().Add(10 * time.Second)
+	for countProcs(testagent) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d agent processes outlived the crashed daemon and its restart", countProcs(testagent))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

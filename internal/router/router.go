@@ -135,6 +135,34 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 	return nil
 }
 
+// KillLeftovers ends what agents of a previous daemon left running (a
+// kill -9 of the daemon takes each agent with it, but not its children).
+func (r *Router) KillLeftovers(ctx context.Context) error {
+	rows, err := r.DB.QueryContext(ctx, `SELECT pgid, folder, start, boot_id FROM agent_marks`)
+	if err != nil {
+		return err
+	}
+	var marks []runner.Mark
+	var folders []string
+	for rows.Next() {
+		var m runner.Mark
+		var folder string
+		if err := rows.Scan(&m.PGID, &folder, &m.Start, &m.BootID); err != nil {
+			rows.Close()
+			return err
+		}
+		marks, folders = append(marks, m), append(folders, folder)
+	}
+	rows.Close()
+	for i, m := range marks {
+		if n := runner.KillLeftovers(m); n > 0 {
+			r.Log.Warn().Str("group", folders[i]).Int("processes", n).Msg("ended processes a previous agent left running")
+		}
+	}
+	_, err = r.DB.ExecContext(ctx, `DELETE FROM agent_marks`)
+	return err
+}
+
 // Pending lists the folders of groups with unanswered messages, so that a
 // start picks up what a stop left.
 func (r *Router) Pending(ctx context.Context) ([]string, error) {
@@ -373,6 +401,7 @@ type agentRun struct {
 	failure    string // the last error frame
 	ipcDir     string
 	started    chan struct{} // closed once the agent process runs (message runs)
+	mark       int           // the agent's process group, recorded in agent_marks
 }
 
 func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isTask bool) error {
@@ -450,6 +479,9 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		LogDir: filepath.Join(groupDir, "logs"), Timeout: cfg.Agent.Timeout.D(), IdleTimeout: cfg.Agent.IdleTimeout.D(),
 		Closing: job.Closing,
 	}, a)
+	if a.mark != 0 {
+		r.DB.Exec(`DELETE FROM agent_marks WHERE pgid = ?`, a.mark)
+	}
 	if out.NewSessionID != "" && a.useSession {
 		r.saveSession(context.WithoutCancel(ctx), g.Folder, out.NewSessionID)
 	}
@@ -516,6 +548,13 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 func (a *agentRun) OnStart(pid int) {
 	if a.started != nil {
 		close(a.started)
+	}
+	if m, ok := runner.MarkOf(pid); ok {
+		a.mark = m.PGID
+		if _, err := a.router.DB.Exec(`INSERT OR REPLACE INTO agent_marks (pgid, folder, start, boot_id) VALUES (?, ?, ?, ?)`,
+			m.PGID, a.group.Folder, m.Start, m.BootID); err != nil {
+			a.router.Log.Warn().Err(err).Msg("record agent process group")
+		}
 	}
 	if f := a.router.OnRunStart; f != nil {
 		f(a.group.Folder, pid)
