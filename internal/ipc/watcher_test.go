@@ -149,7 +149,11 @@ func TestAllowedRequests(t *testing.T) {
 	h.drop(t, "main", TasksDir, map[string]any{"type": "schedule_task", "prompt": "report", "schedule_type": "interval",
 		"schedule_value": "3600000", "context_mode": "group", "targetJid": "work@g.us", "token": h.token["main"]})
 	tasks := waitTasks(t, h, 2)
+	// Both may carry the same creation time, so find them by folder.
 	fam, work := tasks[0], tasks[1]
+	if fam.GroupFolder != "family" {
+		fam, work = work, fam
+	}
 	if fam.GroupFolder != "family" || fam.ChatJID != "family@g.us" || fam.ContextMode != "isolated" ||
 		work.GroupFolder != "work" || work.ChatJID != "work@g.us" {
 		t.Fatalf("tasks %+v", tasks)
