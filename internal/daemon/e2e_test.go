@@ -567,3 +567,26 @@ func TestKill9LeavesNoOrphans(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A message for a group whose agent is running reaches that agent as an
+// input/ file; silence then makes the daemon ask the agent to finish.
+func TestFollowUpReachesRunningAgent(t *testing.T) {
+	in := newInstall(t, `"command": [`+quote(testagent)+`], "idleTimeout": "1s"`)
+	in.addGroup("local:main", "main", "--main")
+	in.addGroup("local:family", "family")
+	in.start()
+	in.post("local:family", "Alice", "@Andy followup")
+	in.waitNext("local:family", equals("ready"))
+	// No trigger needed: the agent is already there.
+	in.post("local:family", "Bob", "and <also> this")
+	m := in.waitNext("local:family", func(s string) bool { return strings.HasPrefix(s, "followup: ") })
+	if !strings.Contains(m.Text, `sender="Bob"`) || !strings.Contains(m.Text, "and &lt;also&gt; this") || strings.Contains(m.Text, "Alice") {
+		t.Errorf("follow-up: %q", m.Text)
+	}
+	in.waitNext("local:family", equals("closed"))
+	// Everything was answered: a new trigger brings only itself.
+	in.post("local:family", "Carol", "@Andy prompt")
+	if p := in.waitNext("local:family", func(s string) bool { return strings.HasPrefix(s, "<messages>") }).Text; strings.Contains(p, "Bob") {
+		t.Errorf("a follow-up answered in the last run was sent again:\n%s", p)
+	}
+}
