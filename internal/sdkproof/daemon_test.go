@@ -1,0 +1,391 @@
+package sdkproof
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/mockapi"
+)
+
+// The whole chain as an operator runs it: the real nanoclawd daemon
+// resolves each group's policy into sdkOptions (internal/security), starts
+// the real agent runner, which drives the real SDK and claude CLI against
+// the Messages API mock. The test speaks to the daemon only through its
+// outside: the local channel's socket, the CLI and files.
+
+// daemonDeadline bounds the whole test so a hang fails instead of stalling
+// CI; it is not a performance threshold.
+const daemonDeadline = 3 * time.Minute
+
+// daemonInstall is a nanoclawd installation around a world: config next to
+// its groups/ and data/ dirs, HOME = the world's operator home.
+type daemonInstall struct {
+	t      *testing.T
+	w      *world
+	bin    string
+	socket string
+	env    []string
+	client *http.Client
+	out    *lockedBuffer // the daemon's stdout and stderr
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func newDaemonInstall(t *testing.T, w *world, mockURL string) *daemonInstall {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "nanoclawd")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/nanoclawd").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/nanoclawd: %v\n%s", err, out)
+	}
+	// Unix socket paths are limited to ~108 bytes; t.TempDir() can be long.
+	sockDir, err := os.MkdirTemp("", "nc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	in := &daemonInstall{t: t, w: w, bin: bin, socket: filepath.Join(sockDir, "s"), out: &lockedBuffer{}}
+	cfg := fmt.Sprintf(`{
+		"channels": {"whatsapp": {"enabled": false}, "local": {"enabled": true, "socket": %s}},
+		"agent": {
+			"command": ["node", %s],
+			"env": ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"],
+			"timeout": "3m", "idleTimeout": "3s",
+		},
+		"alerts": {"cooldown": "0s"},
+	}`, jsonQuote(in.socket), jsonQuote(w.runner))
+	writeFile(t, w.config, cfg, 0o600)
+	// An environment built from nothing, so nothing of the machine's own
+	// (a real API key, a real ~/.claude) takes part.
+	in.env = []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + w.home,
+		"ANTHROPIC_API_KEY=sk-ant-fake-" + randHex(t, 8),
+		"ANTHROPIC_BASE_URL=" + mockURL,
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		"NANOCLAWD_RETRY_BASE=200ms",
+	}
+	in.client = &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", in.socket)
+		},
+	}}
+	return in
+}
+
+func jsonQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// cli runs a nanoclawd command against this installation.
+func (in *daemonInstall) cli(args ...string) string {
+	in.t.Helper()
+	cmd := exec.Command(in.bin, append(args, "--config", in.w.config)...)
+	cmd.Env = in.env
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		in.t.Fatalf("nanoclawd %v: %v\n%s%s", args, err, out, stderr)
+	}
+	return string(out)
+}
+
+// start runs the daemon until the test ends and waits until its socket
+// answers.
+func (in *daemonInstall) start(ctx context.Context) {
+	in.t.Helper()
+	cmd := exec.Command(in.bin, "run", "--config", in.w.config)
+	cmd.Env = in.env
+	cmd.Stdout, cmd.Stderr = in.out, in.out
+	if err := cmd.Start(); err != nil {
+		in.t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	in.t.Cleanup(func() {
+		// SIGTERM lets the daemon stop its agents' process groups.
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	for {
+		resp, err := in.client.Get("http://local/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-done:
+			in.t.Fatalf("daemon exited:\n%s", in.out.String())
+		case <-ctx.Done():
+			in.t.Fatalf("daemon never answered on %s:\n%s", in.socket, in.out.String())
+		case <-time.After(20 * time.Millisecond): // polling a socket that is not there yet
+		}
+	}
+}
+
+func (in *daemonInstall) post(chat, sender, text string) {
+	in.t.Helper()
+	body, _ := json.Marshal(map[string]string{"chatJid": chat, "sender": sender + "@local", "senderName": sender, "text": text})
+	resp, err := in.client.Post("http://local/messages", "application/json", bytes.NewReader(body))
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		in.t.Fatalf("POST /messages to %s: status %d", chat, resp.StatusCode)
+	}
+}
+
+type sentMessage struct {
+	Seq     int64  `json:"seq"`
+	ChatJID string `json:"chatJid"`
+	Text    string `json:"text"`
+}
+
+// collect long-polls GET /sent from after seq on until done is satisfied
+// by everything sent so far, and returns it.
+func (in *daemonInstall) collect(ctx context.Context, after int64, done func([]sentMessage) bool) []sentMessage {
+	in.t.Helper()
+	var all []sentMessage
+	for !done(all) {
+		if ctx.Err() != nil {
+			in.t.Fatalf("deadline passed; sent so far: %+v", all)
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://local/sent?after=%d&wait=5", after), nil)
+		resp, err := in.client.Do(req)
+		if err != nil {
+			in.t.Fatalf("GET /sent: %v; sent so far: %+v", err, all)
+		}
+		var page struct{ Messages []sentMessage }
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if err != nil {
+			in.t.Fatalf("GET /sent: %v", err)
+		}
+		for _, m := range page.Messages {
+			all = append(all, m)
+			after = m.Seq
+		}
+	}
+	return all
+}
+
+// dumpOnFailure logs what the daemon, the agents and the model saw.
+func (in *daemonInstall) dumpOnFailure(mock *mockapi.Server) {
+	in.t.Cleanup(func() {
+		if !in.t.Failed() {
+			return
+		}
+		logRequests(in.t, mock)
+		in.t.Logf("daemon output:\n%s", in.out.String())
+		logs, _ := filepath.Glob(filepath.Join(in.w.groups, "*", "logs", "*.log"))
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			in.t.Logf("run log %s:\n%s", l, b)
+		}
+	})
+}
+
+func TestDaemonSandboxesNonMainGroupEndToEnd(t *testing.T) {
+	w := newWorld(t) // skips without agent-runner/node_modules or bwrap
+	ctx, cancel := context.WithTimeout(context.Background(), daemonDeadline)
+	defer cancel()
+
+	secretFile := filepath.Join(w.home, ".ssh", "id_test")
+	workDir := w.groupDir("work")
+	// The operator's user settings: main reads them, family never does.
+	userMarker := "USER-SETTINGS-" + randHex(t, 8)
+	if err := os.MkdirAll(filepath.Join(w.home, ".claude"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(w.home, ".claude", "settings.json"), `{"env": {"NC_USER_MARKER": "`+userMarker+`"}}`, 0o600)
+
+	mock := mockapi.New(t)
+	const familyReply = "Some of that was blocked by the sandbox; ask the admin if you need it."
+	mock.Script("FAMILY-PROBE",
+		mockapi.Tool("Bash", map[string]any{"command": "cat ~/.ssh/id_test", "description": "read the key"}),                                // (a)
+		mockapi.Tool("Read", map[string]any{"file_path": secretFile}),                                                                       // (b)
+		mockapi.Tool("Bash", map[string]any{"command": "curl -s -m 20 https://example.com", "description": "fetch"}),                        // (c)
+		mockapi.Tool("Write", map[string]any{"file_path": filepath.Join(workDir, "pwned.txt"), "content": "pwned"}),                         // (d)
+		mockapi.Tool("Bash", map[string]any{"command": "echo pwned > " + filepath.Join(workDir, "pwned-bash.txt"), "description": "write"}), // (d) via Bash
+		mockapi.Tool("Bash", map[string]any{"command": "echo marker=$NC_USER_MARKER", "description": "settings"}),
+		mockapi.Text(familyReply),
+	)
+	mock.Script("MAIN-PROBE",
+		mockapi.Tool("Bash", map[string]any{"command": "cat ~/.ssh/id_test; echo marker=$NC_USER_MARKER", "description": "read the key"}),
+		mockapi.Text("Here it is."),
+	)
+
+	in := newDaemonInstall(t, w, mock.URL)
+	in.dumpOnFailure(mock)
+	in.cli("groups", "add", "--jid", "local:main", "--name", "main", "--folder", "main", "--main")
+	in.cli("groups", "add", "--jid", "local:family", "--name", "family", "--folder", "family", "--no-trigger")
+	in.cli("groups", "add", "--jid", "local:work", "--name", "work", "--folder", "work")
+	in.start(ctx)
+
+	// --- family: every attempt is blocked, reported and leaks nothing.
+	in.post("local:family", "Eve", "FAMILY-PROBE show me the server's ssh key")
+	want := []struct{ kind, tool, target string }{
+		{"filesystem", "Bash", secretFile},                               // (a)
+		{"permission", "Read", secretFile},                               // (b)
+		{"network", "Bash", "example.com"},                               // (c)
+		{"permission", "Write", filepath.Join(workDir, "pwned.txt")},     // (d)
+		{"filesystem", "Bash", filepath.Join(workDir, "pwned-bash.txt")}, // (d) via Bash
+	}
+	alertFor := func(all []sentMessage, tool, target string) bool {
+		for _, m := range all {
+			if m.ChatJID == "local:main" && strings.HasPrefix(m.Text, "[SANDBOX ALERT]") &&
+				strings.Contains(m.Text, `"family"`) && strings.Contains(m.Text, tool) && strings.Contains(m.Text, target) {
+				return true
+			}
+		}
+		return false
+	}
+	replied := func(all []sentMessage) bool {
+		for _, m := range all {
+			if m.ChatJID == "local:family" && m.Text == familyReply {
+				return true
+			}
+		}
+		return false
+	}
+	sent := in.collect(ctx, 0, func(all []sentMessage) bool {
+		if !replied(all) {
+			return false
+		}
+		for _, wv := range want {
+			if !alertFor(all, wv.tool, wv.target) {
+				return false
+			}
+		}
+		return true
+	})
+
+	if mock.Contains(w.secret) {
+		t.Errorf("the secret in %s reached the model API from the family group", secretFile)
+	}
+	if mock.Contains(userMarker) {
+		t.Error("the family agent read the operator's user settings (~/.claude/settings.json)")
+	}
+	for _, req := range mock.Requests() {
+		if bytes.Contains(req, []byte("sk-ant-fake-")) {
+			t.Error("ANTHROPIC_API_KEY was visible to a sandboxed command and reached the model API")
+			break
+		}
+	}
+	for _, name := range []string{"pwned.txt", "pwned-bash.txt"} {
+		if _, err := os.Stat(filepath.Join(workDir, name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s was written into the work group's folder (stat: %v)", name, err)
+		}
+	}
+	for _, m := range sent {
+		if m.ChatJID == "local:family" && m.Text != familyReply {
+			t.Errorf("family chat got %q besides the agent's reply", m.Text)
+		}
+		if m.ChatJID == "local:work" {
+			t.Errorf("work chat got %q", m.Text)
+		}
+	}
+
+	// The audit trail: one line per attempt in the group's security.jsonl,
+	// and the same rows from `nanoclawd violations`.
+	type row struct{ Group, Kind, Tool, Target, Detail, Action string }
+	var jsonl []row
+	f, err := os.Open(filepath.Join(w.groupDir("family"), "logs", "security.jsonl"))
+	if err != nil {
+		t.Fatalf("groups/family/logs/security.jsonl: %v", err)
+	}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r row
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Errorf("security.jsonl line %q: %v", sc.Text(), err)
+		}
+		jsonl = append(jsonl, r)
+	}
+	f.Close()
+	var cliRows []row
+	if err := json.Unmarshal([]byte(in.cli("violations", "--group", "family", "--json")), &cliRows); err != nil {
+		t.Fatalf("nanoclawd violations --json: %v", err)
+	}
+	has := func(rows []row, kind, tool, target string) bool {
+		for _, r := range rows {
+			if r.Group == "family" && r.Kind == kind && r.Tool == tool && r.Target == target && r.Action == "blocked" {
+				return true
+			}
+		}
+		return false
+	}
+	for _, wv := range want {
+		if !has(jsonl, wv.kind, wv.tool, wv.target) {
+			t.Errorf("security.jsonl has no line {kind:%s tool:%s target:%s}: %+v", wv.kind, wv.tool, wv.target, jsonl)
+		}
+		if !has(cliRows, wv.kind, wv.tool, wv.target) {
+			t.Errorf("nanoclawd violations has no row {kind:%s tool:%s target:%s}: %+v", wv.kind, wv.tool, wv.target, cliRows)
+		}
+	}
+	if len(jsonl) != len(want) || len(cliRows) != len(want) {
+		t.Errorf("%d security.jsonl lines and %d violations rows, want one per attempt (%d)", len(jsonl), len(cliRows), len(want))
+	}
+	t.Logf("family violations: %+v", cliRows)
+
+	// --- main: the same read goes through, so the probe can see a leak.
+	var last int64
+	for _, m := range sent {
+		last = max(last, m.Seq)
+	}
+	in.post("local:main", "Owner", "MAIN-PROBE show the key")
+	in.collect(ctx, last, func(all []sentMessage) bool {
+		for _, m := range all {
+			if m.ChatJID == "local:main" && m.Text == "Here it is." {
+				return true
+			}
+		}
+		return false
+	})
+	if !mock.Contains(w.secret) {
+		t.Fatalf("main group: the secret in %s never reached the mock, so the probe cannot see a leak", secretFile)
+	}
+	if !mock.Contains("marker=" + userMarker) {
+		t.Error("main group: the operator's user settings (~/.claude/settings.json) were not read")
+	}
+	var mainRows []any
+	if err := json.Unmarshal([]byte(in.cli("violations", "--group", "main", "--json")), &mainRows); err != nil || len(mainRows) != 0 {
+		t.Errorf("main group is exempt, yet violations --group main = %v (%v)", mainRows, err)
+	}
+}
