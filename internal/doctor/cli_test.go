@@ -1,0 +1,210 @@
+package doctor_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The CLI test runs the built nanoclawd: `doctor` on a temp install, with
+// fake node, bwrap and socat first on PATH so the outcome does not depend
+// on this machine.
+
+var nanoclawd string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "nanoclawd-doctor")
+	if err != nil {
+		panic(err)
+	}
+	nanoclawd = filepath.Join(dir, "nanoclawd")
+	if out, err := exec.Command("go", "build", "-o", nanoclawd, "../../cmd/nanoclawd").CombinedOutput(); err != nil {
+		panic(fmt.Sprintf("build: %v\n%s", err, out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type install struct {
+	t      *testing.T
+	dir    string
+	config string
+	env    []string
+}
+
+func newInstall(t *testing.T) *install {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "fakebin")
+	os.MkdirAll(bin, 0o755)
+	for name, body := range map[string]string{"node": "echo v20.9.0", "bwrap": "exit 0", "socat": "exit 0"} {
+		os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755)
+	}
+	in := &install{t: t, dir: dir, config: filepath.Join(dir, "nanoclaw.config.jsonc"),
+		env: []string{"PATH=" + bin + ":/usr/bin:/bin", "HOME=" + dir}}
+	in.write(`{"channels": {"whatsapp": {"enabled": false}}, "agent": {"env": ["ANTHROPIC_API_KEY"]}}`)
+	return in
+}
+
+func (in *install) write(cfg string) {
+	if err := os.WriteFile(in.config, []byte(cfg), 0o600); err != nil {
+		in.t.Fatal(err)
+	}
+}
+
+func (in *install) run(args ...string) (string, string, int) {
+	in.t.Helper()
+	cmd := exec.Command(nanoclawd, append(args, "--config", in.config)...)
+	cmd.Env = in.env
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		in.t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// lines maps each check to its line.
+func lines(out string) map[string]string {
+	m := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if len(l) > 5 && (strings.HasPrefix(l, "ok   ") || strings.HasPrefix(l, "FIX  ")) {
+			check, _, _ := strings.Cut(l[5:], ":")
+			m[check] = l
+		}
+	}
+	return m
+}
+
+func expect(t *testing.T, got map[string]string, want map[string]string) {
+	t.Helper()
+	for check, prefix := range want {
+		if !strings.HasPrefix(got[check], prefix) {
+			t.Errorf("%s: got %q, want it to start with %q", check, got[check], prefix)
+		}
+	}
+}
+
+func TestDoctorOnATempInstall(t *testing.T) {
+	in := newInstall(t)
+	// Fresh: no runner built, no SDK, no main group, no key.
+	out, stderr, code := in.run("doctor")
+	if code != 1 || !strings.Contains(stderr, "4 check(s) need fixing") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	got := lines(out)
+	if len(got) != 10 {
+		t.Errorf("%d check lines, want 10:\n%s", len(got), out)
+	}
+	expect(t, got, map[string]string{
+		"config":       "ok   config: " + in.config + " is valid",
+		"sqlite":       "ok   sqlite: " + filepath.Join(in.dir, "data", "nanoclaw.db") + " is writable",
+		"node":         "ok   node: " + filepath.Join(in.dir, "fakebin", "node") + " v20.9.0",
+		"agent runner": "FIX  agent runner: " + filepath.Join(in.dir, "agent-runner", "dist", "index.js"),
+		"agent sdk":    "FIX  agent sdk: @anthropic-ai/claude-agent-sdk is not installed",
+		"sandbox":      "ok   sandbox: bwrap and socat",
+		"whatsapp":     "ok   whatsapp: disabled",
+		"main group":   "FIX  main group: none registered",
+		"credentials":  "FIX  credentials: agent.env lists ANTHROPIC_API_KEY but it is not set",
+		"daemon":       "ok   daemon: not running",
+	})
+
+	// Provide each missing piece: every check passes and doctor exits 0.
+	index := filepath.Join(in.dir, "agent-runner", "dist", "index.js")
+	pkg := filepath.Join(in.dir, "agent-runner", "node_modules", "@anthropic-ai", "claude-agent-sdk", "package.json")
+	os.MkdirAll(filepath.Dir(index), 0o755)
+	os.MkdirAll(filepath.Dir(pkg), 0o755)
+	os.WriteFile(index, []byte("// built\n"), 0o644)
+	os.WriteFile(pkg, []byte(`{"version": "0.3.330"}`), 0o644)
+	if _, stderr, code := in.run("groups", "add", "--main", "--jid", "local:main", "--name", "Main", "--folder", "main"); code != 0 {
+		t.Fatal(stderr)
+	}
+	in.env = append(in.env, "ANTHROPIC_API_KEY=sk-test-not-printed")
+	out, stderr, code = in.run("doctor")
+	if code != 0 || strings.Contains(out, "FIX") {
+		t.Errorf("exit %d, stderr %q:\n%s", code, stderr, out)
+	}
+	if strings.Contains(out+stderr, "sk-test-not-printed") {
+		t.Error("doctor printed the key")
+	}
+	expect(t, lines(out), map[string]string{
+		"agent runner": "ok   agent runner: " + index,
+		"agent sdk":    "ok   agent sdk: @anthropic-ai/claude-agent-sdk 0.3.330",
+		"main group":   "ok   main group: main (local:main)",
+		"credentials":  "ok   credentials: ANTHROPIC_API_KEY is set and passed to agents",
+	})
+
+	// WhatsApp on but never paired; bwrap that cannot sandbox.
+	in.write(`{"agent": {"env": ["ANTHROPIC_API_KEY"]}}`)
+	os.WriteFile(filepath.Join(in.dir, "fakebin", "bwrap"), []byte("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"), 0o755)
+	out, _, code = in.run("doctor")
+	if code != 1 {
+		t.Errorf("exit %d", code)
+	}
+	expect(t, lines(out), map[string]string{
+		"whatsapp": "FIX  whatsapp: not paired: run 'nanoclawd whatsapp login'",
+		"sandbox":  "FIX  sandbox: bwrap is installed but cannot make a sandbox (bwrap: No permissions to create new namespace)",
+	})
+}
+
+func TestDoctorInvalidConfig(t *testing.T) {
+	in := newInstall(t)
+	in.write("{\n  \"agent\": {\"maxConcurrent\": 99},\n  \"dataDirr\": \"x\",\n}\n")
+	out, _, code := in.run("doctor")
+	if code != 1 {
+		t.Errorf("exit %d", code)
+	}
+	for _, want := range []string{
+		"FIX  config: " + in.config + " has 2 problem(s)",
+		"     " + in.config + ":2:",
+		"     " + in.config + ":3:3: unknown key \"dataDirr\"",
+		"FIX  sqlite: not checked until the config is valid",
+		"ok   node: ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// With the real daemon running, doctor names its PID.
+func TestDoctorSeesRunningDaemon(t *testing.T) {
+	in := newInstall(t)
+	sock, err := os.MkdirTemp("", "nc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(sock)
+	cfg, _ := json.Marshal(map[string]any{"channels": map[string]any{"whatsapp": map[string]any{"enabled": false}, "local": map[string]any{"enabled": true, "socket": filepath.Join(sock, "s")}}})
+	in.write(string(cfg))
+	d := exec.Command(nanoclawd, "run", "--config", in.config)
+	d.Env = in.env
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { d.Process.Kill(); d.Wait() }()
+	// The daemon writes its PID into the lock once it holds it.
+	want := strconv.Itoa(d.Process.Pid)
+	lock := filepath.Join(in.dir, "data", "nanoclawd.lock")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if b, _ := os.ReadFile(lock); strings.TrimSpace(string(b)) == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("daemon never took the lock")
+		}
+	}
+	out, _, _ := in.run("doctor")
+	expect(t, lines(out), map[string]string{"daemon": "ok   daemon: running (PID " + want + ","})
+}

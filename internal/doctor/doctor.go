@@ -1,0 +1,361 @@
+// Package doctor checks everything a nanoclawd run needs — config, SQLite,
+// node, the agent runner and its SDK, the sandbox tools, WhatsApp, a main
+// group, API credentials — and says for each what is there or what to do.
+// Each check is a plain function returning one Result.
+package doctor
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/channel/whatsapp"
+	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/daemon"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/store"
+)
+
+// MinNode is the oldest node major version the agent runner supports.
+const MinNode = 20
+
+// SDKPackage is the Claude Agent SDK's package name.
+const SDKPackage = "@anthropic-ai/claude-agent-sdk"
+
+// CredentialVars are the variables the Claude Agent SDK authenticates with.
+var CredentialVars = []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"}
+
+// Result is the outcome of one check.
+type Result struct {
+	Check  string
+	OK     bool
+	Detail string   // what was found (OK) or what to do (not OK)
+	More   []string // further lines, e.g. one per config problem
+}
+
+// String is "ok   check: detail" or "FIX  check: detail", then More indented.
+func (r Result) String() string {
+	tag := "ok  "
+	if !r.OK {
+		tag = "FIX "
+	}
+	s := tag + " " + r.Check + ": " + r.Detail
+	for _, m := range r.More {
+		s += "\n     " + m
+	}
+	return s
+}
+
+func ok(check, format string, args ...any) Result {
+	return Result{Check: check, OK: true, Detail: fmt.Sprintf(format, args...)}
+}
+
+func fix(check, format string, args ...any) Result {
+	return Result{Check: check, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Env is what the checks learn from the machine; System is the real one.
+type Env struct {
+	GOOS     string
+	LookPath func(string) (string, error)
+	Getenv   func(string) string
+}
+
+// System is the environment of this process.
+func System() Env { return Env{GOOS: runtime.GOOS, LookPath: exec.LookPath, Getenv: os.Getenv} }
+
+// Run runs every check against the config at configPath, in order.
+func Run(ctx context.Context, configPath string, env Env) []Result {
+	cfg, res := Config(configPath)
+	out := []Result{res}
+	if cfg == nil {
+		out = append(out, Node(ctx, env, "node"), Sandbox(ctx, env))
+		for _, c := range []string{"sqlite", "agent runner", "agent sdk", "whatsapp", "main group", "credentials"} {
+			out = append(out, fix(c, "not checked until the config is valid"))
+		}
+		return out
+	}
+	db, res := SQLite(ctx, cfg.DataDir)
+	out = append(out, res)
+	if db != nil {
+		defer db.Close()
+	}
+	script, res := AgentRunner(env, cfg.Agent.Command)
+	out = append(out, Node(ctx, env, nodeProgram(cfg.Agent.Command)), res, SDK(script), Sandbox(ctx, env))
+	pid, daemonRes := Daemon(cfg.DataDir)
+	out = append(out, WhatsApp(ctx, cfg, pid), MainGroup(ctx, db, cfg.GroupsDir), Credentials(env, cfg), daemonRes)
+	return out
+}
+
+// Config loads the config the way the daemon does.
+func Config(path string) (*config.Config, Result) {
+	cfg, err := config.Load(path)
+	var errs config.Errors
+	switch {
+	case errors.As(err, &errs):
+		r := fix("config", "%s has %d problem(s); fix them (nanoclawd config check shows them too):", path, len(errs))
+		for _, e := range errs {
+			r.More = append(r.More, e.Error())
+		}
+		return nil, r
+	case err != nil:
+		return nil, fix("config", "%v", err)
+	}
+	if _, err := os.Stat(cfg.File); errors.Is(err, fs.ErrNotExist) {
+		return cfg, ok("config", "%s does not exist, so every setting is the default (copy the template to change them)", cfg.File)
+	}
+	return cfg, ok("config", "%s is valid", cfg.File)
+}
+
+// SQLite opens the database in dataDir (creating it if needed) and proves
+// it writable with a write that is rolled back. The caller closes db.
+func SQLite(ctx context.Context, dataDir string) (*sql.DB, Result) {
+	db, err := store.Open(dataDir)
+	if err != nil {
+		return nil, fix("sqlite", "%v: make %s a writable directory (dataDir in the config)", err, dataDir)
+	}
+	err = func() error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		_, err = tx.ExecContext(ctx, `CREATE TABLE doctor_probe (x); INSERT INTO doctor_probe VALUES (1)`)
+		return err
+	}()
+	if err != nil {
+		db.Close()
+		return nil, fix("sqlite", "%s is not writable: %v (check its owner and permissions, and free disk space)", filepath.Join(dataDir, "nanoclaw.db"), err)
+	}
+	var version int
+	db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version)
+	return db, ok("sqlite", "%s is writable (schema version %d)", filepath.Join(dataDir, "nanoclaw.db"), version)
+}
+
+// nodeProgram is the node agent.command runs, or plain "node".
+func nodeProgram(command []string) string {
+	if len(command) > 0 && strings.HasPrefix(filepath.Base(command[0]), "node") {
+		return command[0]
+	}
+	return "node"
+}
+
+// Node finds program and checks that it is node MinNode or later.
+func Node(ctx context.Context, env Env, program string) Result {
+	path, err := env.LookPath(program)
+	if err != nil {
+		return fix("node", "%s not found on PATH: install node %d or later (brew install node, or https://nodejs.org)", program, MinNode)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	if err != nil {
+		return fix("node", "%s --version failed: %v: reinstall node %d or later", path, err, MinNode)
+	}
+	version := strings.TrimSpace(string(out))
+	major, valid := NodeMajor(version)
+	if !valid {
+		return fix("node", "%s --version said %q, not a node version: put node %d or later first on PATH", path, version, MinNode)
+	}
+	if major < MinNode {
+		return fix("node", "%s is %s, too old: install node %d or later", path, version, MinNode)
+	}
+	return ok("node", "%s %s", path, version)
+}
+
+// NodeMajor reads the major version from `node --version` ("v20.11.1").
+func NodeMajor(v string) (int, bool) {
+	v, found := strings.CutPrefix(v, "v")
+	if !found {
+		return 0, false
+	}
+	major, _, _ := strings.Cut(v, ".")
+	n, err := strconv.Atoi(major)
+	return n, err == nil
+}
+
+// AgentRunner checks that the script agent.command runs exists (for the
+// default command, agent-runner/dist/index.js, built by make build). It
+// returns the script's path, or "" when the command is a custom program.
+func AgentRunner(env Env, command []string) (string, Result) {
+	for _, a := range command[1:] {
+		if ext := filepath.Ext(a); ext == ".js" || ext == ".mjs" || ext == ".cjs" {
+			if _, err := os.Stat(a); err != nil {
+				return a, fix("agent runner", "%s (from agent.command; relative paths start at the config's directory) not found: build it with 'make build' in the nanoclawd checkout, or point agent.command at the built one", a)
+			}
+			return a, ok("agent runner", "%s", a)
+		}
+	}
+	if _, err := env.LookPath(command[0]); err != nil {
+		return "", fix("agent runner", "agent.command %q: %s is not an executable program: fix agent.command in the config", command, command[0])
+	}
+	return "", ok("agent runner", "custom agent.command %q", command)
+}
+
+// SDK finds the Claude Agent SDK the runner script imports, the way node
+// resolves packages: node_modules in the script's directory or above.
+func SDK(script string) Result {
+	if script == "" {
+		return ok("agent sdk", "not checked: agent.command is a custom program")
+	}
+	for dir := filepath.Dir(script); ; dir = filepath.Dir(dir) {
+		pkg := filepath.Join(dir, "node_modules", SDKPackage, "package.json")
+		if body, err := os.ReadFile(pkg); err == nil {
+			var meta struct{ Version string }
+			if err := json.Unmarshal(body, &meta); err != nil || meta.Version == "" {
+				return fix("agent sdk", "%s is unreadable: reinstall with 'cd %s && npm ci'", pkg, dir)
+			}
+			return ok("agent sdk", "%s %s", SDKPackage, meta.Version)
+		}
+		if filepath.Dir(dir) == dir {
+			break
+		}
+	}
+	root := filepath.Dir(script)
+	if filepath.Base(root) == "dist" {
+		root = filepath.Dir(root)
+	}
+	return fix("agent sdk", "%s is not installed for %s: run 'make build' (or: cd %s && npm ci)", SDKPackage, script, root)
+}
+
+// Sandbox checks what the Claude Agent SDK sandboxes commands with:
+// bubblewrap and socat on Linux (and that bubblewrap can really create a
+// sandbox here), sandbox-exec on macOS.
+func Sandbox(ctx context.Context, env Env) Result {
+	switch env.GOOS {
+	case "darwin":
+		if _, err := env.LookPath("sandbox-exec"); err != nil {
+			return fix("sandbox", "sandbox-exec not found: it ships with macOS in /usr/bin; put /usr/bin on PATH")
+		}
+		return ok("sandbox", "sandbox-exec")
+	case "linux":
+	default:
+		return fix("sandbox", "the Claude Agent SDK has no sandbox on %s: non-main groups cannot run here; use macOS or Linux", env.GOOS)
+	}
+	var missing []string
+	for _, p := range []string{"bwrap", "socat"} {
+		if _, err := env.LookPath(p); err != nil {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		return fix("sandbox", "%s not found: install them (sudo apt-get install bubblewrap socat, or run 'make deps' as root)", strings.Join(missing, " and "))
+	}
+	bwrap, _ := env.LookPath("bwrap")
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, bwrap, "--ro-bind", "/", "/", "--", "/bin/true")
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		said := strings.TrimSpace(stderr.String())
+		if i := strings.IndexByte(said, '\n'); i >= 0 {
+			said = said[:i]
+		}
+		if said == "" {
+			said = err.Error()
+		}
+		return fix("sandbox", "bwrap is installed but cannot make a sandbox (%s): allow unprivileged user namespaces (e.g. sysctl kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu)", said)
+	}
+	return ok("sandbox", "bwrap and socat (a test sandbox started)")
+}
+
+// WhatsApp checks pairing; when a daemon runs (daemonPID > 0) it adds the
+// connection state the daemon last wrote.
+func WhatsApp(ctx context.Context, cfg *config.Config, daemonPID int) Result {
+	if !cfg.Channels.WhatsApp.Enabled {
+		return ok("whatsapp", "disabled (channels.whatsapp.enabled is false)")
+	}
+	notPaired := fix("whatsapp", "not paired: run 'nanoclawd whatsapp login' (or set channels.whatsapp.enabled to false to use only the local channel)")
+	// Pairing lives in whatsapp.db; without it there is nothing to open
+	// (and opening would create it).
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, whatsapp.StoreFile)); errors.Is(err, fs.ErrNotExist) {
+		return notPaired
+	}
+	own, err := whatsapp.Paired(ctx, cfg.DataDir)
+	if errors.Is(err, whatsapp.ErrNotPaired) {
+		return notPaired
+	}
+	if err != nil {
+		return fix("whatsapp", "%v", err)
+	}
+	r := ok("whatsapp", "paired as %s", own)
+	if daemonPID > 0 {
+		if line, pid, err := whatsapp.ReadStatus(cfg.DataDir); err == nil && pid == daemonPID {
+			r.Detail += "; daemon: " + line
+		}
+	}
+	return r
+}
+
+// MainGroup checks that a main group is registered.
+func MainGroup(ctx context.Context, db *sql.DB, groupsDir string) Result {
+	if db == nil {
+		return fix("main group", "not checked: the database cannot be opened (see sqlite)")
+	}
+	g, err := groups.New(db, groupsDir).Main(ctx)
+	if errors.Is(err, groups.ErrNotFound) {
+		return fix("main group", "none registered: 'nanoclawd whatsapp login' registers your own chat, or run 'nanoclawd groups add --main --jid JID --name NAME --folder main'")
+	}
+	if err != nil {
+		return fix("main group", "%v", err)
+	}
+	return ok("main group", "%s (%s)", g.Folder, g.JID)
+}
+
+// Credentials checks that an API credential is set here and passed on to
+// agents: agents get only the variables agent.env names.
+func Credentials(env Env, cfg *config.Config) Result {
+	var setOnly, listedOnly []string
+	for _, name := range CredentialVars {
+		set, listed := env.Getenv(name) != "", slices.Contains(cfg.Agent.Env, name)
+		switch {
+		case set && listed:
+			return ok("credentials", "%s is set and passed to agents (agent.env)", name)
+		case set:
+			setOnly = append(setOnly, name)
+		case listed:
+			listedOnly = append(listedOnly, name)
+		}
+	}
+	switch {
+	case len(setOnly) > 0:
+		return fix("credentials", "%s is set, but agents only get what agent.env lists: add \"%s\" to agent.env in %s", setOnly[0], setOnly[0], cfg.File)
+	case len(listedOnly) > 0:
+		return fix("credentials", "agent.env lists %s but it is not set: export it before starting nanoclawd (a service: see 'nanoclawd service install --dry-run')", strings.Join(listedOnly, " and "))
+	}
+	return fix("credentials", "no API credentials: export ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN from 'claude setup-token') and add its name to agent.env in %s", cfg.File)
+}
+
+// Daemon reports whether a daemon runs on dataDir: the single-instance
+// lock file holds its PID. It never takes the lock, so it cannot get in
+// the way of a daemon that is starting.
+func Daemon(dataDir string) (pid int, r Result) {
+	lock := filepath.Join(dataDir, daemon.LockFile)
+	body, err := os.ReadFile(lock)
+	if err == nil {
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(body)))
+	}
+	if pid > 0 && alive(pid) {
+		return pid, ok("daemon", "running (PID %d, from %s)", pid, lock)
+	}
+	return 0, ok("daemon", "not running (start it with 'nanoclawd run' or 'nanoclawd service install')")
+}
+
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}

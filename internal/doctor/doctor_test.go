@@ -1,0 +1,243 @@
+package doctor
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
+)
+
+// script writes an executable shell script into dir.
+func script(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// lookIn finds programs only among the given ones.
+func lookIn(progs map[string]string) func(string) (string, error) {
+	return func(name string) (string, error) {
+		if p, ok := progs[name]; ok {
+			return p, nil
+		}
+		if filepath.IsAbs(name) {
+			if _, err := os.Stat(name); err == nil {
+				return name, nil
+			}
+		}
+		return "", exec.ErrNotFound
+	}
+}
+
+func check(t *testing.T, r Result, wantOK bool, wantIn string) {
+	t.Helper()
+	if r.OK != wantOK || !strings.Contains(r.String(), wantIn) {
+		t.Errorf("got %q, want ok=%v containing %q", r.String(), wantOK, wantIn)
+	}
+}
+
+func TestResultString(t *testing.T) {
+	if s := ok("node", "v20").String(); s != "ok   node: v20" {
+		t.Errorf("%q", s)
+	}
+	r := fix("config", "2 problems")
+	r.More = []string{"a:1:2: x"}
+	if s := r.String(); s != "FIX  config: 2 problems\n     a:1:2: x" {
+		t.Errorf("%q", s)
+	}
+}
+
+func TestNodeMajor(t *testing.T) {
+	for in, want := range map[string]int{"v20.11.1": 20, "v18.19.0": 18, "v22.0.0-nightly": 22, "20.1.0": -1, "": -1, "vX": -1} {
+		n, valid := NodeMajor(in)
+		if !valid {
+			n = -1
+		}
+		if n != want {
+			t.Errorf("NodeMajor(%q) = %d, want %d", in, n, want)
+		}
+	}
+}
+
+func TestNode(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, body string
+		ok         bool
+		want       string
+	}{
+		{"node20", "echo v20.9.0", true, "v20.9.0"},
+		{"node18", "echo v18.19.0", false, "too old: install node 20 or later"},
+		{"nodeweird", "echo hello", false, "not a node version"},
+		{"nodefail", "exit 2", false, "--version failed"},
+	} {
+		p := script(t, dir, tc.name, tc.body)
+		check(t, Node(context.Background(), Env{LookPath: lookIn(map[string]string{"node": p})}, "node"), tc.ok, tc.want)
+	}
+	check(t, Node(context.Background(), Env{LookPath: lookIn(nil)}, "node"), false, "node not found on PATH")
+}
+
+func TestSandbox(t *testing.T) {
+	dir := t.TempDir()
+	good := script(t, dir, "bwrap-good", `[ "$1 $2 $3" = "--ro-bind / /" ] || exit 9`)
+	bad := script(t, dir, "bwrap-bad", `echo "bwrap: setting up uid map: Permission denied" >&2; exit 1`)
+	socat := script(t, dir, "socat", "")
+	ctx := context.Background()
+	for _, tc := range []struct {
+		goos  string
+		progs map[string]string
+		ok    bool
+		want  string
+	}{
+		{"linux", map[string]string{"bwrap": good, "socat": socat}, true, "bwrap and socat"},
+		{"linux", map[string]string{"bwrap": good}, false, "socat not found: install them"},
+		{"linux", nil, false, "bwrap and socat not found"},
+		{"linux", map[string]string{"bwrap": bad, "socat": socat}, false, "cannot make a sandbox (bwrap: setting up uid map: Permission denied)"},
+		{"darwin", map[string]string{"sandbox-exec": "/usr/bin/sandbox-exec"}, true, "sandbox-exec"},
+		{"darwin", nil, false, "sandbox-exec not found"},
+		{"windows", nil, false, "no sandbox on windows"},
+	} {
+		check(t, Sandbox(ctx, Env{GOOS: tc.goos, LookPath: lookIn(tc.progs)}), tc.ok, tc.want)
+	}
+}
+
+func TestAgentRunnerAndSDK(t *testing.T) {
+	root := t.TempDir()
+	index := filepath.Join(root, "agent-runner", "dist", "index.js")
+	os.MkdirAll(filepath.Dir(index), 0o755)
+	env := Env{LookPath: lookIn(map[string]string{"node": "/usr/bin/node"})}
+
+	s, r := AgentRunner(env, []string{"node", index})
+	check(t, r, false, index+" (from agent.command")
+	check(t, SDK(s), false, "cd "+filepath.Join(root, "agent-runner")+" && npm ci")
+
+	os.WriteFile(index, nil, 0o644)
+	s, r = AgentRunner(env, []string{"node", "--enable-source-maps", index})
+	check(t, r, true, index)
+	// Found the way node resolves it: in a node_modules further up.
+	pkg := filepath.Join(root, "node_modules", SDKPackage, "package.json")
+	os.MkdirAll(filepath.Dir(pkg), 0o755)
+	os.WriteFile(pkg, []byte(`{"name":"@anthropic-ai/claude-agent-sdk","version":"0.3.330"}`), 0o644)
+	check(t, SDK(s), true, "@anthropic-ai/claude-agent-sdk 0.3.330")
+	os.WriteFile(pkg, []byte(`{`), 0o644)
+	check(t, SDK(s), false, "unreadable")
+
+	s, r = AgentRunner(env, []string{"/bin/sh", "-c", "exit 0"})
+	check(t, r, true, "custom agent.command")
+	check(t, SDK(s), true, "not checked")
+	_, r = AgentRunner(env, []string{"/nonexistent/agent"})
+	check(t, r, false, "is not an executable program")
+}
+
+func TestCredentials(t *testing.T) {
+	cfg := &config.Config{File: "/x/nanoclaw.config.jsonc"}
+	for _, tc := range []struct {
+		set, listed []string
+		ok          bool
+		want        string
+	}{
+		{[]string{"ANTHROPIC_API_KEY"}, []string{"ANTHROPIC_API_KEY"}, true, "ANTHROPIC_API_KEY is set and passed to agents"},
+		{[]string{"CLAUDE_CODE_OAUTH_TOKEN"}, []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"}, true, "CLAUDE_CODE_OAUTH_TOKEN is set and passed"},
+		{[]string{"ANTHROPIC_API_KEY"}, nil, false, `add "ANTHROPIC_API_KEY" to agent.env in /x/nanoclaw.config.jsonc`},
+		{nil, []string{"ANTHROPIC_API_KEY"}, false, "agent.env lists ANTHROPIC_API_KEY but it is not set"},
+		{nil, nil, false, "no API credentials"},
+	} {
+		env := map[string]string{}
+		for _, n := range tc.set {
+			env[n] = "secret"
+		}
+		cfg.Agent.Env = tc.listed
+		r := Credentials(Env{Getenv: func(k string) string { return env[k] }}, cfg)
+		check(t, r, tc.ok, tc.want)
+		if strings.Contains(r.String(), "secret") {
+			t.Errorf("the value was printed: %s", r)
+		}
+	}
+}
+
+func TestConfig(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "nanoclaw.config.jsonc")
+	cfg, r := Config(path)
+	check(t, r, true, "does not exist, so every setting is the default")
+	if cfg == nil || cfg.DataDir != filepath.Join(dir, "data") {
+		t.Errorf("cfg %+v", cfg)
+	}
+	os.WriteFile(path, []byte("{\n  \"agent\": {\"maxConcurent\": 3},\n}\n"), 0o600)
+	cfg, r = Config(path)
+	check(t, r, false, "1 problem(s)")
+	if cfg != nil || len(r.More) != 1 || !strings.HasPrefix(r.More[0], path+":2:13: ") {
+		t.Errorf("problems: %q", r.More)
+	}
+}
+
+func TestSQLiteAndMainGroup(t *testing.T) {
+	ctx := context.Background()
+	dataDir := t.TempDir()
+	db, r := SQLite(ctx, dataDir)
+	check(t, r, true, "nanoclaw.db is writable (schema version")
+	defer db.Close()
+	// The probe was rolled back.
+	var n int
+	db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE name = 'doctor_probe'`).Scan(&n)
+	if n != 0 {
+		t.Error("probe table left behind")
+	}
+	groupsDir := t.TempDir()
+	check(t, MainGroup(ctx, db, groupsDir), false, "none registered")
+	if err := groups.New(db, groupsDir).Add(ctx, groups.Group{JID: "local:main", Name: "Main", Folder: "main", IsMain: true}); err != nil {
+		t.Fatal(err)
+	}
+	check(t, MainGroup(ctx, db, groupsDir), true, "main (local:main)")
+	check(t, MainGroup(ctx, nil, groupsDir), false, "not checked")
+
+	// A dataDir that cannot be a directory.
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o600)
+	db2, r := SQLite(ctx, file)
+	check(t, r, false, "make "+file+" a writable directory")
+	if db2 != nil {
+		t.Error("db returned on failure")
+	}
+}
+
+func TestWhatsApp(t *testing.T) {
+	ctx := context.Background()
+	cfg := &config.Config{DataDir: t.TempDir()}
+	check(t, WhatsApp(ctx, cfg, 0), true, "disabled")
+	cfg.Channels.WhatsApp.Enabled = true
+	check(t, WhatsApp(ctx, cfg, 0), false, "not paired: run 'nanoclawd whatsapp login'")
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "whatsapp.db")); err == nil {
+		t.Error("the check created whatsapp.db")
+	}
+}
+
+func TestDaemon(t *testing.T) {
+	dataDir := t.TempDir()
+	_, r := Daemon(dataDir)
+	check(t, r, true, "not running")
+	// A lock left by a daemon that has exited: its PID is dead.
+	dead := exec.Command("true")
+	dead.Run()
+	os.WriteFile(filepath.Join(dataDir, "nanoclawd.lock"), []byte(strconv.Itoa(dead.Process.Pid)+"\n"), 0o600)
+	pid, r := Daemon(dataDir)
+	check(t, r, true, "not running")
+	if pid != 0 {
+		t.Errorf("pid %d", pid)
+	}
+	os.WriteFile(filepath.Join(dataDir, "nanoclawd.lock"), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600)
+	pid, r = Daemon(dataDir)
+	check(t, r, true, "running (PID "+strconv.Itoa(os.Getpid()))
+	if pid != os.Getpid() {
+		t.Errorf("pid %d", pid)
+	}
+}
