@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sync"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/groups"
 )
 
 // MainFunc reports the main group's folder and chat; ok is false while no
@@ -290,10 +291,6 @@ func (r *Reporter) Kick(ctx context.Context) error {
 	return nil
 }
 
-// validFolder is the contract's folder rule; it keeps a group name that is
-// not a folder from steering the audit file anywhere else.
-var validFolder = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
-
 // logLine appends v to its group's security.jsonl (fsync'd) and marks the
 // row written. The check of the mark under fileMu keeps Run's replay and a
 // concurrent Report from writing one row twice.
@@ -323,7 +320,7 @@ func (r *Reporter) logLine(ctx context.Context, id int64, v Violation) error {
 var errBadFolder = errors.New("not a valid group folder name")
 
 func (r *Reporter) appendLine(v Violation) error {
-	if !validFolder.MatchString(v.Group) || v.Group == "global" {
+	if groups.ValidFolder(v.Group) != nil {
 		return fmt.Errorf("alerts: audit line for %q: %w", v.Group, errBadFolder)
 	}
 	dir := filepath.Join(r.groupsDir, v.Group, "logs")
