@@ -1,0 +1,780 @@
+package daemon_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// End-to-end proof of contract §5: IPC files dropped into a running
+// daemon's directories. Valid ones act once (even across a kill -9);
+// hostile ones are refused, quarantined in ipc/errors/, audited, alerted
+// when they try to act as another group, and leave the daemon answering.
+
+// agentScript is the agent of these tests. It tells the test each run's
+// IPC token (in $NC_TOKENS/<folder>), answers three commands the stand-in
+// agent has not got, and hands every other prompt to the stand-in agent.
+const agentScript = `#!/bin/sh
+printf '%s' "$NANOCLAW_IPC_TOKEN" > "$NC_TOKENS/$NANOCLAW_GROUP_FOLDER.tmp"
+mv "$NC_TOKENS/$NANOCLAW_GROUP_FOLDER.tmp" "$NC_TOKENS/$NANOCLAW_GROUP_FOLDER"
+input=$(cat)
+frame() { printf '%s\n%s\n%s\n' '---NANOCLAW_OUTPUT_START---' "$1" '---NANOCLAW_OUTPUT_END---'; }
+case "$input" in
+*quiet-violation*) # a blocked action, and nothing said to the chat
+	frame '{"type":"violation","kind":"network","tool":"Bash","target":"quiet.example","detail":"curl"}'
+	frame '{"status":"success","result":null}' ;;
+*flood-violations*) # the same blocked action 1,000 times
+	i=0
+	while [ $i -lt 1000 ]; do
+		frame '{"type":"violation","kind":"network","tool":"Bash","target":"flood.example","detail":"curl"}'
+		i=$((i+1))
+	done
+	frame '{"status":"success","result":"flood done"}' ;;
+*bench-violations*) # N blocked actions to different hosts, each stamped with the time it is printed
+	n=$(printf '%s' "$input" | sed -n 's/.*bench-violations \([0-9]*\).*/\1/p')
+	i=0
+	while [ $i -lt "$n" ]; do
+		frame "{\"type\":\"violation\",\"kind\":\"network\",\"tool\":\"Bash\",\"target\":\"bench-$i.example\",\"detail\":\"at $(date +%s%N)\"}"
+		sleep 0.02
+		i=$((i+1))
+	done
+	frame '{"status":"success","result":"bench done"}' ;;
+*)
+	printf '%s' "$input" | exec TESTAGENT ;;
+esac
+`
+
+// writeAgentScript writes agentScript into dir and returns its path.
+func writeAgentScript(tb testing.TB, dir string) string {
+	path := filepath.Join(dir, "agent.sh")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(agentScript, "TESTAGENT", testagent)), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// agentConfig is the "agent" config object that runs agentScript.
+func agentConfig(script string) string {
+	return `"command": [` + quote(script) + `], "timeout": "60s", "idleTimeout": "60s", "env": ["NC_TOKENS"]`
+}
+
+// ipcInstall is an install whose agents tell the test their IPC tokens.
+type ipcInstall struct {
+	*install
+	tokens string
+	n      int // makes texts unique
+}
+
+// newIPCInstall prepares an install running agentScript, with
+// alerts.cooldown set to cooldown.
+func newIPCInstall(t *testing.T, cooldown string) *ipcInstall {
+	t.Helper()
+	in := newInstall(t, agentConfig(writeAgentScript(t, t.TempDir())))
+	cfg, err := os.ReadFile(in.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const zero = `"alerts": {"cooldown": "0s"}`
+	if !bytes.Contains(cfg, []byte(zero)) {
+		t.Fatalf("config has no %s to replace:\n%s", zero, cfg)
+	}
+	cfg = bytes.Replace(cfg, []byte(zero), []byte(`"alerts": {"cooldown": `+quote(cooldown)+`}`), 1)
+	if err := os.WriteFile(in.config, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := &ipcInstall{install: in, tokens: t.TempDir()}
+	in.env = append(in.env, "NC_TOKENS="+h.tokens)
+	return h
+}
+
+// threeGroups registers main (local:main), family and work.
+func (h *ipcInstall) threeGroups() {
+	h.addGroup("local:main", "main", "--main")
+	h.addGroup("local:family", "family")
+	h.addGroup("local:work", "work")
+}
+
+// sub points the install's failures at subtest t until the subtest ends.
+func (h *ipcInstall) sub(t *testing.T) {
+	parent := h.t
+	h.t = t
+	t.Cleanup(func() { h.t = parent })
+}
+
+func (h *ipcInstall) unique(prefix string) string {
+	h.n++
+	return fmt.Sprintf("%s-%d", prefix, h.n)
+}
+
+// token runs folder's agent once (through chat) and returns that run's
+// NANOCLAW_IPC_TOKEN; it stays valid for two minutes after the run.
+func (h *ipcInstall) token(chat, folder string) string {
+	h.t.Helper()
+	path := filepath.Join(h.tokens, folder)
+	os.Remove(path)
+	text := h.unique("token")
+	h.post(chat, "Owner", "@Andy echo "+text)
+	h.waitFor(chat, equals("echo: "+text))
+	tok, err := os.ReadFile(path)
+	if err != nil || len(tok) == 0 {
+		h.t.Fatalf("the run of %s left no token: %v", folder, err)
+	}
+	return string(tok)
+}
+
+func (h *ipcInstall) ipcDir(folder, sub string) string {
+	return filepath.Join(h.dir, "data", "ipc", folder, sub)
+}
+
+// ipcFile is the JSON object of the key/value pairs kv.
+func ipcFile(kv ...string) []byte {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// drop writes body into folder's sub/ as the nanoclaw MCP tools do
+// (NAME.json.tmp, then renamed to NAME.json) and returns NAME.json.
+func (h *ipcInstall) drop(folder, sub, tag string, body []byte) string {
+	h.t.Helper()
+	name := fmt.Sprintf("%d-%s.json", time.Now().UnixNano(), tag)
+	tmp := filepath.Join(h.ipcDir(folder, sub), name+".tmp")
+	if err := os.WriteFile(tmp, body, 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, strings.TrimSuffix(tmp, ".tmp")); err != nil {
+		h.t.Fatal(err)
+	}
+	return name
+}
+
+// auditEntry is one line of security.jsonl, or one item of
+// `nanoclawd violations --json`.
+type auditEntry struct {
+	Time, Group, Kind, Tool, Target, Detail, Action string
+}
+
+// auditLines reads groups/<folder>/logs/security.jsonl, checking that each
+// line has exactly the contract's fields.
+func (h *ipcInstall) auditLines(folder string) []auditEntry {
+	h.t.Helper()
+	data, err := os.ReadFile(filepath.Join(h.dir, "groups", folder, "logs", "security.jsonl"))
+	if err != nil && !os.IsNotExist(err) {
+		h.t.Fatal(err)
+	}
+	var out []auditEntry
+	for line := range strings.Lines(string(data)) {
+		var fields map[string]any
+		if err := json.Unmarshal([]byte(line), &fields); err != nil {
+			h.t.Fatalf("security.jsonl of %s: %v: %q", folder, err, line)
+		}
+		var keys []string
+		for k := range fields {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		if want := []string{"action", "detail", "group", "kind", "target", "time", "tool"}; !slices.Equal(keys, want) {
+			h.t.Errorf("security.jsonl line has fields %v, want %v", keys, want)
+		}
+		var e auditEntry
+		json.Unmarshal([]byte(line), &e)
+		if _, err := time.Parse(time.RFC3339Nano, e.Time); err != nil || e.Action != "blocked" || e.Group != folder {
+			h.t.Errorf("security.jsonl of %s: bad line %q", folder, line)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// waitAudit waits for the line of security.jsonl of folder that ok picks.
+func (h *ipcInstall) waitAudit(folder string, ok func(auditEntry) bool) auditEntry {
+	h.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, e := range h.auditLines(folder) {
+			if ok(e) {
+				return e
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.t.Fatalf("no line of groups/%s/logs/security.jsonl matched; have %+v", folder, h.auditLines(folder))
+	return auditEntry{}
+}
+
+// violations is `nanoclawd violations --group folder --json`.
+func (h *ipcInstall) violations(folder string) []auditEntry {
+	h.t.Helper()
+	var out []auditEntry
+	if err := json.Unmarshal([]byte(h.cli("violations", "--group", folder, "--json")), &out); err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+// refused waits until the file NAME in folder's sub/ has been moved to
+// ipc/errors/ with its reason beside it, checks that the reason says
+// wantReason, and that the refusal is audited for group (the group that
+// tried: the directory's, or the owner of the token) in security.jsonl
+// and in `nanoclawd violations`.
+func (h *ipcInstall) refused(folder, sub, name, group, wantReason string) auditEntry {
+	h.t.Helper()
+	errorsDir := filepath.Join(h.dir, "data", "ipc", "errors")
+	pattern := filepath.Join(errorsDir, folder+"."+sub+".*."+name)
+	deadline := time.Now().Add(20 * time.Second)
+	var reasons []string
+	for len(reasons) == 0 && time.Now().Before(deadline) {
+		reasons, _ = filepath.Glob(pattern + ".reason")
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(reasons) != 1 {
+		entries, _ := os.ReadDir(errorsDir)
+		h.t.Fatalf("%s/%s not quarantined once (%d reasons); ipc/errors holds %v", sub, name, len(reasons), entries)
+	}
+	reason, _ := os.ReadFile(reasons[0])
+	if !strings.Contains(string(reason), wantReason) {
+		h.t.Errorf("reason for %s is %q, want it to say %q", name, reason, wantReason)
+	}
+	if _, err := os.Lstat(strings.TrimSuffix(reasons[0], ".reason")); err != nil {
+		h.t.Errorf("the file itself is not in ipc/errors: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(h.ipcDir(folder, sub), name)); !os.IsNotExist(err) {
+		h.t.Errorf("%s still in %s/ (%v)", name, sub, err)
+	}
+	e := h.waitAudit(group, func(e auditEntry) bool { return strings.Contains(e.Detail, name) })
+	if e.Kind != "ipc" || e.Tool != "ipc" {
+		h.t.Errorf("audit line %+v: want kind and tool ipc", e)
+	}
+	n := 0
+	for _, v := range h.violations(group) {
+		if strings.Contains(v.Detail, name) {
+			n++
+		}
+	}
+	if n != 1 {
+		h.t.Errorf("`nanoclawd violations --group %s` lists %s %d times", group, name, n)
+	}
+	return e
+}
+
+// alerted waits for the [SANDBOX ALERT] in the main chat about the file
+// NAME that names group as the one that tried.
+func (h *ipcInstall) alerted(name, group string) string {
+	h.t.Helper()
+	all := h.waitFor("local:main", func(s string) bool { return strings.Contains(s, name) })
+	text := all[len(all)-1].Text
+	if !strings.HasPrefix(text, "[SANDBOX ALERT]") || !strings.Contains(text, fmt.Sprintf("group %q", group)) {
+		h.t.Errorf("alert does not start with [SANDBOX ALERT] or name group %s:\n%s", group, text)
+	}
+	return text
+}
+
+// stillAnswering shows that the daemon and its IPC watcher work on: a
+// valid IPC file from main and a chat message are both answered. The
+// watcher handles files one at a time, so anything a file dropped before
+// this one caused in the main chat is on /sent before it.
+func (h *ipcInstall) stillAnswering(mainToken string) {
+	h.t.Helper()
+	text := h.unique("alive")
+	h.drop("main", "messages", "alive", ipcFile("type", "message", "chatJid", "local:main", "text", "ipc "+text, "token", mainToken))
+	h.post("local:main", "Owner", "echo "+text)
+	h.waitFor("local:main", equals("ipc "+text))
+	h.waitFor("local:main", equals("echo: "+text))
+}
+
+// allSent is everything on /sent so far.
+func (h *ipcInstall) allSent() []sent {
+	h.t.Helper()
+	var all []sent
+	for {
+		page := h.sentAfter(int64(len(all)), 0)
+		if len(page) == 0 {
+			return all
+		}
+		all = append(all, page...)
+		if page[len(page)-1].Seq != int64(len(all)) {
+			h.t.Fatalf("/sent seq %d after %d messages", page[len(page)-1].Seq, len(all))
+		}
+	}
+}
+
+// neverSent checks that no sent message contains s.
+func (h *ipcInstall) neverSent(s string) {
+	h.t.Helper()
+	for _, m := range h.allSent() {
+		if strings.Contains(m.Text, s) {
+			h.t.Errorf("%q reached %s: %q", s, m.ChatJID, m.Text)
+		}
+	}
+}
+
+// notAlerted checks that no message in the main chat mentions name.
+func (h *ipcInstall) notAlerted(name string) {
+	h.t.Helper()
+	for _, m := range h.allSent() {
+		if m.ChatJID == "local:main" && strings.Contains(m.Text, name) {
+			h.t.Errorf("alerted, but should only be audited: %q", m.Text)
+		}
+	}
+}
+
+func (h *ipcInstall) groupFolders() []string {
+	h.t.Helper()
+	var list []struct{ Folder string }
+	if err := json.Unmarshal([]byte(h.cli("groups", "list", "--json")), &list); err != nil {
+		h.t.Fatal(err)
+	}
+	var out []string
+	for _, g := range list {
+		out = append(out, g.Folder)
+	}
+	return out
+}
+
+func TestIPCValidFiles(t *testing.T) {
+	h := newIPCInstall(t, "0s")
+	h.threeGroups()
+	h.start()
+	famTok := h.token("local:family", "family")
+	mainTok := h.token("local:main", "main")
+
+	t.Run("own chat", func(t *testing.T) {
+		h.sub(t)
+		name := h.drop("family", "messages", "own", ipcFile("type", "message", "chatJid", "local:family", "text", "hello from family", "token", famTok))
+		h.waitFor("local:family", equals("hello from family"))
+		if _, err := os.Lstat(filepath.Join(h.ipcDir("family", "messages"), name)); !os.IsNotExist(err) {
+			t.Errorf("handled file not removed: %v", err)
+		}
+	})
+	t.Run("main to another chat", func(t *testing.T) {
+		h.sub(t)
+		h.drop("main", "messages", "tow", ipcFile("type", "message", "chatJid", "local:work", "text", "hello work, from main", "token", mainTok))
+		h.waitFor("local:work", equals("hello work, from main"))
+	})
+	t.Run("register_group", func(t *testing.T) {
+		h.sub(t)
+		h.drop("main", "tasks", "reg", []byte(`{"type":"register_group","jid":"local:newgrp","name":"New group","folder":"newgrp","requiresTrigger":false,"token":`+quote(mainTok)+`}`))
+		deadline := time.Now().Add(20 * time.Second)
+		for !slices.Contains(h.groupFolders(), "newgrp") {
+			if time.Now().After(deadline) {
+				t.Fatalf("groups list lacks newgrp: %v", h.groupFolders())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		for _, sub := range []string{"messages", "tasks"} {
+			fi, err := os.Stat(h.ipcDir("newgrp", sub))
+			if err != nil || fi.Mode().Perm() != 0o700 {
+				t.Errorf("ipc/newgrp/%s: %v %v, want a 0700 directory", sub, fi.Mode(), err)
+			}
+		}
+		// The new directory is watched at once: a file there is handled
+		// without a rescan (it has no token, so it is refused and alerted).
+		name := h.drop("newgrp", "messages", "untokened", ipcFile("type", "message", "chatJid", "local:newgrp", "text", "x"))
+		h.refused("newgrp", "messages", name, "newgrp", "missing token")
+		h.alerted(name, "newgrp")
+		// Its agent runs (no trigger needed) and its token works there.
+		tok := h.token("local:newgrp", "newgrp")
+		h.drop("newgrp", "messages", "hi", ipcFile("type", "message", "chatJid", "local:newgrp", "text", "hello from newgrp", "token", tok))
+		h.waitFor("local:newgrp", equals("hello from newgrp"))
+	})
+	t.Run("schedule_task once", func(t *testing.T) {
+		h.sub(t)
+		// "stdin": the stand-in agent answers with the ContainerInput it got.
+		at := time.Now().Add(3 * time.Second).Truncate(time.Second)
+		name := h.drop("family", "tasks", "once", ipcFile("type", "schedule_task", "prompt", "stdin", "schedule_type", "once",
+			"schedule_value", at.Format("2006-01-02T15:04:05"), "context_mode", "isolated", "token", famTok))
+		all := h.waitFor("local:family", func(s string) bool { return strings.Contains(s, `"isScheduledTask":true`) })
+		got := all[len(all)-1]
+		var input struct {
+			Prompt, GroupFolder, ChatJID string
+			IsScheduledTask              bool
+		}
+		if err := json.Unmarshal([]byte(got.Text), &input); err != nil {
+			t.Fatalf("reply is not the ContainerInput: %v: %s", err, got.Text)
+		}
+		if input.Prompt != "stdin" || input.GroupFolder != "family" || input.ChatJID != "local:family" || !input.IsScheduledTask {
+			t.Errorf("task run got %+v", input)
+		}
+		if sentAt, _ := time.Parse(time.RFC3339Nano, got.Time); sentAt.Before(at) {
+			t.Errorf("the task answered at %v, before it was due at %v", sentAt, at)
+		}
+		if _, err := os.Lstat(filepath.Join(h.ipcDir("family", "tasks"), name)); !os.IsNotExist(err) {
+			t.Errorf("task file not removed: %v", err)
+		}
+	})
+}
+
+func TestIPCHostileFiles(t *testing.T) {
+	h := newIPCInstall(t, "0s")
+	h.threeGroups()
+	h.start()
+	famTok := h.token("local:family", "family")
+	workTok := h.token("local:work", "work")
+	mainTok := h.token("local:main", "main")
+	forged := make([]byte, 32)
+	rand.Read(forged)
+
+	// message is a message file from family whose text is a marker that
+	// must never be sent.
+	message := func(chat, marker, token string) []byte {
+		return ipcFile("type", "message", "chatJid", chat, "text", marker, "token", token)
+	}
+	for _, tc := range []struct {
+		name   string
+		folder string // the directory it is dropped in
+		sub    string
+		body   []byte
+		reason string
+		group  string // who the audit and alert name
+		alert  bool
+		marker string
+	}{
+		{name: "bad JSON", folder: "family", sub: "messages", body: []byte(`{"type":"message","chatJid":"local:family","text":"never-badjson",`),
+			reason: "bad JSON", group: "family", marker: "never-badjson"},
+		{name: "missing token", folder: "family", sub: "messages", body: ipcFile("type", "message", "chatJid", "local:family", "text", "never-notoken"),
+			reason: "missing token", group: "family", alert: true, marker: "never-notoken"},
+		{name: "forged token", folder: "family", sub: "messages", body: message("local:family", "never-forged", hex.EncodeToString(forged)),
+			reason: "wrong or expired token", group: "family", alert: true, marker: "never-forged"},
+		{name: "other group's token", folder: "family", sub: "messages", body: message("local:family", "never-othertoken", workTok),
+			reason: "work tried to act as family", group: "work", alert: true, marker: "never-othertoken"},
+		{name: "cross-group chatJid", folder: "family", sub: "messages", body: message("local:work", "never-crossgroup", famTok),
+			reason: "may only message its own chat", group: "family", alert: true, marker: "never-crossgroup"},
+		{name: "non-main register_group", folder: "family", sub: "tasks",
+			body:   ipcFile("type", "register_group", "jid", "local:never-evilgrp", "name", "evil", "folder", "evilgrp", "token", famTok),
+			reason: "main group only", group: "family", alert: true, marker: "never-evilgrp"},
+		{name: "2 MB file", folder: "family", sub: "messages", body: message("local:family", "never-big"+strings.Repeat("x", 2<<20), famTok),
+			reason: "over the 1 MiB limit", group: "family", marker: "never-big"},
+		{name: "unknown type", folder: "family", sub: "messages", body: ipcFile("type", "wipe_disk", "text", "never-unknown", "token", famTok),
+			reason: "unknown type", group: "family", marker: "never-unknown"},
+		{name: "message from main in tasks dir", folder: "main", sub: "tasks", body: message("local:family", "never-wrongdir", mainTok),
+			reason: "belongs in messages/", group: "main", marker: "never-wrongdir"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h.sub(t)
+			name := h.drop(tc.folder, tc.sub, "hostile", tc.body)
+			h.refused(tc.folder, tc.sub, name, tc.group, tc.reason)
+			if tc.alert {
+				h.alerted(name, tc.group)
+			}
+			h.stillAnswering(mainTok)
+			if !tc.alert {
+				h.notAlerted(name)
+			}
+			h.neverSent(tc.marker)
+		})
+	}
+
+	t.Run("symlink", func(t *testing.T) {
+		h.sub(t)
+		// The link points at a valid file of family's holding a secret:
+		// followed, it would be sent.
+		secretFile := filepath.Join(t.TempDir(), "secret.json")
+		secret := message("local:family", "SECRET-"+hex.EncodeToString(forged[:8]), famTok)
+		os.WriteFile(secretFile, secret, 0o600)
+		name := fmt.Sprintf("%d-link.json", time.Now().UnixNano())
+		tmp := filepath.Join(h.ipcDir("family", "messages"), name+".tmp")
+		if err := os.Symlink(secretFile, tmp); err != nil {
+			t.Fatal(err)
+		}
+		os.Rename(tmp, strings.TrimSuffix(tmp, ".tmp"))
+		h.refused("family", "messages", name, "family", "not a regular file (symlink)")
+		h.stillAnswering(mainTok)
+		h.neverSent("SECRET-")
+		h.notAlerted(name)
+		if got, _ := os.ReadFile(secretFile); !bytes.Equal(got, secret) {
+			t.Errorf("the link's target changed: %q", got)
+		}
+		links, _ := filepath.Glob(filepath.Join(h.dir, "data", "ipc", "errors", "family.messages.*."+name))
+		if fi, err := os.Lstat(links[0]); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			t.Errorf("quarantined as %v (%v), want the link itself", fi.Mode(), err)
+		}
+	})
+	t.Run("FIFO", func(t *testing.T) {
+		h.sub(t)
+		// Opening a FIFO for reading blocks until a writer comes: the
+		// watcher must not open it.
+		name := fmt.Sprintf("%d-fifo.json", time.Now().UnixNano())
+		tmp := filepath.Join(h.ipcDir("family", "messages"), name+".tmp")
+		if err := syscall.Mkfifo(tmp, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		os.Rename(tmp, strings.TrimSuffix(tmp, ".tmp"))
+		h.refused("family", "messages", name, "family", "not a regular file (FIFO)")
+		h.stillAnswering(mainTok)
+		h.notAlerted(name)
+	})
+	t.Run("path tricks in folder", func(t *testing.T) {
+		h.sub(t)
+		outside := filepath.Join(h.dir, "abs-evil")
+		folders := []string{"../evil", "..", "evil/../../evil2", outside, "errors", "global", ".hidden", "main/../evil3"}
+		for _, f := range folders {
+			body := ipcFile("type", "register_group", "jid", "local:trick", "name", "trick", "folder", f, "token", mainTok)
+			name := h.drop("main", "tasks", "trick", body)
+			h.refused("main", "tasks", name, "main", "use 1-64 letters")
+			h.notAlerted(name) // main's own malformed file: audited, not alerted
+		}
+		h.stillAnswering(mainTok)
+		for _, p := range []string{
+			filepath.Join(h.dir, "evil"), filepath.Join(h.dir, "evil2"), filepath.Join(h.dir, "data", "evil"),
+			filepath.Join(h.dir, "data", "ipc", "evil"), outside, filepath.Join(h.dir, "groups", "errors"),
+			filepath.Join(h.dir, "groups", "global"), filepath.Join(h.dir, "groups", "evil3"), filepath.Join(h.dir, "groups", ".hidden"),
+		} {
+			if _, err := os.Lstat(p); !os.IsNotExist(err) {
+				t.Errorf("%s was created (%v)", p, err)
+			}
+		}
+		got := h.groupFolders()
+		slices.Sort(got)
+		if !slices.Equal(got, []string{"family", "main", "work"}) {
+			t.Errorf("groups now %v", got)
+		}
+	})
+	t.Run("a refused file's group stays untouched", func(t *testing.T) {
+		h.sub(t)
+		if slices.Contains(h.groupFolders(), "evilgrp") {
+			t.Error("non-main register_group registered a group")
+		}
+		for _, p := range []string{filepath.Join(h.dir, "groups", "evilgrp"), h.ipcDir("evilgrp", "")} {
+			if _, err := os.Lstat(p); !os.IsNotExist(err) {
+				t.Errorf("%s was created (%v)", p, err)
+			}
+		}
+	})
+}
+
+// TestIPCKill9Burst drops 200 valid files at once, kills the daemon with
+// SIGKILL while it works through them, and checks after the restart that
+// every text was sent exactly once.
+func TestIPCKill9Burst(t *testing.T) {
+	const files = 200
+	h := newIPCInstall(t, "0s")
+	h.addGroup("local:main", "main", "--main")
+	h.addGroup("local:family", "family")
+	p := h.start()
+	tok := h.token("local:family", "family")
+	dir := h.ipcDir("family", "messages")
+	var tmps []string
+	for i := range files {
+		tmp := filepath.Join(dir, fmt.Sprintf("%d-burst-%03d.json.tmp", time.Now().UnixNano(), i))
+		if err := os.WriteFile(tmp, ipcFile("type", "message", "chatJid", "local:family", "text", fmt.Sprintf("burst %03d", i), "token", tok), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		tmps = append(tmps, tmp)
+	}
+	before := int64(len(h.allSent()))
+	for _, tmp := range tmps {
+		if err := os.Rename(tmp, strings.TrimSuffix(tmp, ".tmp")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Kill as soon as the first one is out.
+	h.sentAfter(before, 10*time.Second)
+	p.kill9(t)
+	left, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	t.Logf("killed with %d of %d files not yet handled", len(left), files)
+
+	h.start()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		count := h.countBurst()
+		if len(count) == files {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the restart only %d of %d texts were sent", len(count), files)
+		}
+		h.sentAfter(int64(len(h.allSent())), time.Second)
+	}
+	// A file from the same group after the burst: the outbox sends a chat
+	// in order, so any repeat of a burst file would come out before it.
+	text := h.unique("after burst")
+	h.drop("family", "messages", "after", ipcFile("type", "message", "chatJid", "local:family", "text", text, "token", tok))
+	h.waitFor("local:family", equals(text))
+	for text, n := range h.countBurst() {
+		if n != 1 {
+			t.Errorf("%q sent %d times", text, n)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
+		t.Errorf("files left in messages/: %v", left)
+	}
+}
+
+func (h *ipcInstall) countBurst() map[string]int {
+	count := map[string]int{}
+	for _, m := range h.allSent() {
+		if m.ChatJID == "local:family" && strings.HasPrefix(m.Text, "burst ") {
+			count[m.Text]++
+		}
+	}
+	return count
+}
+
+// benchInstall starts a daemon for a benchmark. The install helpers take a
+// *testing.T, which a benchmark has not got, so this repeats the few steps
+// of newInstall, cli, start, post and sentAfter a benchmark needs, over the
+// same surfaces (config file, CLI, socket API).
+type benchInstall struct {
+	b      *testing.B
+	dir    string
+	config string
+	tokens string
+	env    []string
+	client *http.Client
+}
+
+func newBenchInstall(b *testing.B) *benchInstall {
+	dir := b.TempDir()
+	sockDir, err := os.MkdirTemp("", "nc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(sockDir) })
+	socket := filepath.Join(sockDir, "s")
+	bi := &benchInstall{b: b, dir: dir, config: filepath.Join(dir, "nanoclaw.config.jsonc"), tokens: b.TempDir()}
+	cfg := fmt.Sprintf(`{"channels": {"whatsapp": {"enabled": false}, "local": {"enabled": true, "socket": %s}},
+		"agent": {%s}, "alerts": {"cooldown": "0s"}}`, quote(socket), agentConfig(writeAgentScript(b, dir)))
+	if err := os.WriteFile(bi.config, []byte(cfg), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	bi.env = append(os.Environ(), "NC_TOKENS="+bi.tokens)
+	bi.client = &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+		},
+	}}
+	return bi
+}
+
+func (bi *benchInstall) cli(args ...string) {
+	cmd := exec.Command(nanoclawd, append(args, "--config", bi.config)...)
+	cmd.Env = bi.env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		bi.b.Fatalf("nanoclawd %v: %v\n%s", args, err, out)
+	}
+}
+
+func (bi *benchInstall) start() {
+	cmd := exec.Command(nanoclawd, "run", "--config", bi.config)
+	cmd.Env = bi.env
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		bi.b.Fatal(err)
+	}
+	bi.b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if resp, err := bi.client.Get("http://local/health"); err == nil {
+			resp.Body.Close()
+			return
+		}
+	}
+	bi.b.Fatalf("daemon did not start: %s", out.String())
+}
+
+func (bi *benchInstall) post(chat, text string) {
+	body, _ := json.Marshal(map[string]string{"chatJid": chat, "sender": "u@local", "senderName": "U", "text": text})
+	resp, err := bi.client.Post("http://local/messages", "application/json", bytes.NewReader(body))
+	if err != nil {
+		bi.b.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
+// next waits for the next sent message after *after and moves *after on.
+func (bi *benchInstall) next(after *int64) sent {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		resp, err := bi.client.Get(fmt.Sprintf("http://local/sent?after=%d&wait=5", *after))
+		if err != nil {
+			bi.b.Fatal(err)
+		}
+		var page struct{ Messages []sent }
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if err != nil {
+			bi.b.Fatal(err)
+		}
+		if len(page.Messages) > 0 {
+			*after = page.Messages[0].Seq
+			return page.Messages[0]
+		}
+	}
+	bi.b.Fatal("nothing sent for 30 s")
+	return sent{}
+}
+
+// waitText waits for text to be sent, returning it.
+func (bi *benchInstall) waitText(after *int64, text string) sent {
+	for {
+		if m := bi.next(after); m.Text == text {
+			return m
+		}
+	}
+}
+
+// reportLatency reports the p50 and p99 of d in milliseconds.
+func reportLatency(b *testing.B, d []time.Duration) {
+	if len(d) == 0 {
+		return
+	}
+	slices.Sort(d)
+	ms := func(q float64) float64 { return float64(d[int(q*float64(len(d)-1))]) / float64(time.Millisecond) }
+	b.ReportMetric(ms(0.50), "p50-ms")
+	b.ReportMetric(ms(0.99), "p99-ms")
+}
+
+func sentTime(b *testing.B, m sent) time.Time {
+	at, err := time.Parse(time.RFC3339Nano, m.Time)
+	if err != nil {
+		b.Fatalf("sent time %q: %v", m.Time, err)
+	}
+	return at
+}
+
+// BenchmarkIPCRenameToSent measures from the rename of a valid message
+// file into messages/ to the channel accepting the message (the time
+// /sent records), one file at a time.
+func BenchmarkIPCRenameToSent(b *testing.B) {
+	bi := newBenchInstall(b)
+	bi.cli("groups", "add", "--jid", "local:main", "--name", "main", "--folder", "main", "--main")
+	bi.start()
+	var after int64
+	bi.post("local:main", "echo token")
+	bi.waitText(&after, "echo: token")
+	tok, err := os.ReadFile(filepath.Join(bi.tokens, "main"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := filepath.Join(bi.dir, "data", "ipc", "main", "messages")
+	var lat []time.Duration
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		text := fmt.Sprintf("bench %d", i)
+		tmp := filepath.Join(dir, fmt.Sprintf("%d-bench.json.tmp", time.Now().UnixNano()))
+		if err := os.WriteFile(tmp, ipcFile("type", "message", "chatJid", "local:main", "text", text, "token", string(tok)), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if err := os.Rename(tmp, strings.TrimSuffix(tmp, ".tmp")); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, sentTime(b, bi.waitText(&after, text)).Sub(t0))
+	}
+	reportLatency(b, lat)
+}
