@@ -739,7 +739,7 @@ func reportLatency(b *testing.B, d []time.Duration) {
 	b.ReportMetric(ms(0.99), "p99-ms")
 }
 
-func sentTime(b *testing.B, m sent) time.Time {
+func sentTime(b testing.TB, m sent) time.Time {
 	at, err := time.Parse(time.RFC3339Nano, m.Time)
 	if err != nil {
 		b.Fatalf("sent time %q: %v", m.Time, err)

@@ -1,0 +1,218 @@
+package daemon_test
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/alerts"
+)
+
+// End-to-end proof of contract §7 with the real daemon: a violation frame
+// of a sandboxed agent is audited, alerted in the main chat at once and
+// explained to its group; floods fold into summaries whose counts add up,
+// across a kill -9 too.
+
+func TestAlertViolationEndToEnd(t *testing.T) {
+	h := newIPCInstall(t, "0s")
+	h.threeGroups()
+	h.start()
+
+	h.post("local:family", "Alice", "@Andy violation network evil.example")
+	all := h.waitFor("local:main", func(s string) bool { return strings.Contains(s, "evil.example") })
+	alert := all[len(all)-1].Text
+	for _, want := range []string{`group "family"`, "Bash", "evil.example", "network.allowedDomains"} {
+		if !strings.HasPrefix(alert, "[SANDBOX ALERT]") || !strings.Contains(alert, want) {
+			t.Errorf("alert lacks [SANDBOX ALERT] or %q:\n%s", want, alert)
+		}
+	}
+	e := h.waitAudit("family", func(e auditEntry) bool { return e.Target == "evil.example" })
+	if e != (auditEntry{Time: e.Time, Group: "family", Kind: "network", Tool: "Bash", Target: "evil.example", Detail: "testagent", Action: "blocked"}) {
+		t.Errorf("security.jsonl line %+v", e)
+	}
+	if v := h.violations("family"); len(v) != 1 || v[0] != e {
+		t.Errorf("violations --group family --json = %+v, want the audit line %+v", v, e)
+	}
+
+	// The agent answered the group, so the group needs no notice. A notice
+	// is queued when the run ends, before the next run's answer.
+	h.post("local:family", "Alice", "@Andy echo next")
+	all = h.waitFor("local:family", equals("echo: next"))
+	if got := inChat(all, "local:family"); len(got) != 2 || got[0] != "violation reported" {
+		t.Errorf("family chat after a run that answered: %q", got)
+	}
+
+	// A run that is blocked and says nothing: the group is told why.
+	h.post("local:family", "Alice", "@Andy quiet-violation")
+	h.waitFor("local:main", func(s string) bool {
+		return strings.HasPrefix(s, "[SANDBOX ALERT]") && strings.Contains(s, "quiet.example")
+	})
+	h.waitFor("local:family", equals(alerts.GroupNotice("Andy")))
+
+	// The main group's own violations are audited, not alerted: an alert
+	// would be queued for the main chat before the run's answer.
+	h.post("local:main", "Owner", "violation network main.example")
+	all = h.waitFor("local:main", equals("violation reported"))
+	for _, s := range inChat(all, "local:main") {
+		if strings.Contains(s, "main.example") {
+			t.Errorf("main's own violation alerted: %q", s)
+		}
+	}
+	h.waitAudit("main", func(e auditEntry) bool { return e.Target == "main.example" && e.Kind == "network" })
+	if v := h.violations("main"); len(v) != 1 || v[0].Target != "main.example" {
+		t.Errorf("violations --group main --json = %+v", v)
+	}
+	if v := h.violations("family"); len(v) != 2 {
+		t.Errorf("violations --group family --json = %+v, want evil.example and quiet.example", v)
+	}
+	// The group was told nothing else: main gets no notice either.
+	for _, s := range inChat(h.allSent(), "local:main") {
+		if s == alerts.GroupNotice("Andy") {
+			t.Error("the main group got the sandbox notice")
+		}
+	}
+}
+
+var moreRE = regexp.MustCompile(`^\[SANDBOX ALERT\] \+(\d+) more`)
+
+// floodAlerts returns the main chat's alerts about target and the number
+// of violations they account for: 1 for a first alert, N for "+N more".
+func (h *ipcInstall) floodAlerts(target string) (msgs []sent, total int) {
+	h.t.Helper()
+	for _, m := range h.allSent() {
+		if m.ChatJID != "local:main" || !strings.Contains(m.Text, target) {
+			continue
+		}
+		if !strings.HasPrefix(m.Text, "[SANDBOX ALERT]") || !strings.Contains(m.Text, `group "family"`) {
+			h.t.Errorf("alert about %s does not start with [SANDBOX ALERT] and name family: %q", target, m.Text)
+		}
+		msgs = append(msgs, m)
+		if sm := moreRE.FindStringSubmatch(m.Text); sm != nil {
+			n, _ := strconv.Atoi(sm[1])
+			total += n
+		} else {
+			total++
+		}
+	}
+	return msgs, total
+}
+
+// waitFlood waits until the alerts about target account for at least want
+// violations, and returns them with their total.
+func (h *ipcInstall) waitFlood(target string, want int) ([]sent, int) {
+	h.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		msgs, total := h.floodAlerts(target)
+		if total >= want {
+			return msgs, total
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("alerts account for %d of %d violations: %+v", total, want, msgs)
+		}
+		h.sentAfter(int64(len(h.allSent())), time.Second)
+	}
+}
+
+// checkFlood checks the folded alerts of a 1,000-violation flood: they add
+// up to exactly 1,000, and one more violation afterwards makes 1,001 (a
+// summary sent twice would have come out before it). It also checks the
+// audit trail holds each violation once.
+func (h *ipcInstall) checkFlood(cooldown time.Duration) {
+	h.t.Helper()
+	msgs, total := h.waitFlood("flood.example", 1000)
+	if total != 1000 {
+		h.t.Errorf("alerts add up to %d, want 1000: %+v", total, msgs)
+	}
+	// Folding: at most one message per cooldown window the flood spanned,
+	// plus the first alert and the last summary.
+	span := sentTime(h.t, msgs[len(msgs)-1]).Sub(sentTime(h.t, msgs[0]))
+	if limit := 2 + int(span/cooldown); len(msgs) > limit {
+		h.t.Errorf("%d alert messages over %v with cooldown %v; want at most %d", len(msgs), span, cooldown, limit)
+	}
+	h.t.Logf("1000 violations → %d messages over %v: %q", len(msgs), span, firstLines(msgs))
+	n := 0
+	for _, e := range h.auditLines("family") {
+		if e.Target == "flood.example" {
+			n++
+		}
+	}
+	if n != 1000 {
+		h.t.Errorf("security.jsonl holds %d flood lines, want 1000", n)
+	}
+	if v := h.violations("family"); len(v) != 1000 {
+		h.t.Errorf("`nanoclawd violations --group family` lists %d, want 1000", len(v))
+	}
+
+	h.post("local:family", "Alice", "@Andy violation network flood.example")
+	msgs, total = h.waitFlood("flood.example", 1001)
+	if total != 1001 {
+		h.t.Errorf("after one more violation the alerts add up to %d, want 1001: %+v", total, msgs)
+	}
+}
+
+func firstLines(msgs []sent) []string {
+	var out []string
+	for _, m := range msgs {
+		line, _, _ := strings.Cut(m.Text, "\n")
+		out = append(out, line)
+	}
+	return out
+}
+
+func TestAlertFloodFolded(t *testing.T) {
+	h := newIPCInstall(t, "2s")
+	h.threeGroups()
+	h.start()
+	h.post("local:family", "Alice", "@Andy flood-violations")
+	h.waitFor("local:family", equals("flood done"))
+	h.checkFlood(2 * time.Second)
+}
+
+// TestAlertFloodKill9 kills the daemon right after the flood, while the
+// repeats wait in their cooldown window for the summary; the restarted
+// daemon sends it, and the counts still add up to exactly 1,000.
+func TestAlertFloodKill9(t *testing.T) {
+	h := newIPCInstall(t, "4s")
+	h.threeGroups()
+	p := h.start()
+	h.post("local:family", "Alice", "@Andy flood-violations")
+	// The answer is queued after every violation of the run was recorded.
+	h.waitFor("local:family", equals("flood done"))
+	_, before := h.floodAlerts("flood.example")
+	p.kill9(t)
+	t.Logf("killed with alerts for %d of 1000 violations sent", before)
+	h.start()
+	h.checkFlood(4 * time.Second)
+}
+
+// BenchmarkAlertFrameToSent measures from the moment a sandboxed agent
+// prints a violation frame (stamped in the frame) to the main chat's
+// channel accepting the alert (the time /sent records).
+func BenchmarkAlertFrameToSent(b *testing.B) {
+	bi := newBenchInstall(b)
+	bi.cli("groups", "add", "--jid", "local:main", "--name", "main", "--folder", "main", "--main")
+	bi.cli("groups", "add", "--jid", "local:family", "--name", "family", "--folder", "family", "--no-trigger")
+	bi.start()
+	var after int64
+	bi.post("local:main", "echo up")
+	bi.waitText(&after, "echo: up")
+	b.ResetTimer()
+	bi.post("local:family", fmt.Sprintf("bench-violations %d", b.N))
+	stamp := regexp.MustCompile(`bench-(\d+)\.example[\s\S]*Detail: at (\d+)`)
+	var lat []time.Duration
+	for len(lat) < b.N {
+		m := bi.next(&after)
+		sm := stamp.FindStringSubmatch(m.Text)
+		if m.ChatJID != "local:main" || sm == nil {
+			continue
+		}
+		ns, _ := strconv.ParseInt(sm[2], 10, 64)
+		lat = append(lat, sentTime(b, m).Sub(time.Unix(0, ns)))
+	}
+	b.StopTimer()
+	reportLatency(b, lat)
+}
