@@ -37,7 +37,9 @@ test: deps build
 	$(GO) test -count=1 -timeout 20m ./...
 
 bench: deps build
-	$(GO) test -run '^$$' -bench . -benchtime 200x -timeout 20m ./... | grep -E '^(Benchmark|ok|FAIL|---)' 
+	@mkdir -p bin
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m ./internal/bench/ | tee bin/bench.txt
+	@$(GO) run ./internal/bench/report < bin/bench.txt
 
 clean:
 	rm -rf bin agent-runner/dist

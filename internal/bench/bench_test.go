@@ -1,0 +1,528 @@
+// Package bench measures the real nanoclawd binary end to end, through the
+// contract's surfaces only: the local channel's socket, IPC files written
+// atomically with a run's token, agent frames, and /proc. Each benchmark
+// starts its own daemon, takes a fixed number of samples whatever b.N is
+// (run with -benchtime 1x), and reports percentiles with b.ReportMetric.
+// `make bench` runs them and prints them beside NanoClaw's polling figures
+// (internal/bench/report).
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var nanoclawd, benchagent string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	// Only benchmarks live here: `go test ./...` need not build anything.
+	if flag.Lookup("test.bench").Value.String() == "" {
+		os.Exit(m.Run())
+	}
+	dir, err := os.MkdirTemp("", "nanoclawd-bench")
+	if err != nil {
+		panic(err)
+	}
+	nanoclawd = filepath.Join(dir, "nanoclawd")
+	benchagent = filepath.Join(dir, "benchagent")
+	for bin, pkg := range map[string]string{nanoclawd: "../../cmd/nanoclawd", benchagent: "./benchagent"} {
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			panic(fmt.Sprintf("build %s: %v\n%s", pkg, err, out))
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// agent is one running benchagent, as it introduced itself.
+type agent struct {
+	folder, token string
+	pid           int
+	start         time.Time
+	conn          net.Conn
+	lines         *bufio.Scanner
+}
+
+func (a *agent) send(b *testing.B, cmd string) {
+	if _, err := fmt.Fprintln(a.conn, cmd); err != nil {
+		b.Fatalf("tell agent %s %q: %v", a.folder, cmd, err)
+	}
+}
+
+// rig is one nanoclawd installation in a temp dir with its daemon.
+type rig struct {
+	b       *testing.B
+	dir     string
+	config  string
+	socket  string
+	env     []string
+	client  *http.Client
+	agents  chan *agent
+	proc    *exec.Cmd
+	done    chan struct{}
+	stderr  *syncBuffer
+	after   int64 // last /sent seq seen
+	pending []sent
+}
+
+// newRig installs nanoclawd with the local channel, benchagent as the
+// agent, and the groups main (local:main) plus others g1… (local:gN, no
+// trigger); others of them are not main.
+func newRig(b *testing.B, others int) *rig {
+	b.Helper()
+	dir := b.TempDir()
+	// Unix socket paths are limited to ~108 bytes; b.TempDir() can be long.
+	sockDir, err := os.MkdirTemp("", "ncb")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(sockDir) })
+	r := &rig{b: b, dir: dir, config: filepath.Join(dir, "nanoclaw.config.jsonc"), socket: filepath.Join(sockDir, "local"),
+		agents: make(chan *agent, 16)}
+	agentSock := filepath.Join(sockDir, "agents")
+	ln, err := net.Listen("unix", agentSock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	go r.accept(ln)
+	cfg, _ := json.Marshal(map[string]any{
+		"channels": map[string]any{"whatsapp": map[string]any{"enabled": false}, "local": map[string]any{"enabled": true, "socket": r.socket}},
+		"agent":    map[string]any{"command": []string{benchagent}, "env": []string{"BENCH_SOCK"}, "timeout": "10m", "idleTimeout": "10m"},
+		"alerts":   map[string]any{"cooldown": "0s"},
+	})
+	if err := os.WriteFile(r.config, cfg, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	r.env = append(os.Environ(), "BENCH_SOCK="+agentSock)
+	r.client = &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", r.socket)
+		},
+	}}
+	// One `groups import` registers them all (a NanoClaw registered_groups.json).
+	no := false
+	reg := map[string]any{"local:main": map[string]any{"name": "Main", "folder": "main"}}
+	for i := 1; i <= others; i++ {
+		reg[fmt.Sprintf("local:g%d", i)] = map[string]any{"name": fmt.Sprintf("G%d", i), "folder": fmt.Sprintf("g%d", i), "requiresTrigger": &no}
+	}
+	data, _ := json.Marshal(reg)
+	file := filepath.Join(dir, "registered_groups.json")
+	os.WriteFile(file, data, 0o600)
+	cmd := exec.Command(nanoclawd, "groups", "import", file, "--config", r.config)
+	cmd.Env = r.env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("groups import: %v\n%s", err, out)
+	}
+	b.Cleanup(r.stop)
+	return r
+}
+
+func (r *rig) accept(ln net.Listener) {
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			sc := bufio.NewScanner(conn)
+			if !sc.Scan() {
+				conn.Close()
+				return
+			}
+			f := strings.Fields(sc.Text())
+			if len(f) != 4 {
+				conn.Close()
+				return
+			}
+			pid, _ := strconv.Atoi(f[2])
+			ns, _ := strconv.ParseInt(f[3], 10, 64)
+			r.agents <- &agent{folder: f[0], token: f[1], pid: pid, start: time.Unix(0, ns), conn: conn, lines: sc}
+		}()
+	}
+}
+
+// nextAgent waits for an agent to start.
+func (r *rig) nextAgent() *agent {
+	r.b.Helper()
+	select {
+	case a := <-r.agents:
+		return a
+	case <-time.After(30 * time.Second):
+		r.b.Fatalf("no agent started within 30 s; daemon output:\n%s", r.stderr.String())
+	}
+	return nil
+}
+
+// start runs the daemon and returns how long it took to be ready: its
+// socket answers and it has logged "nanoclawd running" (groups loaded,
+// IPC directories watched).
+func (r *rig) start() time.Duration {
+	r.b.Helper()
+	cmd := exec.Command(nanoclawd, "run", "--config", r.config)
+	cmd.Env = r.env
+	r.stderr = &syncBuffer{}
+	cmd.Stderr, cmd.Stdout = r.stderr, r.stderr
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		r.b.Fatal(err)
+	}
+	r.proc, r.done = cmd, make(chan struct{})
+	go func(done chan struct{}) { cmd.Wait(); close(done) }(r.done)
+	deadline := t0.Add(30 * time.Second)
+	for {
+		if strings.Contains(r.stderr.String(), `"nanoclawd running"`) {
+			if resp, err := r.client.Get("http://local/health"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return time.Since(t0)
+				}
+			}
+		}
+		select {
+		case <-r.done:
+			r.b.Fatalf("daemon exited: %s", r.stderr.String())
+		case <-time.After(time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			r.b.Fatalf("daemon not ready in 30 s: %s", r.stderr.String())
+		}
+	}
+}
+
+// stop ends the daemon with SIGTERM (agents get _close), or SIGKILL after 20 s.
+func (r *rig) stop() {
+	if r.proc == nil {
+		return
+	}
+	r.proc.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.done:
+	case <-time.After(20 * time.Second):
+		r.proc.Process.Kill()
+		<-r.done
+	}
+	r.proc = nil
+}
+
+func (r *rig) post(chat, text string) {
+	r.b.Helper()
+	body, _ := json.Marshal(map[string]string{"chatJid": chat, "sender": "bench@local", "senderName": "Bench", "text": text})
+	resp, err := r.client.Post("http://local/messages", "application/json", bytes.NewReader(body))
+	if err != nil {
+		r.b.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		r.b.Fatalf("POST /messages: %d", resp.StatusCode)
+	}
+}
+
+type sent struct {
+	Seq     int64  `json:"seq"`
+	ChatJID string `json:"chatJid"`
+	Text    string `json:"text"`
+	Time    string `json:"time"`
+}
+
+// at is when the daemon sent it.
+func (s sent) at(b *testing.B) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s.Time)
+	if err != nil {
+		b.Fatalf("sent time %q: %v", s.Time, err)
+	}
+	return t
+}
+
+// waitSent returns the first message sent from now on (or already
+// fetched) that satisfies ok; the ones it passes over are dropped.
+func (r *rig) waitSent(ok func(sent) bool) sent {
+	r.b.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		for len(r.pending) > 0 {
+			m := r.pending[0]
+			r.pending = r.pending[1:]
+			if ok(m) {
+				return m
+			}
+		}
+		if time.Now().After(deadline) {
+			r.b.Fatalf("nothing sent matched within 30 s; daemon output:\n%s", r.stderr.String())
+		}
+		resp, err := r.client.Get(fmt.Sprintf("http://local/sent?after=%d&wait=5", r.after))
+		if err != nil {
+			r.b.Fatal(err)
+		}
+		var page struct{ Messages []sent }
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if err != nil {
+			r.b.Fatal(err)
+		}
+		for _, m := range page.Messages {
+			r.after = max(r.after, m.Seq)
+		}
+		r.pending = append(r.pending, page.Messages...)
+	}
+}
+
+// ipcFile writes a message file for folder's IPC directory the way the
+// MCP tools do, as *.json.tmp; publish renames it to *.json.
+func (r *rig) ipcFile(folder, name, chat, text, token string) string {
+	dir := filepath.Join(r.dir, "data", "ipc", folder, "messages")
+	os.MkdirAll(dir, 0o700)
+	body, _ := json.Marshal(map[string]string{"type": "message", "chatJid": chat, "text": text, "token": token})
+	tmp := filepath.Join(dir, name+".json.tmp")
+	if err := os.WriteFile(tmp, body, 0o600); err != nil {
+		r.b.Fatal(err)
+	}
+	return tmp
+}
+
+func publish(b *testing.B, tmp string) time.Time {
+	t := time.Now()
+	if err := os.Rename(tmp, strings.TrimSuffix(tmp, ".tmp")); err != nil {
+		b.Fatal(err)
+	}
+	return t
+}
+
+// percentiles reports p50 and p99 of lat in milliseconds.
+func percentiles(b *testing.B, lat []time.Duration) {
+	slices.Sort(lat)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
+	b.ReportMetric(ms(lat[min(len(lat)-1, len(lat)*99/100)]), "p99-ms")
+}
+
+// BenchmarkInboundToAgentStart: a message POSTed to the local channel →
+// the agent process running (its first instruction). It goes through
+// storing the message, the queue, building the agent's input and the
+// spawn. The groups take turns so that each message finds its group idle.
+func BenchmarkInboundToAgentStart(b *testing.B) {
+	const samples, groups = 100, 8
+	r := newRig(b, groups)
+	r.start()
+	lat := make([]time.Duration, 0, samples)
+	b.ResetTimer()
+	for i := range samples {
+		folder := fmt.Sprintf("g%d", i%groups+1)
+		t0 := time.Now()
+		r.post("local:"+folder, "go")
+		a := r.nextAgent()
+		lat = append(lat, a.start.Sub(t0))
+		if a.folder != folder {
+			b.Fatalf("agent of %s started, want %s", a.folder, folder)
+		}
+		a.send(b, "exit")
+		for a.lines.Scan() { // until the agent has gone
+		}
+		a.conn.Close()
+	}
+	b.StopTimer()
+	percentiles(b, lat)
+}
+
+// holdMain starts the main group's agent and keeps it running, so its
+// token stays current for IPC files.
+func holdMain(r *rig) *agent {
+	r.post("local:main", "hold")
+	a := r.nextAgent()
+	if a.folder != "main" || a.token == "" {
+		r.b.Fatalf("agent %s with token %q", a.folder, a.token)
+	}
+	return a
+}
+
+// BenchmarkIPCToSent: one message file at a time, from the rename that
+// publishes it to the daemon sending the message (the channel's record of
+// the send).
+func BenchmarkIPCToSent(b *testing.B) {
+	const samples = 200
+	r := newRig(b, 0)
+	r.start()
+	a := holdMain(r)
+	lat := make([]time.Duration, 0, samples)
+	b.ResetTimer()
+	for i := range samples {
+		text := fmt.Sprintf("ipc %d", i)
+		t0 := publish(b, r.ipcFile("main", fmt.Sprintf("lat-%04d", i), "local:main", text, a.token))
+		m := r.waitSent(func(m sent) bool { return m.Text == text })
+		lat = append(lat, m.at(b).Sub(t0))
+	}
+	b.StopTimer()
+	percentiles(b, lat)
+}
+
+// BenchmarkIPCThroughput: a burst of message files published at once,
+// until the last is sent; each must be sent exactly once.
+func BenchmarkIPCThroughput(b *testing.B) {
+	const files = 500
+	r := newRig(b, 0)
+	r.start()
+	a := holdMain(r)
+	tmps := make([]string, files)
+	for i := range files {
+		tmps[i] = r.ipcFile("main", fmt.Sprintf("tp-%04d", i), "local:main", fmt.Sprintf("tp %d", i), a.token)
+	}
+	b.ResetTimer()
+	t0 := time.Now()
+	for _, tmp := range tmps {
+		publish(b, tmp)
+	}
+	seen := map[string]bool{}
+	var last time.Time
+	for len(seen) < files {
+		m := r.waitSent(func(m sent) bool { return strings.HasPrefix(m.Text, "tp ") })
+		if seen[m.Text] {
+			b.Fatalf("%q sent twice", m.Text)
+		}
+		seen[m.Text] = true
+		if at := m.at(b); at.After(last) {
+			last = at
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(files)/last.Sub(t0).Seconds(), "files/s")
+}
+
+// BenchmarkViolationToAlert: a non-main agent writes a violation frame →
+// the [SANDBOX ALERT] is sent to the main group. A new target each time,
+// so every one is a first alert, not folded.
+func BenchmarkViolationToAlert(b *testing.B) {
+	const samples = 100
+	r := newRig(b, 1)
+	r.start()
+	r.post("local:g1", "hold")
+	a := r.nextAgent()
+	lat := make([]time.Duration, 0, samples)
+	b.ResetTimer()
+	for i := range samples {
+		target := fmt.Sprintf("h%d.bench.example", i)
+		a.send(b, "violation "+target)
+		if !a.lines.Scan() {
+			b.Fatal("agent gone")
+		}
+		ns, _ := strconv.ParseInt(a.lines.Text(), 10, 64)
+		m := r.waitSent(func(m sent) bool {
+			return m.ChatJID == "local:main" && strings.HasPrefix(m.Text, "[SANDBOX ALERT]") && strings.Contains(m.Text, target)
+		})
+		lat = append(lat, m.at(b).Sub(time.Unix(0, ns)))
+	}
+	b.StopTimer()
+	percentiles(b, lat)
+}
+
+// BenchmarkStart100Groups: from exec to ready (see rig.start) with 100
+// registered groups, over a few cold starts with SIGTERM between them.
+func BenchmarkStart100Groups(b *testing.B) {
+	const samples = 5
+	r := newRig(b, 99)
+	lat := make([]time.Duration, 0, samples)
+	b.ResetTimer()
+	for range samples {
+		lat = append(lat, r.start())
+		r.stop()
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
+}
+
+// BenchmarkIdle: the daemon with 100 groups and nothing to do. Wakeups are
+// the voluntary context switches of all its threads (each wakeup ends in
+// one) over the window, from /proc/<pid>/task/*/status; RSS is VmRSS.
+func BenchmarkIdle(b *testing.B) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		b.Skip("needs /proc")
+	}
+	const settle, window = 2 * time.Second, 5 * time.Second
+	r := newRig(b, 99)
+	r.start()
+	pid := r.proc.Process.Pid
+	// Measuring needs the daemon left alone for a while: a fixed window
+	// is the measurement, not a wait for something to happen.
+	time.Sleep(settle)
+	b.ResetTimer()
+	before := switches(b, pid)
+	time.Sleep(window)
+	after := switches(b, pid)
+	b.StopTimer()
+	rss := status(b, fmt.Sprintf("/proc/%d/status", pid), "VmRSS")
+	var woke int64
+	for tid, n := range after {
+		woke += n - before[tid] // a thread born in the window counts from 0
+	}
+	b.ReportMetric(float64(woke)/window.Seconds(), "wakeups/s")
+	b.ReportMetric(float64(rss)/1024, "rss-MiB")
+}
+
+// switches is voluntary_ctxt_switches of each thread of pid.
+func switches(b *testing.B, pid int) map[string]int64 {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, t := range tasks {
+		out[t.Name()] = status(b, fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name()), "voluntary_ctxt_switches")
+	}
+	return out
+}
+
+// status reads one numeric field ("VmRSS:  1234 kB" → 1234) of a status file.
+func status(b *testing.B, path, field string) int64 {
+	body, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, err := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			if err != nil {
+				b.Fatalf("%s %s: %v", path, field, err)
+			}
+			return n
+		}
+	}
+	b.Fatalf("%s has no %s", path, field)
+	return 0
+}
+
+// syncBuffer is the daemon's output, written by exec and read by the benchmark.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

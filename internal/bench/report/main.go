@@ -1,0 +1,109 @@
+// Command report reads `go test -bench` output of internal/bench on stdin
+// and prints the figures as a table beside NanoClaw's polling baseline.
+// It exits 1 if a benchmark failed or a figure is missing.
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// NanoClaw's polling intervals: its message loop every 2 s, its IPC
+// watcher every 1 s (and its sandbox alerts ride the IPC poll).
+const (
+	messagePoll = 2 * time.Second
+	ipcPoll     = 1 * time.Second
+)
+
+// pollWait is the wait a poll every interval adds to an event arriving
+// at a uniformly random moment: p50 half the interval, p99 99% of it.
+func pollWait(interval time.Duration) string {
+	ms := float64(interval.Milliseconds())
+	return fmt.Sprintf("p50 %s ms  p99 %s ms", num(ms*0.5), num(ms*0.99))
+}
+
+// figures maps "Benchmark/unit" to its value.
+type figures map[string]float64
+
+// parse reads benchmark lines ("BenchmarkX-2  1  123 ns/op  4.5 p50-ms …").
+func parse(r io.Reader) (figures, []string, error) {
+	f := figures{}
+	var failed []string
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "--- FAIL") || strings.HasPrefix(line, "FAIL") || strings.HasPrefix(line, "panic:") {
+			failed = append(failed, line)
+		}
+		fields := strings.Fields(line)
+		if len(fields) < 4 || !strings.HasPrefix(fields[0], "Benchmark") {
+			continue
+		}
+		name := fields[0]
+		if i := strings.LastIndexByte(name, '-'); i > 0 {
+			name = name[:i]
+		}
+		for i := 2; i+1 < len(fields); i += 2 {
+			if v, err := strconv.ParseFloat(fields[i], 64); err == nil {
+				f[name+"/"+fields[i+1]] = v
+			}
+		}
+	}
+	return f, failed, sc.Err()
+}
+
+func num(v float64) string {
+	switch {
+	case v >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+// table writes the report; missing lists the figures not found.
+func table(w io.Writer, f figures) (missing []string) {
+	get := func(key string) string {
+		v, ok := f[key]
+		if !ok {
+			missing = append(missing, key)
+			return "?"
+		}
+		return num(v)
+	}
+	pct := func(bench string) string {
+		return fmt.Sprintf("p50 %s ms  p99 %s ms", get(bench+"/p50-ms"), get(bench+"/p99-ms"))
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	fmt.Fprintf(tw, "measure\tnanoclawd (this machine)\tNanoClaw, its polling alone\n")
+	fmt.Fprintf(tw, "inbound → agent start\t%s\t%s (2 s message loop)\n", pct("BenchmarkInboundToAgentStart"), pollWait(messagePoll))
+	fmt.Fprintf(tw, "IPC file → message sent\t%s\t%s (1 s IPC poll)\n", pct("BenchmarkIPCToSent"), pollWait(ipcPoll))
+	fmt.Fprintf(tw, "IPC sustained\t%s files/s\ta burst waits for the next 1 s poll\n", get("BenchmarkIPCThroughput/files/s"))
+	fmt.Fprintf(tw, "violation frame → alert sent\t%s\t%s (alerts ride the IPC poll)\n", pct("BenchmarkViolationToAlert"), pollWait(ipcPoll))
+	fmt.Fprintf(tw, "daemon start, 100 groups\tp50 %s ms  max %s ms\t-\n", get("BenchmarkStart100Groups/p50-ms"), get("BenchmarkStart100Groups/max-ms"))
+	fmt.Fprintf(tw, "idle wakeups\t%s /s\tat least %s /s (its two poll timers)\n", get("BenchmarkIdle/wakeups/s"), num(1/messagePoll.Seconds()+1/ipcPoll.Seconds()))
+	fmt.Fprintf(tw, "idle RSS\t%s MiB\t-\n", get("BenchmarkIdle/rss-MiB"))
+	tw.Flush()
+	return missing
+}
+
+func main() {
+	f, failed, err := parse(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "report: read benchmark output:", err)
+		os.Exit(1)
+	}
+	fmt.Println()
+	missing := table(os.Stdout, f)
+	if len(failed) > 0 || len(missing) > 0 {
+		fmt.Fprintf(os.Stderr, "report: benchmarks failed (%s) or figures missing (%s): see the go test output above\n", strings.Join(failed, "; "), strings.Join(missing, ", "))
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+const sample = `goos: linux
+BenchmarkInboundToAgentStart-2   	       1	1138761897 ns/op	         8.976 p50-ms	        17.27 p99-ms
+BenchmarkIPCToSent-2             	       1	 458710527 ns/op	         0.8060 p50-ms	         5.956 p99-ms
+BenchmarkIPCThroughput-2         	       1	 448043567 ns/op	      1117 files/s
+BenchmarkViolationToAlert-2      	       1	 270543116 ns/op	         1.526 p50-ms	        13.98 p99-ms
+BenchmarkStart100Groups-2        	       1	 420682344 ns/op	       101.6 max-ms	        54.39 p50-ms
+BenchmarkIdle-2                  	       1	5009789132 ns/op	        30.70 rss-MiB	         0 wakeups/s
+PASS
+`
+
+func TestTable(t *testing.T) {
+	f, failed, err := parse(strings.NewReader(sample))
+	if err != nil || len(failed) > 0 {
+		t.Fatal(err, failed)
+	}
+	var out bytes.Buffer
+	if missing := table(&out, f); len(missing) > 0 {
+		t.Errorf("missing %v", missing)
+	}
+	for _, want := range []string{
+		"p50 8.98 ms  p99 17.3 ms", "p50 1000 ms  p99 1980 ms (2 s message loop)",
+		"p50 0.81 ms  p99 5.96 ms", "p50 500 ms  p99 990 ms (1 s IPC poll)",
+		"1117 files/s", "p50 54.4 ms  max 102 ms", "0.00 /s", "at least 1.50 /s", "30.7 MiB",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestFailureAndMissing(t *testing.T) {
+	f, failed, _ := parse(strings.NewReader("--- FAIL: BenchmarkIdle\nBenchmarkIPCThroughput-2 1 5 ns/op 10 files/s\nFAIL\n"))
+	if len(failed) != 2 {
+		t.Errorf("failed %q", failed)
+	}
+	if missing := table(&bytes.Buffer{}, f); len(missing) != 10 {
+		t.Errorf("missing %v", missing)
+	}
+}
