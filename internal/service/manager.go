@@ -146,7 +146,7 @@ func (m *Manager) Uninstall(ctx context.Context) error {
 	}
 	if !m.launchd() {
 		if _, err := m.run(ctx, "systemctl", "--user", "daemon-reload"); err != nil {
-			return err
+			return fmt.Errorf("removed %s, but %w", file, err)
 		}
 	}
 	fmt.Fprintf(m.Out, "stopped nanoclawd and removed %s (config, data and logs are kept)\n", file)
@@ -207,6 +207,9 @@ func (m *Manager) run(ctx context.Context, args ...string) ([]byte, error) {
 		}
 		if said == "" {
 			said = err.Error()
+		}
+		if strings.Contains(said, "Failed to connect to bus") {
+			said += " (no systemd user session: log in on the machine, or run 'loginctl enable-linger " + userName() + "' as root; or start 'nanoclawd run' yourself)"
 		}
 		return out, fmt.Errorf("%s failed: %s", strings.Join(args, " "), said)
 	}
