@@ -3,6 +3,7 @@ package service
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"flag"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -364,5 +366,40 @@ func TestSystemdRefusesQuotedProgram(t *testing.T) {
 	}
 	if _, err := Plist(s); err != nil {
 		t.Errorf("plist: %v", err)
+	}
+}
+
+// An independent plist reader (Python's plistlib, when installed) reads the
+// file back to the same values.
+func TestPlistReadByPlistlib(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not installed")
+	}
+	p, _ := Plist(awkward)
+	cmd := exec.Command(python, "-c", `import json, plistlib, sys; print(json.dumps(plistlib.loads(sys.stdin.buffer.read())))`)
+	cmd.Stdin = bytes.NewReader(p)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("plistlib: %v", err)
+	}
+	var got struct {
+		Label                string
+		ProgramArguments     []string
+		WorkingDirectory     string
+		KeepAlive            map[string]bool
+		ThrottleInterval     int
+		EnvironmentVariables map[string]string
+		StandardErrorPath    string
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{awkward.Binary, "run", "--config", awkward.Config}
+	if got.Label != Label || !slices.Equal(got.ProgramArguments, want) || got.WorkingDirectory != awkward.WorkDir ||
+		got.KeepAlive["SuccessfulExit"] != false || len(got.KeepAlive) != 1 || got.ThrottleInterval != throttle ||
+		got.EnvironmentVariables["HOME"] != awkward.Home || got.EnvironmentVariables["PATH"] != strings.Join(awkward.Path, ":") ||
+		got.StandardErrorPath != filepath.Join(awkward.LogDir, "stderr.log") || len(got.EnvironmentVariables) != 2 {
+		t.Errorf("read back %+v", got)
 	}
 }

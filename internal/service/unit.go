@@ -121,8 +121,6 @@ func Plist(s Spec) ([]byte, error) {
 	b.WriteString("\t\t<false/>\n\t</dict>\n")
 	key("\t", "ThrottleInterval")
 	fmt.Fprintf(&b, "\t<integer>%d</integer>\n", throttle)
-	key("\t", "ProcessType")
-	b.WriteString("\t<string>Background</string>\n")
 	key("\t", "EnvironmentVariables")
 	b.WriteString("\t<dict>\n")
 	key("\t\t", "HOME")
