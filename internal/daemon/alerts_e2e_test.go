@@ -113,7 +113,7 @@ func (h *ipcInstall) waitFlood(target string, want int) ([]sent, int) {
 		if time.Now().After(deadline) {
 			h.t.Fatalf("alerts account for %d of %d violations: %+v", total, want, msgs)
 		}
-		h.sentAfter(int64(len(h.allSent())), time.Second)
+		h.sentAfter(lastSeq(h.allSent()), time.Second)
 	}
 }
 
