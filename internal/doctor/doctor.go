@@ -342,17 +342,55 @@ func Credentials(env Env, cfg *config.Config) Result {
 
 // Daemon reports whether a daemon runs on dataDir: the single-instance
 // lock file holds its PID. It never takes the lock, so it cannot get in
-// the way of a daemon that is starting.
+// the way of a daemon that is starting. Where the kernel lists flocks
+// (/proc/locks) it asks who holds the lock, because the PID in a lock left
+// by a crashed daemon may belong to another process by now.
 func Daemon(dataDir string) (pid int, r Result) {
 	lock := filepath.Join(dataDir, daemon.LockFile)
 	body, err := os.ReadFile(lock)
 	if err == nil {
 		pid, _ = strconv.Atoi(strings.TrimSpace(string(body)))
 	}
-	if pid > 0 && alive(pid) {
+	if holder, known := flockHolder(lock); known {
+		pid = holder
+	} else if pid > 0 && !alive(pid) {
+		pid = 0
+	}
+	if pid > 0 {
 		return pid, ok("daemon", "running (PID %d, from %s)", pid, lock)
 	}
 	return 0, ok("daemon", "not running (start it with 'nanoclawd run' or 'nanoclawd service install')")
+}
+
+// flockHolder finds in /proc/locks the process holding a flock on path (0
+// when nobody does); known is false where /proc/locks cannot tell.
+func flockHolder(path string) (pid int, known bool) {
+	locks, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return 0, false
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, true // no lock file: nobody holds it
+	}
+	st, isUnix := fi.Sys().(*syscall.Stat_t)
+	if !isUnix {
+		return 0, false
+	}
+	// "3: FLOCK  ADVISORY  WRITE 5657 fe:00:9982131 0 EOF"; waiters have
+	// "->" after the number and hold nothing.
+	dev := uint64(st.Dev)
+	major, minor := (dev>>8)&0xfff|(dev>>32)&^0xfff, dev&0xff|(dev>>12)&^0xff
+	want := fmt.Sprintf("%02x:%02x:%d", major, minor, st.Ino)
+	for _, line := range strings.Split(string(locks), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 6 && f[1] == "FLOCK" && f[5] == want {
+			if n, err := strconv.Atoi(f[4]); err == nil {
+				return n, true
+			}
+		}
+	}
+	return 0, true
 }
 
 func alive(pid int) bool {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/nanoclawd/nanoclawd/internal/config"
@@ -223,21 +224,39 @@ func TestWhatsApp(t *testing.T) {
 
 func TestDaemon(t *testing.T) {
 	dataDir := t.TempDir()
+	lock := filepath.Join(dataDir, "nanoclawd.lock")
 	_, r := Daemon(dataDir)
 	check(t, r, true, "not running")
 	// A lock left by a daemon that has exited: its PID is dead.
 	dead := exec.Command("true")
 	dead.Run()
-	os.WriteFile(filepath.Join(dataDir, "nanoclawd.lock"), []byte(strconv.Itoa(dead.Process.Pid)+"\n"), 0o600)
+	os.WriteFile(lock, []byte(strconv.Itoa(dead.Process.Pid)+"\n"), 0o600)
 	pid, r := Daemon(dataDir)
 	check(t, r, true, "not running")
 	if pid != 0 {
 		t.Errorf("pid %d", pid)
 	}
-	os.WriteFile(filepath.Join(dataDir, "nanoclawd.lock"), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600)
+	if _, known := flockHolder(lock); known {
+		// The PID of a crashed daemon now names a live process (here:
+		// this one), but nobody holds the lock.
+		os.WriteFile(lock, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600)
+		check(t, second(Daemon(dataDir)), true, "not running")
+	}
+	// Held the way the daemon holds it.
+	f, err := os.OpenFile(lock, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(lock, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600)
 	pid, r = Daemon(dataDir)
 	check(t, r, true, "running (PID "+strconv.Itoa(os.Getpid()))
 	if pid != os.Getpid() {
 		t.Errorf("pid %d", pid)
 	}
 }
+
+func second(_ int, r Result) Result { return r }
