@@ -457,6 +457,10 @@ func TestIPCHostileFiles(t *testing.T) {
 		{name: "non-main register_group", folder: "family", sub: "tasks",
 			body:   ipcFile("type", "register_group", "jid", "local:never-evilgrp", "name", "evil", "folder", "evilgrp", "token", famTok),
 			reason: "main group only", group: "family", alert: true, marker: "never-evilgrp"},
+		{name: "cross-group targetJid", folder: "family", sub: "tasks",
+			body: ipcFile("type", "schedule_task", "prompt", "echo never-crosstask", "schedule_type", "once", "schedule_value", "2099-01-01T00:00:00",
+				"context_mode", "isolated", "targetJid", "local:work", "token", famTok),
+			reason: "may only schedule tasks for itself", group: "family", alert: true, marker: "never-crosstask"},
 		{name: "2 MB file", folder: "family", sub: "messages", body: message("local:family", "never-big"+strings.Repeat("x", 2<<20), famTok),
 			reason: "over the 1 MiB limit", group: "family", marker: "never-big"},
 		{name: "unknown type", folder: "family", sub: "messages", body: ipcFile("type", "wipe_disk", "text", "never-unknown", "token", famTok),
@@ -479,6 +483,28 @@ func TestIPCHostileFiles(t *testing.T) {
 		})
 	}
 
+	t.Run("another group's task", func(t *testing.T) {
+		h.sub(t)
+		h.drop("work", "tasks", "own", ipcFile("type", "schedule_task", "prompt", "work's own task", "schedule_type", "once",
+			"schedule_value", "2099-01-01T00:00:00", "context_mode", "isolated", "token", workTok))
+		task := h.waitTask("work", "work's own task")
+		for _, body := range [][]byte{
+			ipcFile("type", "cancel_task", "taskId", task.ID, "token", famTok),
+			ipcFile("type", "pause_task", "taskId", task.ID, "token", famTok),
+			ipcFile("type", "update_task", "taskId", task.ID, "prompt", "echo hijacked", "token", famTok),
+		} {
+			name := h.drop("family", "tasks", "steal", body)
+			h.refused("family", "tasks", name, "family", "may only change its own tasks")
+			h.alerted(name, "family")
+		}
+		h.stillAnswering(mainTok)
+		if got := h.waitTask("work", "work's own task"); got.Status != task.Status || got.Prompt != task.Prompt {
+			t.Errorf("work's task changed: %+v, was %+v", got, task)
+		}
+		if data, _ := os.ReadFile(filepath.Join(h.ipcDir("family", ""), "current_tasks.json")); bytes.Contains(data, []byte(task.ID)) {
+			t.Errorf("family's current_tasks.json shows work's task: %s", data)
+		}
+	})
 	t.Run("symlink", func(t *testing.T) {
 		h.sub(t)
 		// The link points at a valid file of family's holding a secret:
@@ -543,6 +569,22 @@ func TestIPCHostileFiles(t *testing.T) {
 		if !slices.Equal(got, []string{"family", "main", "work"}) {
 			t.Errorf("groups now %v", got)
 		}
+	})
+	t.Run("messages dir swapped for a link to another group's", func(t *testing.T) {
+		h.sub(t)
+		// Last of the family rows: family's messages/ stays a link.
+		own := h.ipcDir("family", "messages")
+		if err := os.Rename(own, own+".old"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join("..", "work", "messages"), own); err != nil {
+			t.Fatal(err)
+		}
+		name := h.drop("family", "messages", "vialink", message("local:work", "never-vialink", famTok))
+		h.refused("work", "messages", name, "family", "family tried to act as work")
+		h.alerted(name, "family")
+		h.stillAnswering(mainTok)
+		h.neverSent("never-vialink")
 	})
 	t.Run("a refused file's group stays untouched", func(t *testing.T) {
 		h.sub(t)
@@ -613,6 +655,29 @@ func TestIPCKill9Burst(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
 		t.Errorf("files left in messages/: %v", left)
 	}
+}
+
+type snapshotTask struct{ ID, GroupFolder, Prompt, Status string }
+
+// waitTask waits for the task with prompt in folder's current_tasks.json.
+func (h *ipcInstall) waitTask(folder, prompt string) snapshotTask {
+	h.t.Helper()
+	path := filepath.Join(h.ipcDir(folder, ""), "current_tasks.json")
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		var tasks []snapshotTask
+		data, _ := os.ReadFile(path)
+		json.Unmarshal(data, &tasks)
+		for _, task := range tasks {
+			if task.Prompt == prompt {
+				return task
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	data, _ := os.ReadFile(path)
+	h.t.Fatalf("no task %q in %s: %s", prompt, path, data)
+	return snapshotTask{}
 }
 
 func lastSeq(all []sent) int64 {
