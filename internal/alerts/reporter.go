@@ -52,16 +52,27 @@ func NewReporter(db *sql.DB, groupsDir string, out *Outbox, main MainFunc, coold
 // right after. The security.jsonl line is written after the commit; one
 // missed by a crash is written by the next Run.
 func (r *Reporter) Report(ctx context.Context, v Violation) error {
-	return r.record(ctx, v, true)
+	return r.record(ctx, v, true, nil)
 }
 
 // Audit records v in the audit trail only, with no alert: a refused IPC
 // file that is malformed rather than an attempt to cross a boundary.
 func (r *Reporter) Audit(ctx context.Context, v Violation) error {
-	return r.record(ctx, v, false)
+	return r.record(ctx, v, false, nil)
 }
 
-func (r *Reporter) record(ctx context.Context, v Violation, alert bool) error {
+// RecordOnce is Report (alert true) or Audit (alert false) for a caller
+// that may repeat the call after a crash, such as the IPC watcher finishing
+// a refused file again after a restart. claim runs inside the transaction
+// that records v, before anything else, and marks the caller's key done;
+// it returns false when the key was done before, and then nothing is
+// recorded. Because the mark and the record commit together, a kill -9 can
+// neither double the alert nor lose it.
+func (r *Reporter) RecordOnce(ctx context.Context, v Violation, alert bool, claim func(tx *sql.Tx) (bool, error)) error {
+	return r.record(ctx, v, alert, claim)
+}
+
+func (r *Reporter) record(ctx context.Context, v Violation, alert bool, claim func(tx *sql.Tx) (bool, error)) error {
 	if v.Time.IsZero() {
 		v.Time = r.now()
 	}
@@ -74,6 +85,15 @@ func (r *Reporter) record(ctx context.Context, v Violation, alert bool) error {
 		return fmt.Errorf("alerts: begin: %w", err)
 	}
 	defer tx.Rollback()
+	if claim != nil {
+		first, err := claim(tx)
+		if err != nil {
+			return fmt.Errorf("alerts: claim violation of group %s: %w", v.Group, err)
+		}
+		if !first {
+			return nil
+		}
+	}
 	res, err := tx.ExecContext(ctx,
 		`INSERT INTO violations (time, grp, kind, tool, target, detail, action) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		v.Time.UnixNano(), v.Group, v.Kind, v.Tool, v.Target, v.Detail, v.Action)
