@@ -4,15 +4,21 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
+
+	"github.com/joho/godotenv"
 
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/daemon"
+	"github.com/nanoclawd/nanoclawd/internal/service"
 )
 
 func init() {
@@ -32,6 +38,11 @@ func runDaemon(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer closeLog()
+	if names, err := loadEnvFile(filepath.Join(filepath.Dir(cfg.File), service.EnvFileName)); err != nil {
+		return err
+	} else if len(names) > 0 {
+		log.Info().Strs("variables", names).Msg("read " + service.EnvFileName)
+	}
 	// A second SIGTERM/SIGINT stops at once: the first one cancelled ctx and
 	// the daemon is shutting down gracefully.
 	go func() {
@@ -63,10 +74,56 @@ func newLogger(dataDir string, stderr io.Writer) (zerolog.Logger, func(), error)
 	if err != nil {
 		return zerolog.Nop(), nil, err
 	}
-	var console io.Writer = stderr
+	// On a terminal, readable lines; under a service manager, whose stderr
+	// file is not rotated, only warnings and errors (the JSON log has all).
+	var console zerolog.LevelWriter = zerolog.LevelWriterAdapter{Writer: stderr}
 	if f, ok := stderr.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
-		console = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.TimeOnly}
+		console = zerolog.LevelWriterAdapter{Writer: zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.TimeOnly}}
+	} else {
+		console = minLevel{console, zerolog.WarnLevel}
 	}
 	log := zerolog.New(zerolog.MultiLevelWriter(file, console)).With().Timestamp().Logger()
 	return log, func() { file.Close() }, nil
+}
+
+// minLevel drops what is below its level.
+type minLevel struct {
+	zerolog.LevelWriter
+	min zerolog.Level
+}
+
+func (w minLevel) WriteLevel(l zerolog.Level, p []byte) (int, error) {
+	if l < w.min {
+		return len(p), nil
+	}
+	return w.LevelWriter.WriteLevel(l, p)
+}
+
+// loadEnvFile sets the variables of the env file beside the config (for
+// secrets a service manager does not pass, such as ANTHROPIC_API_KEY) that
+// the environment does not already set. A file others can read is refused.
+func loadEnvFile(path string) ([]string, error) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%s holds secrets but others may read it (mode %v): run chmod 600 %s", path, fi.Mode().Perm(), path)
+	}
+	vars, err := godotenv.Read(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (write one NAME=value a line)", path, err)
+	}
+	var set []string
+	for name, v := range vars {
+		if _, ok := os.LookupEnv(name); !ok {
+			os.Setenv(name, v)
+			set = append(set, name)
+		}
+	}
+	slices.Sort(set)
+	return set, nil
 }

@@ -590,3 +590,21 @@ func TestFollowUpReachesRunningAgent(t *testing.T) {
 		t.Errorf("a follow-up answered in the last run was sent again:\n%s", p)
 	}
 }
+
+// Secrets a service manager does not pass come from nanoclawd.env beside
+// the config; a file others can read is refused.
+func TestEnvFile(t *testing.T) {
+	in := newInstall(t, `"command": [`+quote(testagent)+`], "env": ["NC_TEST_SECRET"]`)
+	in.addGroup("local:main", "main", "--main")
+	envFile := filepath.Join(in.dir, "nanoclawd.env")
+	os.WriteFile(envFile, []byte("# for the service\nNC_TEST_SECRET=\"s3cret value\"\n"), 0o644)
+	cmd := exec.Command(nanoclawd, "run", "--config", in.config)
+	cmd.Env = in.env
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "chmod 600 "+envFile) {
+		t.Fatalf("a world-readable env file was accepted: %v %s", err, out)
+	}
+	os.Chmod(envFile, 0o600)
+	in.start()
+	in.post("local:main", "Owner", "env")
+	in.waitFor("local:main", func(s string) bool { return strings.Contains(s, "NC_TEST_SECRET=s3cret value") })
+}

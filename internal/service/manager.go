@@ -110,21 +110,19 @@ func (m *Manager) Install(ctx context.Context, s Spec, secrets []string, dryRun 
 }
 
 // secretsNote says how to give the service the variables agent.env names:
-// the service manager starts the daemon without the shell's environment.
+// the service manager starts the daemon without the shell's environment,
+// and `nanoclawd run` reads them from the env file beside the config.
 func (m *Manager) secretsNote(s Spec, secrets []string) {
 	if len(secrets) == 0 {
 		return
 	}
-	names := strings.Join(secrets, ", ")
+	restart := "systemctl --user restart " + Unit
+	manager := "systemd"
 	if m.launchd() {
-		fmt.Fprintf(m.Out, "agent.env names %s: launchd does not read your shell profile and the plist holds no secrets, so give them to launchd (they last until you log out), then restart the service:\n", names)
-		for _, n := range secrets {
-			fmt.Fprintf(m.Out, "  launchctl setenv %s \"$%s\"\n", n, n)
-		}
-		fmt.Fprintf(m.Out, "  launchctl kickstart -k %s\n", m.service())
-		return
+		restart, manager = "launchctl kickstart -k "+m.service(), "launchd"
 	}
-	fmt.Fprintf(m.Out, "agent.env names %s: systemd does not read your shell profile and the unit holds no secrets, so put them in %s (one NAME=value a line, chmod 600), then run: systemctl --user restart %s\n", names, s.EnvFile, Unit)
+	fmt.Fprintf(m.Out, "agent.env names %s: %s does not read your shell profile and the service file holds no secrets, so put them in %s (one NAME=value a line, chmod 600; nanoclawd reads it at start), then run: %s\n",
+		strings.Join(secrets, ", "), manager, s.EnvFile, restart)
 }
 
 // Uninstall stops the service and removes its file. Nothing installed is

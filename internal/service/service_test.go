@@ -288,7 +288,7 @@ func TestLaunchdLifecycle(t *testing.T) {
 	if bytes.Contains(body, []byte("ANTHROPIC_API_KEY")) {
 		t.Error("plist names a secret")
 	}
-	if !strings.Contains(out.String(), `launchctl setenv ANTHROPIC_API_KEY "$ANTHROPIC_API_KEY"`) {
+	if !strings.Contains(out.String(), "agent.env names ANTHROPIC_API_KEY: launchd does not read your shell profile") || !strings.Contains(out.String(), "nanoclawd.env (one NAME=value a line, chmod 600") {
 		t.Errorf("no word on how to pass the key:\n%s", out.String())
 	}
 	// Reinstall: the loaded job is booted out first; a bootout failure
