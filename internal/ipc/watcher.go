@@ -286,9 +286,15 @@ type record struct {
 	v                 alerts.Violation
 	alert             bool
 	attempts          int
+	decidedAt         int64 // unix ms
 }
 
-func (r *record) key() string { return fmt.Sprintf("ipc-%d", r.id) }
+// key names the record's side effect for Actions. The row id alone is not
+// enough: SQLite hands out the ids of pruned rows again (after a quiet
+// week prune empties the table and ids restart at 1), and the daemon keeps
+// the keys it has done, so a new file would be taken for an old one and
+// dropped. decided_at only grows for a given id.
+func (r *record) key() string { return fmt.Sprintf("ipc-%d-%d", r.id, r.decidedAt) }
 
 func (w *Watcher) handleFile(ctx context.Context, folder, sub, name string) error {
 	if err := w.checkDirs(folder, sub); err != nil {
@@ -306,7 +312,10 @@ func (w *Watcher) handleFile(ctx context.Context, folder, sub, name string) erro
 	if err != nil {
 		return err
 	}
-	if !found {
+	// A finished record's file was removed or quarantined before the record
+	// was marked finished, so a file found under it now is a new one with
+	// the same name and content: it is decided again.
+	if !found || rec.state == "done" || rec.state == "failed" {
 		d, err := w.decide(ctx, folder, sub, name, data, bad)
 		if err != nil {
 			return err
@@ -521,15 +530,18 @@ func (w *Watcher) record(ctx context.Context, folder, sub, name, hash string, d 
 			b, _ := json.Marshal(rec.v)
 			vJSON = sql.NullString{String: string(b), Valid: true}
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO ipc_files (folder, sub, name, hash, state, request, violation, alert, decided_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, folder, sub, name, hash, rec.state, reqJSON, vJSON, rec.alert, w.now().UnixMilli())
+		// A new file with a finished record's name and content takes over
+		// its row, with a later decided_at and so a new key.
+		err = tx.QueryRowContext(ctx, `INSERT INTO ipc_files (folder, sub, name, hash, state, request, violation, alert, decided_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (folder, sub, name, hash) DO UPDATE SET state = excluded.state, request = excluded.request,
+				violation = excluded.violation, alert = excluded.alert, attempts = 0,
+				decided_at = max(excluded.decided_at, ipc_files.decided_at + 1)
+			RETURNING id, decided_at`,
+			folder, sub, name, hash, rec.state, reqJSON, vJSON, rec.alert, w.now().UnixMilli()).Scan(&rec.id, &rec.decidedAt)
 		if err != nil {
 			tx.Rollback()
 			return nil, fmt.Errorf("record ipc file: %w", err)
-		}
-		if rec.id, err = res.LastInsertId(); err != nil {
-			tx.Rollback()
-			return nil, err
 		}
 		if err := tx.Commit(); err != nil {
 			return nil, fmt.Errorf("record ipc file: %w", err)
@@ -589,12 +601,12 @@ func (w *Watcher) lookup(ctx context.Context, folder, sub, name, hash string) (*
 	return rec, err == nil, err
 }
 
-const recordColumns = `id, folder, sub, name, state, COALESCE(request, ''), COALESCE(violation, ''), alert, attempts`
+const recordColumns = `id, folder, sub, name, state, COALESCE(request, ''), COALESCE(violation, ''), alert, attempts, decided_at`
 
 func scanRecord(row interface{ Scan(...any) error }) (*record, error) {
 	var r record
 	var req, v string
-	if err := row.Scan(&r.id, &r.folder, &r.sub, &r.name, &r.state, &req, &v, &r.alert, &r.attempts); err != nil {
+	if err := row.Scan(&r.id, &r.folder, &r.sub, &r.name, &r.state, &req, &v, &r.alert, &r.attempts, &r.decidedAt); err != nil {
 		return nil, err
 	}
 	if req != "" {
@@ -632,12 +644,7 @@ func (w *Watcher) finish(ctx context.Context, rec *record, path string) error {
 		if err := w.cfg.Actions.Violation(ctx, rec.key(), rec.v, rec.alert); err != nil {
 			return w.failed(ctx, rec, "", err)
 		}
-	default: // done or failed: only a leftover file of a finished record
-		if path != "" {
-			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
-		}
+	default: // done or failed: nothing is left to do (handleFile decides a new file again)
 		return nil
 	}
 	if _, err := w.cfg.DB.ExecContext(ctx, `UPDATE ipc_files SET state = 'done' WHERE id = ?`, rec.id); err != nil {
