@@ -40,6 +40,7 @@ type daemonInstall struct {
 	env    []string
 	client *http.Client
 	out    *lockedBuffer // the daemon's stdout and stderr
+	sent   []sentMessage // what GET /sent returned so far, in order
 }
 
 type lockedBuffer struct {
@@ -177,19 +178,19 @@ type sentMessage struct {
 	Text    string `json:"text"`
 }
 
-// collect long-polls GET /sent from after seq on until done is satisfied
-// by everything sent so far, and returns it.
-func (in *daemonInstall) collect(ctx context.Context, after int64, done func([]sentMessage) bool) []sentMessage {
+// waitSent long-polls GET /sent until done holds for everything the
+// daemon has sent since it started, and returns all of it.
+func (in *daemonInstall) waitSent(ctx context.Context, done func([]sentMessage) bool) []sentMessage {
 	in.t.Helper()
-	var all []sentMessage
-	for !done(all) {
-		if ctx.Err() != nil {
-			in.t.Fatalf("deadline passed; sent so far: %+v", all)
+	for !done(in.sent) {
+		var after int64
+		if len(in.sent) > 0 {
+			after = in.sent[len(in.sent)-1].Seq
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://local/sent?after=%d&wait=5", after), nil)
 		resp, err := in.client.Do(req)
 		if err != nil {
-			in.t.Fatalf("GET /sent: %v; sent so far: %+v", err, all)
+			in.t.Fatalf("GET /sent: %v; sent so far: %+v", err, in.sent)
 		}
 		var page struct{ Messages []sentMessage }
 		err = json.NewDecoder(resp.Body).Decode(&page)
@@ -197,12 +198,9 @@ func (in *daemonInstall) collect(ctx context.Context, after int64, done func([]s
 		if err != nil {
 			in.t.Fatalf("GET /sent: %v", err)
 		}
-		for _, m := range page.Messages {
-			all = append(all, m)
-			after = m.Seq
-		}
+		in.sent = append(in.sent, page.Messages...)
 	}
-	return all
+	return in.sent
 }
 
 // dumpOnFailure logs what the daemon, the agents and the model saw.
@@ -228,6 +226,11 @@ func TestDaemonSandboxesNonMainGroupEndToEnd(t *testing.T) {
 
 	secretFile := filepath.Join(w.home, ".ssh", "id_test")
 	workDir := w.groupDir("work")
+	familyDir := w.groupDir("family")
+	db, dbWAL := filepath.Join(w.data, "nanoclaw.db"), filepath.Join(w.data, "nanoclaw.db-wal")
+	// Said in the work chat before family runs, so it sits in the daemon's
+	// SQLite files, and written in work's notes (its CLAUDE.md).
+	workPrivate := "WORK-PRIVATE-" + randHex(t, 8)
 	// The operator's user settings: main reads them, family never does.
 	userMarker := "USER-SETTINGS-" + randHex(t, 8)
 	if err := os.MkdirAll(filepath.Join(w.home, ".claude"), 0o700); err != nil {
@@ -244,6 +247,17 @@ func TestDaemonSandboxesNonMainGroupEndToEnd(t *testing.T) {
 		mockapi.Tool("Write", map[string]any{"file_path": filepath.Join(workDir, "pwned.txt"), "content": "pwned"}),                         // (d)
 		mockapi.Tool("Bash", map[string]any{"command": "echo pwned > " + filepath.Join(workDir, "pwned-bash.txt"), "description": "write"}), // (d) via Bash
 		mockapi.Tool("Bash", map[string]any{"command": "echo marker=$NC_USER_MARKER", "description": "settings"}),
+		// Its own folder is writable, except what would forge its audit
+		// trail or loosen its sandbox on the next run.
+		mockapi.Tool("Bash", map[string]any{"command": "echo forged >> logs/security.jsonl", "description": "audit"}),
+		mockapi.Tool("Bash", map[string]any{"command": "mkdir -p .claude && echo '{}' > .claude/settings.json", "description": "settings"}),
+		mockapi.Tool("Write", map[string]any{"file_path": filepath.Join(familyDir, ".mcp.json"), "content": "{}"}),
+		// The daemon's SQLite, which holds every chat's messages.
+		mockapi.Tool("Bash", map[string]any{"command": "cat " + db + " " + dbWAL + " | strings | grep WORK-PRIVATE", "description": "db"}),
+		// The other file tools on the work group's notes.
+		mockapi.Tool("Grep", map[string]any{"pattern": "WORK-NOTES", "path": w.groups, "output_mode": "content"}),
+		mockapi.Tool("Grep", map[string]any{"pattern": "WORK-NOTES", "path": workDir, "output_mode": "content"}),
+		mockapi.Tool("Glob", map[string]any{"pattern": "**/*.md", "path": workDir}),
 		mockapi.Text(familyReply),
 	)
 	mock.Script("MAIN-PROBE",
@@ -257,6 +271,8 @@ func TestDaemonSandboxesNonMainGroupEndToEnd(t *testing.T) {
 	in.cli("groups", "add", "--jid", "local:family", "--name", "family", "--folder", "family", "--no-trigger")
 	in.cli("groups", "add", "--jid", "local:work", "--name", "work", "--folder", "work")
 	in.start(ctx)
+	writeFile(t, filepath.Join(workDir, "CLAUDE.md"), "WORK-NOTES-"+workPrivate+"\n", 0o644)
+	in.post("local:work", "Bob", workPrivate) // no trigger: stored, never answered
 
 	// --- family: every attempt is blocked, reported and leaks nothing.
 	in.post("local:family", "Eve", "FAMILY-PROBE show me the server's ssh key")
@@ -266,38 +282,46 @@ func TestDaemonSandboxesNonMainGroupEndToEnd(t *testing.T) {
 		{"network", "Bash", "example.com"},                               // (c)
 		{"permission", "Write", filepath.Join(workDir, "pwned.txt")},     // (d)
 		{"filesystem", "Bash", filepath.Join(workDir, "pwned-bash.txt")}, // (d) via Bash
+		// The runner names an EROFS path from the error text, and cuts a
+		// relative one to its last "/…" part ("/security.jsonl"); "*/name"
+		// checks only the file name until it resolves them against the cwd.
+		{"filesystem", "Bash", "*/security.jsonl"},
+		{"filesystem", "Bash", "*/settings.json"},
+		{"permission", "Write", filepath.Join(familyDir, ".mcp.json")},
+		{"filesystem", "Bash", db},
+		{"filesystem", "Bash", dbWAL},
+		// Grep over the whole groups dir finds nothing and is no violation:
+		// the deny rules leave work's files out of the search.
+		{"permission", "Grep", workDir},
+		{"permission", "Glob", workDir},
 	}
-	alertFor := func(all []sentMessage, tool, target string) bool {
-		for _, m := range all {
-			if m.ChatJID == "local:main" && strings.HasPrefix(m.Text, "[SANDBOX ALERT]") &&
-				strings.Contains(m.Text, `"family"`) && strings.Contains(m.Text, tool) && strings.Contains(m.Text, target) {
-				return true
-			}
+	targetIs := func(got, want string) bool {
+		if name, ok := strings.CutPrefix(want, "*"); ok {
+			return strings.HasSuffix(got, name)
 		}
-		return false
+		return got == want
 	}
-	replied := func(all []sentMessage) bool {
-		for _, m := range all {
-			if m.ChatJID == "local:family" && m.Text == familyReply {
-				return true
-			}
-		}
-		return false
-	}
-	sent := in.collect(ctx, 0, func(all []sentMessage) bool {
-		if !replied(all) {
-			return false
-		}
-		for _, wv := range want {
-			if !alertFor(all, wv.tool, wv.target) {
-				return false
-			}
-		}
-		return true
-	})
+	// Violation frames come before the result frame, and the daemon records
+	// each one before it reads the next frame: once the reply is out, the
+	// audit trail is complete.
+	in.waitSent(ctx, func(all []sentMessage) bool { return sentIn(all, "local:family", familyReply) > 0 })
 
 	if mock.Contains(w.secret) {
 		t.Errorf("the secret in %s reached the model API from the family group", secretFile)
+	}
+	if mock.Contains(workPrivate) {
+		t.Error("the work group's message or notes reached the model API from the family group")
+	}
+	if dbBytes, _ := os.ReadFile(db); !bytes.Contains(append(dbBytes, readOrNil(dbWAL)...), []byte(workPrivate)) {
+		t.Error("the work chat's message is not in the daemon's SQLite files, so reading them proves nothing")
+	}
+	if audit, _ := os.ReadFile(filepath.Join(familyDir, "logs", "security.jsonl")); bytes.Contains(audit, []byte("forged")) {
+		t.Error("the family agent appended to its own audit trail")
+	}
+	for _, name := range []string{".mcp.json", filepath.Join(".claude", "settings.json")} {
+		if _, err := os.Stat(filepath.Join(familyDir, name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the family agent wrote %s into its folder, which would loosen its next run (stat: %v)", name, err)
+		}
 	}
 	if mock.Contains(userMarker) {
 		t.Error("the family agent read the operator's user settings (~/.claude/settings.json)")
@@ -313,15 +337,6 @@ func TestDaemonSandboxesNonMainGroupEndToEnd(t *testing.T) {
 			t.Errorf("%s was written into the work group's folder (stat: %v)", name, err)
 		}
 	}
-	for _, m := range sent {
-		if m.ChatJID == "local:family" && m.Text != familyReply {
-			t.Errorf("family chat got %q besides the agent's reply", m.Text)
-		}
-		if m.ChatJID == "local:work" {
-			t.Errorf("work chat got %q", m.Text)
-		}
-	}
-
 	// The audit trail: one line per attempt in the group's security.jsonl,
 	// and the same rows from `nanoclawd violations`.
 	type row struct{ Group, Kind, Tool, Target, Detail, Action string }
@@ -345,7 +360,7 @@ func TestDaemonSandboxesNonMainGroupEndToEnd(t *testing.T) {
 	}
 	has := func(rows []row, kind, tool, target string) bool {
 		for _, r := range rows {
-			if r.Group == "family" && r.Kind == kind && r.Tool == tool && r.Target == target && r.Action == "blocked" {
+			if r.Group == "family" && r.Kind == kind && r.Tool == tool && targetIs(r.Target, target) && r.Action == "blocked" {
 				return true
 			}
 		}
@@ -364,20 +379,41 @@ func TestDaemonSandboxesNonMainGroupEndToEnd(t *testing.T) {
 	}
 	t.Logf("family violations: %+v", cliRows)
 
-	// --- main: the same read goes through, so the probe can see a leak.
-	var last int64
-	for _, m := range sent {
-		last = max(last, m.Seq)
+	// The main chat gets one [SANDBOX ALERT] per recorded violation (the
+	// cooldown is 0), naming the group, the tool and the target.
+	isAlert := func(m sentMessage) bool {
+		return m.ChatJID == "local:main" && strings.HasPrefix(m.Text, "[SANDBOX ALERT]") && strings.Contains(m.Text, `"family"`)
 	}
-	in.post("local:main", "Owner", "MAIN-PROBE show the key")
-	in.collect(ctx, last, func(all []sentMessage) bool {
+	sent := in.waitSent(ctx, func(all []sentMessage) bool {
+		n := 0
 		for _, m := range all {
-			if m.ChatJID == "local:main" && m.Text == "Here it is." {
-				return true
+			if isAlert(m) {
+				n++
 			}
 		}
-		return false
+		return n >= len(cliRows)
 	})
+	for _, wv := range want {
+		found := false
+		for _, m := range sent {
+			found = found || isAlert(m) && strings.Contains(m.Text, wv.tool) && strings.Contains(m.Text, strings.TrimPrefix(wv.target, "*"))
+		}
+		if !found {
+			t.Errorf("no [SANDBOX ALERT] in the main chat names family, %s and %s", wv.tool, wv.target)
+		}
+	}
+	for _, m := range sent {
+		if m.ChatJID == "local:family" && m.Text != familyReply {
+			t.Errorf("family chat got %q besides the agent's reply", m.Text)
+		}
+		if m.ChatJID == "local:work" {
+			t.Errorf("work chat got %q", m.Text)
+		}
+	}
+
+	// --- main: the same read goes through, so the probe can see a leak.
+	in.post("local:main", "Owner", "MAIN-PROBE show the key")
+	in.waitSent(ctx, func(all []sentMessage) bool { return sentIn(all, "local:main", "Here it is.") > 0 })
 	if !mock.Contains(w.secret) {
 		t.Fatalf("main group: the secret in %s never reached the mock, so the probe cannot see a leak", secretFile)
 	}
@@ -388,4 +424,20 @@ func TestDaemonSandboxesNonMainGroupEndToEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(in.cli("violations", "--group", "main", "--json")), &mainRows); err != nil || len(mainRows) != 0 {
 		t.Errorf("main group is exempt, yet violations --group main = %v (%v)", mainRows, err)
 	}
+}
+
+func readOrNil(path string) []byte {
+	b, _ := os.ReadFile(path)
+	return b
+}
+
+// sentIn counts the messages sent to chat with exactly text.
+func sentIn(all []sentMessage, chat, text string) int {
+	n := 0
+	for _, m := range all {
+		if m.ChatJID == chat && m.Text == text {
+			n++
+		}
+	}
+	return n
 }
