@@ -99,27 +99,17 @@ func (a actions) RefreshGroups(ctx context.Context) error {
 	return nil
 }
 
+// Violation records a refused file once: the audit row, the alert and the
+// key's done-mark commit together.
 func (a actions) Violation(ctx context.Context, key string, v alerts.Violation, alert bool) error {
-	var seen int
-	if err := a.d.db.QueryRowContext(ctx, `SELECT count(*) FROM done_keys WHERE key = ?`, key).Scan(&seen); err != nil {
-		return err
-	}
-	if seen > 0 {
-		return nil
-	}
-	var err error
-	if alert {
-		err = a.d.reporter.Report(ctx, v)
-	} else {
-		err = a.d.reporter.Audit(ctx, v)
-	}
-	if err != nil {
-		return err
-	}
-	// Recorded after the report: a crash in between repeats the audit
-	// entry rather than losing it.
-	_, err = a.d.db.ExecContext(ctx, `INSERT OR IGNORE INTO done_keys (key, done_at) VALUES (?, ?)`, key, time.Now().UnixMilli())
-	return err
+	return a.d.reporter.RecordOnce(ctx, v, alert, func(tx *sql.Tx) (bool, error) {
+		res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO done_keys (key, done_at) VALUES (?, ?)`, key, time.Now().UnixMilli())
+		if err != nil {
+			return false, err
+		}
+		n, err := res.RowsAffected()
+		return n > 0, err
+	})
 }
 
 // chats lists chats for available_groups.json.

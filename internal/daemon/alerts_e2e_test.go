@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -188,31 +187,10 @@ func TestAlertFloodKill9(t *testing.T) {
 	h.start()
 	h.checkFlood(4 * time.Second)
 }
-
-// BenchmarkAlertFrameToSent measures from the moment a sandboxed agent
-// prints a violation frame (stamped in the frame) to the main chat's
-// channel accepting the alert (the time /sent records).
-func BenchmarkAlertFrameToSent(b *testing.B) {
-	bi := newBenchInstall(b)
-	bi.cli("groups", "add", "--jid", "local:main", "--name", "main", "--folder", "main", "--main")
-	bi.cli("groups", "add", "--jid", "local:family", "--name", "family", "--folder", "family", "--no-trigger")
-	bi.start()
-	var after int64
-	bi.post("local:main", "echo up")
-	bi.waitText(&after, "echo: up")
-	b.ResetTimer()
-	bi.post("local:family", fmt.Sprintf("bench-violations %d", b.N))
-	stamp := regexp.MustCompile(`bench-(\d+)\.example[\s\S]*Detail: at (\d+)`)
-	var lat []time.Duration
-	for len(lat) < b.N {
-		m := bi.next(&after)
-		sm := stamp.FindStringSubmatch(m.Text)
-		if m.ChatJID != "local:main" || sm == nil {
-			continue
-		}
-		ns, _ := strconv.ParseInt(sm[2], 10, 64)
-		lat = append(lat, sentTime(b, m).Sub(time.Unix(0, ns)))
+func sentTime(b testing.TB, m sent) time.Time {
+	at, err := time.Parse(time.RFC3339Nano, m.Time)
+	if err != nil {
+		b.Fatalf("sent time %q: %v", m.Time, err)
 	}
-	b.StopTimer()
-	reportLatency(b, lat)
+	return at
 }
