@@ -29,10 +29,14 @@ export interface DetectorPolicy {
   cwd: string;
 }
 
+// A path in an error message, absolute or relative ("logs/x" from
+// "bash: line 1: logs/x: Read-only file system"), as a whole word.
 const FS_AFTER_PATH =
-  /(\/[^\s'"`:]+)['"`]?: (No such file or directory|Read-only file system|Operation not permitted|Permission denied)/g;
+  /(?:^|[\s'"`])((?:~|\.{1,2})?\/?[^\s'"`:]+)['"`]?: (No such file or directory|Read-only file system|Operation not permitted|Permission denied)/gm;
 const FS_BEFORE_PATH =
-  /(No such file or directory|Read-only file system|Operation not permitted|Permission denied): ['"`]?(\/[^\s'"`]+)/g;
+  /(No such file or directory|Read-only file system|Operation not permitted|Permission denied): ['"`]?((?:~|\.{1,2})?\/?[^\s'"`]+)/g;
+// A path in a shell command: absolute, ~ or ./ based, or relative with a slash.
+const COMMAND_PATH = /(?:^|[\s'"=<>|;&(])((?:~|\.{1,2})?\/[^\s'"`;|&<>()]*|[A-Za-z0-9_][A-Za-z0-9_.-]*\/[^\s'"`;|&<>()]*)/g;
 const SANDBOX_BLOCK = /<sandbox_violations>([\s\S]*?)<\/sandbox_violations>/g;
 const PERMISSION_TEXT =
   /denied by your permission settings|haven't granted it yet|permission to use .* (?:has been|was) denied|blocked by (?:a )?(?:permission|deny) rule/i;
@@ -90,7 +94,8 @@ export class ViolationDetector {
     const hits: Array<[string, string]> = [];
     for (const m of text.matchAll(FS_AFTER_PATH)) hits.push([m[1], m[2]]);
     for (const m of text.matchAll(FS_BEFORE_PATH)) hits.push([m[2], m[1]]);
-    for (const [path, why] of hits) {
+    for (const [raw, why] of hits) {
+      const path = this.resolve(raw, this.policy.cwd);
       // A write outside allowWrite is read-only inside the sandbox, so EROFS
       // always means the sandbox said no; a missing or forbidden file only
       // counts when the path is one the policy hides.
@@ -106,7 +111,7 @@ export class ViolationDetector {
   // error text at all, yet the command tried to cross the boundary.
   fromCommand(tool: string, command: string, cwd: string, toolUseId?: string): void {
     if (!this.policy.sandboxed) return;
-    for (const m of command.matchAll(/(?:^|[\s'"=<>|;&(])((?:~|\.{1,2})?\/[^\s'"`;|&<>()]*)/g)) {
+    for (const m of command.matchAll(COMMAND_PATH)) {
       const p = this.resolve(m[1], cwd);
       if (this.isDenied(p)) {
         this.report({ kind: "filesystem", tool, target: p, detail: `command reaches a path the sandbox hides: ${firstLine(command)}` }, toolUseId);

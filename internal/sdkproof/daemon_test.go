@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -282,11 +283,10 @@ func TestDaemonSandboxesNonMainGroupEndToEnd(t *testing.T) {
 		{"network", "Bash", "example.com"},                               // (c)
 		{"permission", "Write", filepath.Join(workDir, "pwned.txt")},     // (d)
 		{"filesystem", "Bash", filepath.Join(workDir, "pwned-bash.txt")}, // (d) via Bash
-		// The runner names an EROFS path from the error text, and cuts a
-		// relative one to its last "/…" part ("/security.jsonl"); "*/name"
-		// checks only the file name until it resolves them against the cwd.
-		{"filesystem", "Bash", "*/security.jsonl"},
-		{"filesystem", "Bash", "*/settings.json"},
+		// Relative paths in the command or the error text are resolved
+		// against the group's folder.
+		{"filesystem", "Bash", filepath.Join(familyDir, "logs", "security.jsonl")},
+		{"filesystem", "Bash", filepath.Join(familyDir, ".claude", "settings.json")},
 		{"permission", "Write", filepath.Join(familyDir, ".mcp.json")},
 		{"filesystem", "Bash", db},
 		{"filesystem", "Bash", dbWAL},
@@ -315,7 +315,9 @@ func TestDaemonSandboxesNonMainGroupEndToEnd(t *testing.T) {
 	if dbBytes, _ := os.ReadFile(db); !bytes.Contains(append(dbBytes, readOrNil(dbWAL)...), []byte(workPrivate)) {
 		t.Error("the work chat's message is not in the daemon's SQLite files, so reading them proves nothing")
 	}
-	if audit, _ := os.ReadFile(filepath.Join(familyDir, "logs", "security.jsonl")); bytes.Contains(audit, []byte("forged")) {
+	// The daemon's own lines quote the command; the agent's would be a bare
+	// "forged" line.
+	if audit, _ := os.ReadFile(filepath.Join(familyDir, "logs", "security.jsonl")); slices.Contains(strings.Split(string(audit), "\n"), "forged") {
 		t.Error("the family agent appended to its own audit trail")
 	}
 	for _, name := range []string{".mcp.json", filepath.Join(".claude", "settings.json")} {
