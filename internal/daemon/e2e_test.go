@@ -608,3 +608,30 @@ func TestEnvFile(t *testing.T) {
 	in.post("local:main", "Owner", "env")
 	in.waitFor("local:main", func(s string) bool { return strings.Contains(s, "NC_TEST_SECRET=s3cret value") })
 }
+
+// Groups added and removed with the CLI take effect in the running daemon:
+// the new group is answered and its IPC directory watched at once.
+func TestGroupChangesReachRunningDaemon(t *testing.T) {
+	in := newInstall(t, "")
+	in.addGroup("local:main", "main", "--main")
+	in.start()
+	in.addGroup("local:late", "late")
+	in.post("local:late", "Ann", "@Andy echo hello late")
+	in.waitNext("local:late", equals("echo: hello late"))
+
+	bad := filepath.Join(in.dir, "data", "ipc", "late", "messages", "x.json")
+	os.MkdirAll(filepath.Dir(bad), 0o700)
+	os.WriteFile(bad+".tmp", []byte("{not json"), 0o600)
+	os.Rename(bad+".tmp", bad)
+	waitFile(t, filepath.Join(in.dir, "data", "ipc", "errors"), "x.json")
+
+	in.cli("groups", "remove", "late")
+	in.post("local:late", "Ann", "@Andy echo gone")
+	in.post("local:main", "Owner", "echo marker")
+	all := in.waitFor("local:main", equals("echo: marker"))
+	for _, s := range inChat(all, "local:late") {
+		if s == "echo: gone" {
+			t.Error("a removed group was answered")
+		}
+	}
+}
