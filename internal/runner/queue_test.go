@@ -241,9 +241,24 @@ func TestQueueRetrySucceeds(t *testing.T) {
 	if j := recv(t, done, "the third try"); j.Attempt != 2 {
 		t.Fatalf("attempt %d", j.Attempt)
 	}
-	q.mu.Lock()
-	retries := q.groups["a"].retries
-	q.mu.Unlock()
+	// The run sent on done before returning: wait until the queue has
+	// booked its end before looking.
+	deadline := time.Now().Add(10 * time.Second)
+	var retries int
+	for {
+		q.mu.Lock()
+		g := q.groups["a"]
+		booked := g.active == nil
+		retries = g.retries
+		q.mu.Unlock()
+		if booked {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run never ended")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	if err := q.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
