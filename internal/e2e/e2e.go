@@ -1,0 +1,529 @@
+// Package e2e is the one harness for tests that run the real nanoclawd
+// binary: it builds the binaries a test binary needs (once, into a temp
+// dir), installs nanoclawd in a temp dir with the local channel, runs CLI
+// commands, starts the daemon and talks to it only through the contract's
+// surfaces: the CLI, the local channel's socket API and files. It is
+// imported only by tests and benchmarks, so it takes testing.TB everywhere.
+package e2e
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	mu      sync.Mutex
+	running bool   // Main is running the tests
+	binDir  string // where Bin builds, removed by Main
+	built   = map[string]build{}
+)
+
+type build struct {
+	path string
+	err  error
+}
+
+// Main runs the tests of a package that uses Bin (directly or through New
+// and Run) and then removes the binaries it built. Call it from TestMain.
+func Main(m *testing.M) {
+	mu.Lock()
+	running = true
+	mu.Unlock()
+	code := m.Run()
+	mu.Lock()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	mu.Unlock()
+	os.Exit(code)
+}
+
+// Bin builds the command pkg (a directory below the module root, such as
+// "internal/bench/benchagent") the first time it is asked for and returns
+// the binary's path. Building on demand means a test binary whose tests
+// all skip, or a benchmark package run without -bench, builds nothing.
+func Bin(tb testing.TB, pkg string) string {
+	tb.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if !running {
+		tb.Fatal("e2e.Bin: call e2e.Main(m) from TestMain, so the built binaries are removed afterwards")
+	}
+	b, ok := built[pkg]
+	if !ok {
+		b.path, b.err = buildPkg(pkg)
+		built[pkg] = b
+	}
+	if b.err != nil {
+		tb.Fatal(b.err)
+	}
+	return b.path
+}
+
+func buildPkg(pkg string) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	if binDir == "" {
+		if binDir, err = os.MkdirTemp("", "nanoclawd-e2e"); err != nil {
+			return "", err
+		}
+	}
+	bin := filepath.Join(binDir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", bin, "./"+pkg)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./%s: %w\n%s", pkg, err, out)
+	}
+	return bin, nil
+}
+
+// moduleRoot is the nearest directory holding go.mod, from the test's
+// working directory (its package directory) upward.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("e2e: no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+// Nanoclawd is the built cmd/nanoclawd.
+func Nanoclawd(tb testing.TB) string { tb.Helper(); return Bin(tb, "cmd/nanoclawd") }
+
+// Testagent is the built stand-in agent, internal/testagent.
+func Testagent(tb testing.TB) string { tb.Helper(); return Bin(tb, "internal/testagent") }
+
+// Run runs nanoclawd with args in dir (the test's directory if "") with
+// the environment env (this process's if nil) and returns its stdout,
+// stderr and exit code. Only a binary that cannot be started fails tb.
+func Run(tb testing.TB, dir string, env []string, args ...string) (stdout, stderr string, code int) {
+	tb.Helper()
+	cmd := exec.Command(Nanoclawd(tb), args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		tb.Fatalf("nanoclawd %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// Options shape an Install. The zero value is the local channel, the
+// stand-in agent, no alert cooldown and this process's environment.
+type Options struct {
+	// Agent is the members of the config's "agent" object. Default: the
+	// stand-in agent with 60 s timeouts.
+	Agent string
+	// Channels is the members of "channels" besides "local". Default:
+	// WhatsApp disabled.
+	Channels string
+	// Alerts is the members of "alerts". Default: no cooldown.
+	Alerts string
+	// Env is added to the environment of the CLI and the daemon.
+	Env []string
+	// Home, when set, builds that environment from nothing: PATH,
+	// HOME=Home and Env, so nothing of the machine's own (a real API key,
+	// a real ~/.claude) takes part.
+	Home string
+	// Dir is where the config goes, with data/ and groups/ beside it.
+	// Default: a new temp dir.
+	Dir string
+	// StopSignal is how Proc.Stop and the end of the test stop the daemon
+	// (SIGKILL after 20 s if it is still there). Default: SIGKILL at once.
+	StopSignal os.Signal
+	// Wait bounds each WaitFor, WaitNext and WaitAfter. Default: 60 s.
+	Wait time.Duration
+	// Deadline, when set, bounds Start and every wait instead: the whole
+	// test, so a hang fails instead of stalling CI.
+	Deadline time.Time
+}
+
+// Install is one nanoclawd installation: a config whose local channel
+// listens on Socket, and the daemon started from it.
+type Install struct {
+	// TB is where failures go; a test may point it at a subtest while the
+	// subtest runs.
+	TB     testing.TB
+	Dir    string
+	Config string
+	Socket string
+	// Env is the CLI's and the daemon's environment; add to it before
+	// Start.
+	Env []string
+
+	stop     os.Signal
+	wait     time.Duration
+	deadline time.Time
+	client   *http.Client
+	pending  []Sent // fetched from /sent, not yet passed by WaitNext
+	fetched  int64  // the last seq WaitNext fetched
+}
+
+// New writes the config of a new installation.
+func New(tb testing.TB, o Options) *Install {
+	tb.Helper()
+	if o.Dir == "" {
+		o.Dir = tb.TempDir()
+	}
+	if o.Agent == "" {
+		o.Agent = `"command": [` + Quote(Testagent(tb)) + `], "timeout": "60s", "idleTimeout": "60s"`
+	}
+	if o.Channels == "" {
+		o.Channels = `"whatsapp": {"enabled": false}`
+	}
+	if o.Alerts == "" {
+		o.Alerts = `"cooldown": "0s"`
+	}
+	// Unix socket paths are limited to ~108 bytes; tb.TempDir() can be long.
+	sockDir, err := os.MkdirTemp("", "nc")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(sockDir) })
+	in := &Install{TB: tb, Dir: o.Dir, Config: filepath.Join(o.Dir, "nanoclaw.config.jsonc"), Socket: filepath.Join(sockDir, "s"),
+		stop: o.StopSignal, wait: o.Wait, deadline: o.Deadline}
+	cfg := fmt.Sprintf(`{
+		"channels": {%s, "local": {"enabled": true, "socket": %s}},
+		"agent": {%s},
+		"alerts": {%s},
+	}`, o.Channels, Quote(in.Socket), o.Agent, o.Alerts)
+	if err := os.WriteFile(in.Config, []byte(cfg), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	// Agent runs that fail are retried after 200 ms, not the default
+	// seconds, so retry tests stay fast.
+	base := os.Environ()
+	if o.Home != "" {
+		base = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + o.Home}
+	}
+	in.Env = slices.Concat(base, []string{"NANOCLAWD_RETRY_BASE=200ms"}, o.Env)
+	in.client = &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", in.Socket)
+		},
+	}}
+	return in
+}
+
+// CLI runs a nanoclawd command against this installation and returns its
+// stdout; a non-zero exit fails the test.
+func (in *Install) CLI(args ...string) string {
+	in.TB.Helper()
+	out, errs, code := Run(in.TB, "", in.Env, slices.Concat(args, []string{"--config", in.Config})...)
+	if code != 0 {
+		in.TB.Fatalf("nanoclawd %v: exit %d\n%s%s", args, code, out, errs)
+	}
+	return out
+}
+
+// AddGroup registers the group folder (named folder too) for jid.
+func (in *Install) AddGroup(jid, folder string, extra ...string) {
+	in.TB.Helper()
+	in.CLI(slices.Concat([]string{"groups", "add", "--jid", jid, "--name", folder, "--folder", folder}, extra)...)
+}
+
+// Proc is a running daemon.
+type Proc struct {
+	Cmd  *exec.Cmd
+	Out  *Buffer       // its stdout and stderr
+	Done chan struct{} // closed when it has exited
+	// Ready is how long it took from exec until it was ready.
+	Ready time.Duration
+	stop  os.Signal
+}
+
+// Kill9 kills the daemon with SIGKILL and waits until it is gone.
+func (p *Proc) Kill9() {
+	p.Cmd.Process.Signal(syscall.SIGKILL)
+	<-p.Done
+}
+
+// Stop stops the daemon as Options.StopSignal says and waits until it is
+// gone. Stopping a stopped daemon does nothing.
+func (p *Proc) Stop() {
+	if p.stop == nil {
+		p.Kill9()
+		return
+	}
+	p.Cmd.Process.Signal(p.stop)
+	select {
+	case <-p.Done:
+	case <-time.After(20 * time.Second):
+		p.Kill9()
+	}
+}
+
+// Start runs the daemon until the test ends and waits until it is ready:
+// it has logged "nanoclawd running" (groups loaded, IPC directories
+// watched) and its socket answers. If the test failed, the daemon's output
+// is logged when it ends.
+func (in *Install) Start() *Proc {
+	tb := in.TB
+	tb.Helper()
+	// Only warnings reach stderr off a terminal; "running" is in the log
+	// file, after what earlier starts wrote there.
+	logFile := filepath.Join(in.Dir, "data", "logs", "nanoclawd.log")
+	var logged int
+	if old, err := os.ReadFile(logFile); err == nil {
+		logged = len(old)
+	}
+	cmd := exec.Command(Nanoclawd(tb), "run", "--config", in.Config)
+	cmd.Env = in.Env
+	p := &Proc{Cmd: cmd, Out: &Buffer{}, Done: make(chan struct{}), stop: in.stop}
+	cmd.Stdout, cmd.Stderr = p.Out, p.Out
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	go func() { cmd.Wait(); close(p.Done) }()
+	tb.Cleanup(func() {
+		p.Stop()
+		if tb.Failed() {
+			tb.Logf("daemon output:\n%s", p.Out.String())
+		}
+	})
+	deadline := in.until(30 * time.Second)
+	for {
+		if b, _ := os.ReadFile(logFile); len(b) > logged && bytes.Contains(b[logged:], []byte(`"nanoclawd running"`)) {
+			if resp, err := in.client.Get("http://local/health"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					p.Ready = time.Since(t0)
+					return p
+				}
+			}
+		}
+		select {
+		case <-p.Done:
+			tb.Fatalf("daemon exited: %s", p.Out.String())
+		case <-time.After(time.Millisecond): // fine-grained: benchmarks measure Ready
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("daemon not ready on %s by %v: %s", in.Socket, deadline.Format(time.TimeOnly), p.Out.String())
+		}
+	}
+}
+
+// until is the deadline of a wait that lasts d unless Options.Deadline
+// says otherwise.
+func (in *Install) until(d time.Duration) time.Time {
+	if !in.deadline.IsZero() {
+		return in.deadline
+	}
+	return time.Now().Add(d)
+}
+
+// Post sends a message into chat through the local channel, as if sender
+// typed it, and returns its id.
+func (in *Install) Post(chat, sender, text string) string {
+	in.TB.Helper()
+	body, _ := json.Marshal(map[string]string{"chatJid": chat, "sender": sender + "@local", "senderName": sender, "text": text})
+	resp, err := in.client.Post("http://local/messages", "application/json", bytes.NewReader(body))
+	if err != nil {
+		in.TB.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct{ ID string }
+	json.NewDecoder(resp.Body).Decode(&out)
+	if resp.StatusCode != http.StatusAccepted || out.ID == "" {
+		in.TB.Fatalf("POST /messages to %s: status %d, id %q", chat, resp.StatusCode, out.ID)
+	}
+	return out.ID
+}
+
+// Sent is one message the daemon sent, from GET /sent.
+type Sent struct {
+	Seq     int64  `json:"seq"`
+	ChatJID string `json:"chatJid"`
+	Text    string `json:"text"`
+	Time    string `json:"time"`
+}
+
+// At is when the daemon sent it.
+func (s Sent) At(tb testing.TB) time.Time {
+	tb.Helper()
+	at, err := time.Parse(time.RFC3339Nano, s.Time)
+	if err != nil {
+		tb.Fatalf("sent time %q: %v", s.Time, err)
+	}
+	return at
+}
+
+// SentAfter is one page of GET /sent after seq, waiting up to wait for
+// the first message.
+func (in *Install) SentAfter(after int64, wait time.Duration) []Sent {
+	in.TB.Helper()
+	resp, err := in.client.Get(fmt.Sprintf("http://local/sent?after=%d&wait=%g", after, wait.Seconds()))
+	if err != nil {
+		in.TB.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var page struct{ Messages []Sent }
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+		in.TB.Fatal(err)
+	}
+	return page.Messages
+}
+
+// AllSent is everything on /sent so far.
+func (in *Install) AllSent() []Sent {
+	in.TB.Helper()
+	var all []Sent
+	var after int64
+	for {
+		page := in.SentAfter(after, 0)
+		if len(page) == 0 {
+			return all
+		}
+		all = append(all, page...)
+		after = page[len(page)-1].Seq
+	}
+}
+
+// WaitFor collects sent messages until one in chat satisfies ok, and
+// returns everything sent up to it.
+func (in *Install) WaitFor(chat string, ok func(string) bool) []Sent {
+	in.TB.Helper()
+	return in.WaitAfter(0, chat, ok)
+}
+
+// WaitAfter is WaitFor for the messages after seq.
+func (in *Install) WaitAfter(after int64, chat string, ok func(string) bool) []Sent {
+	in.TB.Helper()
+	var all []Sent
+	deadline := in.until(cmp.Or(in.wait, 60*time.Second))
+	for time.Now().Before(deadline) {
+		for _, m := range in.SentAfter(after, 5*time.Second) {
+			all = append(all, m)
+			after = m.Seq
+			if m.ChatJID == chat && ok(m.Text) {
+				return all
+			}
+		}
+	}
+	in.TB.Fatalf("no message in %s satisfied the check; sent: %+v", chat, all)
+	return nil
+}
+
+// WaitNext returns the first message in chat that satisfies ok after the
+// last one WaitNext returned. It reads /sent a page at a time and keeps
+// what follows the match for the next call, so a benchmark's client does
+// not compete with the daemon by reading the same messages again.
+func (in *Install) WaitNext(chat string, ok func(string) bool) Sent {
+	in.TB.Helper()
+	var passed []Sent
+	deadline := in.until(cmp.Or(in.wait, 60*time.Second))
+	for {
+		for len(in.pending) > 0 {
+			m := in.pending[0]
+			in.pending = in.pending[1:]
+			if m.ChatJID == chat && ok(m.Text) {
+				return m
+			}
+			passed = append(passed, m)
+		}
+		if !time.Now().Before(deadline) {
+			in.TB.Fatalf("no message in %s satisfied the check; sent: %+v", chat, passed)
+		}
+		page := in.SentAfter(in.fetched, 5*time.Second)
+		if len(page) > 0 {
+			in.fetched = page[len(page)-1].Seq
+		}
+		in.pending = append(in.pending, page...)
+	}
+}
+
+// InChat is the texts of the messages in chat.
+func InChat(all []Sent, chat string) []string {
+	var out []string
+	for _, m := range all {
+		if m.ChatJID == chat {
+			out = append(out, m.Text)
+		}
+	}
+	return out
+}
+
+// Equals is a check for WaitFor: the text is want.
+func Equals(want string) func(string) bool { return func(s string) bool { return s == want } }
+
+// Quote is s as a JSON string, for config fragments.
+func Quote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// WaitFile waits until dir holds a file whose name contains sub.
+func WaitFile(tb testing.TB, dir, sub string) {
+	tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if strings.Contains(e.Name(), sub) && !e.IsDir() {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tb.Fatalf("no file in %s", dir)
+}
+
+// CountProcs counts running processes whose executable is path.
+func CountProcs(path string) int {
+	n := 0
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err == nil && exe == path {
+			n++
+		}
+	}
+	return n
+}
+
+// Buffer is a process's output, written by exec and read by the test.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
