@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
+	"github.com/nanoclawd/nanoclawd/internal/e2e"
 )
 
 // End-to-end proof of contract §7 with the real daemon: a violation frame
@@ -18,10 +19,10 @@ import (
 func TestAlertViolationEndToEnd(t *testing.T) {
 	h := newIPCInstall(t, "0s")
 	h.threeGroups()
-	h.start()
+	h.Start()
 
-	h.post("local:family", "Alice", "@Andy violation network evil.example")
-	all := h.waitFor("local:main", func(s string) bool { return strings.Contains(s, "evil.example") })
+	h.Post("local:family", "Alice", "@Andy violation network evil.example")
+	all := h.WaitFor("local:main", func(s string) bool { return strings.Contains(s, "evil.example") })
 	alert := all[len(all)-1].Text
 	for _, want := range []string{`group "family"`, "Bash", "evil.example", "network.allowedDomains"} {
 		if !strings.HasPrefix(alert, "[SANDBOX ALERT]") || !strings.Contains(alert, want) {
@@ -38,24 +39,24 @@ func TestAlertViolationEndToEnd(t *testing.T) {
 
 	// The agent answered the group, so the group needs no notice. A notice
 	// is queued when the run ends, before the next run's answer.
-	h.post("local:family", "Alice", "@Andy echo next")
-	all = h.waitFor("local:family", equals("echo: next"))
-	if got := inChat(all, "local:family"); len(got) != 2 || got[0] != "violation reported" {
+	h.Post("local:family", "Alice", "@Andy echo next")
+	all = h.WaitFor("local:family", e2e.Equals("echo: next"))
+	if got := e2e.InChat(all, "local:family"); len(got) != 2 || got[0] != "violation reported" {
 		t.Errorf("family chat after a run that answered: %q", got)
 	}
 
 	// A run that is blocked and says nothing: the group is told why.
-	h.post("local:family", "Alice", "@Andy quiet-violation")
-	h.waitFor("local:main", func(s string) bool {
+	h.Post("local:family", "Alice", "@Andy quiet-violation")
+	h.WaitFor("local:main", func(s string) bool {
 		return strings.HasPrefix(s, "[SANDBOX ALERT]") && strings.Contains(s, "quiet.example")
 	})
-	h.waitFor("local:family", equals(alerts.GroupNotice("Andy")))
+	h.WaitFor("local:family", e2e.Equals(alerts.GroupNotice("Andy")))
 
 	// The main group's own violations are audited, not alerted: an alert
 	// would be queued for the main chat before the run's answer.
-	h.post("local:main", "Owner", "violation network main.example")
-	all = h.waitFor("local:main", equals("violation reported"))
-	for _, s := range inChat(all, "local:main") {
+	h.Post("local:main", "Owner", "violation network main.example")
+	all = h.WaitFor("local:main", e2e.Equals("violation reported"))
+	for _, s := range e2e.InChat(all, "local:main") {
 		if strings.Contains(s, "main.example") {
 			t.Errorf("main's own violation alerted: %q", s)
 		}
@@ -68,7 +69,7 @@ func TestAlertViolationEndToEnd(t *testing.T) {
 		t.Errorf("violations --group family --json = %+v, want evil.example and quiet.example", v)
 	}
 	// The group was told nothing else: main gets no notice either.
-	for _, s := range inChat(h.allSent(), "local:main") {
+	for _, s := range e2e.InChat(h.AllSent(), "local:main") {
 		if s == alerts.GroupNotice("Andy") {
 			t.Error("the main group got the sandbox notice")
 		}
@@ -79,14 +80,14 @@ var moreRE = regexp.MustCompile(`^\[SANDBOX ALERT\] \+(\d+) more`)
 
 // floodAlerts returns the main chat's alerts about target and the number
 // of violations they account for: 1 for a first alert, N for "+N more".
-func (h *ipcInstall) floodAlerts(target string) (msgs []sent, total int) {
-	h.t.Helper()
-	for _, m := range h.allSent() {
+func (h *ipcInstall) floodAlerts(target string) (msgs []e2e.Sent, total int) {
+	h.TB.Helper()
+	for _, m := range h.AllSent() {
 		if m.ChatJID != "local:main" || !strings.Contains(m.Text, target) {
 			continue
 		}
 		if !strings.HasPrefix(m.Text, "[SANDBOX ALERT]") || !strings.Contains(m.Text, `group "family"`) {
-			h.t.Errorf("alert about %s does not start with [SANDBOX ALERT] and name family: %q", target, m.Text)
+			h.TB.Errorf("alert about %s does not start with [SANDBOX ALERT] and name family: %q", target, m.Text)
 		}
 		msgs = append(msgs, m)
 		if sm := moreRE.FindStringSubmatch(m.Text); sm != nil {
@@ -101,8 +102,8 @@ func (h *ipcInstall) floodAlerts(target string) (msgs []sent, total int) {
 
 // waitFlood waits until the alerts about target account for at least want
 // violations, and returns them with their total.
-func (h *ipcInstall) waitFlood(target string, want int) ([]sent, int) {
-	h.t.Helper()
+func (h *ipcInstall) waitFlood(target string, want int) ([]e2e.Sent, int) {
+	h.TB.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		msgs, total := h.floodAlerts(target)
@@ -110,9 +111,9 @@ func (h *ipcInstall) waitFlood(target string, want int) ([]sent, int) {
 			return msgs, total
 		}
 		if time.Now().After(deadline) {
-			h.t.Fatalf("alerts account for %d of %d violations: %+v", total, want, msgs)
+			h.TB.Fatalf("alerts account for %d of %d violations: %+v", total, want, msgs)
 		}
-		h.sentAfter(lastSeq(h.allSent()), time.Second)
+		h.SentAfter(lastSeq(h.AllSent()), time.Second)
 	}
 }
 
@@ -121,18 +122,18 @@ func (h *ipcInstall) waitFlood(target string, want int) ([]sent, int) {
 // summary sent twice would have come out before it). It also checks the
 // audit trail holds each violation once.
 func (h *ipcInstall) checkFlood(cooldown time.Duration) {
-	h.t.Helper()
+	h.TB.Helper()
 	msgs, total := h.waitFlood("flood.example", 1000)
 	if total != 1000 {
-		h.t.Errorf("alerts add up to %d, want 1000: %+v", total, msgs)
+		h.TB.Errorf("alerts add up to %d, want 1000: %+v", total, msgs)
 	}
 	// Folding: at most one message per cooldown window the flood spanned,
 	// plus the first alert and the last summary.
-	span := sentTime(h.t, msgs[len(msgs)-1]).Sub(sentTime(h.t, msgs[0]))
+	span := msgs[len(msgs)-1].At(h.TB).Sub(msgs[0].At(h.TB))
 	if limit := 2 + int(span/cooldown); len(msgs) > limit {
-		h.t.Errorf("%d alert messages over %v with cooldown %v; want at most %d", len(msgs), span, cooldown, limit)
+		h.TB.Errorf("%d alert messages over %v with cooldown %v; want at most %d", len(msgs), span, cooldown, limit)
 	}
-	h.t.Logf("1000 violations → %d messages over %v: %q", len(msgs), span, firstLines(msgs))
+	h.TB.Logf("1000 violations → %d messages over %v: %q", len(msgs), span, firstLines(msgs))
 	n := 0
 	for _, e := range h.auditLines("family") {
 		if e.Target == "flood.example" {
@@ -140,20 +141,20 @@ func (h *ipcInstall) checkFlood(cooldown time.Duration) {
 		}
 	}
 	if n != 1000 {
-		h.t.Errorf("security.jsonl holds %d flood lines, want 1000", n)
+		h.TB.Errorf("security.jsonl holds %d flood lines, want 1000", n)
 	}
 	if v := h.violations("family"); len(v) != 1000 {
-		h.t.Errorf("`nanoclawd violations --group family` lists %d, want 1000", len(v))
+		h.TB.Errorf("`nanoclawd violations --group family` lists %d, want 1000", len(v))
 	}
 
-	h.post("local:family", "Alice", "@Andy violation network flood.example")
+	h.Post("local:family", "Alice", "@Andy violation network flood.example")
 	msgs, total = h.waitFlood("flood.example", 1001)
 	if total != 1001 {
-		h.t.Errorf("after one more violation the alerts add up to %d, want 1001: %+v", total, msgs)
+		h.TB.Errorf("after one more violation the alerts add up to %d, want 1001: %+v", total, msgs)
 	}
 }
 
-func firstLines(msgs []sent) []string {
+func firstLines(msgs []e2e.Sent) []string {
 	var out []string
 	for _, m := range msgs {
 		line, _, _ := strings.Cut(m.Text, "\n")
@@ -165,9 +166,9 @@ func firstLines(msgs []sent) []string {
 func TestAlertFloodFolded(t *testing.T) {
 	h := newIPCInstall(t, "2s")
 	h.threeGroups()
-	h.start()
-	h.post("local:family", "Alice", "@Andy flood-violations")
-	h.waitFor("local:family", equals("flood done"))
+	h.Start()
+	h.Post("local:family", "Alice", "@Andy flood-violations")
+	h.WaitFor("local:family", e2e.Equals("flood done"))
 	h.checkFlood(2 * time.Second)
 }
 
@@ -177,20 +178,13 @@ func TestAlertFloodFolded(t *testing.T) {
 func TestAlertFloodKill9(t *testing.T) {
 	h := newIPCInstall(t, "4s")
 	h.threeGroups()
-	p := h.start()
-	h.post("local:family", "Alice", "@Andy flood-violations")
+	p := h.Start()
+	h.Post("local:family", "Alice", "@Andy flood-violations")
 	// The answer is queued after every violation of the run was recorded.
-	h.waitFor("local:family", equals("flood done"))
+	h.WaitFor("local:family", e2e.Equals("flood done"))
 	_, before := h.floodAlerts("flood.example")
-	p.kill9(t)
+	p.Kill9()
 	t.Logf("killed with alerts for %d of 1000 violations sent", before)
-	h.start()
+	h.Start()
 	h.checkFlood(4 * time.Second)
-}
-func sentTime(b testing.TB, m sent) time.Time {
-	at, err := time.Parse(time.RFC3339Nano, m.Time)
-	if err != nil {
-		b.Fatalf("sent time %q: %v", m.Time, err)
-	}
-	return at
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/e2e"
 )
 
 // End-to-end proof of contract §5: IPC files dropped into a running
@@ -56,7 +58,7 @@ esac
 // writeAgentScript writes agentScript into dir and returns its path.
 func writeAgentScript(tb testing.TB, dir string) string {
 	path := filepath.Join(dir, "agent.sh")
-	if err := os.WriteFile(path, []byte(strings.ReplaceAll(agentScript, "TESTAGENT", testagent)), 0o755); err != nil {
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(agentScript, "TESTAGENT", e2e.Testagent(tb))), 0o755); err != nil {
 		tb.Fatal(err)
 	}
 	return path
@@ -64,12 +66,12 @@ func writeAgentScript(tb testing.TB, dir string) string {
 
 // agentConfig is the "agent" config object that runs agentScript.
 func agentConfig(script string) string {
-	return `"command": [` + quote(script) + `], "timeout": "60s", "idleTimeout": "60s", "env": ["NC_TOKENS"]`
+	return `"command": [` + e2e.Quote(script) + `], "timeout": "60s", "idleTimeout": "60s", "env": ["NC_TOKENS"]`
 }
 
 // ipcInstall is an install whose agents tell the test their IPC tokens.
 type ipcInstall struct {
-	*install
+	*e2e.Install
 	tokens string
 	n      int // makes texts unique
 }
@@ -78,36 +80,24 @@ type ipcInstall struct {
 // alerts.cooldown set to cooldown.
 func newIPCInstall(t *testing.T, cooldown string) *ipcInstall {
 	t.Helper()
-	in := newInstall(t, agentConfig(writeAgentScript(t, t.TempDir())))
-	cfg, err := os.ReadFile(in.config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const zero = `"alerts": {"cooldown": "0s"}`
-	if !bytes.Contains(cfg, []byte(zero)) {
-		t.Fatalf("config has no %s to replace:\n%s", zero, cfg)
-	}
-	cfg = bytes.Replace(cfg, []byte(zero), []byte(`"alerts": {"cooldown": `+quote(cooldown)+`}`), 1)
-	if err := os.WriteFile(in.config, cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	h := &ipcInstall{install: in, tokens: t.TempDir()}
-	in.env = append(in.env, "NC_TOKENS="+h.tokens)
-	return h
+	tokens := t.TempDir()
+	in := e2e.New(t, e2e.Options{Agent: agentConfig(writeAgentScript(t, t.TempDir())),
+		Alerts: `"cooldown": ` + e2e.Quote(cooldown), Env: []string{"NC_TOKENS=" + tokens}})
+	return &ipcInstall{Install: in, tokens: tokens}
 }
 
 // threeGroups registers main (local:main), family and work.
 func (h *ipcInstall) threeGroups() {
-	h.addGroup("local:main", "main", "--main")
-	h.addGroup("local:family", "family")
-	h.addGroup("local:work", "work")
+	h.AddGroup("local:main", "main", "--main")
+	h.AddGroup("local:family", "family")
+	h.AddGroup("local:work", "work")
 }
 
 // sub points the install's failures at subtest t until the subtest ends.
 func (h *ipcInstall) sub(t *testing.T) {
-	parent := h.t
-	h.t = t
-	t.Cleanup(func() { h.t = parent })
+	parent := h.TB
+	h.TB = t
+	t.Cleanup(func() { h.TB = parent })
 }
 
 func (h *ipcInstall) unique(prefix string) string {
@@ -118,21 +108,21 @@ func (h *ipcInstall) unique(prefix string) string {
 // token runs folder's agent once (through chat) and returns that run's
 // NANOCLAW_IPC_TOKEN; it stays valid for two minutes after the run.
 func (h *ipcInstall) token(chat, folder string) string {
-	h.t.Helper()
+	h.TB.Helper()
 	path := filepath.Join(h.tokens, folder)
 	os.Remove(path)
 	text := h.unique("token")
-	h.post(chat, "Owner", "@Andy echo "+text)
-	h.waitFor(chat, equals("echo: "+text))
+	h.Post(chat, "Owner", "@Andy echo "+text)
+	h.WaitFor(chat, e2e.Equals("echo: "+text))
 	tok, err := os.ReadFile(path)
 	if err != nil || len(tok) == 0 {
-		h.t.Fatalf("the run of %s left no token: %v", folder, err)
+		h.TB.Fatalf("the run of %s left no token: %v", folder, err)
 	}
 	return string(tok)
 }
 
 func (h *ipcInstall) ipcDir(folder, sub string) string {
-	return filepath.Join(h.dir, "data", "ipc", folder, sub)
+	return filepath.Join(h.Dir, "data", "ipc", folder, sub)
 }
 
 // ipcFile is the JSON object of the key/value pairs kv.
@@ -148,14 +138,14 @@ func ipcFile(kv ...string) []byte {
 // drop writes body into folder's sub/ as the nanoclaw MCP tools do
 // (NAME.json.tmp, then renamed to NAME.json) and returns NAME.json.
 func (h *ipcInstall) drop(folder, sub, tag string, body []byte) string {
-	h.t.Helper()
+	h.TB.Helper()
 	name := fmt.Sprintf("%d-%s.json", time.Now().UnixNano(), tag)
 	tmp := filepath.Join(h.ipcDir(folder, sub), name+".tmp")
 	if err := os.WriteFile(tmp, body, 0o600); err != nil {
-		h.t.Fatal(err)
+		h.TB.Fatal(err)
 	}
 	if err := os.Rename(tmp, strings.TrimSuffix(tmp, ".tmp")); err != nil {
-		h.t.Fatal(err)
+		h.TB.Fatal(err)
 	}
 	return name
 }
@@ -169,16 +159,16 @@ type auditEntry struct {
 // auditLines reads groups/<folder>/logs/security.jsonl, checking that each
 // line has exactly the contract's fields.
 func (h *ipcInstall) auditLines(folder string) []auditEntry {
-	h.t.Helper()
-	data, err := os.ReadFile(filepath.Join(h.dir, "groups", folder, "logs", "security.jsonl"))
+	h.TB.Helper()
+	data, err := os.ReadFile(filepath.Join(h.Dir, "groups", folder, "logs", "security.jsonl"))
 	if err != nil && !os.IsNotExist(err) {
-		h.t.Fatal(err)
+		h.TB.Fatal(err)
 	}
 	var out []auditEntry
 	for line := range strings.Lines(string(data)) {
 		var fields map[string]any
 		if err := json.Unmarshal([]byte(line), &fields); err != nil {
-			h.t.Fatalf("security.jsonl of %s: %v: %q", folder, err, line)
+			h.TB.Fatalf("security.jsonl of %s: %v: %q", folder, err, line)
 		}
 		var keys []string
 		for k := range fields {
@@ -186,12 +176,12 @@ func (h *ipcInstall) auditLines(folder string) []auditEntry {
 		}
 		slices.Sort(keys)
 		if want := []string{"action", "detail", "group", "kind", "target", "time", "tool"}; !slices.Equal(keys, want) {
-			h.t.Errorf("security.jsonl line has fields %v, want %v", keys, want)
+			h.TB.Errorf("security.jsonl line has fields %v, want %v", keys, want)
 		}
 		var e auditEntry
 		json.Unmarshal([]byte(line), &e)
 		if _, err := time.Parse(time.RFC3339Nano, e.Time); err != nil || e.Action != "blocked" || e.Group != folder {
-			h.t.Errorf("security.jsonl of %s: bad line %q", folder, line)
+			h.TB.Errorf("security.jsonl of %s: bad line %q", folder, line)
 		}
 		out = append(out, e)
 	}
@@ -200,7 +190,7 @@ func (h *ipcInstall) auditLines(folder string) []auditEntry {
 
 // waitAudit waits for the line of security.jsonl of folder that ok picks.
 func (h *ipcInstall) waitAudit(folder string, ok func(auditEntry) bool) auditEntry {
-	h.t.Helper()
+	h.TB.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, e := range h.auditLines(folder) {
@@ -210,16 +200,16 @@ func (h *ipcInstall) waitAudit(folder string, ok func(auditEntry) bool) auditEnt
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	h.t.Fatalf("no line of groups/%s/logs/security.jsonl matched; have %+v", folder, h.auditLines(folder))
+	h.TB.Fatalf("no line of groups/%s/logs/security.jsonl matched; have %+v", folder, h.auditLines(folder))
 	return auditEntry{}
 }
 
 // violations is `nanoclawd violations --group folder --json`.
 func (h *ipcInstall) violations(folder string) []auditEntry {
-	h.t.Helper()
+	h.TB.Helper()
 	var out []auditEntry
-	if err := json.Unmarshal([]byte(h.cli("violations", "--group", folder, "--json")), &out); err != nil {
-		h.t.Fatal(err)
+	if err := json.Unmarshal([]byte(h.CLI("violations", "--group", folder, "--json")), &out); err != nil {
+		h.TB.Fatal(err)
 	}
 	return out
 }
@@ -230,8 +220,8 @@ func (h *ipcInstall) violations(folder string) []auditEntry {
 // tried: the directory's, or the owner of the token) in security.jsonl
 // and in `nanoclawd violations`.
 func (h *ipcInstall) refused(folder, sub, name, group, wantReason string) auditEntry {
-	h.t.Helper()
-	errorsDir := filepath.Join(h.dir, "data", "ipc", "errors")
+	h.TB.Helper()
+	errorsDir := filepath.Join(h.Dir, "data", "ipc", "errors")
 	pattern := filepath.Join(errorsDir, folder+"."+sub+".*."+name)
 	deadline := time.Now().Add(20 * time.Second)
 	var reasons []string
@@ -241,21 +231,21 @@ func (h *ipcInstall) refused(folder, sub, name, group, wantReason string) auditE
 	}
 	if len(reasons) != 1 {
 		entries, _ := os.ReadDir(errorsDir)
-		h.t.Fatalf("%s/%s not quarantined once (%d reasons); ipc/errors holds %v", sub, name, len(reasons), entries)
+		h.TB.Fatalf("%s/%s not quarantined once (%d reasons); ipc/errors holds %v", sub, name, len(reasons), entries)
 	}
 	reason, _ := os.ReadFile(reasons[0])
 	if !strings.Contains(string(reason), wantReason) {
-		h.t.Errorf("reason for %s is %q, want it to say %q", name, reason, wantReason)
+		h.TB.Errorf("reason for %s is %q, want it to say %q", name, reason, wantReason)
 	}
 	if _, err := os.Lstat(strings.TrimSuffix(reasons[0], ".reason")); err != nil {
-		h.t.Errorf("the file itself is not in ipc/errors: %v", err)
+		h.TB.Errorf("the file itself is not in ipc/errors: %v", err)
 	}
 	if _, err := os.Lstat(filepath.Join(h.ipcDir(folder, sub), name)); !os.IsNotExist(err) {
-		h.t.Errorf("%s still in %s/ (%v)", name, sub, err)
+		h.TB.Errorf("%s still in %s/ (%v)", name, sub, err)
 	}
 	e := h.waitAudit(group, func(e auditEntry) bool { return strings.Contains(e.Detail, name) })
 	if e.Kind != "ipc" || e.Tool != "ipc" {
-		h.t.Errorf("audit line %+v: want kind and tool ipc", e)
+		h.TB.Errorf("audit line %+v: want kind and tool ipc", e)
 	}
 	n := 0
 	for _, v := range h.violations(group) {
@@ -264,7 +254,7 @@ func (h *ipcInstall) refused(folder, sub, name, group, wantReason string) auditE
 		}
 	}
 	if n != 1 {
-		h.t.Errorf("`nanoclawd violations --group %s` lists %s %d times", group, name, n)
+		h.TB.Errorf("`nanoclawd violations --group %s` lists %s %d times", group, name, n)
 	}
 	return e
 }
@@ -272,11 +262,11 @@ func (h *ipcInstall) refused(folder, sub, name, group, wantReason string) auditE
 // alerted waits for the [SANDBOX ALERT] in the main chat about the file
 // NAME that names group as the one that tried.
 func (h *ipcInstall) alerted(name, group string) string {
-	h.t.Helper()
-	all := h.waitFor("local:main", func(s string) bool { return strings.Contains(s, name) })
+	h.TB.Helper()
+	all := h.WaitFor("local:main", func(s string) bool { return strings.Contains(s, name) })
 	text := all[len(all)-1].Text
 	if !strings.HasPrefix(text, "[SANDBOX ALERT]") || !strings.Contains(text, fmt.Sprintf("group %q", group)) {
-		h.t.Errorf("alert does not start with [SANDBOX ALERT] or name group %s:\n%s", group, text)
+		h.TB.Errorf("alert does not start with [SANDBOX ALERT] or name group %s:\n%s", group, text)
 	}
 	return text
 }
@@ -286,54 +276,39 @@ func (h *ipcInstall) alerted(name, group string) string {
 // watcher handles files one at a time, so anything a file dropped before
 // this one caused in the main chat is on /sent before it.
 func (h *ipcInstall) stillAnswering(mainToken string) {
-	h.t.Helper()
+	h.TB.Helper()
 	text := h.unique("alive")
 	h.drop("main", "messages", "alive", ipcFile("type", "message", "chatJid", "local:main", "text", "ipc "+text, "token", mainToken))
-	h.post("local:main", "Owner", "echo "+text)
-	h.waitFor("local:main", equals("ipc "+text))
-	h.waitFor("local:main", equals("echo: "+text))
-}
-
-// allSent is everything on /sent so far.
-func (h *ipcInstall) allSent() []sent {
-	h.t.Helper()
-	var all []sent
-	var after int64
-	for {
-		page := h.sentAfter(after, 0)
-		if len(page) == 0 {
-			return all
-		}
-		all = append(all, page...)
-		after = page[len(page)-1].Seq
-	}
+	h.Post("local:main", "Owner", "echo "+text)
+	h.WaitFor("local:main", e2e.Equals("ipc "+text))
+	h.WaitFor("local:main", e2e.Equals("echo: "+text))
 }
 
 // neverSent checks that no sent message contains s.
 func (h *ipcInstall) neverSent(s string) {
-	h.t.Helper()
-	for _, m := range h.allSent() {
+	h.TB.Helper()
+	for _, m := range h.AllSent() {
 		if strings.Contains(m.Text, s) {
-			h.t.Errorf("%q reached %s: %q", s, m.ChatJID, m.Text)
+			h.TB.Errorf("%q reached %s: %q", s, m.ChatJID, m.Text)
 		}
 	}
 }
 
 // notAlerted checks that no message in the main chat mentions name.
 func (h *ipcInstall) notAlerted(name string) {
-	h.t.Helper()
-	for _, m := range h.allSent() {
+	h.TB.Helper()
+	for _, m := range h.AllSent() {
 		if m.ChatJID == "local:main" && strings.Contains(m.Text, name) {
-			h.t.Errorf("alerted, but should only be audited: %q", m.Text)
+			h.TB.Errorf("alerted, but should only be audited: %q", m.Text)
 		}
 	}
 }
 
 func (h *ipcInstall) groupFolders() []string {
-	h.t.Helper()
+	h.TB.Helper()
 	var list []struct{ Folder string }
-	if err := json.Unmarshal([]byte(h.cli("groups", "list", "--json")), &list); err != nil {
-		h.t.Fatal(err)
+	if err := json.Unmarshal([]byte(h.CLI("groups", "list", "--json")), &list); err != nil {
+		h.TB.Fatal(err)
 	}
 	var out []string
 	for _, g := range list {
@@ -345,14 +320,14 @@ func (h *ipcInstall) groupFolders() []string {
 func TestIPCValidFiles(t *testing.T) {
 	h := newIPCInstall(t, "0s")
 	h.threeGroups()
-	h.start()
+	h.Start()
 	famTok := h.token("local:family", "family")
 	mainTok := h.token("local:main", "main")
 
 	t.Run("own chat", func(t *testing.T) {
 		h.sub(t)
 		name := h.drop("family", "messages", "own", ipcFile("type", "message", "chatJid", "local:family", "text", "hello from family", "token", famTok))
-		h.waitFor("local:family", equals("hello from family"))
+		h.WaitFor("local:family", e2e.Equals("hello from family"))
 		if _, err := os.Lstat(filepath.Join(h.ipcDir("family", "messages"), name)); !os.IsNotExist(err) {
 			t.Errorf("handled file not removed: %v", err)
 		}
@@ -360,11 +335,11 @@ func TestIPCValidFiles(t *testing.T) {
 	t.Run("main to another chat", func(t *testing.T) {
 		h.sub(t)
 		h.drop("main", "messages", "tow", ipcFile("type", "message", "chatJid", "local:work", "text", "hello work, from main", "token", mainTok))
-		h.waitFor("local:work", equals("hello work, from main"))
+		h.WaitFor("local:work", e2e.Equals("hello work, from main"))
 	})
 	t.Run("register_group", func(t *testing.T) {
 		h.sub(t)
-		h.drop("main", "tasks", "reg", []byte(`{"type":"register_group","jid":"local:newgrp","name":"New group","folder":"newgrp","requiresTrigger":false,"token":`+quote(mainTok)+`}`))
+		h.drop("main", "tasks", "reg", []byte(`{"type":"register_group","jid":"local:newgrp","name":"New group","folder":"newgrp","requiresTrigger":false,"token":`+e2e.Quote(mainTok)+`}`))
 		deadline := time.Now().Add(20 * time.Second)
 		for !slices.Contains(h.groupFolders(), "newgrp") {
 			if time.Now().After(deadline) {
@@ -386,7 +361,7 @@ func TestIPCValidFiles(t *testing.T) {
 		// Its agent runs (no trigger needed) and its token works there.
 		tok := h.token("local:newgrp", "newgrp")
 		h.drop("newgrp", "messages", "hi", ipcFile("type", "message", "chatJid", "local:newgrp", "text", "hello from newgrp", "token", tok))
-		h.waitFor("local:newgrp", equals("hello from newgrp"))
+		h.WaitFor("local:newgrp", e2e.Equals("hello from newgrp"))
 	})
 	t.Run("schedule_task once", func(t *testing.T) {
 		h.sub(t)
@@ -394,7 +369,7 @@ func TestIPCValidFiles(t *testing.T) {
 		at := time.Now().Add(3 * time.Second).Truncate(time.Second)
 		name := h.drop("family", "tasks", "once", ipcFile("type", "schedule_task", "prompt", "stdin", "schedule_type", "once",
 			"schedule_value", at.Format("2006-01-02T15:04:05"), "context_mode", "isolated", "token", famTok))
-		all := h.waitFor("local:family", func(s string) bool { return strings.Contains(s, `"isScheduledTask":true`) })
+		all := h.WaitFor("local:family", func(s string) bool { return strings.Contains(s, `"isScheduledTask":true`) })
 		got := all[len(all)-1]
 		var input struct {
 			Prompt, GroupFolder, ChatJID string
@@ -418,7 +393,7 @@ func TestIPCValidFiles(t *testing.T) {
 func TestIPCHostileFiles(t *testing.T) {
 	h := newIPCInstall(t, "0s")
 	h.threeGroups()
-	h.start()
+	h.Start()
 	famTok := h.token("local:family", "family")
 	workTok := h.token("local:work", "work")
 	mainTok := h.token("local:main", "main")
@@ -521,7 +496,7 @@ func TestIPCHostileFiles(t *testing.T) {
 		if got, _ := os.ReadFile(secretFile); !bytes.Equal(got, secret) {
 			t.Errorf("the link's target changed: %q", got)
 		}
-		links, _ := filepath.Glob(filepath.Join(h.dir, "data", "ipc", "errors", "family.messages.*."+name))
+		links, _ := filepath.Glob(filepath.Join(h.Dir, "data", "ipc", "errors", "family.messages.*."+name))
 		if fi, err := os.Lstat(links[0]); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 			t.Errorf("quarantined as %v (%v), want the link itself", fi.Mode(), err)
 		}
@@ -542,7 +517,7 @@ func TestIPCHostileFiles(t *testing.T) {
 	})
 	t.Run("path tricks in folder", func(t *testing.T) {
 		h.sub(t)
-		outside := filepath.Join(h.dir, "abs-evil")
+		outside := filepath.Join(h.Dir, "abs-evil")
 		folders := []string{"../evil", "..", "evil/../../evil2", outside, "errors", "global", ".hidden", "main/../evil3"}
 		for _, f := range folders {
 			body := ipcFile("type", "register_group", "jid", "local:trick", "name", "trick", "folder", f, "token", mainTok)
@@ -552,9 +527,9 @@ func TestIPCHostileFiles(t *testing.T) {
 		}
 		h.stillAnswering(mainTok)
 		for _, p := range []string{
-			filepath.Join(h.dir, "evil"), filepath.Join(h.dir, "evil2"), filepath.Join(h.dir, "data", "evil"),
-			filepath.Join(h.dir, "data", "ipc", "evil"), outside, filepath.Join(h.dir, "groups", "errors"),
-			filepath.Join(h.dir, "groups", "global"), filepath.Join(h.dir, "groups", "evil3"), filepath.Join(h.dir, "groups", ".hidden"),
+			filepath.Join(h.Dir, "evil"), filepath.Join(h.Dir, "evil2"), filepath.Join(h.Dir, "data", "evil"),
+			filepath.Join(h.Dir, "data", "ipc", "evil"), outside, filepath.Join(h.Dir, "groups", "errors"),
+			filepath.Join(h.Dir, "groups", "global"), filepath.Join(h.Dir, "groups", "evil3"), filepath.Join(h.Dir, "groups", ".hidden"),
 		} {
 			if _, err := os.Lstat(p); !os.IsNotExist(err) {
 				t.Errorf("%s was created (%v)", p, err)
@@ -587,7 +562,7 @@ func TestIPCHostileFiles(t *testing.T) {
 		if slices.Contains(h.groupFolders(), "evilgrp") {
 			t.Error("non-main register_group registered a group")
 		}
-		for _, p := range []string{filepath.Join(h.dir, "groups", "evilgrp"), h.ipcDir("evilgrp", "")} {
+		for _, p := range []string{filepath.Join(h.Dir, "groups", "evilgrp"), h.ipcDir("evilgrp", "")} {
 			if _, err := os.Lstat(p); !os.IsNotExist(err) {
 				t.Errorf("%s was created (%v)", p, err)
 			}
@@ -601,9 +576,9 @@ func TestIPCHostileFiles(t *testing.T) {
 func TestIPCKill9Burst(t *testing.T) {
 	const files = 200
 	h := newIPCInstall(t, "0s")
-	h.addGroup("local:main", "main", "--main")
-	h.addGroup("local:family", "family")
-	p := h.start()
+	h.AddGroup("local:main", "main", "--main")
+	h.AddGroup("local:family", "family")
+	p := h.Start()
 	tok := h.token("local:family", "family")
 	dir := h.ipcDir("family", "messages")
 	var tmps []string
@@ -614,19 +589,19 @@ func TestIPCKill9Burst(t *testing.T) {
 		}
 		tmps = append(tmps, tmp)
 	}
-	before := lastSeq(h.allSent())
+	before := lastSeq(h.AllSent())
 	for _, tmp := range tmps {
 		if err := os.Rename(tmp, strings.TrimSuffix(tmp, ".tmp")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Kill as soon as the first one is out.
-	h.sentAfter(before, 10*time.Second)
-	p.kill9(t)
+	h.SentAfter(before, 10*time.Second)
+	p.Kill9()
 	left, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 	t.Logf("killed with %d of %d files not yet handled", len(left), files)
 
-	h.start()
+	h.Start()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		count := h.countBurst()
@@ -636,13 +611,13 @@ func TestIPCKill9Burst(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("after the restart only %d of %d texts were sent", len(count), files)
 		}
-		h.sentAfter(lastSeq(h.allSent()), time.Second)
+		h.SentAfter(lastSeq(h.AllSent()), time.Second)
 	}
 	// A file from the same group after the burst: the outbox sends a chat
 	// in order, so any repeat of a burst file would come out before it.
 	text := h.unique("after burst")
 	h.drop("family", "messages", "after", ipcFile("type", "message", "chatJid", "local:family", "text", text, "token", tok))
-	h.waitFor("local:family", equals(text))
+	h.WaitFor("local:family", e2e.Equals(text))
 	for text, n := range h.countBurst() {
 		if n != 1 {
 			t.Errorf("%q sent %d times", text, n)
@@ -657,7 +632,7 @@ type snapshotTask struct{ ID, GroupFolder, Prompt, Status string }
 
 // waitTask waits for the task with prompt in folder's current_tasks.json.
 func (h *ipcInstall) waitTask(folder, prompt string) snapshotTask {
-	h.t.Helper()
+	h.TB.Helper()
 	path := filepath.Join(h.ipcDir(folder, ""), "current_tasks.json")
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
@@ -672,11 +647,11 @@ func (h *ipcInstall) waitTask(folder, prompt string) snapshotTask {
 		time.Sleep(10 * time.Millisecond)
 	}
 	data, _ := os.ReadFile(path)
-	h.t.Fatalf("no task %q in %s: %s", prompt, path, data)
+	h.TB.Fatalf("no task %q in %s: %s", prompt, path, data)
 	return snapshotTask{}
 }
 
-func lastSeq(all []sent) int64 {
+func lastSeq(all []e2e.Sent) int64 {
 	if len(all) == 0 {
 		return 0
 	}
@@ -685,7 +660,7 @@ func lastSeq(all []sent) int64 {
 
 func (h *ipcInstall) countBurst() map[string]int {
 	count := map[string]int{}
-	for _, m := range h.allSent() {
+	for _, m := range h.AllSent() {
 		if m.ChatJID == "local:family" && strings.HasPrefix(m.Text, "burst ") {
 			count[m.Text]++
 		}
