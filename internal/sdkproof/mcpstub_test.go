@@ -10,12 +10,15 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nanoclawd/nanoclawd/internal/e2e"
 )
 
 // TestMain lets the test binary stand in for `nanoclawd mcp`: the runner
 // starts NANOCLAW_BIN with the single argument "mcp", and this stub records
 // what it was started with, so the test can check how the run's token
-// travels without depending on the real MCP server being built.
+// travels without depending on the real MCP server being built. Otherwise
+// it runs the tests under e2e.Main, which builds the real nanoclawd for the
+// daemon test and removes it afterwards.
 func TestMain(m *testing.M) {
 	if len(os.Args) == 2 && os.Args[1] == "mcp" {
 		if err := serveStub(); err != nil {
@@ -24,7 +27,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	e2e.Main(m)
 }
 
 // stubCall is what the stub's send_message writes to <ipc>/stub-calls/.
