@@ -9,48 +9,24 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/e2e"
 )
 
-var nanoclawd, benchagent string
-
-func TestMain(m *testing.M) {
-	flag.Parse()
-	// Only benchmarks live here: `go test ./...` need not build anything.
-	if flag.Lookup("test.bench").Value.String() == "" {
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "nanoclawd-bench")
-	if err != nil {
-		panic(err)
-	}
-	nanoclawd = filepath.Join(dir, "nanoclawd")
-	benchagent = filepath.Join(dir, "benchagent")
-	for bin, pkg := range map[string]string{nanoclawd: "../../cmd/nanoclawd", benchagent: "./benchagent"} {
-		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-			panic(fmt.Sprintf("build %s: %v\n%s", pkg, err, out))
-		}
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+// Binaries are built when a benchmark first asks for them, so `go test
+// ./...` (no -bench) builds nothing here.
+func TestMain(m *testing.M) { e2e.Main(m) }
 
 // agent is one running benchagent, as it introduced itself.
 type agent struct {
@@ -67,57 +43,34 @@ func (a *agent) send(b *testing.B, cmd string) {
 	}
 }
 
-// rig is one nanoclawd installation in a temp dir with its daemon.
+// rig is one nanoclawd installation (internal/e2e) whose agents are
+// benchagents that report to it.
 type rig struct {
-	b       *testing.B
-	dir     string
-	config  string
-	socket  string
-	env     []string
-	client  *http.Client
-	agents  chan *agent
-	proc    *exec.Cmd
-	done    chan struct{}
-	stderr  *syncBuffer
-	after   int64 // last /sent seq seen
-	pending []sent
+	*e2e.Install
+	agents chan *agent
 }
 
 // newRig installs nanoclawd with the local channel, benchagent as the
 // agent, and the groups main (local:main) plus others g1… (local:gN, no
-// trigger); others of them are not main.
+// trigger); others of them are not main. Its daemon stops with SIGTERM
+// (agents get _close).
 func newRig(b *testing.B, others int) *rig {
 	b.Helper()
-	dir := b.TempDir()
-	// Unix socket paths are limited to ~108 bytes; b.TempDir() can be long.
-	sockDir, err := os.MkdirTemp("", "ncb")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { os.RemoveAll(sockDir) })
-	r := &rig{b: b, dir: dir, config: filepath.Join(dir, "nanoclaw.config.jsonc"), socket: filepath.Join(sockDir, "local"),
-		agents: make(chan *agent, 16)}
-	agentSock := filepath.Join(sockDir, "agents")
+	in := e2e.New(b, e2e.Options{
+		Agent:      `"command": [` + e2e.Quote(e2e.Bin(b, "internal/bench/benchagent")) + `], "env": ["BENCH_SOCK"], "timeout": "10m", "idleTimeout": "10m"`,
+		StopSignal: syscall.SIGTERM,
+		Wait:       30 * time.Second,
+	})
+	r := &rig{Install: in, agents: make(chan *agent, 16)}
+	// Beside the local channel's socket, whose dir has a short path.
+	agentSock := filepath.Join(filepath.Dir(in.Socket), "agents")
 	ln, err := net.Listen("unix", agentSock)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { ln.Close() })
 	go r.accept(ln)
-	cfg, _ := json.Marshal(map[string]any{
-		"channels": map[string]any{"whatsapp": map[string]any{"enabled": false}, "local": map[string]any{"enabled": true, "socket": r.socket}},
-		"agent":    map[string]any{"command": []string{benchagent}, "env": []string{"BENCH_SOCK"}, "timeout": "10m", "idleTimeout": "10m"},
-		"alerts":   map[string]any{"cooldown": "0s"},
-	})
-	if err := os.WriteFile(r.config, cfg, 0o600); err != nil {
-		b.Fatal(err)
-	}
-	r.env = append(os.Environ(), "BENCH_SOCK="+agentSock)
-	r.client = &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", r.socket)
-		},
-	}}
+	in.Env = append(in.Env, "BENCH_SOCK="+agentSock)
 	// One `groups import` registers them all (a NanoClaw registered_groups.json).
 	no := false
 	reg := map[string]any{"local:main": map[string]any{"name": "Main", "folder": "main"}}
@@ -125,14 +78,9 @@ func newRig(b *testing.B, others int) *rig {
 		reg[fmt.Sprintf("local:g%d", i)] = map[string]any{"name": fmt.Sprintf("G%d", i), "folder": fmt.Sprintf("g%d", i), "requiresTrigger": &no}
 	}
 	data, _ := json.Marshal(reg)
-	file := filepath.Join(dir, "registered_groups.json")
+	file := filepath.Join(in.Dir, "registered_groups.json")
 	os.WriteFile(file, data, 0o600)
-	cmd := exec.Command(nanoclawd, "groups", "import", file, "--config", r.config)
-	cmd.Env = r.env
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("groups import: %v\n%s", err, out)
-	}
-	b.Cleanup(r.stop)
+	in.CLI("groups", "import", file)
 	return r
 }
 
@@ -162,138 +110,25 @@ func (r *rig) accept(ln net.Listener) {
 
 // nextAgent waits for an agent to start.
 func (r *rig) nextAgent() *agent {
-	r.b.Helper()
+	r.TB.Helper()
 	select {
 	case a := <-r.agents:
 		return a
 	case <-time.After(30 * time.Second):
-		r.b.Fatalf("no agent started within 30 s; daemon output:\n%s", r.stderr.String())
+		r.TB.Fatal("no agent started within 30 s")
 	}
 	return nil
-}
-
-// start runs the daemon and returns how long it took to be ready: its
-// socket answers and it has logged "nanoclawd running" (groups loaded,
-// IPC directories watched).
-func (r *rig) start() time.Duration {
-	r.b.Helper()
-	cmd := exec.Command(nanoclawd, "run", "--config", r.config)
-	cmd.Env = r.env
-	r.stderr = &syncBuffer{}
-	cmd.Stderr, cmd.Stdout = r.stderr, r.stderr
-	t0 := time.Now()
-	if err := cmd.Start(); err != nil {
-		r.b.Fatal(err)
-	}
-	r.proc, r.done = cmd, make(chan struct{})
-	go func(done chan struct{}) { cmd.Wait(); close(done) }(r.done)
-	deadline := t0.Add(30 * time.Second)
-	for {
-		if strings.Contains(r.stderr.String(), `"nanoclawd running"`) {
-			if resp, err := r.client.Get("http://local/health"); err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					return time.Since(t0)
-				}
-			}
-		}
-		select {
-		case <-r.done:
-			r.b.Fatalf("daemon exited: %s", r.stderr.String())
-		case <-time.After(time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			r.b.Fatalf("daemon not ready in 30 s: %s", r.stderr.String())
-		}
-	}
-}
-
-// stop ends the daemon with SIGTERM (agents get _close), or SIGKILL after 20 s.
-func (r *rig) stop() {
-	if r.proc == nil {
-		return
-	}
-	r.proc.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-r.done:
-	case <-time.After(20 * time.Second):
-		r.proc.Process.Kill()
-		<-r.done
-	}
-	r.proc = nil
-}
-
-func (r *rig) post(chat, text string) {
-	r.b.Helper()
-	body, _ := json.Marshal(map[string]string{"chatJid": chat, "sender": "bench@local", "senderName": "Bench", "text": text})
-	resp, err := r.client.Post("http://local/messages", "application/json", bytes.NewReader(body))
-	if err != nil {
-		r.b.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		r.b.Fatalf("POST /messages: %d", resp.StatusCode)
-	}
-}
-
-type sent struct {
-	Seq     int64  `json:"seq"`
-	ChatJID string `json:"chatJid"`
-	Text    string `json:"text"`
-	Time    string `json:"time"`
-}
-
-// at is when the daemon sent it.
-func (s sent) at(b *testing.B) time.Time {
-	t, err := time.Parse(time.RFC3339Nano, s.Time)
-	if err != nil {
-		b.Fatalf("sent time %q: %v", s.Time, err)
-	}
-	return t
-}
-
-// waitSent returns the first message sent from now on (or already
-// fetched) that satisfies ok; the ones it passes over are dropped.
-func (r *rig) waitSent(ok func(sent) bool) sent {
-	r.b.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		for len(r.pending) > 0 {
-			m := r.pending[0]
-			r.pending = r.pending[1:]
-			if ok(m) {
-				return m
-			}
-		}
-		if time.Now().After(deadline) {
-			r.b.Fatalf("nothing sent matched within 30 s; daemon output:\n%s", r.stderr.String())
-		}
-		resp, err := r.client.Get(fmt.Sprintf("http://local/sent?after=%d&wait=5", r.after))
-		if err != nil {
-			r.b.Fatal(err)
-		}
-		var page struct{ Messages []sent }
-		err = json.NewDecoder(resp.Body).Decode(&page)
-		resp.Body.Close()
-		if err != nil {
-			r.b.Fatal(err)
-		}
-		for _, m := range page.Messages {
-			r.after = max(r.after, m.Seq)
-		}
-		r.pending = append(r.pending, page.Messages...)
-	}
 }
 
 // ipcFile writes a message file for folder's IPC directory the way the
 // MCP tools do, as *.json.tmp; publish renames it to *.json.
 func (r *rig) ipcFile(folder, name, chat, text, token string) string {
-	dir := filepath.Join(r.dir, "data", "ipc", folder, "messages")
+	dir := filepath.Join(r.Dir, "data", "ipc", folder, "messages")
 	os.MkdirAll(dir, 0o700)
 	body, _ := json.Marshal(map[string]string{"type": "message", "chatJid": chat, "text": text, "token": token})
 	tmp := filepath.Join(dir, name+".json.tmp")
 	if err := os.WriteFile(tmp, body, 0o600); err != nil {
-		r.b.Fatal(err)
+		r.TB.Fatal(err)
 	}
 	return tmp
 }
@@ -321,13 +156,13 @@ func percentiles(b *testing.B, lat []time.Duration) {
 func BenchmarkInboundToAgentStart(b *testing.B) {
 	const samples, groups = 100, 8
 	r := newRig(b, groups)
-	r.start()
+	r.Start()
 	lat := make([]time.Duration, 0, samples)
 	b.ResetTimer()
 	for i := range samples {
 		folder := fmt.Sprintf("g%d", i%groups+1)
 		t0 := time.Now()
-		r.post("local:"+folder, "go")
+		r.Post("local:"+folder, "Bench", "go")
 		a := r.nextAgent()
 		lat = append(lat, a.start.Sub(t0))
 		if a.folder != folder {
@@ -345,10 +180,10 @@ func BenchmarkInboundToAgentStart(b *testing.B) {
 // holdMain starts the main group's agent and keeps it running, so its
 // token stays current for IPC files.
 func holdMain(r *rig) *agent {
-	r.post("local:main", "hold")
+	r.Post("local:main", "Bench", "hold")
 	a := r.nextAgent()
 	if a.folder != "main" || a.token == "" {
-		r.b.Fatalf("agent %s with token %q", a.folder, a.token)
+		r.TB.Fatalf("agent %s with token %q", a.folder, a.token)
 	}
 	return a
 }
@@ -359,15 +194,15 @@ func holdMain(r *rig) *agent {
 func BenchmarkIPCToSent(b *testing.B) {
 	const samples = 200
 	r := newRig(b, 0)
-	r.start()
+	r.Start()
 	a := holdMain(r)
 	lat := make([]time.Duration, 0, samples)
 	b.ResetTimer()
 	for i := range samples {
 		text := fmt.Sprintf("ipc %d", i)
 		t0 := publish(b, r.ipcFile("main", fmt.Sprintf("lat-%04d", i), "local:main", text, a.token))
-		m := r.waitSent(func(m sent) bool { return m.Text == text })
-		lat = append(lat, m.at(b).Sub(t0))
+		m := r.WaitNext("local:main", e2e.Equals(text))
+		lat = append(lat, m.At(b).Sub(t0))
 	}
 	b.StopTimer()
 	percentiles(b, lat)
@@ -378,7 +213,7 @@ func BenchmarkIPCToSent(b *testing.B) {
 func BenchmarkIPCThroughput(b *testing.B) {
 	const files = 500
 	r := newRig(b, 0)
-	r.start()
+	r.Start()
 	a := holdMain(r)
 	tmps := make([]string, files)
 	for i := range files {
@@ -392,12 +227,12 @@ func BenchmarkIPCThroughput(b *testing.B) {
 	seen := map[string]bool{}
 	var last time.Time
 	for len(seen) < files {
-		m := r.waitSent(func(m sent) bool { return strings.HasPrefix(m.Text, "tp ") })
+		m := r.WaitNext("local:main", func(s string) bool { return strings.HasPrefix(s, "tp ") })
 		if seen[m.Text] {
 			b.Fatalf("%q sent twice", m.Text)
 		}
 		seen[m.Text] = true
-		if at := m.at(b); at.After(last) {
+		if at := m.At(b); at.After(last) {
 			last = at
 		}
 	}
@@ -411,8 +246,8 @@ func BenchmarkIPCThroughput(b *testing.B) {
 func BenchmarkViolationToAlert(b *testing.B) {
 	const samples = 100
 	r := newRig(b, 1)
-	r.start()
-	r.post("local:g1", "hold")
+	r.Start()
+	r.Post("local:g1", "Bench", "hold")
 	a := r.nextAgent()
 	lat := make([]time.Duration, 0, samples)
 	b.ResetTimer()
@@ -423,16 +258,16 @@ func BenchmarkViolationToAlert(b *testing.B) {
 			b.Fatal("agent gone")
 		}
 		ns, _ := strconv.ParseInt(a.lines.Text(), 10, 64)
-		m := r.waitSent(func(m sent) bool {
-			return m.ChatJID == "local:main" && strings.HasPrefix(m.Text, "[SANDBOX ALERT]") && strings.Contains(m.Text, target)
+		m := r.WaitNext("local:main", func(s string) bool {
+			return strings.HasPrefix(s, "[SANDBOX ALERT]") && strings.Contains(s, target)
 		})
-		lat = append(lat, m.at(b).Sub(time.Unix(0, ns)))
+		lat = append(lat, m.At(b).Sub(time.Unix(0, ns)))
 	}
 	b.StopTimer()
 	percentiles(b, lat)
 }
 
-// BenchmarkStart100Groups: from exec to ready (see rig.start) with 100
+// BenchmarkStart100Groups: from exec to ready (see e2e.Install.Start) with 100
 // registered groups, over a few cold starts with SIGTERM between them.
 func BenchmarkStart100Groups(b *testing.B) {
 	const samples = 5
@@ -440,8 +275,9 @@ func BenchmarkStart100Groups(b *testing.B) {
 	lat := make([]time.Duration, 0, samples)
 	b.ResetTimer()
 	for range samples {
-		lat = append(lat, r.start())
-		r.stop()
+		p := r.Start()
+		lat = append(lat, p.Ready)
+		p.Stop()
 	}
 	b.StopTimer()
 	slices.Sort(lat)
@@ -458,8 +294,7 @@ func BenchmarkIdle(b *testing.B) {
 	}
 	const settle, window = 2 * time.Second, 5 * time.Second
 	r := newRig(b, 99)
-	r.start()
-	pid := r.proc.Process.Pid
+	pid := r.Start().Cmd.Process.Pid
 	// Measuring needs the daemon left alone for a while: a fixed window
 	// is the measurement, not a wait for something to happen.
 	time.Sleep(settle)
@@ -507,22 +342,4 @@ func status(b *testing.B, path, field string) int64 {
 	}
 	b.Fatalf("%s has no %s", path, field)
 	return 0
-}
-
-// syncBuffer is the daemon's output, written by exec and read by the benchmark.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
