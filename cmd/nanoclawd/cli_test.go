@@ -1,53 +1,23 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/e2e"
 )
 
-var binary string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "nanoclawd-bin")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "nanoclawd")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		panic("build: " + string(out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// cli runs the built binary in dir and returns stdout, stderr and the exit code.
-func cli(t *testing.T, dir string, args ...string) (string, string, int) {
-	t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Dir = dir
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
-}
+// The tests run the built binary, as an operator types it.
+func TestMain(m *testing.M) { e2e.Main(m) }
 
 func mustCLI(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	out, errs, code := cli(t, dir, args...)
+	out, errs, code := e2e.Run(t, dir, nil, args...)
 	if code != 0 {
 		t.Fatalf("nanoclawd %v: exit %d: %s", args, code, errs)
 	}
@@ -56,7 +26,7 @@ func mustCLI(t *testing.T, dir string, args ...string) string {
 
 func failCLI(t *testing.T, dir, want string, args ...string) {
 	t.Helper()
-	_, errs, code := cli(t, dir, args...)
+	_, errs, code := e2e.Run(t, dir, nil, args...)
 	if code == 0 {
 		t.Fatalf("nanoclawd %v succeeded, want failure mentioning %q", args, want)
 	}
@@ -136,7 +106,7 @@ func TestSetSecurityAndShow(t *testing.T) {
 
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(bad, []byte("{\n  \"tools\": [\"Read\"],\n  \"Sandbox\": false,\n  \"permissionMode\": \"bypassPermissions\"\n}"), 0o600)
-	_, errs, code := cli(t, dir, "groups", "set-security", "family", "--file", bad, "--config", cfg)
+	_, errs, code := e2e.Run(t, dir, nil, "groups", "set-security", "family", "--file", bad, "--config", cfg)
 	if code == 0 || !strings.Contains(errs, bad+`:3:3: unknown key "Sandbox" (keys are case-sensitive: write "sandbox")`) ||
 		!strings.Contains(errs, bad+`:4:21: permissionMode: "bypassPermissions" is only for the main group`) {
 		t.Fatalf("bad override: exit %d, %s", code, errs)
@@ -223,7 +193,7 @@ func TestConfigCheck(t *testing.T) {
 		t.Errorf("valid config: %s", out)
 	}
 	os.WriteFile(cfg, []byte("{\n  \"hostSecurity\": {\"sandbx\": false}\n}"), 0o600)
-	_, errs, code := cli(t, dir, "--config", cfg, "config", "check")
+	_, errs, code := e2e.Run(t, dir, nil, "--config", cfg, "config", "check")
 	if code == 0 || !strings.HasPrefix(errs, cfg+`:2:20: unknown key "hostSecurity.sandbx"`) {
 		t.Errorf("exit %d: %s", code, errs)
 	}
@@ -239,7 +209,7 @@ func TestWhatsAppLoginOffline(t *testing.T) {
 	}
 	dir, cfg := newInstall(t)
 	start := time.Now()
-	_, errs, code := cli(t, dir, "whatsapp", "login", "--config", cfg)
+	_, errs, code := e2e.Run(t, dir, nil, "whatsapp", "login", "--config", cfg)
 	if code == 0 || !strings.Contains(errs, "cannot reach WhatsApp") || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
 		t.Fatalf("exit %d: %q", code, errs)
 	}
