@@ -1,37 +1,21 @@
 package doctor_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/e2e"
 )
 
 // The CLI test runs the built nanoclawd: `doctor` on a temp install, with
 // fake node, bwrap and socat first on PATH so the outcome does not depend
 // on this machine.
 
-var nanoclawd string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "nanoclawd-doctor")
-	if err != nil {
-		panic(err)
-	}
-	nanoclawd = filepath.Join(dir, "nanoclawd")
-	if out, err := exec.Command("go", "build", "-o", nanoclawd, "../../cmd/nanoclawd").CombinedOutput(); err != nil {
-		panic(fmt.Sprintf("build: %v\n%s", err, out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { e2e.Main(m) }
 
 type install struct {
 	t      *testing.T
@@ -61,18 +45,7 @@ func (in *install) write(cfg string) {
 
 func (in *install) run(args ...string) (string, string, int) {
 	in.t.Helper()
-	cmd := exec.Command(nanoclawd, append(args, "--config", in.config)...)
-	cmd.Env = in.env
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		in.t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
+	return e2e.Run(in.t, "", in.env, append(args, "--config", in.config)...)
 }
 
 // lines maps each check to its line.
@@ -181,21 +154,13 @@ func TestDoctorInvalidConfig(t *testing.T) {
 // With the real daemon running, doctor names its PID.
 func TestDoctorSeesRunningDaemon(t *testing.T) {
 	in := newInstall(t)
-	sock, err := os.MkdirTemp("", "nc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(sock)
-	cfg, _ := json.Marshal(map[string]any{"channels": map[string]any{"whatsapp": map[string]any{"enabled": false}, "local": map[string]any{"enabled": true, "socket": filepath.Join(sock, "s")}}})
-	in.write(string(cfg))
-	d := exec.Command(nanoclawd, "run", "--config", in.config)
+	// The same config file, now with the local channel, and the daemon
+	// runs with the fake PATH and HOME.
+	d := e2e.New(t, e2e.Options{Dir: in.dir, Agent: `"env": ["ANTHROPIC_API_KEY"]`})
 	d.Env = in.env
-	if err := d.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { d.Process.Kill(); d.Wait() }()
+	p := d.Start()
 	// The daemon writes its PID into the lock once it holds it.
-	want := strconv.Itoa(d.Process.Pid)
+	want := strconv.Itoa(p.Cmd.Process.Pid)
 	lock := filepath.Join(in.dir, "data", "nanoclawd.lock")
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if b, _ := os.ReadFile(lock); strings.TrimSpace(string(b)) == want {
