@@ -2,32 +2,18 @@ package service_test
 
 import (
 	"bytes"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nanoclawd/nanoclawd/internal/e2e"
 )
 
 // The CLI test runs the built nanoclawd with HOME in a temp dir and fake
 // systemctl/launchctl first on PATH, as an operator would type it.
 
-var nanoclawd string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "nanoclawd-service")
-	if err != nil {
-		panic(err)
-	}
-	nanoclawd = filepath.Join(dir, "nanoclawd")
-	if out, err := exec.Command("go", "build", "-o", nanoclawd, "../../cmd/nanoclawd").CombinedOutput(); err != nil {
-		panic(fmt.Sprintf("build: %v\n%s", err, out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { e2e.Main(m) }
 
 func TestServiceCLI(t *testing.T) {
 	if _, err := os.Stat("/proc/self"); err != nil {
@@ -39,19 +25,8 @@ func TestServiceCLI(t *testing.T) {
 		"case \"$*\" in *show*) printf 'ActiveState=active\\nSubState=running\\nMainPID=77\\nUnitFileState=enabled\\n';; esac\n"), 0o755)
 	config := filepath.Join(work, "nanoclaw.config.jsonc")
 	os.WriteFile(config, []byte(`{"agent": {"env": ["ANTHROPIC_API_KEY"]}}`), 0o600)
-	run := func(args ...string) (string, string, int) {
-		cmd := exec.Command(nanoclawd, args...)
-		cmd.Dir = work
-		cmd.Env = []string{"HOME=" + home, "PATH=" + bin + ":/usr/bin:/bin", "ANTHROPIC_API_KEY=sk-never-written"}
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		}
-		return out.String(), errb.String(), code
-	}
+	env := []string{"HOME=" + home, "PATH=" + bin + ":/usr/bin:/bin", "ANTHROPIC_API_KEY=sk-never-written"}
+	run := func(args ...string) (string, string, int) { return e2e.Run(t, work, env, args...) }
 	unit := filepath.Join(home, ".config/systemd/user/nanoclawd.service")
 
 	// --dry-run: the unit with absolute paths, the commands, nothing done.
@@ -60,7 +35,7 @@ func TestServiceCLI(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{
-		"ExecStart=" + nanoclawd + " run --config " + config,
+		"ExecStart=" + e2e.Nanoclawd(t) + " run --config " + config,
 		"WorkingDirectory=" + work,
 		"EnvironmentFile=-" + filepath.Join(work, "nanoclawd.env"),
 		"systemctl --user enable --now nanoclawd.service",
