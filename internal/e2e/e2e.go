@@ -162,7 +162,7 @@ type Options struct {
 	// StopSignal is how Proc.Stop and the end of the test stop the daemon
 	// (SIGKILL after 20 s if it is still there). Default: SIGKILL at once.
 	StopSignal os.Signal
-	// Wait bounds each WaitFor, WaitNext and WaitAfter. Default: 60 s.
+	// Wait bounds each WaitFor and WaitNext. Default: 60 s.
 	Wait time.Duration
 	// Deadline, when set, bounds Start and every wait instead: the whole
 	// test, so a hang fails instead of stalling CI.
@@ -294,9 +294,9 @@ func (in *Install) Start() *Proc {
 	// Only warnings reach stderr off a terminal; "running" is in the log
 	// file, after what earlier starts wrote there.
 	logFile := filepath.Join(in.Dir, "data", "logs", "nanoclawd.log")
-	var logged int
-	if old, err := os.ReadFile(logFile); err == nil {
-		logged = len(old)
+	var logged int64
+	if fi, err := os.Stat(logFile); err == nil {
+		logged = fi.Size()
 	}
 	cmd := exec.Command(Nanoclawd(tb), "run", "--config", in.Config)
 	cmd.Env = in.Env
@@ -315,7 +315,11 @@ func (in *Install) Start() *Proc {
 	})
 	deadline := in.until(30 * time.Second)
 	for {
-		if b, _ := os.ReadFile(logFile); len(b) > logged && bytes.Contains(b[logged:], []byte(`"nanoclawd running"`)) {
+		b, _ := os.ReadFile(logFile)
+		if int64(len(b)) < logged {
+			logged = 0 // rotated since
+		}
+		if bytes.Contains(b[logged:], []byte(`"nanoclawd running"`)) {
 			if resp, err := in.client.Get("http://local/health"); err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {
@@ -415,13 +419,8 @@ func (in *Install) AllSent() []Sent {
 // returns everything sent up to it.
 func (in *Install) WaitFor(chat string, ok func(string) bool) []Sent {
 	in.TB.Helper()
-	return in.WaitAfter(0, chat, ok)
-}
-
-// WaitAfter is WaitFor for the messages after seq.
-func (in *Install) WaitAfter(after int64, chat string, ok func(string) bool) []Sent {
-	in.TB.Helper()
 	var all []Sent
+	var after int64
 	deadline := in.until(cmp.Or(in.wait, 60*time.Second))
 	for time.Now().Before(deadline) {
 		for _, m := range in.SentAfter(after, 5*time.Second) {
