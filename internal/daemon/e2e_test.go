@@ -143,14 +143,7 @@ func TestHungAgentKilledAndGroupRecovers(t *testing.T) {
 	e2e.WaitFile(t, filepath.Join(in.Dir, "groups", "main", "logs"), "")
 	in.Post("local:main", "Owner", "echo recovered")
 	in.WaitFor("local:main", e2e.Equals("echo: recovered"))
-	// The agent that answered may still be exiting; a hung one never ends.
-	deadline := time.Now().Add(10 * time.Second)
-	for n := e2e.CountProcs(e2e.Testagent(t)); n != 0; n = e2e.CountProcs(e2e.Testagent(t)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d stand-in agents still running", n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	e2e.WaitNoProcs(t, e2e.Testagent(t), "stand-in agents")
 }
 
 func TestCrashingAgentRetriedThenReported(t *testing.T) {
@@ -181,9 +174,7 @@ func TestKill9MidRunAnsweredOnce(t *testing.T) {
 	p.Kill9()
 	in.Start()
 	in.WaitFor("local:main", e2e.Equals("slept 2"))
-	if n := e2e.CountProcs(e2e.Testagent(t)); n != 0 {
-		t.Errorf("%d agent processes survived the kill -9 and the restart", n)
-	}
+	e2e.WaitNoProcs(t, e2e.Testagent(t), "agent processes after the kill -9 and the restart")
 	// Anything doubled would have been sent right behind it.
 	in.Post("local:main", "Owner", "echo after")
 	all := in.WaitFor("local:main", e2e.Equals("echo: after"))
@@ -299,13 +290,7 @@ func TestKill9LeavesNoOrphans(t *testing.T) {
 	in.WaitFor("local:main", func(s string) bool { return strings.HasPrefix(s, "forked ") })
 	p.Kill9()
 	in.Start()
-	deadline := time.Now().Add(10 * time.Second)
-	for e2e.CountProcs(e2e.Testagent(t)) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d agent processes outlived the crashed daemon and its restart", e2e.CountProcs(e2e.Testagent(t)))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	e2e.WaitNoProcs(t, e2e.Testagent(t), "agent processes that outlived the crashed daemon and its restart")
 }
 
 // A message for a group whose agent is running reaches that agent as an

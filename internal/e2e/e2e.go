@@ -509,6 +509,19 @@ func CountProcs(path string) int {
 	return n
 }
 
+// WaitNoProcs waits until no process runs path: one that just answered may
+// still be exiting, but one that hangs or was left behind fails the test.
+func WaitNoProcs(tb testing.TB, path, what string) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for n := CountProcs(path); n != 0; n = CountProcs(path) {
+		if time.Now().After(deadline) {
+			tb.Fatalf("%d %s still running", n, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // Buffer is a process's output, written by exec and read by the test.
 type Buffer struct {
 	mu sync.Mutex
