@@ -75,6 +75,11 @@ func Bin(tb testing.TB, pkg string) string {
 	return b.path
 }
 
+// RaceEnv, when set, builds the binaries with the race detector, so the
+// end-to-end tests also look for data races inside the daemon:
+// NANOCLAWD_E2E_RACE=1 go test ./internal/daemon/
+const RaceEnv = "NANOCLAWD_E2E_RACE"
+
 func buildPkg(pkg string) (string, error) {
 	root, err := moduleRoot()
 	if err != nil {
@@ -86,7 +91,11 @@ func buildPkg(pkg string) (string, error) {
 		}
 	}
 	bin := filepath.Join(binDir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", bin, "./"+pkg)
+	args := []string{"build", "-o", bin}
+	if os.Getenv(RaceEnv) != "" {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "./"+pkg)...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./%s: %w\n%s", pkg, err, out)
@@ -309,6 +318,9 @@ func (in *Install) Start() *Proc {
 	go func() { cmd.Wait(); close(p.Done) }()
 	tb.Cleanup(func() {
 		p.Stop()
+		if strings.Contains(p.Out.String(), "WARNING: DATA RACE") {
+			tb.Errorf("the race detector found a data race in the daemon (built with %s)", RaceEnv)
+		}
 		if tb.Failed() {
 			tb.Logf("daemon output:\n%s", p.Out.String())
 		}
