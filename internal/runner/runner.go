@@ -80,6 +80,20 @@ type Spec struct {
 	Closing <-chan struct{}
 }
 
+// Frame is the JSON of any stdout frame: a result (no Type) or a
+// violation (Type "violation").
+type Frame struct {
+	Type         string  `json:"type,omitempty"`
+	Status       string  `json:"status,omitempty"`
+	Result       *string `json:"result"`
+	NewSessionID string  `json:"newSessionId,omitempty"`
+	Error        string  `json:"error,omitempty"`
+	Kind         string  `json:"kind,omitempty"`
+	Tool         string  `json:"tool,omitempty"`
+	Target       string  `json:"target,omitempty"`
+	Detail       string  `json:"detail,omitempty"`
+}
+
 // Result is one result frame.
 type Result struct {
 	Status       string  // "success" or "error"
@@ -477,17 +491,7 @@ func (f *frameReader) frame(payload []byte, cut bool) {
 		f.log.Printf("frame dropped: payload longer than %d bytes", f.spec.MaxLine)
 		return
 	}
-	var fr struct {
-		Type         string  `json:"type"`
-		Status       string  `json:"status"`
-		Result       *string `json:"result"`
-		NewSessionID string  `json:"newSessionId"`
-		Error        string  `json:"error"`
-		Kind         string  `json:"kind"`
-		Tool         string  `json:"tool"`
-		Target       string  `json:"target"`
-		Detail       string  `json:"detail"`
-	}
+	var fr Frame
 	if err := json.Unmarshal(payload, &fr); err != nil {
 		f.log.Printf("frame dropped: %v: %s", err, clip(payload, 200))
 		return

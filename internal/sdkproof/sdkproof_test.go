@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/mockapi"
+	"github.com/nanoclawd/nanoclawd/internal/runner"
 )
 
 const (
@@ -34,18 +35,8 @@ const (
 	blockedNote = "suggest they ask the admin to change this group's sandbox policy"
 )
 
-// frame is any stdout frame: a result (no type) or a violation.
-type frame struct {
-	Type         string  `json:"type"`
-	Status       string  `json:"status"`
-	Result       *string `json:"result"`
-	NewSessionID string  `json:"newSessionId"`
-	Error        string  `json:"error"`
-	Kind         string  `json:"kind"`
-	Tool         string  `json:"tool"`
-	Target       string  `json:"target"`
-	Detail       string  `json:"detail"`
-}
+// frame is any stdout frame, as the daemon reads it.
+type frame = runner.Frame
 
 // world is one throwaway installation: an operator home holding a secret,
 // a groups dir with the group under test and a sibling, and a data dir.
