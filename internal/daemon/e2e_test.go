@@ -210,21 +210,28 @@ func TestUnpairedWhatsAppKeepsLocalChannel(t *testing.T) {
 func TestConfigReload(t *testing.T) {
 	in := e2e.New(t, e2e.Options{})
 	in.AddGroup("local:main", "main", "--main")
+	in.AddGroup("local:family", "family", "--no-trigger")
 	in.Start()
 	src, _ := os.ReadFile(in.Config)
-	// A valid edit applies to the next run.
-	edited := strings.Replace(string(src), "{", `{"assistantName": "Bob",`, 1)
+	// A valid edit applies to the next run; a key read only at start
+	// (assistantName) keeps its running value.
+	edited := strings.Replace(string(src), "{", `{"assistantName": "Bob", "hostSecurity": {"tools": ["Read"]},`, 1)
 	os.WriteFile(in.Config, []byte(edited), 0o600)
 	deadline := time.Now().Add(30 * time.Second)
 	isStdin := func(s string) bool { return strings.Contains(s, `"assistantName"`) }
+	const narrowed = `"tools":["Read","mcp__nanoclaw__*"]`
+	var stdin string
 	for {
-		in.Post("local:main", "Owner", "stdin")
-		if strings.Contains(in.WaitNext("local:main", isStdin).Text, `"assistantName":"Bob"`) {
+		in.Post("local:family", "Ann", "stdin")
+		if stdin = in.WaitNext("local:family", isStdin).Text; strings.Contains(stdin, narrowed) {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("valid edit never applied")
 		}
+	}
+	if !strings.Contains(stdin, `"assistantName":"Andy"`) {
+		t.Errorf("a restart-only key changed in the running daemon: %s", stdin)
 	}
 	// An invalid edit keeps the last good config and tells the main group
 	// where the problem is.
@@ -233,8 +240,8 @@ func TestConfigReload(t *testing.T) {
 	if !strings.Contains(msg, in.Config+":4:3: unknown key \"alertz\"") {
 		t.Errorf("invalid-edit notice: %q", msg)
 	}
-	in.Post("local:main", "Owner", "stdin")
-	if !strings.Contains(in.WaitNext("local:main", isStdin).Text, `"assistantName":"Bob"`) {
+	in.Post("local:family", "Ann", "stdin")
+	if !strings.Contains(in.WaitNext("local:family", isStdin).Text, narrowed) {
 		t.Error("the last good config was not kept")
 	}
 }

@@ -18,8 +18,10 @@ import (
 )
 
 // restartKeys are read only at start; a change to them is logged as
-// needing a restart and otherwise ignored.
-var restartKeys = []string{"dataDir", "groupsDir", "channels", "agent.maxConcurrent", "alerts", "timezone"}
+// needing a restart and otherwise ignored. assistantName is among them
+// because the WhatsApp channel prefixes replies with it and recognises its
+// own echoes by it.
+var restartKeys = []string{"assistantName", "dataDir", "groupsDir", "channels", "agent.maxConcurrent", "alerts", "timezone"}
 
 // watchConfig reloads the config file when it changes. A valid edit
 // applies to the next agent run; an invalid one keeps the last good config
@@ -76,7 +78,7 @@ func (d *Daemon) reload(ctx context.Context) {
 	}
 	// Keys read only at start keep their running values, so what the
 	// daemon reports stays true.
-	cfg.DataDir, cfg.GroupsDir, cfg.Channels, cfg.Timezone = old.DataDir, old.GroupsDir, old.Channels, old.Timezone
+	cfg.AssistantName, cfg.DataDir, cfg.GroupsDir, cfg.Channels, cfg.Timezone = old.AssistantName, old.DataDir, old.GroupsDir, old.Channels, old.Timezone
 	cfg.Agent.MaxConcurrent, cfg.Alerts = old.Agent.MaxConcurrent, old.Alerts
 	d.cfg.Store(cfg)
 	ev := d.log.Info().Strs("changed", changed)
