@@ -60,7 +60,7 @@ func (a actions) once(ctx context.Context, key string, f func(tx *sql.Tx) error)
 
 func (a actions) SendMessage(ctx context.Context, key, fromFolder, chatJID, text string) error {
 	err := a.once(ctx, key, func(tx *sql.Tx) error {
-		_, err := alerts.EnqueueTx(ctx, tx, chatJID, text, "ipc")
+		_, err := alerts.EnqueueTx(ctx, tx, chatJID, text, alerts.KindIPC)
 		return err
 	})
 	if err == nil {

@@ -337,23 +337,40 @@ func (r *Router) GiveUp(job runner.Job, runErr error) {
 	}
 	cfg := r.Config()
 	text := fmt.Sprintf("%s could not answer: the assistant failed several times (%s). Please try again later.", cfg.AssistantName, firstLine(runErr.Error(), 200))
-	tx, err := r.DB.BeginTx(ctx, nil)
-	if err != nil {
-		return
-	}
-	defer tx.Rollback()
 	r.lock()
 	top := r.attempted[g.Folder]
 	r.mu.Unlock()
-	if _, err := alerts.EnqueueTx(ctx, tx, g.JID, text, "error"); err != nil {
-		return
+	if err := r.enqueue(ctx, g.JID, text, alerts.KindNotice, g.JID, top); err != nil {
+		r.Log.Error().Err(err).Str("group", g.Folder).Msg("tell the group its run failed")
 	}
-	if err := setCursor(ctx, tx, g.JID, top); err != nil {
-		return
+}
+
+// enqueue queues text (if any) for chat and marks the messages of
+// cursorChat up to seq (if any) answered, in one transaction: an answer and
+// the position it answers move together.
+func (r *Router) enqueue(ctx context.Context, chat, text, kind, cursorChat string, seq int64) error {
+	tx, err := r.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return err
 	}
-	if tx.Commit() == nil {
+	defer tx.Rollback()
+	if text != "" {
+		if _, err := alerts.EnqueueTx(ctx, tx, chat, text, kind); err != nil {
+			return err
+		}
+	}
+	if seq > 0 {
+		if err := setCursor(ctx, tx, cursorChat, seq); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	if text != "" {
 		r.Outbox.Wake()
 	}
+	return nil
 }
 
 func firstLine(s string, n int) string {
@@ -488,7 +505,7 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !g.IsMain && a.violations > 0 && a.sent == 0 {
-		a.queue(context.WithoutCancel(ctx), alerts.GroupNotice(cfg.AssistantName), "notice", 0)
+		a.queue(context.WithoutCancel(ctx), alerts.GroupNotice(cfg.AssistantName), alerts.KindNotice, 0)
 	}
 	if err != nil {
 		return err
@@ -587,38 +604,18 @@ func (a *agentRun) OnResult(res runner.Result) {
 	if text != "" {
 		a.lastText = text
 	}
-	a.queue(ctx, text, "reply", upTo)
+	a.queue(ctx, text, alerts.KindReply, upTo)
 }
 
 // queue puts text (if any) in the outbox and moves the cursor to upTo (if
 // any) in one transaction.
 func (a *agentRun) queue(ctx context.Context, text, kind string, upTo int64) {
-	r := a.router
-	tx, err := r.DB.BeginTx(ctx, nil)
-	if err != nil {
-		r.Log.Error().Err(err).Msg("queue reply")
-		return
-	}
-	defer tx.Rollback()
-	if text != "" {
-		if _, err := alerts.EnqueueTx(ctx, tx, a.replyTo, text, kind); err != nil {
-			r.Log.Error().Err(err).Msg("queue reply")
-			return
-		}
-	}
-	if upTo > 0 {
-		if err := setCursor(ctx, tx, a.group.JID, upTo); err != nil {
-			r.Log.Error().Err(err).Msg("move cursor")
-			return
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		r.Log.Error().Err(err).Msg("queue reply")
+	if err := a.router.enqueue(ctx, a.replyTo, text, kind, a.group.JID, upTo); err != nil {
+		a.router.Log.Error().Err(err).Str("group", a.group.Folder).Msg("queue the answer; the messages stay unanswered")
 		return
 	}
 	if text != "" {
 		a.sent++
-		r.Outbox.Wake()
 	}
 }
 
