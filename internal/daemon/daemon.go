@@ -180,8 +180,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 				cancel(fmt.Errorf("%w: %w", ErrStopForGood, err))
 				return nil
 			case errors.Is(err, whatsapp.ErrNotPaired):
-				d.log.Warn().Msg("WhatsApp is not paired; run 'nanoclawd whatsapp login'. Other channels keep running.")
-				return nil
+				return nil // the channel said so, with what to do; the others keep running
 			}
 			return err
 		})
