@@ -94,6 +94,16 @@ type Watcher struct {
 	fsw *fsnotify.Watcher
 	now func() time.Time
 
+	// unmarked is the one record (0: none) whose side effect is done but
+	// which is not yet marked done in SQLite. Its mark rides in the next
+	// record's transaction, which saves a write per file in a burst; it is
+	// written on its own when the watcher falls idle, before anything else
+	// is finished, and before a rescan. So a kill -9 leaves at most one
+	// finished file unmarked, as before, and the restart repeats its side
+	// effect under the same key, which Actions drop. Only Run's goroutine
+	// touches it.
+	unmarked int64
+
 	mu      sync.Mutex
 	folders map[string]bool // watched
 	pending map[string]bool // to scan
@@ -177,11 +187,17 @@ func (w *Watcher) Unwatch(folder string) {
 // but unfinished before a crash, then each file as it appears.
 func (w *Watcher) Run(ctx context.Context) error {
 	defer w.fsw.Close()
+	// Stopping is not a crash: leave no finished file to be repeated.
+	defer func() { w.logErr(ctx, w.markDone(context.WithoutCancel(ctx))) }()
 	w.scanPending(ctx)
 	w.resume(ctx)
 	tick := time.NewTicker(w.cfg.SafetyRescan)
 	defer tick.Stop()
 	for {
+		if len(w.fsw.Events) == 0 {
+			// Idle: no later record will carry the mark soon.
+			w.logErr(ctx, w.markDone(ctx))
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -514,6 +530,12 @@ func (w *Watcher) record(ctx context.Context, folder, sub, name, hash string, d 
 				continue
 			}
 		}
+		if w.unmarked != 0 {
+			if _, err := tx.ExecContext(ctx, `UPDATE ipc_files SET state = 'done' WHERE id = ?`, w.unmarked); err != nil {
+				tx.Rollback()
+				return nil, fmt.Errorf("record ipc file done: %w", err)
+			}
+		}
 		rec.state, rec.req, rec.alert = "refused", d.req, d.alert
 		var reqJSON, vJSON sql.NullString
 		if d.accept {
@@ -546,6 +568,7 @@ func (w *Watcher) record(ctx context.Context, folder, sub, name, hash string, d 
 		if err := tx.Commit(); err != nil {
 			return nil, fmt.Errorf("record ipc file: %w", err)
 		}
+		w.unmarked = 0
 		return rec, nil
 	}
 }
@@ -598,6 +621,9 @@ func (w *Watcher) lookup(ctx context.Context, folder, sub, name, hash string) (*
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
 	}
+	if err == nil && rec.id == w.unmarked {
+		rec.state = "done" // finished, only its mark is pending
+	}
 	return rec, err == nil, err
 }
 
@@ -625,6 +651,14 @@ func scanRecord(row interface{ Scan(...any) error }) (*record, error) {
 // finish carries out what rec decided and removes (or quarantines) the
 // file at path; path is "" when the file is gone. It is safe to repeat.
 func (w *Watcher) finish(ctx context.Context, rec *record, path string) error {
+	if rec.state == "accepted" || rec.state == "refused" {
+		// At most one finished record is ever left unmarked: an earlier
+		// one not carried by a record transaction (resume finishes without
+		// recording) is marked before this one's side effect.
+		if err := w.markDone(ctx); err != nil {
+			return err
+		}
+	}
 	switch rec.state {
 	case "accepted":
 		if err := w.act(ctx, rec); err != nil {
@@ -647,9 +681,25 @@ func (w *Watcher) finish(ctx context.Context, rec *record, path string) error {
 	default: // done or failed: nothing is left to do (handleFile decides a new file again)
 		return nil
 	}
-	if _, err := w.cfg.DB.ExecContext(ctx, `UPDATE ipc_files SET state = 'done' WHERE id = ?`, rec.id); err != nil {
+	w.unmarked = rec.id
+	return nil
+}
+
+func (w *Watcher) logErr(ctx context.Context, err error) {
+	if err != nil && ctx.Err() == nil {
+		w.cfg.Log.Error().Err(err).Msg("ipc watcher")
+	}
+}
+
+// markDone writes the pending done-mark, if any.
+func (w *Watcher) markDone(ctx context.Context) error {
+	if w.unmarked == 0 {
+		return nil
+	}
+	if _, err := w.cfg.DB.ExecContext(ctx, `UPDATE ipc_files SET state = 'done' WHERE id = ?`, w.unmarked); err != nil {
 		return fmt.Errorf("record ipc file done: %w", err)
 	}
+	w.unmarked = 0
 	return nil
 }
 
@@ -709,6 +759,11 @@ func (w *Watcher) quarantine(rec *record, path, reason string) error {
 // resume finishes every decision recorded but not carried out, such as
 // those a kill -9 interrupted and whose file is already gone.
 func (w *Watcher) resume(ctx context.Context) {
+	// The unmarked record is finished: it must not be read back as unfinished.
+	if err := w.markDone(ctx); err != nil {
+		w.logErr(ctx, err)
+		return
+	}
 	rows, err := w.cfg.DB.QueryContext(ctx, `SELECT `+recordColumns+` FROM ipc_files WHERE state IN ('accepted', 'refused') ORDER BY id`)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -735,6 +790,7 @@ func (w *Watcher) resume(ctx context.Context) {
 
 // prune forgets finished files after a week; their files are long gone.
 func (w *Watcher) prune(ctx context.Context) {
+	w.logErr(ctx, w.markDone(ctx))
 	cutoff := w.now().Add(-7 * 24 * time.Hour).UnixMilli()
 	if _, err := w.cfg.DB.ExecContext(ctx, `DELETE FROM ipc_files WHERE state IN ('done', 'failed') AND decided_at < ?`, cutoff); err != nil && ctx.Err() == nil {
 		w.cfg.Log.Warn().Err(err).Msg("ipc watcher: prune")
