@@ -26,9 +26,11 @@ var ErrTooNew = errors.New("database schema is newer than this binary")
 // DSN returns the connection string for the SQLite file at path. Every
 // pragma is in the DSN so that each pooled connection gets it, and
 // _txlock=immediate makes read-then-write transactions take the write lock
-// up front instead of failing with "database is locked".
+// up front instead of failing with "database is locked". The statement
+// cache keeps SQLite from parsing the same few queries again for every IPC
+// file and message: parsing was a sixth of the daemon's CPU in a burst.
 func DSN(path string) string {
-	return "file:" + path + "?_journal_mode=WAL&_busy_timeout=5000&_foreign_keys=on&_synchronous=NORMAL&_txlock=immediate"
+	return "file:" + path + "?_journal_mode=WAL&_busy_timeout=5000&_foreign_keys=on&_synchronous=NORMAL&_txlock=immediate&_stmt_cache_size=64"
 }
 
 // Open opens (creating if needed) the database in dataDir and applies any
