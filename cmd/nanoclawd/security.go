@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/nanoclawd/nanoclawd/internal/groups"
@@ -30,18 +31,13 @@ func securityShow(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return err
 	}
-	var folders []string
-	var target *groups.Group
-	for i := range list {
-		folders = append(folders, list[i].Folder)
-		if list[i].Folder == pos[0] {
-			target = &list[i]
-		}
-	}
-	if target == nil {
+	i := slices.IndexFunc(list, func(gr groups.Group) bool { return gr.Folder == pos[0] })
+	if i < 0 {
 		return fmt.Errorf("%w: %s (see 'nanoclawd groups list')", groups.ErrNotFound, pos[0])
 	}
-	eff := security.Resolve(cfg.HostSecurity, security.Group{Folder: target.Folder, IsMain: target.IsMain, Override: target.Security}, cfg.SecurityHost(folders))
+	target := list[i]
+	// The same inputs the router resolves with before each run.
+	eff := security.Resolve(cfg.HostSecurity, target.Policy(), cfg.SecurityHost(groups.Folders(list)))
 	if *asJSON {
 		return writeJSON(g.stdout, eff)
 	}

@@ -225,3 +225,18 @@ func encodePolicy(p *security.Policy) (any, error) {
 // ChangedFile is the file the CLI touches after changing the registry; the
 // running daemon watches it and reloads the groups.
 func ChangedFile(dataDir string) string { return filepath.Join(dataDir, "groups.changed") }
+
+// Policy is what policy resolution needs to know of g.
+func (g Group) Policy() security.Group {
+	return security.Group{Folder: g.Folder, IsMain: g.IsMain, Override: g.Security}
+}
+
+// Folders lists the folders of list, for policy resolution (every other
+// group's folder is denied to a group).
+func Folders(list []Group) []string {
+	out := make([]string, len(list))
+	for i, g := range list {
+		out[i] = g.Folder
+	}
+	return out
+}

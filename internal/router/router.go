@@ -428,11 +428,7 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	if err != nil {
 		return err
 	}
-	folders := make([]string, len(list))
-	for i, gr := range list {
-		folders[i] = gr.Folder
-	}
-	eff := security.Resolve(cfg.HostSecurity, security.Group{Folder: g.Folder, IsMain: g.IsMain, Override: g.Security}, cfg.SecurityHost(folders))
+	eff := security.Resolve(cfg.HostSecurity, g.Policy(), cfg.SecurityHost(groups.Folders(list)))
 	sdk, err := json.Marshal(eff.SDKOptions)
 	if err != nil {
 		return err
