@@ -1,9 +1,11 @@
 package daemon_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -362,6 +364,45 @@ func TestGroupChangesReachRunningDaemon(t *testing.T) {
 	for _, s := range e2e.InChat(all, "local:late") {
 		if s == "echo: gone" {
 			t.Error("a removed group was answered")
+		}
+	}
+}
+
+// What an agent gets on stdin is the contract's ContainerInput, and its
+// sdkOptions are exactly what `security show --json` prints.
+func TestContainerInputMatchesSecurityShow(t *testing.T) {
+	in := e2e.New(t, e2e.Options{})
+	in.AddGroup("local:main", "main", "--main")
+	in.AddGroup("local:family", "family", "--no-trigger")
+	in.Start()
+	for _, tc := range []struct{ chat, folder string }{{"local:family", "family"}, {"local:main", "main"}} {
+		in.Post(tc.chat, "Ann", "stdin")
+		raw := in.WaitNext(tc.chat, func(s string) bool { return strings.HasPrefix(s, "{") }).Text
+		var input struct {
+			Prompt        string          `json:"prompt"`
+			GroupFolder   string          `json:"groupFolder"`
+			ChatJID       string          `json:"chatJid"`
+			IsMain        bool            `json:"isMain"`
+			AssistantName string          `json:"assistantName"`
+			Security      json.RawMessage `json:"security"`
+			SDKOptions    any             `json:"sdkOptions"`
+		}
+		if err := json.Unmarshal([]byte(raw), &input); err != nil {
+			t.Fatalf("stdin is not JSON: %v\n%s", err, raw)
+		}
+		var shown struct {
+			SDKOptions any `json:"sdkOptions"`
+		}
+		if err := json.Unmarshal([]byte(in.CLI("security", "show", tc.folder, "--json")), &shown); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(input.SDKOptions, shown.SDKOptions) {
+			t.Errorf("%s: the agent got sdkOptions\n%v\nbut security show prints\n%v", tc.folder, input.SDKOptions, shown.SDKOptions)
+		}
+		isMain := tc.folder == "main"
+		if input.GroupFolder != tc.folder || input.ChatJID != tc.chat || input.IsMain != isMain || input.AssistantName != "Andy" ||
+			!strings.Contains(input.Prompt, `sender="Ann"`) || (len(input.Security) == 0) == !isMain {
+			t.Errorf("%s: ContainerInput %s", tc.folder, raw)
 		}
 	}
 }
