@@ -142,14 +142,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	cfg := d.Config()
-	list, err := d.reg.List(ctx)
-	if err != nil {
-		return err
-	}
 	if err := d.router.KillLeftovers(ctx); err != nil {
 		d.log.Warn().Err(err).Msg("look for processes left by a previous run")
 	}
-	d.syncGroups(ctx)
+	nGroups, err := d.syncGroups(ctx)
+	if err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	goRun := func(name string, f func(context.Context) error) {
 		wg.Add(1)
@@ -192,7 +191,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	for _, folder := range pending {
 		d.queue.EnqueueMessages(folder)
 	}
-	d.log.Info().Int("groups", len(list)).Strs("resumed", pending).Str("config", cfg.File).Msg("nanoclawd running")
+	d.log.Info().Int("groups", nGroups).Strs("resumed", pending).Str("config", cfg.File).Msg("nanoclawd running")
 
 	<-ctx.Done()
 	d.log.Info().Msg("shutting down: letting running agents finish")
@@ -282,17 +281,18 @@ func (d *Daemon) watchRegistry(ctx context.Context) error {
 			d.log.Warn().Err(err).Msg("registry watch")
 		case ev := <-fsw.Events:
 			if ev.Name == marker && ev.Has(fsnotify.Write|fsnotify.Create) {
-				d.syncGroups(ctx)
+				if _, err := d.syncGroups(ctx); err != nil {
+					d.log.Error().Err(err).Msg("reload groups")
+				}
 			}
 		}
 	}
 }
 
-func (d *Daemon) syncGroups(ctx context.Context) {
+func (d *Daemon) syncGroups(ctx context.Context) (int, error) {
 	list, err := d.reg.List(ctx)
 	if err != nil {
-		d.log.Error().Err(err).Msg("reload groups")
-		return
+		return 0, err
 	}
 	current := map[string]bool{}
 	for _, g := range list {
@@ -313,6 +313,7 @@ func (d *Daemon) syncGroups(ctx context.Context) {
 		d.log.Warn().Err(err).Msg("alerts waiting for a main group")
 	}
 	d.log.Info().Int("groups", len(list)).Msg("groups reloaded")
+	return len(list), nil
 }
 
 // taskRunner hands due tasks to the queue.
