@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -112,6 +113,17 @@ func (g *globals) openRegistry() (*config.Config, *sql.DB, *groups.Registry, err
 		return nil, nil, nil, err
 	}
 	return cfg, db, groups.New(db, cfg.GroupsDir), nil
+}
+
+// listGroups loads the config and returns it with every registered group.
+func (g *globals) listGroups(ctx context.Context) (*config.Config, []groups.Group, error) {
+	cfg, db, reg, err := g.openRegistry()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer db.Close()
+	list, err := reg.List(ctx)
+	return cfg, list, err
 }
 
 func writeJSON(w io.Writer, v any) error {

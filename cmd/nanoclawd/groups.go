@@ -28,12 +28,7 @@ func groupsList(ctx context.Context, g *globals, args []string) error {
 	if _, err := parseFlags(fs, args, 0, 0, "groups list [--json]"); err != nil {
 		return err
 	}
-	_, db, reg, err := g.openRegistry()
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	list, err := reg.List(ctx)
+	_, list, err := g.listGroups(ctx)
 	if err != nil {
 		return err
 	}

@@ -22,12 +22,7 @@ func securityShow(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg, db, reg, err := g.openRegistry()
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	list, err := reg.List(ctx)
+	cfg, list, err := g.listGroups(ctx)
 	if err != nil {
 		return err
 	}
