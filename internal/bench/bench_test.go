@@ -56,14 +56,21 @@ type rig struct {
 // (agents get _close).
 func newRig(b *testing.B, others int) *rig {
 	b.Helper()
+	// A short path (Unix sockets are limited to ~108 bytes), which the
+	// confined agents may write to.
+	sockDir, err := os.MkdirTemp("", "ncb")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(sockDir) })
+	agentSock := filepath.Join(sockDir, "agents")
 	in := e2e.New(b, e2e.Options{
 		Agent:      `"command": [` + e2e.Quote(e2e.Bin(b, "internal/bench/benchagent")) + `], "env": ["BENCH_SOCK"], "timeout": "10m", "idleTimeout": "10m"`,
+		Security:   `"allowWrite": [` + e2e.Quote(sockDir) + `]`,
 		StopSignal: syscall.SIGTERM,
 		Wait:       30 * time.Second,
 	})
 	r := &rig{Install: in, agents: make(chan *agent, 16)}
-	// Beside the local channel's socket, whose dir has a short path.
-	agentSock := filepath.Join(filepath.Dir(in.Socket), "agents")
 	ln, err := net.Listen("unix", agentSock)
 	if err != nil {
 		b.Fatal(err)

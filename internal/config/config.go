@@ -94,7 +94,15 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 var DefaultTools = []string{"Bash", "Read", "Write", "Edit", "Glob", "Grep", "WebSearch", "WebFetch"}
 
 // DefaultDenyRead is the default hostSecurity.denyRead.
-var DefaultDenyRead = []string{"~/.ssh", "~/.aws", "~/.gnupg", "~/.config", "~/Library", "**/.env", "**/*.pem", "**/*.key"}
+// Beyond the contract's list, it holds what an attack on a confined group
+// found readable once allowRead opens part of the home: the CLI's own
+// credentials and transcripts, shell histories and tool credentials.
+var DefaultDenyRead = []string{"~/.ssh", "~/.aws", "~/.gnupg", "~/.config", "~/Library",
+	"~/.claude", "~/.claude.json", "~/.bash_history", "~/.zsh_history", "~/.python_history", "~/.node_repl_history",
+	"~/.psql_history", "~/.mysql_history", "~/.lesshst", "~/.netrc", "~/.git-credentials", "~/.gitconfig",
+	"~/.docker", "~/.kube", "~/.npmrc", "~/.pypirc", "~/.cargo/credentials.toml", "~/.terraform.d",
+	"~/.password-store", "~/Keychains",
+	"**/.env", "**/*.pem", "**/*.key"}
 
 // Default returns the configuration used for a key the file leaves out.
 func Default() Config {
@@ -119,6 +127,7 @@ func Default() Config {
 			Tools:          append([]string(nil), DefaultTools...),
 			PermissionMode: "default",
 			DenyRead:       append([]string(nil), DefaultDenyRead...),
+			AllowRead:      []string{},
 			AllowWrite:     []string{},
 			Network:        &security.Network{AllowedDomains: []string{}, DeniedDomains: []string{}},
 		},

@@ -96,8 +96,11 @@ rc=$?
 rm -f "$NC_COUNT_DIR/run.$$"
 exit $rc
 `), 0o755)
+	// Confined groups see the count dir and the stand-in agent only because
+	// the config allows them.
 	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(wrapper) + `], "maxConcurrent": 2, "env": ["NC_COUNT_DIR"]`,
-		Env: []string{"NC_COUNT_DIR=" + counts}})
+		Env:      []string{"NC_COUNT_DIR=" + counts},
+		Security: `"allowWrite": [` + e2e.Quote(counts) + `], "allowRead": [` + e2e.Quote(e2e.Testagent(t)) + `]`})
 	in.AddGroup("local:main", "main", "--main")
 	for i := 1; i <= 4; i++ {
 		in.AddGroup(fmt.Sprintf("local:g%d", i), fmt.Sprintf("g%d", i), "--no-trigger")

@@ -69,6 +69,12 @@ func agentConfig(script string) string {
 	return `"command": [` + e2e.Quote(script) + `], "timeout": "60s", "idleTimeout": "60s", "env": ["NC_TOKENS"]`
 }
 
+// scratchSecurity lets confined agents write the test's scratch dir and
+// run the stand-in agent the script hands over to.
+func scratchSecurity(tb testing.TB, scratch string) string {
+	return `"allowWrite": [` + e2e.Quote(scratch) + `], "allowRead": [` + e2e.Quote(e2e.Testagent(tb)) + `]`
+}
+
 // ipcInstall is an install whose agents tell the test their IPC tokens.
 type ipcInstall struct {
 	*e2e.Install
@@ -82,7 +88,8 @@ func newIPCInstall(t *testing.T, cooldown string) *ipcInstall {
 	t.Helper()
 	tokens := t.TempDir()
 	in := e2e.New(t, e2e.Options{Agent: agentConfig(writeAgentScript(t, t.TempDir())),
-		Alerts: `"cooldown": ` + e2e.Quote(cooldown), Env: []string{"NC_TOKENS=" + tokens}})
+		Alerts: `"cooldown": ` + e2e.Quote(cooldown), Env: []string{"NC_TOKENS=" + tokens},
+		Security: scratchSecurity(t, tokens)})
 	return &ipcInstall{Install: in, tokens: tokens}
 }
 

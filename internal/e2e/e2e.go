@@ -159,6 +159,9 @@ type Options struct {
 	Channels string
 	// Alerts is the members of "alerts". Default: no cooldown.
 	Alerts string
+	// Security is the members of "hostSecurity" (e.g. an allowWrite for a
+	// scratch dir a wrapper script writes). Default: none.
+	Security string
 	// Env is added to the environment of the CLI and the daemon.
 	Env []string
 	// Home, when set, builds that environment from nothing: PATH,
@@ -226,7 +229,8 @@ func New(tb testing.TB, o Options) *Install {
 		"channels": {%s, "local": {"enabled": true, "socket": %s}},
 		"agent": {%s},
 		"alerts": {%s},
-	}`, o.Channels, Quote(in.Socket), o.Agent, o.Alerts)
+		"hostSecurity": {%s},
+	}`, o.Channels, Quote(in.Socket), o.Agent, o.Alerts, o.Security)
 	if err := os.WriteFile(in.Config, []byte(cfg), 0o600); err != nil {
 		tb.Fatal(err)
 	}

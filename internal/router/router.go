@@ -487,11 +487,19 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		r.Typing(ctx, a.replyTo, true)
 		defer r.Typing(context.WithoutCancel(ctx), a.replyTo, false)
 	}
-	out, err := runner.Run(ctx, runner.Spec{
+	spec := runner.Spec{
 		Command: cfg.Agent.Command, Dir: groupDir, Env: env, Input: in, IPCDir: a.ipcDir,
 		LogDir: filepath.Join(groupDir, "logs"), Timeout: cfg.Agent.Timeout.D(), IdleTimeout: cfg.Agent.IdleTimeout.D(),
 		Closing: job.Closing,
-	}, a)
+	}
+	if !g.IsMain {
+		done, err := r.confine(ctx, cfg, g, eff, &spec, sessionDir)
+		if err != nil {
+			return err
+		}
+		defer done()
+	}
+	out, err := runner.Run(ctx, spec, a)
 	if a.mark != 0 {
 		r.DB.Exec(`DELETE FROM agent_marks WHERE pgid = ?`, a.mark)
 	}

@@ -11,6 +11,7 @@ type Policy struct {
 	Tools          []string `json:"tools,omitempty" validate:"omitempty,min=1,dive,required"`
 	PermissionMode string   `json:"permissionMode,omitempty" validate:"omitempty,oneof=default acceptEdits dontAsk"`
 	DenyRead       []string `json:"denyRead,omitempty" validate:"dive,required"`
+	AllowRead      []string `json:"allowRead,omitempty" validate:"dive,required"`
 	AllowWrite     []string `json:"allowWrite,omitempty" validate:"dive,required"`
 	Network        *Network `json:"network,omitempty"`
 }
