@@ -153,7 +153,7 @@ async function run(): Promise<number> {
     ...(input.security?.denyRead ?? []),
   ];
   const detector = new ViolationDetector(
-    { sandboxed: opts.sandbox?.enabled === true, denied, home: process.env.HOME ?? "/", cwd: process.cwd() },
+    { sandboxed: !isMain, denied, home: process.env.NANOCLAW_HOST_HOME ?? process.env.HOME ?? "/", cwd: process.cwd() },
     (v: Violation) => frame(v),
   );
 

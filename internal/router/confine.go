@@ -55,6 +55,9 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 		gw.Close()
 		return nil, fmt.Errorf("prepare %s: %w", home, err)
 	}
+	// The runner resolves "~" in what an agent aims at against the owner's
+	// home, which is what denyRead names, not against its own.
+	spec.Env["NANOCLAW_HOST_HOME"] = os.Getenv("HOME")
 	spec.Env["HOME"] = home
 	spec.Env["TMPDIR"] = "/tmp"
 	delete(spec.Env, "ANTHROPIC_BASE_URL") // sandbox-init points it at the relay

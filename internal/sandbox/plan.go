@@ -49,8 +49,6 @@ type Limits struct {
 	Processes int   `json:"processes"`     // RLIMIT_NPROC inside the run's user namespace
 	FileSize  int64 `json:"fileSizeBytes"` // RLIMIT_FSIZE: the largest file one write may make
 	TmpSize   int64 `json:"tmpBytes"`      // size of the private /tmp
-	Disk      int64 `json:"diskBytes"`     // disk use of the group's folder, checked while it runs
-	Memory    int64 `json:"memoryBytes"`   // resident memory of the run's processes, checked while it runs
 }
 
 // DefaultLimits are generous for an assistant and small next to a Mac mini.
@@ -58,8 +56,6 @@ var DefaultLimits = Limits{
 	Processes: 512,
 	FileSize:  1 << 30,
 	TmpSize:   512 << 20,
-	Disk:      2 << 30,
-	Memory:    4 << 30,
 }
 
 // GatewayAddr is where the daemon's egress gateway appears inside the
@@ -170,9 +166,15 @@ func New(in Input) Plan {
 	// dir under the data dir), then what is cut out of those.
 	n := len(p.Mounts)
 	p.hide(in, roots(p.Mounts))
-	add(in.GroupDir, ReadWrite, "the group's folder")
-	add(in.SessionDir, ReadWrite, "the group's agent session")
-	add(in.IPCDir, ReadWrite, "the group's IPC directory")
+	// The run's own dirs are made before it starts; `security show` lists
+	// them before they exist.
+	for _, d := range []struct{ path, why string }{
+		{in.GroupDir, "the group's folder"}, {in.SessionDir, "the group's agent session"}, {in.IPCDir, "the group's IPC directory"},
+	} {
+		if add(d.path, ReadWrite, d.why); !slices.ContainsFunc(p.Mounts, func(m Mount) bool { return m.Path == d.path }) {
+			p.Mounts = append(p.Mounts, Mount{Path: d.path, Mode: ReadWrite, Why: d.why, Dir: true})
+		}
+	}
 	for _, w := range in.AllowWrite {
 		add(w, ReadWrite, "allowWrite")
 	}
@@ -180,7 +182,7 @@ func New(in Input) Plan {
 	p.hide(in, roots(p.Mounts[n:]))
 	for _, pr := range Protected {
 		path := filepath.Join(in.GroupDir, pr.Name)
-		if _, err := os.Lstat(path); err == nil {
+		if fi, err := os.Lstat(path); err == nil && !placeholder(path, fi) {
 			add(path, ReadOnly, "protected: only the owner changes it")
 			continue
 		}
@@ -188,7 +190,7 @@ func New(in Input) Plan {
 			// No repository: the group may not make one either.
 			pr.Name, pr.Dir = ".git", true
 			path = filepath.Join(in.GroupDir, ".git")
-			if _, err := os.Lstat(path); err == nil || slices.ContainsFunc(p.Mounts, func(m Mount) bool { return m.Path == path }) {
+			if fi, err := os.Lstat(path); (err == nil && !placeholder(path, fi)) || slices.ContainsFunc(p.Mounts, func(m Mount) bool { return m.Path == path }) {
 				continue
 			}
 		}
@@ -231,6 +233,21 @@ func (p *Plan) hideOne(path, why string) {
 		return
 	}
 	p.Mounts = append(p.Mounts, Mount{Path: path, Mode: Hidden, Why: why, Dir: fi.IsDir()})
+}
+
+// placeholder tells whether fi looks like what a run's sandbox leaves
+// where a protected name did not exist (an empty file or directory), after
+// the daemon was killed before it could tidy up: it is made and removed
+// again like a missing one.
+func placeholder(path string, fi fs.FileInfo) bool {
+	if fi.Mode().IsRegular() {
+		return fi.Size() == 0
+	}
+	if fi.IsDir() {
+		entries, err := os.ReadDir(path)
+		return err == nil && len(entries) == 0
+	}
+	return false
 }
 
 // maxGlobWalk bounds the entries looked at for "**/name" rules in one
