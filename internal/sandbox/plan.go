@@ -180,21 +180,29 @@ func New(in Input) Plan {
 	}
 	add(in.Socket, ReadWrite, "the egress gateway")
 	p.hide(in, roots(p.Mounts[n:]))
+	git := filepath.Join(in.GroupDir, ".git")
+	gitFI, err := os.Lstat(git)
+	hasRepo := err == nil && !placeholder(git, gitFI)
 	for _, pr := range Protected {
 		path := filepath.Join(in.GroupDir, pr.Name)
-		if fi, err := os.Lstat(path); err == nil && !placeholder(path, fi) {
-			add(path, ReadOnly, "protected: only the owner changes it")
-			continue
-		}
-		if pr.Name == ".git/config" || pr.Name == ".git/hooks" {
-			// No repository: the group may not make one either.
-			pr.Name, pr.Dir = ".git", true
-			path = filepath.Join(in.GroupDir, ".git")
-			if fi, err := os.Lstat(path); (err == nil && !placeholder(path, fi)) || slices.ContainsFunc(p.Mounts, func(m Mount) bool { return m.Path == path }) {
+		fi, err := os.Lstat(path)
+		exists := err == nil
+		if strings.HasPrefix(pr.Name, ".git/") {
+			if !hasRepo {
+				// No repository: the group may not make one either.
+				if !slices.ContainsFunc(p.Mounts, func(m Mount) bool { return m.Path == git }) {
+					p.Mounts = append(p.Mounts, Mount{Path: git, Mode: ReadOnly, Why: "protected: only the owner creates it", Dir: true, Missing: true})
+				}
 				continue
 			}
+		} else if exists && placeholder(path, fi) {
+			exists = false // left by a run the daemon could not tidy up after
 		}
-		p.Mounts = append(p.Mounts, Mount{Path: path, Mode: ReadOnly, Why: "protected: only the owner creates it", Dir: pr.Dir, Missing: true})
+		if exists {
+			add(path, ReadOnly, "protected: only the owner changes it")
+		} else {
+			p.Mounts = append(p.Mounts, Mount{Path: path, Mode: ReadOnly, Why: "protected: only the owner creates it", Dir: pr.Dir, Missing: true})
+		}
 	}
 	return p
 }

@@ -50,8 +50,9 @@ func Profile(p Plan) string {
 		switch {
 		case m.Mode == Hidden:
 			w("(deny file-read* file-write* (%s %s)) ; %s", pathKind(m), q(m.Path), m.Why)
-		case m.Mode == ReadOnly && strings.HasPrefix(m.Why, "protected"):
-			w("(deny file-write* (%s %s)) ; %s", pathKind(m), q(m.Path), m.Why)
+		case m.Mode == ReadOnly:
+			// Also what lies inside a writable dir, or does not exist yet.
+			w("(deny file-write* (%s %s))", pathKind(m), q(m.Path))
 		}
 	}
 	w("(allow network-bind network-inbound (local ip \"localhost:*\"))")
