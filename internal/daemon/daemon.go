@@ -118,6 +118,10 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	}
 	d.queue = runner.NewQueue(cfg.Agent.MaxConcurrent, d.router.Run)
 	d.queue.OnGiveUp = d.router.GiveUp
+	d.queue.Reserved = func(folder string) bool {
+		g, err := d.reg.ByFolder(context.Background(), folder)
+		return err == nil && g.IsMain
+	}
 	if v, err := time.ParseDuration(os.Getenv(RetryBaseEnv)); err == nil && v > 0 {
 		d.queue.RetryBase = v
 	}
