@@ -117,15 +117,7 @@ func Probe(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%w: bubblewrap (bwrap) is not installed: install it (apt-get install bubblewrap)", ErrUnavailable)
 		}
-		p := Plan{Workdir: "/", Mounts: []Mount{{Path: "/usr", Mode: ReadOnly, Dir: true}}}
-		for _, s := range []string{"/bin", "/lib", "/lib64"} {
-			if link, err := os.Readlink(s); err == nil {
-				p.Mounts = append(p.Mounts, Mount{Path: s, Mode: ReadOnly, Link: link})
-			} else if _, err := os.Stat(s); err == nil {
-				p.Mounts = append(p.Mounts, Mount{Path: s, Mode: ReadOnly, Dir: true})
-			}
-		}
-		cmd = exec.CommandContext(ctx, bwrap, BwrapArgs(p, os.Getuid(), []string{"/bin/true"})...)
+		cmd = exec.CommandContext(ctx, bwrap, ProbeArgs()...)
 	case "darwin":
 		cmd = exec.CommandContext(ctx, "/usr/bin/sandbox-exec", "-p", "(version 1)(allow default)", "/usr/bin/true")
 	default:
@@ -142,6 +134,20 @@ func Probe(ctx context.Context) error {
 	}
 	probe.ok = time.Now()
 	return nil
+}
+
+// ProbeArgs are bubblewrap's arguments for a sandbox like a run's around
+// /bin/true.
+func ProbeArgs() []string {
+	p := Plan{Workdir: "/", Mounts: []Mount{{Path: "/usr", Mode: ReadOnly, Dir: true}}}
+	for _, s := range []string{"/bin", "/lib", "/lib64"} {
+		if link, err := os.Readlink(s); err == nil {
+			p.Mounts = append(p.Mounts, Mount{Path: s, Mode: ReadOnly, Link: link})
+		} else if _, err := os.Stat(s); err == nil {
+			p.Mounts = append(p.Mounts, Mount{Path: s, Mode: ReadOnly, Dir: true})
+		}
+	}
+	return BwrapArgs(p, os.Getuid(), []string{"/bin/true"})
 }
 
 // Cleanup removes the empty placeholders the sandbox made on the host for
