@@ -226,19 +226,35 @@ async function run(): Promise<number> {
   const stopWatching = watchInput(path.join(ipcDir, "input"), prompts, log);
 
   let lastError = false;
-  try {
+  let results = 0;
+  // Asked to finish (_close) with every prompt answered, the run is over:
+  // exit now rather than wait for the CLI, which stays up while a command
+  // it started in the background runs. Ending this process ends the run's
+  // sandbox and everything in it.
+  let finish: (code: number) => void = () => {};
+  const finished = new Promise<number>((resolve) => (finish = resolve));
+  const done = () => {
+    if (prompts.isClosed && results >= prompts.pushed) finish(lastError ? 1 : 0);
+  };
+  prompts.onClose = done;
+  const answering = (async () => {
     for await (const msg of query({ prompt: prompts, options })) {
       handle(msg);
       if (msg.type === "result") {
+        results++;
         lastError = msg.subtype !== "success" || msg.is_error;
         // A scheduled task answers once; it takes no follow-ups.
         if (input.isScheduledTask) prompts.close();
+        done();
       }
     }
+    return lastError ? 1 : 0;
+  })();
+  try {
+    return await Promise.race([answering, finished]);
   } finally {
     stopWatching();
   }
-  return lastError ? 1 : 0;
 
   function handle(msg: SDKMessage): void {
     switch (msg.type) {

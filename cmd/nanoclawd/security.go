@@ -39,7 +39,7 @@ func securityShow(ctx context.Context, g *globals, args []string) error {
 	var plan *sandbox.Plan
 	if !eff.IsMain {
 		bin, _ := os.Executable()
-		p := sandbox.ForGroup(eff, cfg.Agent.Command, bin, filepath.Join(cfg.GroupsDir, target.Folder),
+		p := sandbox.ForGroup(eff, cfg.Agent.Limits.SandboxLimits(), cfg.Agent.Command, bin, filepath.Join(cfg.GroupsDir, target.Folder),
 			filepath.Join(cfg.DataDir, "sessions", target.Folder), filepath.Join(cfg.DataDir, "ipc", target.Folder), "")
 		plan = &p
 	}
@@ -83,8 +83,8 @@ func securityShow(ctx context.Context, g *globals, args []string) error {
 			fmt.Fprintf(w, "  %-6s %s  (%s)\n", m.Mode, m.Path, m.Why)
 		}
 		fmt.Fprintf(w, "  network: %s; gateway %s\n", plan.Network, plan.Gateway)
-		fmt.Fprintf(w, "  limits: %d processes, files up to %d MiB, /tmp %d MiB\n",
-			plan.Limits.Processes, plan.Limits.FileSize>>20, plan.Limits.TmpSize>>20)
+		fmt.Fprintf(w, "  limits: %d processes, files up to %d MiB, /tmp %d MiB, memory %d MiB, folder %d MiB\n",
+			plan.Limits.Processes, plan.Limits.FileSize>>20, plan.Limits.TmpSize>>20, plan.Limits.Memory>>20, plan.Limits.Disk>>20)
 		if plan.Profile != "" {
 			fmt.Fprintf(w, "  macOS sandbox profile:\n%s", plan.Profile)
 		}

@@ -124,6 +124,8 @@ func headline(v Violation) string {
 		what = "permission for"
 	case "ipc":
 		return fmt.Sprintf("group %q tried to act as another group (%s): %s", group, tool, target)
+	case "limit":
+		return fmt.Sprintf("group %q: the run went over its %s limit and was stopped", group, target)
 	default:
 		what = show(v.Kind, maxKind) + " access to"
 	}
@@ -185,6 +187,9 @@ func fixHint(v Violation) string {
 		tool := show(v.Tool, maxTool)
 		return fmt.Sprintf("To allow it: add %s to hostSecurity.tools in the config, or for this group only run `%s` "+
 			"with {\"tools\":[…, %s]} (the override replaces the global list).", jsonText(tool), setSec, jsonText(tool))
+	case "limit":
+		return "The limits of a confined run are fixed (`nanoclawd security show " + folder + "` lists them); " +
+			"if the group needs more, ask it to work on less at once, or to clean up its folder."
 	case "ipc":
 		return "No configuration change allows this: a group may only act for itself. " +
 			"If you did not expect it, look at what the group's agent was asked to do."

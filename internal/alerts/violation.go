@@ -10,7 +10,7 @@ import "time"
 type Violation struct {
 	Time   time.Time `json:"time"`
 	Group  string    `json:"group"`  // folder of the group whose agent (or IPC dir) it came from
-	Kind   string    `json:"kind"`   // filesystem | network | permission | tool | ipc
+	Kind   string    `json:"kind"`   // filesystem | network | permission | tool | ipc | limit
 	Tool   string    `json:"tool"`   // e.g. Bash, Read, ipc
 	Target string    `json:"target"` // path, host, chat or group
 	Detail string    `json:"detail"`

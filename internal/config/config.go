@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
@@ -60,6 +61,17 @@ type Agent struct {
 	Timeout       Duration `json:"timeout" validate:"gt=0"`
 	IdleTimeout   Duration `json:"idleTimeout" validate:"gt=0"`
 	Env           []string `json:"env" validate:"dive,required"`
+	// Limits bound each confined (non-main) run.
+	Limits Limits `json:"limits"`
+}
+
+// Limits bound one confined run; sizes in MiB.
+type Limits struct {
+	Processes   int `json:"processes" validate:"min=16"`
+	FileSizeMiB int `json:"fileSizeMiB" validate:"min=1"`
+	TmpMiB      int `json:"tmpMiB" validate:"min=1"`
+	MemoryMiB   int `json:"memoryMiB" validate:"min=64"`
+	DiskMiB     int `json:"diskMiB" validate:"min=1"`
 }
 
 // Alerts configures sandbox alerts to the main group.
@@ -118,6 +130,7 @@ func Default() Config {
 		Agent: Agent{
 			Command:       []string{"node", "agent-runner/dist/index.js"},
 			MaxConcurrent: 5,
+			Limits:        Limits{Processes: 512, FileSizeMiB: 1024, TmpMiB: 512, MemoryMiB: 4096, DiskMiB: 2048},
 			Timeout:       Duration(30 * time.Minute),
 			IdleTimeout:   Duration(30 * time.Minute),
 			Env:           []string{},
@@ -133,6 +146,12 @@ func Default() Config {
 		},
 		Alerts: Alerts{Cooldown: Duration(time.Minute)},
 	}
+}
+
+// SandboxLimits is l in the sandbox's units.
+func (l Limits) SandboxLimits() sandbox.Limits {
+	return sandbox.Limits{Processes: l.Processes, FileSize: int64(l.FileSizeMiB) << 20, TmpSize: int64(l.TmpMiB) << 20,
+		Memory: int64(l.MemoryMiB) << 20, Disk: int64(l.DiskMiB) << 20}
 }
 
 // DefaultTrigger is the trigger a group gets when none is given.

@@ -148,3 +148,55 @@ func randHex(t *testing.T) string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// A confined run is held to its limits: processes and file size by the
+// kernel (the command fails), memory and the folder's size by the daemon,
+// which stops the run and alerts the main group.
+func TestConfinedRunLimits(t *testing.T) {
+	install := func(t *testing.T, env ...string) *e2e.Install {
+		in := e2e.New(t, e2e.Options{
+			Agent: `"command": [` + e2e.Quote(e2e.Bin(t, "internal/hostileagent")) + `],
+				"env": ["HOSTILE_FORKS", "HOSTILE_BIGFILE", "HOSTILE_FILL", "HOSTILE_MEM"],
+				"limits": {"processes": 32, "fileSizeMiB": 8, "tmpMiB": 64, "memoryMiB": 128, "diskMiB": 16}`,
+			Env: env,
+		})
+		in.AddGroup("local:main", "main", "--main")
+		in.AddGroup("local:family", "family", "--no-trigger")
+		in.Start()
+		return in
+	}
+	t.Run("file size", func(t *testing.T) {
+		in := install(t, "HOSTILE_BIGFILE=20")
+		in.Post("local:family", "Eve", "go")
+		got := strings.Join(e2e.InChat(in.WaitFor("local:family", func(s string) bool { return strings.Contains(s, "BIGFILE") }), "local:family"), "\n")
+		if !strings.Contains(got, "BIGFILE 8 of 20 MiB: write /tmp/big: file too large") {
+			t.Errorf("the file size limit did not hold:\n%s", got)
+		}
+	})
+	t.Run("processes", func(t *testing.T) {
+		in := install(t, "HOSTILE_FORKS=100")
+		in.Post("local:family", "Eve", "go")
+		got := strings.Join(e2e.InChat(in.WaitFor("local:family", func(s string) bool { return strings.Contains(s, "FORKS") }), "local:family"), "\n")
+		if strings.Contains(got, "FORKS 100 of 100") {
+			// As root, RLIMIT_NPROC does not hold: the daemon's watch stops the run.
+			in.WaitFor("local:main", func(s string) bool {
+				return strings.HasPrefix(s, "[SANDBOX ALERT]") && strings.Contains(s, `"family"`) && strings.Contains(s, "processes limit")
+			})
+			e2e.WaitNoProcs(t, e2e.Bin(t, "internal/hostileagent"), "the stopped run")
+		}
+	})
+	for _, c := range []struct{ name, env, limit string }{
+		{"disk", "HOSTILE_FILL=40", "disk"},
+		{"memory", "HOSTILE_MEM=300", "memory"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := install(t, c.env)
+			in.Post("local:family", "Eve", "go")
+			in.WaitFor("local:main", func(s string) bool {
+				return strings.HasPrefix(s, "[SANDBOX ALERT]") && strings.Contains(s, `"family"`) && strings.Contains(s, c.limit+" limit")
+			})
+			in.WaitFor("local:family", func(s string) bool { return strings.Contains(s, "could not answer") })
+			e2e.WaitNoProcs(t, e2e.Bin(t, "internal/hostileagent"), "the stopped run")
+		})
+	}
+}

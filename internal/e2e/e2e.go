@@ -225,12 +225,16 @@ func New(tb testing.TB, o Options) *Install {
 	tb.Cleanup(func() { os.RemoveAll(sockDir) })
 	in := &Install{TB: tb, Dir: o.Dir, Config: filepath.Join(o.Dir, "nanoclaw.config.jsonc"), Socket: filepath.Join(sockDir, "s"),
 		stop: o.StopSignal, wait: o.Wait, deadline: o.Deadline}
+	security := ""
+	if o.Security != "" {
+		security = `"hostSecurity": {` + o.Security + `},`
+	}
 	cfg := fmt.Sprintf(`{
 		"channels": {%s, "local": {"enabled": true, "socket": %s}},
 		"agent": {%s},
 		"alerts": {%s},
-		"hostSecurity": {%s},
-	}`, o.Channels, Quote(in.Socket), o.Agent, o.Alerts, o.Security)
+		%s
+	}`, o.Channels, Quote(in.Socket), o.Agent, o.Alerts, security)
 	if err := os.WriteFile(in.Config, []byte(cfg), 0o600); err != nil {
 		tb.Fatal(err)
 	}

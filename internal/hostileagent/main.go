@@ -11,6 +11,10 @@
 //	HOSTILE_WRITE   paths to create, one per line
 //	HOSTILE_DIAL    host:port of a listener on the host's loopback, tried
 //	                directly and through $HTTPS_PROXY (CONNECT)
+//	HOSTILE_FORKS   start this many sleeping children (reports how many it got)
+//	HOSTILE_BIGFILE write one file of this many MiB in /tmp (reports how far it got)
+//	HOSTILE_FILL    write this many 1 MiB files into its folder, then wait to be stopped
+//	HOSTILE_MEM     hold this many MiB of memory, then wait to be stopped
 package main
 
 import (
@@ -23,7 +27,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -65,7 +71,67 @@ func main() {
 	if addr := os.Getenv("HOSTILE_DIAL"); addr != "" {
 		dial(addr, say)
 	}
+	if n, _ := strconv.Atoi(os.Getenv("HOSTILE_FORKS")); n > 0 {
+		got := forks(n)
+		say("FORKS %d of %d", got, n)
+		if got == n { // no kernel limit: wait for the daemon to stop us
+			frame(b.String())
+			time.Sleep(time.Minute)
+		}
+	}
+	if n, _ := strconv.Atoi(os.Getenv("HOSTILE_BIGFILE")); n > 0 {
+		got, err := fill(filepath.Join(os.TempDir(), "big"), n)
+		say("BIGFILE %d of %d MiB: %v", got, n, err)
+	}
+	if n, _ := strconv.Atoi(os.Getenv("HOSTILE_FILL")); n > 0 {
+		var err error
+		got := 0
+		for ; got < n && err == nil; got++ {
+			_, err = fill(fmt.Sprintf("fill-%d.bin", got), 1)
+		}
+		say("FILL %d of %d MiB: %v", got, n, err)
+		frame(b.String())
+		time.Sleep(time.Minute) // the daemon is to stop us before this ends
+	}
+	if n, _ := strconv.Atoi(os.Getenv("HOSTILE_MEM")); n > 0 {
+		hold := make([]byte, n<<20)
+		for i := range hold {
+			hold[i] = byte(i)
+		}
+		say("MEM holding %d MiB", n)
+		frame(b.String())
+		time.Sleep(time.Minute)
+		hold[0]++
+	}
 	frame(b.String())
+}
+
+// forks starts up to n children that sleep until the run ends.
+func forks(n int) int {
+	got := 0
+	for i := 0; i < n; i++ {
+		if err := exec.Command("/bin/sleep", "300").Start(); err != nil {
+			break
+		}
+		got++
+	}
+	return got
+}
+
+// fill writes up to mib MiB to path; it returns how many it wrote.
+func fill(path string, mib int) (int, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	chunk := make([]byte, 1<<20)
+	for i := 0; i < mib; i++ {
+		if _, err := f.Write(chunk); err != nil {
+			return i, err
+		}
+	}
+	return mib, nil
 }
 
 func lines(s string) []string {

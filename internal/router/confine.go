@@ -7,6 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
 	"github.com/nanoclawd/nanoclawd/internal/config"
@@ -22,7 +26,7 @@ import (
 // only through this run's gateway), and the gateway is started. The
 // returned func ends the gateway and tidies up after the run. If the
 // sandbox cannot be built the run fails closed and the main group is told.
-func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group, eff security.Effective, spec *runner.Spec, sessionDir string) (func(), error) {
+func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group, eff security.Effective, spec *runner.Spec, sessionDir string) (*confinement, error) {
 	if err := sandbox.Probe(ctx); err != nil {
 		r.Log.Error().Err(err).Str("group", g.Folder).Msg("not starting the agent unconfined")
 		r.tellMain(ctx, fmt.Sprintf("[SANDBOX ALERT] %s: the agent of group %s was not started: %v. Run 'nanoclawd doctor'.",
@@ -62,17 +66,58 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 	spec.Env["TMPDIR"] = "/tmp"
 	delete(spec.Env, "ANTHROPIC_BASE_URL") // sandbox-init points it at the relay
 
-	plan := sandbox.ForGroup(eff, spec.Command, r.Binary, spec.Dir, sessionDir, spec.IPCDir, socket)
+	plan := sandbox.ForGroup(eff, cfg.Agent.Limits.SandboxLimits(), spec.Command, r.Binary, spec.Dir, sessionDir, spec.IPCDir, socket)
 	cmd, err := sandbox.Command(plan, r.Binary, os.Getuid(), plan.Argv)
 	if err != nil {
 		gw.Close()
 		return nil, runner.NoRetry(err)
 	}
 	spec.Command = cmd
-	return func() {
-		gw.Close()
-		sandbox.Cleanup(plan)
-	}, nil
+	return &confinement{router: r, group: g.Folder, plan: plan, gw: gw, stop: make(chan struct{})}, nil
+}
+
+// confinement is one confined run: its plan, its gateway, and the watch
+// on what the kernel cannot limit (memory, disk).
+type confinement struct {
+	router *Router
+	group  string
+	plan   sandbox.Plan
+	gw     *gateway.Run
+	stop   chan struct{}
+
+	mu   sync.Mutex
+	over string // the limit the run went over
+}
+
+// started watches the run whose sandbox has process id pid; a run that
+// goes over a limit is reported and its processes are killed.
+func (c *confinement) started(pid int) {
+	go sandbox.Watch(pid, c.plan.Workdir, c.plan.Limits, c.stop, func(what string) {
+		c.mu.Lock()
+		c.over = what
+		c.mu.Unlock()
+		limit, _, _ := strings.Cut(what, ":")
+		v := alerts.Violation{Time: time.Now().UTC(), Group: c.group, Kind: "limit", Tool: "sandbox", Target: limit,
+			Detail: what, Action: "blocked"}
+		if err := c.router.Reporter.Report(context.Background(), v); err != nil {
+			c.router.Log.Error().Err(err).Str("group", c.group).Msg("report a run over its limit")
+		}
+		syscall.Kill(-pid, syscall.SIGKILL)
+	})
+}
+
+// exceeded is the limit the run went over, or "".
+func (c *confinement) exceeded() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.over
+}
+
+// done ends the gateway and the watch and tidies up after the run.
+func (c *confinement) done() {
+	close(c.stop)
+	c.gw.Close()
+	sandbox.Cleanup(c.plan)
 }
 
 // gatewaySocket is a fresh socket path for a run's gateway: under the

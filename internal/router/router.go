@@ -418,6 +418,7 @@ type agentRun struct {
 	failure    string // the last error frame
 	ipcDir     string
 	started    chan struct{} // closed once the agent process runs (message runs)
+	conf       *confinement  // the OS sandbox of a non-main run
 	mark       int           // the agent's process group, recorded in agent_marks
 }
 
@@ -493,13 +494,15 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		Closing: job.Closing,
 	}
 	if !g.IsMain {
-		done, err := r.confine(ctx, cfg, g, eff, &spec, sessionDir)
-		if err != nil {
+		if a.conf, err = r.confine(ctx, cfg, g, eff, &spec, sessionDir); err != nil {
 			return err
 		}
-		defer done()
+		defer a.conf.done()
 	}
 	out, err := runner.Run(ctx, spec, a)
+	if a.conf != nil && a.conf.exceeded() != "" {
+		err = runner.NoRetry(fmt.Errorf("the run was stopped: %s", a.conf.exceeded()))
+	}
 	if a.mark != 0 {
 		r.DB.Exec(`DELETE FROM agent_marks WHERE pgid = ?`, a.mark)
 	}
@@ -569,6 +572,9 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 func (a *agentRun) OnStart(pid int) {
 	if a.started != nil {
 		close(a.started)
+	}
+	if a.conf != nil {
+		a.conf.started(pid)
 	}
 	if m, ok := runner.MarkOf(pid); ok {
 		a.mark = m.PGID

@@ -49,13 +49,8 @@ type Limits struct {
 	Processes int   `json:"processes"`     // RLIMIT_NPROC inside the run's user namespace
 	FileSize  int64 `json:"fileSizeBytes"` // RLIMIT_FSIZE: the largest file one write may make
 	TmpSize   int64 `json:"tmpBytes"`      // size of the private /tmp
-}
-
-// DefaultLimits are generous for an assistant and small next to a Mac mini.
-var DefaultLimits = Limits{
-	Processes: 512,
-	FileSize:  1 << 30,
-	TmpSize:   512 << 20,
+	Memory    int64 `json:"memoryBytes"`   // resident memory of all the run's processes, measured (Watch)
+	Disk      int64 `json:"diskBytes"`     // files in the group's folder but its logs/, measured (Watch)
 }
 
 // GatewayAddr is where the daemon's egress gateway appears inside the
@@ -351,7 +346,7 @@ func under(p string, roots []string) bool {
 
 // ForGroup is the plan of one run of a group whose resolved policy is eff,
 // as the router builds it and `security show` prints it.
-func ForGroup(eff security.Effective, command []string, binary, groupDir, sessionDir, ipcDir, socket string) Plan {
+func ForGroup(eff security.Effective, l Limits, command []string, binary, groupDir, sessionDir, ipcDir, socket string) Plan {
 	cmd := slices.Clone(command)
 	if len(cmd) > 0 {
 		if p, err := exec.LookPath(cmd[0]); err == nil {
@@ -362,7 +357,7 @@ func ForGroup(eff security.Effective, command []string, binary, groupDir, sessio
 	}
 	p := New(Input{
 		Command: cmd, Binary: binary, GroupDir: groupDir, SessionDir: sessionDir, IPCDir: ipcDir, Socket: socket,
-		AllowRead: eff.AllowRead, AllowWrite: eff.AllowWrite, DenyRead: eff.DenyRead, Limits: DefaultLimits,
+		AllowRead: eff.AllowRead, AllowWrite: eff.AllowWrite, DenyRead: eff.DenyRead, Limits: l,
 	})
 	if runtime.GOOS == "darwin" {
 		p.Profile = Profile(p)

@@ -48,7 +48,7 @@ func world(t *testing.T) (root string, in Input) {
 		IPCDir:     mk("data/ipc/family", false),
 		AllowRead:  []string{filepath.Join(root, "home")},
 		DenyRead:   []string{filepath.Join(root, "home/.ssh"), "**/.env", filepath.Join(root, "data/ipc")},
-		Limits:     DefaultLimits,
+		Limits:     testLimits,
 	}
 }
 
@@ -107,7 +107,7 @@ func TestBwrapArgsGolden(t *testing.T) {
 	p := Plan{
 		Workdir: "/srv/nc/groups/family",
 		Socket:  "/srv/nc/data/gw/1.sock",
-		Limits:  DefaultLimits,
+		Limits:  testLimits,
 		Mounts: []Mount{
 			{Path: "/tmp", Mode: Private, Dir: true},
 			{Path: "/usr", Mode: ReadOnly, Dir: true},
@@ -188,3 +188,5 @@ func TestSandboxRunsForReal(t *testing.T) {
 		}
 	}
 }
+
+var testLimits = Limits{Processes: 512, FileSize: 1 << 30, TmpSize: 512 << 20, Memory: 4 << 30, Disk: 2 << 30}

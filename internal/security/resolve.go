@@ -190,6 +190,10 @@ func sdkOptions(e Effective, groupDir string) map[string]any {
 		},
 		"settings": map[string]any{
 			"permissions": map[string]any{"deny": deny},
+			// WebFetch would first ask api.anthropic.com whether a domain is
+			// safe, a host no group may reach; the gateway's domain lists
+			// decide instead.
+			"skipWebFetchPreflight": true,
 		},
 	}
 }
