@@ -320,6 +320,42 @@ func commandFiles(command []string) []string {
 	return out
 }
 
+// lookPath finds a program named without a path as the sandbox will see
+// it: in the system runtime when PATH has it there (a version manager's
+// shim earlier in PATH, such as pyenv's, needs its whole tree), else the
+// first in PATH, whose directory the plan then binds.
+func lookPath(name string) string {
+	if strings.Contains(name, "/") {
+		if abs, err := filepath.Abs(name); err == nil {
+			return abs
+		}
+		return name
+	}
+	first := ""
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		if !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			continue
+		}
+		if under(p, System) {
+			return p
+		}
+		if first == "" {
+			first = p
+		}
+	}
+	if first == "" {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+		return name
+	}
+	return first
+}
+
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // roots are the visible trees among ms (the private /tmp holds nothing
@@ -349,11 +385,7 @@ func under(p string, roots []string) bool {
 func ForGroup(eff security.Effective, l Limits, command []string, binary, groupDir, sessionDir, ipcDir, socket string) Plan {
 	cmd := slices.Clone(command)
 	if len(cmd) > 0 {
-		if p, err := exec.LookPath(cmd[0]); err == nil {
-			if abs, err := filepath.Abs(p); err == nil {
-				cmd[0] = abs
-			}
-		}
+		cmd[0] = lookPath(cmd[0])
 	}
 	p := New(Input{
 		Command: cmd, Binary: binary, GroupDir: groupDir, SessionDir: sessionDir, IPCDir: ipcDir, Socket: socket,

@@ -190,3 +190,21 @@ func TestSandboxRunsForReal(t *testing.T) {
 }
 
 var testLimits = Limits{Processes: 512, FileSize: 1 << 30, TmpSize: 512 << 20, Memory: 4 << 30, Disk: 2 << 30}
+
+// A program named without a path is taken from the system runtime when
+// PATH has it there, even behind a shim earlier in PATH.
+func TestLookPathPrefersTheSystemRuntime(t *testing.T) {
+	shims := t.TempDir()
+	if err := os.WriteFile(filepath.Join(shims, "sh"), []byte("#!/bin/sh\nexec pyenv-like \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", shims+":/usr/bin:/bin")
+	if got := lookPath("sh"); !under(got, System) {
+		t.Errorf("lookPath(sh) = %s, want the system's", got)
+	}
+	only := filepath.Join(shims, "only-here")
+	os.WriteFile(only, []byte("#!/bin/sh\n"), 0o755)
+	if got := lookPath("only-here"); got != only {
+		t.Errorf("lookPath(only-here) = %s, want %s", got, only)
+	}
+}
