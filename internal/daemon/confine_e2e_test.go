@@ -200,3 +200,32 @@ func TestConfinedRunLimits(t *testing.T) {
 		})
 	}
 }
+
+// Without a sandbox (here: no bwrap in the daemon's PATH) a non-main run
+// fails closed: it is never started unconfined, the group is told it could
+// not be answered and the main group why; main itself still runs.
+func TestNoSandboxFailsClosed(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "ran")
+	script := filepath.Join(t.TempDir(), "agent.sh")
+	os.WriteFile(script, []byte("#!/bin/sh\n/usr/bin/touch "+marker+"\nexec "+e2e.Testagent(t)+"\n"), 0o755)
+	in := e2e.New(t, e2e.Options{
+		Agent: `"command": ["/bin/sh", ` + e2e.Quote(script) + `]`,
+		Env:   []string{"PATH=" + t.TempDir()},
+	})
+	in.AddGroup("local:main", "main", "--main")
+	in.AddGroup("local:family", "family", "--no-trigger")
+	in.Start()
+	in.Post("local:family", "Eve", "echo hi")
+	in.WaitFor("local:main", func(s string) bool {
+		return strings.Contains(s, "family") && strings.Contains(s, "was not started") && strings.Contains(s, "bubblewrap")
+	})
+	in.WaitFor("local:family", func(s string) bool { return strings.Contains(s, "could not answer") })
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the family agent ran without a sandbox")
+	}
+	in.Post("local:main", "Owner", "echo still here")
+	in.WaitFor("local:main", e2e.Equals("echo: still here"))
+	if _, err := os.Stat(marker); err != nil {
+		t.Error("main's agent did not run the same command, so the check above proves nothing")
+	}
+}
