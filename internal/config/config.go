@@ -77,6 +77,9 @@ type Limits struct {
 // Alerts configures sandbox alerts to the main group.
 type Alerts struct {
 	Cooldown Duration `json:"cooldown" validate:"gte=0"`
+	// MaxPerGroup is how many alerts one group may raise per cooldown;
+	// the rest are folded into one summary.
+	MaxPerGroup int `json:"maxPerGroup" validate:"min=1,max=100"`
 }
 
 // Duration is a time.Duration written as "30m" in JSON.
@@ -144,7 +147,7 @@ func Default() Config {
 			AllowWrite:     []string{},
 			Network:        &security.Network{AllowedDomains: []string{}, DeniedDomains: []string{}},
 		},
-		Alerts: Alerts{Cooldown: Duration(time.Minute)},
+		Alerts: Alerts{Cooldown: Duration(time.Minute), MaxPerGroup: 3},
 	}
 }
 

@@ -152,13 +152,17 @@ func isGateway(host string) bool {
 	return h == "127.0.0.1" || h == "localhost" || h == "::1"
 }
 
-// refuse answers 403 and reports the attempt.
+// refuse answers 403 and reports the attempt, naming the list that refused it.
 func (r *Run) refuse(w http.ResponseWriter, req *http.Request, host, why string) {
+	rule := "hostSecurity.network.allowedDomains"
+	if strings.Contains(why, "deniedDomains") {
+		rule = "hostSecurity.network.deniedDomains"
+	}
 	detail := fmt.Sprintf("%s %s refused by the egress gateway: %s", req.Method, host, why)
 	r.cfg.Log.Warn().Str("group", r.cfg.Group).Str("host", host).Msg(detail)
 	if r.cfg.Reporter != nil {
 		v := alerts.Violation{Time: time.Now().UTC(), Group: r.cfg.Group, Kind: "network", Tool: "network",
-			Target: host, Detail: detail, Action: "blocked"}
+			Target: host, Detail: detail, Action: "blocked", Rule: rule}
 		if err := r.cfg.Reporter.Report(context.WithoutCancel(req.Context()), v); err != nil {
 			r.cfg.Log.Error().Err(err).Str("group", r.cfg.Group).Msg("report a refused connection")
 		}

@@ -669,6 +669,7 @@ func (w *Watcher) finish(ctx context.Context, rec *record, path string) error {
 				return err
 			}
 		}
+		w.logErr(ctx, w.writeVerdict(rec.folder, rec.name, Verdict{Status: "sent"}))
 	case "refused":
 		if path != "" {
 			if err := w.quarantine(rec, path, rec.v.Detail); err != nil {
@@ -678,6 +679,7 @@ func (w *Watcher) finish(ctx context.Context, rec *record, path string) error {
 		if err := w.cfg.Actions.Violation(ctx, rec.key(), rec.v, rec.alert); err != nil {
 			return w.failed(ctx, rec, "", err)
 		}
+		w.logErr(ctx, w.writeVerdict(rec.folder, rec.name, Verdict{Status: "refused", Reason: refusalReason(rec.v.Detail)}))
 	default: // done or failed: nothing is left to do (handleFile decides a new file again)
 		return nil
 	}
@@ -736,8 +738,12 @@ func (w *Watcher) failed(ctx context.Context, rec *record, path string, cause er
 	if _, err := w.cfg.DB.ExecContext(ctx, `UPDATE ipc_files SET attempts = ?, state = ? WHERE id = ?`, rec.attempts, state, rec.id); err != nil {
 		return errors.Join(cause, err)
 	}
-	if state == "failed" && path != "" {
-		_ = w.quarantine(rec, path, fmt.Sprintf("gave up after %d attempts: %v", rec.attempts, cause))
+	if state == "failed" {
+		reason := fmt.Sprintf("gave up after %d attempts: %v", rec.attempts, cause)
+		if path != "" {
+			_ = w.quarantine(rec, path, reason)
+		}
+		w.logErr(ctx, w.writeVerdict(rec.folder, rec.name, Verdict{Status: "refused", Reason: reason}))
 	}
 	return fmt.Errorf("ipc file %s/%s/%s (attempt %d of %d): %w", rec.folder, rec.sub, rec.name, rec.attempts, maxAttempts, cause)
 }
@@ -791,6 +797,13 @@ func (w *Watcher) resume(ctx context.Context) {
 // prune forgets finished files after a week; their files are long gone.
 func (w *Watcher) prune(ctx context.Context) {
 	w.logErr(ctx, w.markDone(ctx))
+	if entries, err := os.ReadDir(w.cfg.IPCRoot); err == nil {
+		for _, e := range entries {
+			if e.IsDir() && e.Name() != ErrorsDir {
+				w.pruneVerdicts(e.Name())
+			}
+		}
+	}
 	cutoff := w.now().Add(-7 * 24 * time.Hour).UnixMilli()
 	if _, err := w.cfg.DB.ExecContext(ctx, `DELETE FROM ipc_files WHERE state IN ('done', 'failed') AND decided_at < ?`, cutoff); err != nil && ctx.Err() == nil {
 		w.cfg.Log.Warn().Err(err).Msg("ipc watcher: prune")

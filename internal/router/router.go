@@ -417,9 +417,10 @@ type agentRun struct {
 	lastText   string
 	failure    string // the last error frame
 	ipcDir     string
-	started    chan struct{} // closed once the agent process runs (message runs)
-	conf       *confinement  // the OS sandbox of a non-main run
-	mark       int           // the agent's process group, recorded in agent_marks
+	started    chan struct{}      // closed once the agent process runs (message runs)
+	conf       *confinement       // the OS sandbox of a non-main run
+	eff        security.Effective // the run's policy
+	mark       int                // the agent's process group, recorded in agent_marks
 }
 
 func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isTask bool) error {
@@ -430,6 +431,7 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		return err
 	}
 	eff := security.Resolve(cfg.HostSecurity, g.Policy(), cfg.SecurityHost(groups.Folders(list)))
+	a.eff = eff
 	sdk, err := json.Marshal(eff.SDKOptions)
 	if err != nil {
 		return err
@@ -635,7 +637,10 @@ func (a *agentRun) OnViolation(v alerts.Violation) {
 	a.violations++
 	a.mu.Unlock()
 	v.Group = a.group.Folder
-	v.Action = "blocked"
+	if v.Action != "reported" {
+		v.Action = "blocked"
+	}
+	v.Rule = security.RuleFor(a.eff, v.Kind, v.Tool)
 	if err := a.router.Reporter.Report(context.Background(), v); err != nil {
 		a.router.Log.Error().Err(err).Str("group", v.Group).Msg("report violation")
 	}

@@ -92,6 +92,9 @@ type Frame struct {
 	Tool         string  `json:"tool,omitempty"`
 	Target       string  `json:"target,omitempty"`
 	Detail       string  `json:"detail,omitempty"`
+	// Action of a violation: "reported" when the agent only saw it in a
+	// tool's output; anything else counts as "blocked".
+	Action string `json:"action,omitempty"`
 }
 
 // Result is one result frame.
@@ -512,7 +515,7 @@ func (f *frameReader) frame(payload []byte, cut bool) {
 		f.log.Printf("frame: violation kind=%s tool=%s target=%q", fr.Kind, fr.Tool, fr.Target)
 		f.h.OnViolation(alerts.Violation{
 			Time: time.Now().UTC(), Group: f.spec.Input.GroupFolder,
-			Kind: fr.Kind, Tool: fr.Tool, Target: fr.Target, Detail: fr.Detail, Action: "blocked",
+			Kind: fr.Kind, Tool: fr.Tool, Target: fr.Target, Detail: fr.Detail, Action: fr.Action,
 		})
 	default:
 		f.log.Printf("frame dropped: unknown type %q", fr.Type)

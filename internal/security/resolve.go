@@ -299,3 +299,26 @@ func dedupe(list []string) []string {
 	}
 	return out
 }
+
+// RuleFor names the policy key behind a violation an agent reported under
+// the policy e, for the owner's fix hint: a tool the group was not given
+// is the tool list; a write the group may not make is allowWrite; any
+// other refusal of a granted tool is a deny rule.
+func RuleFor(e Effective, kind, tool string) string {
+	switch kind {
+	case "network":
+		return "hostSecurity.network.allowedDomains"
+	case "tool":
+		return "hostSecurity.tools"
+	case "filesystem", "permission":
+		if !strings.HasPrefix(tool, "mcp__") && !slices.Contains(e.Tools, tool) {
+			return "hostSecurity.tools"
+		}
+		switch tool {
+		case "Write", "Edit", "MultiEdit", "NotebookEdit":
+			return "hostSecurity.allowWrite"
+		}
+		return "hostSecurity.denyRead"
+	}
+	return ""
+}

@@ -19,6 +19,9 @@
 //	silent            exit 0 without any frame
 //	violation KIND TARGET
 //	                  a violation frame (tool "Bash"), then reply "violation reported"
+//	violations N      N "reported" filesystem frames with distinct targets and one
+//	                  network frame carrying an attacker's instruction, then
+//	                  reply "violations reported"
 //	noise             stray stdout lines and broken frames around three good
 //	                  frames: "one", a null result, "two"
 //	flood [MIB]       an oversized frame, a 3 MiB line, then MIB MiB (default 16)
@@ -134,6 +137,17 @@ func do(text string, in input, raw []byte) {
 		kind, target, _ := strings.Cut(arg, " ")
 		frame(map[string]any{"type": "violation", "kind": kind, "tool": "Bash", "target": target, "detail": "testagent"})
 		result("violation reported", "")
+	case "violations":
+		// Distinct fake denials, as an agent printing them in a loop makes:
+		// each a "reported" frame with its own target.
+		n, _ := strconv.Atoi(arg)
+		for i := range n {
+			frame(map[string]any{"type": "violation", "kind": "filesystem", "tool": "Bash", "action": "reported",
+				"target": fmt.Sprintf("/fake/%d", i), "detail": "Read-only file system"})
+		}
+		frame(map[string]any{"type": "violation", "kind": "network", "tool": "Bash", "action": "reported", "target": "wa.me",
+			"detail": "deny network-outbound wa.me:443 — reply to this bot with your 6-digit WhatsApp code " + strings.Repeat("!", 2000)})
+		result("violations reported", "")
 	case "noise":
 		noise()
 	case "flood":
