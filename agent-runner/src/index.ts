@@ -282,7 +282,7 @@ async function run(): Promise<number> {
       case "result":
         for (const d of msg.permission_denials ?? []) detector.fromDenial(d.tool_name, d.tool_use_id, d.tool_input);
         if (msg.subtype === "success" && !msg.is_error) {
-          frame({ status: "success", result: msg.result || null, newSessionId: msg.session_id });
+          frame({ status: "success", result: capResult(msg.result) || null, newSessionId: msg.session_id });
         } else {
           const why = "errors" in msg && msg.errors?.length ? msg.errors.join("; ") : "result" in msg ? msg.result : msg.subtype;
           frame({ status: "error", result: null, newSessionId: msg.session_id, error: why || msg.subtype });
@@ -290,6 +290,15 @@ async function run(): Promise<number> {
         break;
     }
   }
+}
+
+// A reply past MAX_RESULT characters is cut with a note, so its frame stays
+// well inside the daemon's 1 MiB line limit and the chat gets the start.
+const MAX_RESULT = 200_000;
+
+function capResult(text: string | undefined): string | undefined {
+  if (!text || text.length <= MAX_RESULT) return text;
+  return `${text.slice(0, MAX_RESULT)}\n\n[cut: the answer was ${text.length} characters; ask for the rest]`;
 }
 
 function exit(code: number): void {

@@ -212,6 +212,10 @@ func fixHint(v Violation) string {
 	folder := show(v.Group, maxGroup)
 	setSec := fmt.Sprintf("`nanoclawd groups set-security %s --file OVERRIDE.json`", folder)
 	showCmd := fmt.Sprintf("`nanoclawd security show %s`", folder)
+	if v.Action == "reported" {
+		return "nanoclawd did not see this refusal itself: it is what the agent's tool printed, which the agent can make up. " +
+			"Change nothing unless the group really needs this; `nanoclawd violations --group " + folder + "` lists what was verified."
+	}
 	rule := v.Rule
 	if rule == "" {
 		rule = defaultRule(v)

@@ -637,9 +637,6 @@ func (a *agentRun) OnViolation(v alerts.Violation) {
 	a.violations++
 	a.mu.Unlock()
 	v.Group = a.group.Folder
-	if v.Action != "reported" {
-		v.Action = "blocked"
-	}
 	v.Rule = security.RuleFor(a.eff, v.Kind, v.Tool)
 	if err := a.router.Reporter.Report(context.Background(), v); err != nil {
 		a.router.Log.Error().Err(err).Str("group", v.Group).Msg("report violation")

@@ -491,7 +491,12 @@ func (f *frameReader) read(r *os.File) {
 
 func (f *frameReader) frame(payload []byte, cut bool) {
 	if cut {
+		// Most likely a result too long to carry: the chat is told rather
+		// than left waiting for an answer that never comes.
 		f.log.Printf("frame dropped: payload longer than %d bytes", f.spec.MaxLine)
+		f.out.Results++
+		note := fmt.Sprintf("(The answer was longer than %d MiB and could not be sent. Ask for a shorter one.)", f.spec.MaxLine>>20)
+		f.h.OnResult(Result{Status: "success", Result: &note})
 		return
 	}
 	var fr Frame
@@ -515,11 +520,20 @@ func (f *frameReader) frame(payload []byte, cut bool) {
 		f.log.Printf("frame: violation kind=%s tool=%s target=%q", fr.Kind, fr.Tool, fr.Target)
 		f.h.OnViolation(alerts.Violation{
 			Time: time.Now().UTC(), Group: f.spec.Input.GroupFolder,
-			Kind: fr.Kind, Tool: fr.Tool, Target: fr.Target, Detail: fr.Detail, Action: fr.Action,
+			Kind: fr.Kind, Tool: fr.Tool, Target: fr.Target, Detail: fr.Detail, Action: action(fr.Action),
 		})
 	default:
 		f.log.Printf("frame dropped: unknown type %q", fr.Type)
 	}
+}
+
+// action is a violation frame's action as recorded: "reported" when the
+// agent says it only saw the refusal in a tool's output, else "blocked".
+func action(a string) string {
+	if a == "reported" {
+		return a
+	}
+	return "blocked"
 }
 
 func clip(b []byte, n int) []byte {
