@@ -27,6 +27,9 @@ func TestToolsReportTheDaemonsVerdict(t *testing.T) {
 			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 				entries, _ := os.ReadDir(filepath.Join(dir, ipc.MessagesDir))
 				for _, e := range entries {
+					if !strings.HasSuffix(e.Name(), ".json") {
+						continue // not renamed into place yet
+					}
 					data, _ := json.Marshal(v)
 					os.WriteFile(filepath.Join(dir, ipc.ResultsDir, e.Name()), data, 0o600)
 					os.Remove(filepath.Join(dir, ipc.MessagesDir, e.Name()))
