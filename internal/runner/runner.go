@@ -69,7 +69,7 @@ type Spec struct {
 	IPCDir  string // <dataDir>/ipc/<folder>; its input/ is cleared before the start
 	LogDir  string // <groupsDir>/<folder>/logs; the run log goes here
 
-	Timeout     time.Duration // hard limit; 0 = none
+	Timeout     time.Duration // hard limit of one turn (from the start, then from each result frame); 0 = none
 	IdleTimeout time.Duration // no output for this long → _close; 0 = none
 	KillGrace   time.Duration // SIGTERM → SIGKILL; 0 = DefaultKillGrace
 	MaxLine     int           // longest frame or log line kept; 0 = DefaultMaxLine
@@ -122,6 +122,7 @@ type Outcome struct {
 	NewSessionID string // the last non-empty newSessionId seen
 	Closed       bool   // _close was written (idle timeout or Closing)
 	TimedOut     bool   // the hard timeout fired
+	Answered     bool   // the last frame was a result: nothing was left unanswered
 	LogFile      string
 	Duration     time.Duration
 }
@@ -235,9 +236,15 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 		default:
 		}
 	}
+	answered := make(chan struct{}, 1)
 	tail := newTail(4096)
 	readers := make(chan struct{}, 2)
-	frames := &frameReader{spec: &spec, h: h, log: log, out: &out, touch: touch}
+	frames := &frameReader{spec: &spec, h: h, log: log, out: &out, touch: touch, answered: func() {
+		select {
+		case answered <- struct{}{}:
+		default:
+		}
+	}}
 	go func() {
 		frames.read(outR)
 		readers <- struct{}{}
@@ -274,10 +281,11 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 		defer idleTimer.Stop()
 		idle = idleTimer.C
 	}
+	var hardTimer *time.Timer
 	if spec.Timeout > 0 {
-		t := time.NewTimer(spec.Timeout)
-		defer t.Stop()
-		hard = t.C
+		hardTimer = time.NewTimer(spec.Timeout)
+		defer hardTimer.Stop()
+		hard = hardTimer.C
 	}
 	closing := spec.Closing
 	ctxDone := ctx.Done()
@@ -308,6 +316,12 @@ wait:
 		case <-activity:
 			if idleTimer != nil && !out.Closed {
 				idleTimer.Reset(spec.IdleTimeout)
+			}
+		case <-answered:
+			// The timeout bounds one turn: an agent that keeps answering
+			// a live conversation is not cut off mid-chat.
+			if hardTimer != nil && !out.TimedOut {
+				hardTimer.Reset(spec.Timeout)
 			}
 		case <-idle:
 			idle = nil
@@ -359,6 +373,11 @@ wait:
 	log.Printf("exit %s after %s (results=%d)", cmd.ProcessState, out.Duration.Round(time.Millisecond), out.Results)
 
 	switch {
+	case out.TimedOut && out.Results > 0 && out.Answered:
+		// Every prompt was answered: the run did its work; the timeout
+		// only ended what it was still doing after.
+		log.Printf("the hard timeout ended the agent after its answer: not a failure")
+		return out, nil
 	case out.TimedOut:
 		return out, fmt.Errorf("agent for %s after %s: %w", spec.Input.GroupFolder, spec.Timeout, ErrTimeout)
 	case killed && ctx.Err() != nil:
@@ -427,11 +446,12 @@ func buildEnv(extra map[string]string) ([]string, error) {
 
 // frameReader turns the agent's stdout into frames and log lines.
 type frameReader struct {
-	spec  *Spec
-	h     Handler
-	log   *runLog
-	out   *Outcome
-	touch func()
+	spec     *Spec
+	h        Handler
+	log      *runLog
+	out      *Outcome
+	touch    func()
+	answered func() // a result frame was read
 }
 
 const (
@@ -516,6 +536,8 @@ func (f *frameReader) frame(payload []byte, cut bool) {
 		}
 		f.log.Printf("frame: result status=%s result=%dB newSessionId=%q error=%q", fr.Status, n, fr.NewSessionID, fr.Error)
 		f.h.OnResult(Result{Status: fr.Status, Result: fr.Result, NewSessionID: fr.NewSessionID, Error: fr.Error})
+		f.out.Answered = fr.Status == "success"
+		f.answered()
 	case "violation":
 		f.log.Printf("frame: violation kind=%s tool=%s target=%q", fr.Kind, fr.Tool, fr.Target)
 		f.h.OnViolation(alerts.Violation{

@@ -14,6 +14,7 @@
 //	env               reply with its environment, sorted, one NAME=value a line
 //	sleep SECONDS     sleep (fractions allowed), then reply "slept SECONDS"
 //	hang              ignore SIGTERM and never finish (only SIGKILL ends it)
+//	answer-then-hang  reply "answered", then hang
 //	crash             print three lines to stderr and exit with status 3
 //	fail TEXT         a result frame with status "error" and error TEXT, exit 0
 //	silent            exit 0 without any frame
@@ -121,6 +122,10 @@ func do(text string, in input, raw []byte) {
 		}
 		time.Sleep(time.Duration(d * float64(time.Second)))
 		result("slept "+arg, "")
+	case "answer-then-hang":
+		result("answered", "")
+		signal.Ignore(syscall.SIGTERM)
+		time.Sleep(1<<63 - 1)
 	case "hang":
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Fprintln(os.Stderr, "hanging")

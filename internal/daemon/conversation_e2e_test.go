@@ -1,0 +1,50 @@
+package daemon_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/e2e"
+)
+
+// agent.timeout bounds one turn, not a conversation: an agent that keeps
+// answering follow-ups stays up well past it, and nobody is told "could
+// not answer".
+func TestLiveConversationOutlivesTheTimeout(t *testing.T) {
+	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "timeout": "2s", "idleTimeout": "60s"`})
+	in.AddGroup("local:main", "main", "--main")
+	in.Start()
+	in.Post("local:main", "Owner", "followup")
+	in.WaitFor("local:main", e2e.Equals("ready"))
+	start := time.Now()
+	for i := 0; time.Since(start) < 5*time.Second; i++ {
+		word := fmt.Sprintf("turn-%d", i)
+		in.Post("local:main", "Owner", word)
+		in.WaitFor("local:main", func(s string) bool { return strings.HasPrefix(s, "followup:") && strings.Contains(s, word) })
+	}
+	for _, m := range in.AllSent() {
+		if strings.Contains(m.Text, "could not answer") || m.Text == "closed" {
+			t.Errorf("the conversation was cut off: %q", m.Text)
+		}
+	}
+}
+
+// A hard timeout that ends an agent after it answered is no failure: the
+// group is not told its message could not be answered.
+func TestTimeoutAfterAnswerIsNoFailure(t *testing.T) {
+	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "timeout": "1s", "idleTimeout": "60s"`})
+	in.AddGroup("local:main", "main", "--main")
+	in.Start()
+	in.Post("local:main", "Owner", "answer-then-hang")
+	in.WaitFor("local:main", e2e.Equals("answered"))
+	e2e.WaitNoProcs(t, e2e.Testagent(t), "the agent ended by its timeout")
+	in.Post("local:main", "Owner", "echo after")
+	all := in.WaitFor("local:main", e2e.Equals("echo: after"))
+	for _, s := range e2e.InChat(all, "local:main") {
+		if strings.Contains(s, "could not answer") {
+			t.Errorf("a run that answered was reported as failed: %q", s)
+		}
+	}
+}
