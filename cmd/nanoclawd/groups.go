@@ -20,6 +20,32 @@ func init() {
 	register("groups remove", "groups remove FOLDER   unregister (the folder on disk is kept)", groupsRemove)
 	register("groups set-security", "groups set-security FOLDER --file OVERRIDE.json | --clear", groupsSetSecurity)
 	register("groups import", "groups import FILE   import a NanoClaw registered_groups.json", groupsImport)
+	register("groups reset-session", "groups reset-session FOLDER   the group's next run starts a fresh agent session", groupsResetSession)
+}
+
+func groupsResetSession(ctx context.Context, g *globals, args []string) error {
+	pos, err := parseFlags(flag.NewFlagSet("groups reset-session", flag.ContinueOnError), args, 1, 1, "groups reset-session FOLDER")
+	if err != nil {
+		return err
+	}
+	_, db, reg, err := g.openRegistry()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := reg.ByFolder(ctx, pos[0]); err != nil {
+		return fmt.Errorf("%w: %s (see 'nanoclawd groups list')", err, pos[0])
+	}
+	res, err := db.ExecContext(ctx, `DELETE FROM sessions WHERE folder = ?`, pos[0])
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		fmt.Fprintf(g.stdout, "%s has no saved session; its next run starts fresh anyway\n", pos[0])
+		return nil
+	}
+	fmt.Fprintf(g.stdout, "the next run of %s starts a fresh agent session\n", pos[0])
+	return nil
 }
 
 func groupsList(ctx context.Context, g *globals, args []string) error {

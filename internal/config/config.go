@@ -63,6 +63,9 @@ type Agent struct {
 	Env           []string `json:"env" validate:"dive,required"`
 	// Limits bound each confined (non-main) run.
 	Limits Limits `json:"limits"`
+	// NewSessionCommand, a whole message in any registered chat, makes
+	// the group's next run start a fresh session ("" turns it off).
+	NewSessionCommand string `json:"newSessionCommand" validate:"max=32"`
 }
 
 // Limits bound one confined run; sizes in MiB.
@@ -131,12 +134,13 @@ func Default() Config {
 			Local:    Local{Socket: "data/local.sock"},
 		},
 		Agent: Agent{
-			Command:       []string{"node", "agent-runner/dist/index.js"},
-			MaxConcurrent: 5,
-			Limits:        Limits{Processes: 512, FileSizeMiB: 1024, TmpMiB: 512, MemoryMiB: 4096, DiskMiB: 2048},
-			Timeout:       Duration(30 * time.Minute),
-			IdleTimeout:   Duration(30 * time.Minute),
-			Env:           []string{},
+			Command:           []string{"node", "agent-runner/dist/index.js"},
+			MaxConcurrent:     5,
+			Limits:            Limits{Processes: 512, FileSizeMiB: 1024, TmpMiB: 512, MemoryMiB: 4096, DiskMiB: 2048},
+			NewSessionCommand: "/new",
+			Timeout:           Duration(30 * time.Minute),
+			IdleTimeout:       Duration(30 * time.Minute),
+			Env:               []string{},
 		},
 		HostSecurity: security.Policy{
 			Sandbox:        &sandbox,

@@ -48,3 +48,38 @@ func TestTimeoutAfterAnswerIsNoFailure(t *testing.T) {
 		}
 	}
 }
+
+// A saved session whose transcript is gone does not lock the group out:
+// the run starts a fresh session once and answers the same message.
+// `groups reset-session` and a "/new" message start the next run fresh.
+func TestSessionsRecoverAndReset(t *testing.T) {
+	in := e2e.New(t, e2e.Options{})
+	in.AddGroup("local:main", "main", "--main")
+	in.Start()
+	in.Post("local:main", "Owner", "forget")
+	in.WaitFor("local:main", e2e.Equals("forgot"))
+	in.Post("local:main", "Owner", "echo still here")
+	all := in.WaitFor("local:main", e2e.Equals("echo: still here"))
+	for _, s := range e2e.InChat(all, "local:main") {
+		if strings.Contains(s, "could not answer") {
+			t.Errorf("a gone session failed the group: %q", s)
+		}
+	}
+
+	in.Post("local:main", "Owner", "session")
+	in.WaitFor("local:main", func(s string) bool { return strings.HasPrefix(s, "session: sess-") })
+	if out := in.CLI("groups", "reset-session", "main"); !strings.Contains(out, "fresh agent session") {
+		t.Errorf("reset-session said %q", out)
+	}
+	in.Post("local:main", "Owner", "session")
+	in.WaitFor("local:main", e2e.Equals("session: none"))
+
+	in.Post("local:main", "Owner", "echo keep")
+	in.WaitFor("local:main", e2e.Equals("echo: keep"))
+	in.Post("local:main", "Owner", "session")
+	in.WaitFor("local:main", func(s string) bool { return strings.HasPrefix(s, "session: sess-") })
+	in.Post("local:main", "Owner", "/new")
+	in.WaitFor("local:main", func(s string) bool { return strings.HasPrefix(s, "Fresh start") })
+	in.Post("local:main", "Owner", "session")
+	in.WaitFor("local:main", e2e.Equals("session: none"))
+}

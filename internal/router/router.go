@@ -126,6 +126,10 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 	if n, _ := res.RowsAffected(); n == 0 || m.IsBot {
 		return nil // a redelivery, or our own reply echoed back
 	}
+	cfg := r.Config()
+	if word := cfg.Agent.NewSessionCommand; word != "" && strings.EqualFold(strings.TrimSpace(m.Text), word) {
+		return r.newSession(ctx, g, res)
+	}
 	r.lock()
 	running := r.active[g.Folder]
 	r.mu.Unlock()
@@ -133,6 +137,21 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 		r.Queue.EnqueueMessages(g.Folder)
 	}
 	return nil
+}
+
+// newSession handles the chat's "/new": the group's next run starts a
+// fresh agent session. Everything said so far, this message included,
+// counts as answered, together with the reply that says so.
+func (r *Router) newSession(ctx context.Context, g groups.Group, res sql.Result) error {
+	seq, err := res.LastInsertId()
+	if err != nil {
+		return err
+	}
+	if err := r.ClearSession(ctx, g.Folder); err != nil {
+		return fmt.Errorf("clear the session of %s: %w", g.Folder, err)
+	}
+	r.Log.Info().Str("group", g.Folder).Msg("the chat asked for a new conversation")
+	return r.enqueue(ctx, g.JID, "Fresh start: the next message begins a new conversation.", alerts.KindNotice, g.JID, seq)
 }
 
 // KillLeftovers ends what agents of a previous daemon left running (a
@@ -393,6 +412,18 @@ func (r *Router) session(ctx context.Context, folder string) string {
 	return id
 }
 
+// ClearSession makes the group's next run start a fresh agent session.
+func (r *Router) ClearSession(ctx context.Context, folder string) error {
+	_, err := r.DB.ExecContext(ctx, `DELETE FROM sessions WHERE folder = ?`, folder)
+	return err
+}
+
+// sessionGone tells whether an agent's error says its saved session no
+// longer exists.
+func sessionGone(failure string) bool {
+	return strings.Contains(strings.ToLower(failure), "no conversation found")
+}
+
 func (r *Router) saveSession(ctx context.Context, folder, id string) {
 	if _, err := r.DB.ExecContext(ctx, `INSERT INTO sessions (folder, session_id, updated_at) VALUES (?, ?, ?)
 		ON CONFLICT (folder) DO UPDATE SET session_id = excluded.session_id, updated_at = excluded.updated_at`,
@@ -407,6 +438,7 @@ type agentRun struct {
 	group      groups.Group
 	replyTo    string
 	useSession bool
+	fresh      bool // the saved session was gone: this run starts a new one
 
 	mu         sync.Mutex
 	batches    []int64 // for each prompt batch sent (initial, then follow-ups), its highest seq
@@ -483,7 +515,7 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		Prompt: prompt, GroupFolder: g.Folder, ChatJID: g.JID, IsMain: g.IsMain, IsScheduledTask: isTask,
 		AssistantName: cfg.AssistantName, Security: sec, SDKOptions: sdk,
 	}
-	if a.useSession {
+	if a.useSession && !a.fresh {
 		in.SessionID = r.session(ctx, g.Folder)
 	}
 	if r.Typing != nil {
@@ -510,6 +542,15 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	}
 	if out.NewSessionID != "" && a.useSession {
 		r.saveSession(context.WithoutCancel(ctx), g.Folder, out.NewSessionID)
+	}
+	var exitErr *runner.ExitError
+	if in.SessionID != "" && !a.fresh && a.answered == 0 && sessionGone(a.failure) && (err == nil || errors.As(err, &exitErr)) {
+		// The CLI prunes old transcripts: resuming a session it no longer
+		// has fails every time. Start a fresh one, once, for the same messages.
+		r.Log.Warn().Str("group", g.Folder).Str("session", in.SessionID).Msg("the agent's saved session is gone; starting a fresh one")
+		r.ClearSession(context.WithoutCancel(ctx), g.Folder)
+		a.fresh, a.failure, a.started = true, "", nil
+		return a.start(ctx, job, prompt, isTask)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()

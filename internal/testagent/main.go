@@ -15,6 +15,8 @@
 //	sleep SECONDS     sleep (fractions allowed), then reply "slept SECONDS"
 //	hang              ignore SIGTERM and never finish (only SIGKILL ends it)
 //	answer-then-hang  reply "answered", then hang
+//	forget            reply "forgot" with a newSessionId "gone-…": resuming it
+//	                  fails the way the CLI fails for a pruned transcript
 //	crash             print three lines to stderr and exit with status 3
 //	fail TEXT         a result frame with status "error" and error TEXT, exit 0
 //	silent            exit 0 without any frame
@@ -72,6 +74,12 @@ func main() {
 	if err := json.Unmarshal(raw, &in); err != nil {
 		fatal("stdin is not a ContainerInput: %v", err)
 	}
+	if strings.HasPrefix(in.SessionID, "gone-") {
+		// What the Claude CLI says when the transcript of a session is gone.
+		frame(map[string]any{"status": "error", "result": nil,
+			"error": "Claude Code returned an error result: No conversation found with session ID: " + in.SessionID})
+		os.Exit(1)
+	}
 	do(command(in.Prompt), in, raw)
 }
 
@@ -122,6 +130,8 @@ func do(text string, in input, raw []byte) {
 		}
 		time.Sleep(time.Duration(d * float64(time.Second)))
 		result("slept "+arg, "")
+	case "forget":
+		result("forgot", fmt.Sprintf("gone-%d", time.Now().UnixNano()))
 	case "answer-then-hang":
 		result("answered", "")
 		signal.Ignore(syscall.SIGTERM)
