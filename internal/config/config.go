@@ -63,6 +63,8 @@ type Agent struct {
 	Env           []string `json:"env" validate:"dive,required"`
 	// Limits bound each confined (non-main) run.
 	Limits Limits `json:"limits"`
+	// MaxPromptMessages caps one prompt at the newest this many messages.
+	MaxPromptMessages int `json:"maxPromptMessages" validate:"min=1,max=10000"`
 	// NewSessionCommand, a whole message in any registered chat, makes
 	// the group's next run start a fresh session ("" turns it off).
 	NewSessionCommand string `json:"newSessionCommand" validate:"max=32"`
@@ -138,6 +140,7 @@ func Default() Config {
 			MaxConcurrent:     5,
 			Limits:            Limits{Processes: 512, FileSizeMiB: 1024, TmpMiB: 512, MemoryMiB: 4096, DiskMiB: 2048},
 			NewSessionCommand: "/new",
+			MaxPromptMessages: 50,
 			Timeout:           Duration(30 * time.Minute),
 			IdleTimeout:       Duration(30 * time.Minute),
 			Env:               []string{},

@@ -83,3 +83,40 @@ func TestSessionsRecoverAndReset(t *testing.T) {
 	in.Post("local:main", "Owner", "session")
 	in.WaitFor("local:main", e2e.Equals("session: none"))
 }
+
+// In a trigger group, chatter while the agent runs is not handed to it:
+// it waits as context and comes along with the next message that calls the
+// assistant. A prompt carries at most agent.maxPromptMessages messages, the
+// newest, with local times and the time zone.
+func TestTriggerGroupChatterStaysContext(t *testing.T) {
+	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "maxPromptMessages": 3`})
+	in.AddGroup("local:main", "main", "--main")
+	in.AddGroup("local:family", "family")
+	in.Start()
+	in.Post("local:family", "Ann", "@Andy followup")
+	in.WaitFor("local:family", e2e.Equals("ready"))
+	in.Post("local:family", "Bob", "just chatter")
+	in.Post("local:family", "Ann", "@Andy next")
+	all := in.WaitFor("local:family", func(s string) bool { return strings.Contains(s, "@Andy next") })
+	for _, s := range e2e.InChat(all, "local:family") {
+		if strings.HasPrefix(s, "followup:") && strings.Contains(s, "just chatter") && !strings.Contains(s, "@Andy next") {
+			t.Errorf("chatter reached the running agent on its own: %q", s)
+		}
+	}
+	if got := all[len(all)-1].Text; !strings.Contains(got, "just chatter") {
+		t.Errorf("the chatter did not come along as context: %q", got)
+	}
+	in.Post("local:family", "Ann", "@Andy bye")
+	in.WaitFor("local:family", func(s string) bool { return strings.Contains(s, "@Andy bye") })
+
+	in.AddGroup("local:work", "work")
+	for i := 1; i <= 5; i++ {
+		in.Post("local:work", "Bob", fmt.Sprintf("note %d", i)) // context, no run
+	}
+	in.Post("local:work", "Bob", "@Andy prompt")
+	p := in.WaitFor("local:work", func(s string) bool { return strings.Contains(s, "<context timezone=") })
+	prompt := p[len(p)-1].Text
+	if n := strings.Count(prompt, "<message "); n != 3 || !strings.Contains(prompt, ">note 4<") || !strings.Contains(prompt, ">@Andy prompt<") {
+		t.Errorf("prompt holds %d messages, want the newest 3:\n%s", n, prompt)
+	}
+}

@@ -252,14 +252,22 @@ func anyTriggers(msgs []stored, trigger string) bool {
 	return false
 }
 
-func promptOf(msgs []stored) (string, int64) {
-	pm := make([]PromptMessage, len(msgs))
+// promptOf makes the prompt of msgs — at most agent.maxPromptMessages, the
+// newest — and returns the highest seq it answers (all of msgs).
+func (r *Router) promptOf(msgs []stored) (string, int64) {
+	cfg := r.Config()
 	var top int64
-	for i, m := range msgs {
-		pm[i] = m.PromptMessage
+	for _, m := range msgs {
 		top = max(top, m.seq)
 	}
-	return FormatPrompt(pm), top
+	if n := cfg.Agent.MaxPromptMessages; n > 0 && len(msgs) > n {
+		msgs = msgs[len(msgs)-n:]
+	}
+	pm := make([]PromptMessage, len(msgs))
+	for i, m := range msgs {
+		pm[i] = m.PromptMessage
+	}
+	return FormatPrompt(pm, cfg.Location()), top
 }
 
 // Run is the queue's RunFunc.
@@ -292,7 +300,7 @@ func (r *Router) runMessages(ctx context.Context, job runner.Job) error {
 	r.setActive(g.Folder, true)
 	defer r.setActive(g.Folder, false)
 
-	prompt, top := promptOf(msgs)
+	prompt, top := r.promptOf(msgs)
 	r.lock()
 	r.attempted[g.Folder] = top
 	r.mu.Unlock()
@@ -334,7 +342,7 @@ func (r *Router) runTask(ctx context.Context, job runner.Job) error {
 		return r.Tasks.Done(ctx, task.ID, "", fmt.Errorf("group %s: %w", task.GroupFolder, err))
 	}
 	run := &agentRun{router: r, group: g, replyTo: task.ChatJID, useSession: task.ContextMode != scheduler.ContextIsolated}
-	runErr := run.start(ctx, job, task.Prompt, true)
+	runErr := run.start(ctx, job, ScheduledPrompt(task.Prompt), true)
 	if err := r.Tasks.Done(ctx, task.ID, run.lastText, runErr); err != nil {
 		r.Log.Error().Err(err).Str("task", task.ID).Msg("record task run")
 	}
@@ -511,6 +519,9 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 			env[name] = v
 		}
 	}
+	if cfg.Timezone != "" {
+		env["TZ"] = cfg.Timezone // the agent's clock reads as the group's
+	}
 	in := runner.ContainerInput{
 		Prompt: prompt, GroupFolder: g.Folder, ChatJID: g.JID, IsMain: g.IsMain, IsScheduledTask: isTask,
 		AssistantName: cfg.AssistantName, Security: sec, SDKOptions: sdk,
@@ -599,7 +610,10 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 		if err != nil || len(msgs) == 0 {
 			continue
 		}
-		prompt, top := promptOf(msgs)
+		if g := a.group; g.RequiresTrigger && !g.IsMain && !anyTriggers(msgs, g.Trigger) {
+			continue // chatter stays context until a message calls the assistant
+		}
+		prompt, top := a.router.promptOf(msgs)
 		if err := runner.FollowUp(a.ipcDir, prompt); err != nil {
 			a.router.Log.Error().Err(err).Str("group", a.group.Folder).Msg("follow-up; it will come with the next run")
 			continue
