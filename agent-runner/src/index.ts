@@ -56,18 +56,36 @@ function systemPromptWithNote(given: unknown): Options["systemPrompt"] {
   if (given !== undefined && JSON.stringify(given).includes(JSON.stringify(BLOCKED_NOTE).slice(1, -1))) {
     return given as Options["systemPrompt"];
   }
-  if (typeof given === "string") return `${given}\n\n${BLOCKED_NOTE}`;
-  if (given && typeof given === "object" && !Array.isArray(given) && (given as any).type === "preset") {
-    const g = given as { append?: string };
-    return { ...(given as object), append: g.append ? `${g.append}\n\n${BLOCKED_NOTE}` : BLOCKED_NOTE } as Options["systemPrompt"];
+  return appendToSystemPrompt(given as Options["systemPrompt"], BLOCKED_NOTE);
+}
+
+// globalMemory is the shared memory every non-main group reads (the main
+// group writes it): groups/global/CLAUDE.md, as the daemon names it.
+function globalMemory(): string | undefined {
+  const file = process.env.NANOCLAW_GLOBAL_MEMORY;
+  if (!file) return undefined;
+  try {
+    const text = fs.readFileSync(file, "utf8").trim();
+    return text ? `Shared memory of this assistant (written by its owner; read-only here):\n\n${text}` : undefined;
+  } catch {
+    return undefined; // none written yet
   }
-  if (given && typeof given === "object" && !Array.isArray(given) && (given as any).type === "custom") {
-    const g = given as { prompt: string | string[] };
-    const prompt = Array.isArray(g.prompt) ? [...g.prompt, BLOCKED_NOTE] : `${g.prompt}\n\n${BLOCKED_NOTE}`;
-    return { ...(given as object), prompt } as Options["systemPrompt"];
+}
+
+function appendToSystemPrompt(prompt: Options["systemPrompt"], extra: string | undefined): Options["systemPrompt"] {
+  if (!extra) return prompt;
+  if (typeof prompt === "string") return `${prompt}\n\n${extra}`;
+  if (Array.isArray(prompt)) return [...prompt, extra];
+  if (prompt && typeof prompt === "object" && (prompt as any).type === "preset") {
+    const p = prompt as { append?: string };
+    return { ...(prompt as object), append: p.append ? `${p.append}\n\n${extra}` : extra } as Options["systemPrompt"];
   }
-  if (Array.isArray(given)) return [...given, BLOCKED_NOTE];
-  return { type: "preset", preset: "claude_code", append: BLOCKED_NOTE };
+  if (prompt && typeof prompt === "object" && (prompt as any).type === "custom") {
+    const p = prompt as { prompt: string | string[] };
+    const text = Array.isArray(p.prompt) ? [...p.prompt, extra] : `${p.prompt}\n\n${extra}`;
+    return { ...(prompt as object), prompt: text } as Options["systemPrompt"];
+  }
+  return { type: "preset", preset: "claude_code", append: extra };
 }
 
 function requireEnv(name: string): string {
@@ -219,7 +237,7 @@ async function run(): Promise<number> {
     stderr: (data: string) => process.stderr.write(data),
   };
   if (input.sessionId) options.resume = input.sessionId;
-  if (!isMain) options.systemPrompt = systemPromptWithNote(opts.systemPrompt);
+  if (!isMain) options.systemPrompt = appendToSystemPrompt(systemPromptWithNote(opts.systemPrompt), globalMemory());
 
   const prompts = new PromptQueue();
   prompts.push(input.prompt);

@@ -46,6 +46,10 @@ func TestHostileAgentIsConfined(t *testing.T) {
 	plant(filepath.Join(dir, "data", "sessions", "other", "transcript.jsonl"), "other's session")
 	plant(filepath.Join(dir, "data", "ipc", "other", "messages", "pending.json.tmp"), "other's IPC")
 	plant(filepath.Join(dir, ".env"), "TOKEN=")
+	// The shared memory: readable by the group, not writable.
+	globalNotes := filepath.Join(dir, "groups", "global", "CLAUDE.md")
+	os.MkdirAll(filepath.Dir(globalNotes), 0o755)
+	os.WriteFile(globalNotes, []byte("shared notes\n"), 0o644)
 
 	var accepted atomic.Int32
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -67,10 +71,11 @@ func TestHostileAgentIsConfined(t *testing.T) {
 
 	data, groups := filepath.Join(dir, "data"), filepath.Join(dir, "groups")
 	reads := []string{home, filepath.Join(dir, "nanoclawd.env"), filepath.Join(dir, "nanoclaw.config.jsonc"),
-		filepath.Join(dir, ".env"), data, groups}
+		filepath.Join(dir, ".env"), data, groups, filepath.Join(groups, "global", "CLAUDE.md")}
 	outside := []string{filepath.Join(dir, "escape.txt"), filepath.Join(home, "escape.txt"),
 		filepath.Join(groups, "other", "escape.txt"), filepath.Join(data, "ipc", "other", "messages", "escape.json"),
 		filepath.Join(groups, "family", "logs", "escape.txt"), filepath.Join(groups, "family", ".git")}
+	overwrite := []string{globalNotes}
 	in := e2e.New(t, e2e.Options{
 		Dir:  dir,
 		Home: home,
@@ -79,7 +84,7 @@ func TestHostileAgentIsConfined(t *testing.T) {
 		Env: []string{
 			"ANTHROPIC_API_KEY=" + realKey,
 			"HOSTILE_READ=" + strings.Join(reads, "\n"),
-			"HOSTILE_WRITE=" + strings.Join(outside, "\n"),
+			"HOSTILE_WRITE=" + strings.Join(append(outside, overwrite...), "\n"),
 			"HOSTILE_DIAL=" + ln.Addr().String(),
 		},
 	})
@@ -114,6 +119,12 @@ func TestHostileAgentIsConfined(t *testing.T) {
 		if fi, err := os.Stat(p); err == nil && !(fi.IsDir() && p == filepath.Join(groups, "family", ".git")) {
 			t.Errorf("the confined agent wrote %s", p)
 		}
+	}
+	if b, _ := os.ReadFile(globalNotes); string(b) != "shared notes\n" {
+		t.Errorf("the confined agent changed the shared memory: %q", b)
+	}
+	if !strings.Contains(got, "READ "+globalNotes+": ok") {
+		t.Errorf("the confined agent could not read the shared memory:\n%s", got)
 	}
 	// The run ends just after its reply: then the placeholder that kept the
 	// group from making a .git is gone again.

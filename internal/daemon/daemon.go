@@ -88,6 +88,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		return nil, err
 	}
 	d.reg = groups.New(d.db, cfg.GroupsDir)
+	d.reg.Assistant = cfg.AssistantName
 	if cfg.Channels.Local.Enabled {
 		d.channels = append(d.channels, local.New(cfg.Channels.Local.Socket, d.db))
 	}

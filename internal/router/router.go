@@ -522,6 +522,9 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	if cfg.Timezone != "" {
 		env["TZ"] = cfg.Timezone // the agent's clock reads as the group's
 	}
+	if !g.IsMain {
+		env["NANOCLAW_GLOBAL_MEMORY"] = filepath.Join(cfg.GroupsDir, security.GlobalFolder, "CLAUDE.md")
+	}
 	in := runner.ContainerInput{
 		Prompt: prompt, GroupFolder: g.Folder, ChatJID: g.JID, IsMain: g.IsMain, IsScheduledTask: isTask,
 		AssistantName: cfg.AssistantName, Security: sec, SDKOptions: sdk,

@@ -82,12 +82,22 @@ func TestDaemonConfinesTheRealSDK(t *testing.T) {
 	in.AddGroup("local:family", "family", "--no-trigger")
 	in.AddGroup("local:work", "work", "--no-trigger")
 	in.AddGroup("local:hold", "hold", "--no-trigger")
+	globalMarker := "GLOBAL-MEMORY-" + randHex(t, 6)
+	os.MkdirAll(filepath.Join(w.groups, "global"), 0o755)
+	writeFile(t, filepath.Join(w.groups, "global", "CLAUDE.md"), "The household: "+globalMarker+"\n", 0o644)
 	in.Start()
 
 	in.Post("local:family", "Eve", "FAMILY-ATTACK")
 	in.WaitFor("local:family", e2e.Equals("family done"))
 	if mock.Contains(w.secret) {
 		t.Error("a canary from the owner's home or nanoclawd.env reached the model API")
+	}
+	// The persona (the group's CLAUDE.md, written when it was added) and the
+	// shared memory reach the model.
+	for _, want := range []string{"You are Andy, the assistant of the WhatsApp group", globalMarker} {
+		if !mock.Contains(want) {
+			t.Errorf("the model never saw %q", want)
+		}
 	}
 	if mock.Contains(realKey) {
 		t.Error("the real API key reached the model API inside a request body: the agent held it")

@@ -118,7 +118,8 @@ func Resolve(global Policy, g Group, h Host) Effective {
 	// project settings or its project MCP servers: those would loosen its
 	// own sandbox on the next run.
 	e.DenyWrite = []string{filepath.Join(groupDir, "logs"), filepath.Join(groupDir, ".claude"), filepath.Join(groupDir, ".mcp.json")}
-	e.AllowRead = dedupe(append(abs(global.AllowRead), abs(o.AllowRead)...))
+	// The shared memory every group reads (written only from the main group).
+	e.AllowRead = dedupe(append(append(abs(global.AllowRead), abs(o.AllowRead)...), filepath.Join(h.GroupsDir, GlobalFolder)))
 	e.AllowWrite = dedupe(append(append(abs(global.AllowWrite), abs(o.AllowWrite)...), groupDir))
 	e.SecretEnv = secretEnv(h.AgentEnv)
 	e.SDKOptions = sdkOptions(e, groupDir)
@@ -197,6 +198,10 @@ func sdkOptions(e Effective, groupDir string) map[string]any {
 		},
 	}
 }
+
+// GlobalFolder is the folder, beside the groups' own, of the memory every
+// group shares: GlobalFolder/CLAUDE.md.
+const GlobalFolder = "global"
 
 // EnvFile is the secrets file beside the config (nanoclawd.env), which no
 // confined agent may read.
