@@ -2,6 +2,8 @@ package daemon_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -118,5 +120,30 @@ func TestTriggerGroupChatterStaysContext(t *testing.T) {
 	prompt := p[len(p)-1].Text
 	if n := strings.Count(prompt, "<message "); n != 3 || !strings.Contains(prompt, ">note 4<") || !strings.Contains(prompt, ">@Andy prompt<") {
 		t.Errorf("prompt holds %d messages, want the newest 3:\n%s", n, prompt)
+	}
+}
+
+// A group's senders allowlist: only those may call the assistant; what
+// others say stays context and comes along with the next allowed call.
+func TestSendersAllowlist(t *testing.T) {
+	in := e2e.New(t, e2e.Options{})
+	in.AddGroup("local:main", "main", "--main")
+	in.AddGroup("local:family", "family")
+	override := filepath.Join(t.TempDir(), "override.json")
+	os.WriteFile(override, []byte(`{"senders": ["alice"]}`), 0o600)
+	in.CLI("groups", "set-security", "family", "--file", override)
+	in.Start()
+	in.Post("local:family", "bob", "@Andy echo from bob")
+	// A whole run of the main group later, bob's call has started nothing.
+	in.Post("local:main", "Owner", "echo barrier")
+	in.WaitFor("local:main", e2e.Equals("echo: barrier"))
+	if logs, _ := filepath.Glob(filepath.Join(in.Dir, "groups", "family", "logs", "agent-*.log")); len(logs) != 0 {
+		t.Fatalf("a sender not on the allowlist started the agent: %v", logs)
+	}
+	in.Post("local:family", "alice", "@Andy prompt")
+	all := in.WaitFor("local:family", func(s string) bool { return strings.Contains(s, "<messages>") })
+	got := e2e.InChat(all, "local:family")
+	if len(got) != 1 || !strings.Contains(got[0], "echo from bob") {
+		t.Errorf("bob's call ran the agent, or did not come along as context: %q", got)
 	}
 }

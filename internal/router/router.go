@@ -133,7 +133,7 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 	r.lock()
 	running := r.active[g.Folder]
 	r.mu.Unlock()
-	if running || !g.RequiresTrigger || g.IsMain || Triggers(m.Text, g.Trigger) {
+	if running || calls(g, m.Sender, m.Text) {
 		r.Queue.EnqueueMessages(g.Folder)
 	}
 	return nil
@@ -199,7 +199,7 @@ func (r *Router) Pending(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(msgs) > 0 && (!g.RequiresTrigger || g.IsMain || anyTriggers(msgs, g.Trigger)) {
+		if len(msgs) > 0 && anyCalls(g, msgs) {
 			out = append(out, g.Folder)
 		}
 	}
@@ -207,7 +207,8 @@ func (r *Router) Pending(ctx context.Context) ([]string, error) {
 }
 
 type stored struct {
-	seq int64
+	seq    int64
+	sender string // the sender's id on its channel, for the senders allowlist
 	PromptMessage
 }
 
@@ -224,7 +225,7 @@ func (r *Router) answered(ctx context.Context, q scheduler.Querier, jid string) 
 // chat's timestamp and then arrival (timestamps have one-second
 // resolution on WhatsApp, so they alone cannot order a burst).
 func (r *Router) after(ctx context.Context, jid string, seq int64) ([]stored, error) {
-	rows, err := r.DB.QueryContext(ctx, `SELECT seq, CASE WHEN sender_name != '' THEN sender_name ELSE sender END, time, text
+	rows, err := r.DB.QueryContext(ctx, `SELECT seq, sender, CASE WHEN sender_name != '' THEN sender_name ELSE sender END, time, text
 		FROM messages WHERE chat_jid = ? AND seq > ? AND is_bot = 0 ORDER BY time, seq`, jid, seq)
 	if err != nil {
 		return nil, err
@@ -234,7 +235,7 @@ func (r *Router) after(ctx context.Context, jid string, seq int64) ([]stored, er
 	for rows.Next() {
 		var s stored
 		var ms int64
-		if err := rows.Scan(&s.seq, &s.Sender, &ms, &s.Text); err != nil {
+		if err := rows.Scan(&s.seq, &s.sender, &s.Sender, &ms, &s.Text); err != nil {
 			return nil, err
 		}
 		s.Time = time.UnixMilli(ms)
@@ -243,9 +244,23 @@ func (r *Router) after(ctx context.Context, jid string, seq int64) ([]stored, er
 	return out, rows.Err()
 }
 
-func anyTriggers(msgs []stored, trigger string) bool {
+// calls tells whether a message calls g's assistant: in the main group
+// every message does; elsewhere one from an allowed sender (the group's
+// senders, when it has any) that holds the trigger, unless the group needs
+// none. The rest stays context for the next call.
+func calls(g groups.Group, sender, text string) bool {
+	if g.IsMain {
+		return true
+	}
+	if g.Security != nil && len(g.Security.Senders) > 0 && !security.SenderAllowed(g.Security.Senders, sender) {
+		return false
+	}
+	return !g.RequiresTrigger || Triggers(text, g.Trigger)
+}
+
+func anyCalls(g groups.Group, msgs []stored) bool {
 	for _, m := range msgs {
-		if Triggers(m.Text, trigger) {
+		if calls(g, m.sender, m.Text) {
 			return true
 		}
 	}
@@ -294,7 +309,7 @@ func (r *Router) runMessages(ctx context.Context, job runner.Job) error {
 	if err != nil || len(msgs) == 0 {
 		return err
 	}
-	if g.RequiresTrigger && !g.IsMain && !anyTriggers(msgs, g.Trigger) {
+	if !anyCalls(g, msgs) {
 		return nil // context only; it comes along with the next trigger
 	}
 	r.setActive(g.Folder, true)
@@ -613,7 +628,7 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 		if err != nil || len(msgs) == 0 {
 			continue
 		}
-		if g := a.group; g.RequiresTrigger && !g.IsMain && !anyTriggers(msgs, g.Trigger) {
+		if !anyCalls(a.group, msgs) {
 			continue // chatter stays context until a message calls the assistant
 		}
 		prompt, top := a.router.promptOf(msgs)

@@ -211,16 +211,17 @@ func (t *tools) updateTask(_ context.Context, _ *mcp.CallToolRequest, in updateI
 }
 
 type registerIn struct {
-	JID             string `json:"jid" jsonschema:"the chat's jid, from available_groups.json"`
-	Name            string `json:"name" jsonschema:"display name"`
-	Folder          string `json:"folder" jsonschema:"folder name: 1-64 letters, digits, _ or -"`
-	Trigger         string `json:"trigger,omitempty" jsonschema:"trigger word, default @ plus the assistant's name"`
-	RequiresTrigger *bool  `json:"requiresTrigger,omitempty" jsonschema:"false: every message reaches the agent"`
+	JID             string   `json:"jid" jsonschema:"the chat's jid, from available_groups.json"`
+	Name            string   `json:"name" jsonschema:"display name"`
+	Folder          string   `json:"folder" jsonschema:"folder name: 1-64 letters, digits, _ or -"`
+	Trigger         string   `json:"trigger,omitempty" jsonschema:"trigger word, default @ plus the assistant's name"`
+	RequiresTrigger *bool    `json:"requiresTrigger,omitempty" jsonschema:"false: every message reaches the agent"`
+	Senders         []string `json:"senders,omitempty" jsonschema:"only these may call the assistant there (phone numbers); others' messages stay context"`
 }
 
 func (t *tools) registerGroup(_ context.Context, _ *mcp.CallToolRequest, in registerIn) (*mcp.CallToolResult, any, error) {
 	return t.write(ipc.Request{Type: ipc.TypeRegisterGroup, JID: in.JID, Name: in.Name, Folder: in.Folder,
-		Trigger: in.Trigger, RequiresTrigger: in.RequiresTrigger}, fmt.Sprintf("Group %s registered in folder %s.", in.Name, in.Folder))
+		Trigger: in.Trigger, RequiresTrigger: in.RequiresTrigger, Senders: in.Senders}, fmt.Sprintf("Group %s registered in folder %s.", in.Name, in.Folder))
 }
 
 func (t *tools) listTasks(_ context.Context, _ *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
