@@ -316,8 +316,8 @@ func TestFollowUpReachesRunningAgent(t *testing.T) {
 	in.Start()
 	in.Post("local:family", "Alice", "@Andy followup")
 	in.WaitNext("local:family", e2e.Equals("ready"))
-	// No trigger needed: the agent is already there.
-	in.Post("local:family", "Bob", "and <also> this")
+	// A batch that calls the assistant goes to the running agent.
+	in.Post("local:family", "Bob", "@Andy and <also> this")
 	m := in.WaitNext("local:family", func(s string) bool { return strings.HasPrefix(s, "followup: ") })
 	if !strings.Contains(m.Text, `sender="Bob"`) || !strings.Contains(m.Text, "and &lt;also&gt; this") || strings.Contains(m.Text, "Alice") {
 		t.Errorf("follow-up: %q", m.Text)

@@ -385,7 +385,8 @@ func TestIPCValidFiles(t *testing.T) {
 		if err := json.Unmarshal([]byte(got.Text), &input); err != nil {
 			t.Fatalf("reply is not the ContainerInput: %v: %s", err, got.Text)
 		}
-		if input.Prompt != "stdin" || input.GroupFolder != "family" || input.ChatJID != "local:family" || !input.IsScheduledTask {
+		// The task's own prompt comes after the daemon's [SCHEDULED TASK] line.
+		if !strings.HasPrefix(input.Prompt, "[SCHEDULED TASK]") || !strings.HasSuffix(input.Prompt, "\n\nstdin") || input.GroupFolder != "family" || input.ChatJID != "local:family" || !input.IsScheduledTask {
 			t.Errorf("task run got %+v", input)
 		}
 		if sentAt, _ := time.Parse(time.RFC3339Nano, got.Time); sentAt.Before(at) {

@@ -393,7 +393,9 @@ func TestRunHardTimeoutKillsGroup(t *testing.T) {
 	spec.KillGrace = 200 * time.Millisecond
 	h := &recorder{}
 	out, err := run(t, spec, h)
-	if !errors.Is(err, ErrTimeout) || !out.TimedOut {
+	// The agent had answered ("forked …") before it hung: the timeout ends
+	// it without failing the run.
+	if err != nil || !out.TimedOut {
 		t.Fatalf("err %v, outcome %+v", err, out)
 	}
 	gone(t, out.PID)

@@ -88,6 +88,9 @@ var lastMessage = regexp.MustCompile(`(?s)<message(?:\s[^>]*)?>(.*?)</message>`)
 // command finds what the prompt asks for.
 func command(prompt string) string {
 	text := prompt
+	if strings.HasPrefix(text, "[SCHEDULED TASK]") {
+		_, text, _ = strings.Cut(text, "\n\n") // the daemon's marker, then the task's prompt
+	}
 	if m := lastMessage.FindAllStringSubmatch(prompt, -1); len(m) > 0 {
 		text = html.UnescapeString(m[len(m)-1][1])
 	}
