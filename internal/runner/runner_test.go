@@ -574,3 +574,15 @@ func reportPercentiles(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(p(0.50), "p50-µs")
 	b.ReportMetric(p(0.99), "p99-µs")
 }
+
+// A turn that never answers is ended by the hard timeout and fails.
+func TestRunHardTimeoutWithoutAnswerFails(t *testing.T) {
+	spec := newSpec(t, "hang")
+	spec.Timeout = 300 * time.Millisecond
+	spec.KillGrace = 200 * time.Millisecond
+	out, err := run(t, spec, &recorder{})
+	if !errors.Is(err, ErrTimeout) || !out.TimedOut || out.Results != 0 {
+		t.Fatalf("err %v, outcome %+v", err, out)
+	}
+	gone(t, out.PID)
+}
