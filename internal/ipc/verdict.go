@@ -19,6 +19,7 @@ const ResultsDir = "results"
 type Verdict struct {
 	Status string `json:"status"` // "sent" (carried out) or "refused"
 	Reason string `json:"reason,omitempty"`
+	ID     string `json:"id,omitempty"` // schedule_task: the new task's id
 }
 
 // writeVerdict answers the request file name of folder. The group's IPC

@@ -522,7 +522,7 @@ func (w *Watcher) record(ctx context.Context, folder, sub, name, hash string, d 
 			return nil, fmt.Errorf("record ipc file: %w", err)
 		}
 		if d.accept {
-			if err := w.applyTask(ctx, tx, d); err != nil {
+			if err := w.applyTask(ctx, tx, &d); err != nil {
 				tx.Rollback()
 				if !isTaskRefusal(err) {
 					return nil, err
@@ -578,7 +578,10 @@ func isTaskRefusal(err error) bool {
 	return errors.Is(err, scheduler.ErrNotFound) || errors.Is(err, scheduler.ErrFinished) || errors.Is(err, scheduler.ErrSchedule)
 }
 
-func (w *Watcher) applyTask(ctx context.Context, tx *sql.Tx, d decision) error {
+// applyTask carries out a task request inside the record transaction; a
+// new task's id is kept in the recorded request (its TaskID), for the
+// verdict the agent is told.
+func (w *Watcher) applyTask(ctx context.Context, tx *sql.Tx, d *decision) error {
 	r, t := d.req, w.cfg.Tasks
 	switch r.Type {
 	case TypeScheduleTask:
@@ -591,7 +594,8 @@ func (w *Watcher) applyTask(ctx context.Context, tx *sql.Tx, d decision) error {
 			}
 			nt.GroupFolder, nt.ChatJID = g.Folder, g.JID
 		}
-		_, err := t.Create(ctx, tx, nt)
+		task, err := t.Create(ctx, tx, nt)
+		d.req.TaskID = task.ID
 		return err
 	case TypePauseTask:
 		return t.Pause(ctx, tx, r.TaskID)
@@ -670,7 +674,11 @@ func (w *Watcher) finish(ctx context.Context, rec *record, path string) error {
 				return err
 			}
 		}
-		w.logErr(ctx, w.writeVerdict(rec.folder, rec.name, Verdict{Status: "sent"}))
+		v := Verdict{Status: "sent"}
+		if rec.req.Type == TypeScheduleTask {
+			v.ID = rec.req.TaskID
+		}
+		w.logErr(ctx, w.writeVerdict(rec.folder, rec.name, v))
 	case "refused":
 		if path != "" {
 			if err := w.quarantine(rec, path, rec.v.Detail); err != nil {

@@ -112,6 +112,11 @@ var VerdictWait = 5 * time.Second
 // half a file — and waits up to VerdictWait for the daemon's answer. done
 // is what the agent is told when the daemon carried it out.
 func (t *tools) write(req ipc.Request, done string) (*mcp.CallToolResult, any, error) {
+	return t.writeFor(req, func(ipc.Verdict) string { return done })
+}
+
+// writeFor is write with the reply made from the daemon's verdict.
+func (t *tools) writeFor(req ipc.Request, done func(ipc.Verdict) string) (*mcp.CallToolResult, any, error) {
 	req.Token = t.env.Token
 	data, err := json.Marshal(req)
 	if err != nil {
@@ -143,7 +148,7 @@ func (t *tools) write(req ipc.Request, done string) (*mcp.CallToolResult, any, e
 	case v.Status == "refused":
 		return nil, nil, fmt.Errorf("refused: %s", v.Reason)
 	}
-	return text(done), nil, nil
+	return text(done(v)), nil, nil
 }
 
 func text(s string) *mcp.CallToolResult {
@@ -180,9 +185,11 @@ func (t *tools) scheduleTask(_ context.Context, _ *mcp.CallToolRequest, in sched
 	if in.ContextMode == "" {
 		in.ContextMode = scheduler.ContextGroup
 	}
-	return t.write(ipc.Request{Type: ipc.TypeScheduleTask, Prompt: in.Prompt, ScheduleType: in.ScheduleType,
+	return t.writeFor(ipc.Request{Type: ipc.TypeScheduleTask, Prompt: in.Prompt, ScheduleType: in.ScheduleType,
 		ScheduleValue: in.ScheduleValue, ContextMode: in.ContextMode, TargetJID: in.TargetJID},
-		fmt.Sprintf("Task scheduled (%s %s). Use list_tasks to see its id.", in.ScheduleType, in.ScheduleValue))
+		func(v ipc.Verdict) string {
+			return fmt.Sprintf("Task %s scheduled (%s %s).", v.ID, in.ScheduleType, in.ScheduleValue)
+		})
 }
 
 type taskIn struct {
