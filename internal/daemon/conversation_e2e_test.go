@@ -147,3 +147,14 @@ func TestSendersAllowlist(t *testing.T) {
 		t.Errorf("bob's call ran the agent, or did not come along as context: %q", got)
 	}
 }
+
+// A reply carries what it quotes into the prompt.
+func TestQuotedReplyInPrompt(t *testing.T) {
+	in := e2e.New(t, e2e.Options{})
+	in.AddGroup("local:main", "main", "--main")
+	in.Start()
+	in.PostReply("local:main", "Owner", "prompt", "Bob", "dinner at 7?")
+	in.WaitFor("local:main", func(s string) bool {
+		return strings.Contains(s, `<quote sender="Bob">dinner at 7?</quote>prompt</message>`)
+	})
+}

@@ -372,7 +372,14 @@ func (in *Install) until(d time.Duration) time.Time {
 // typed it, and returns its id.
 func (in *Install) Post(chat, sender, text string) string {
 	in.TB.Helper()
-	body, _ := json.Marshal(map[string]string{"chatJid": chat, "sender": sender + "@local", "senderName": sender, "text": text})
+	return in.PostReply(chat, sender, text, "", "")
+}
+
+// PostReply is Post for a message that replies to quotedText by quotedSender.
+func (in *Install) PostReply(chat, sender, text, quotedSender, quotedText string) string {
+	in.TB.Helper()
+	body, _ := json.Marshal(map[string]string{"chatJid": chat, "sender": sender + "@local", "senderName": sender, "text": text,
+		"quotedSender": quotedSender, "quotedText": quotedText})
 	resp, err := in.client.Post("http://local/messages", "application/json", bytes.NewReader(body))
 	if err != nil {
 		in.TB.Fatal(err)

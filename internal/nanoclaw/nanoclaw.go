@@ -186,12 +186,21 @@ func Apply(ctx context.Context, in *Install, t Target, dryRun bool, out io.Write
 	_, err := t.Registry.Main(ctx)
 	haveMain := err == nil
 	added := map[string]bool{}
+	kept, tasks, sessions := 0, 0, 0
+	defer func() {
+		done := "imported"
+		if dryRun {
+			done = "would import"
+		}
+		say("%s %d group(s), %d already registered; %d task(s), %d session id(s)", done, len(added), kept, tasks, sessions)
+	}()
 	for _, ng := range in.Groups {
 		if existing, err := t.Registry.ByJID(ctx, ng.JID); err == nil {
 			if existing.Folder != ng.Folder {
 				return fmt.Errorf("%s: already registered with folder %q, NanoClaw has %q; remove one first", ng.JID, existing.Folder, ng.Folder)
 			}
 			say("keep group %s (%s): already registered", ng.Folder, ng.JID)
+			kept++
 			continue
 		} else if !errors.Is(err, groups.ErrNotFound) {
 			return err
@@ -251,7 +260,7 @@ func Apply(ctx context.Context, in *Install, t Target, dryRun bool, out io.Write
 			}
 		}
 	}
-	if err := importTasks(ctx, in, t, dryRun, say, verb, added); err != nil {
+	if tasks, err = importTasks(ctx, in, t, dryRun, say, verb, added); err != nil {
 		return err
 	}
 	for _, ng := range in.Groups {
@@ -266,6 +275,7 @@ func Apply(ctx context.Context, in *Install, t Target, dryRun bool, out io.Write
 			continue
 		}
 		say("%s the session id of %s (its transcript stays in NanoClaw; if it cannot be resumed, the first run starts fresh)", verb("record"), ng.Folder)
+		sessions++
 		if !dryRun {
 			if _, err := t.DB.ExecContext(ctx, `INSERT OR IGNORE INTO sessions (folder, session_id, updated_at) VALUES (?, ?, ?)`,
 				ng.Folder, id, time.Now().UnixMilli()); err != nil {
@@ -276,11 +286,12 @@ func Apply(ctx context.Context, in *Install, t Target, dryRun bool, out io.Write
 	return nil
 }
 
-func importTasks(ctx context.Context, in *Install, t Target, dryRun bool, say func(string, ...any), verb func(string) string, added map[string]bool) error {
+func importTasks(ctx context.Context, in *Install, t Target, dryRun bool, say func(string, ...any), verb func(string) string, added map[string]bool) (int, error) {
 	existing, err := t.Scheduler.List(ctx, "")
 	if err != nil {
-		return err
+		return 0, err
 	}
+	n := 0
 	same := func(nt Task) bool {
 		for _, e := range existing {
 			if e.GroupFolder == nt.Folder && e.Prompt == nt.Prompt && e.ScheduleType == nt.ScheduleType && e.ScheduleValue == nt.ScheduleValue {
@@ -299,12 +310,14 @@ func importTasks(ctx context.Context, in *Install, t Target, dryRun bool, say fu
 			continue
 		}
 		say("%s task %s of %s (%s %s, %s)", verb("add"), nt.ID, nt.Folder, nt.ScheduleType, nt.ScheduleValue, nt.Status)
+		n++
 		if dryRun {
 			continue
 		}
 		task, err := createTask(ctx, t, nt)
 		if err != nil {
 			say("skip task %s of %s: %v", nt.ID, nt.Folder, err)
+			n--
 			continue
 		}
 		existing = append(existing, task)
@@ -312,7 +325,7 @@ func importTasks(ctx context.Context, in *Install, t Target, dryRun bool, say fu
 	if !dryRun {
 		t.Scheduler.Changed()
 	}
-	return nil
+	return n, nil
 }
 
 func createTask(ctx context.Context, t Target, nt Task) (scheduler.Task, error) {

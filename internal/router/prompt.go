@@ -34,6 +34,8 @@ type PromptMessage struct {
 	Sender string
 	Time   time.Time
 	Text   string
+	// What the message replies to, if it is a reply.
+	QuotedSender, QuotedText string
 }
 
 var xmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;")
@@ -51,6 +53,13 @@ func FormatPrompt(msgs []PromptMessage, loc *time.Location) string {
 		b.WriteString(`" time="`)
 		b.WriteString(m.Time.In(loc).Format(time.RFC3339))
 		b.WriteString(`">`)
+		if m.QuotedText != "" {
+			b.WriteString(`<quote sender="`)
+			b.WriteString(xmlEscaper.Replace(m.QuotedSender))
+			b.WriteString(`">`)
+			b.WriteString(xmlEscaper.Replace(m.QuotedText))
+			b.WriteString("</quote>")
+		}
 		b.WriteString(xmlEscaper.Replace(m.Text))
 		b.WriteString("</message>\n")
 	}

@@ -47,6 +47,10 @@ func TestFormatPrompt(t *testing.T) {
 	if got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
+	quoted := FormatPrompt([]PromptMessage{{Sender: "Alice", Time: at, Text: "is this right?", QuotedSender: "Bob", QuotedText: "dinner <at> 7"}}, time.UTC)
+	if !strings.Contains(quoted, `<message sender="Alice" time="2026-11-21T09:00:00Z"><quote sender="Bob">dinner &lt;at&gt; 7</quote>is this right?</message>`) {
+		t.Errorf("quoted reply:\n%s", quoted)
+	}
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	if err != nil {
 		t.Skip(err)

@@ -118,8 +118,9 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 	if err != nil {
 		return err
 	}
-	res, err := r.DB.ExecContext(ctx, `INSERT OR IGNORE INTO messages (chat_jid, id, sender, sender_name, text, time, from_me, is_bot)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, m.ChatJID, m.ID, m.Sender, m.SenderName, m.Text, m.Time.UnixMilli(), m.FromMe, m.IsBot)
+	res, err := r.DB.ExecContext(ctx, `INSERT OR IGNORE INTO messages (chat_jid, id, sender, sender_name, text, time, from_me, is_bot,
+		quoted_sender, quoted_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, m.ChatJID, m.ID, m.Sender, m.SenderName, m.Text,
+		m.Time.UnixMilli(), m.FromMe, m.IsBot, m.QuotedSender, m.QuotedText)
 	if err != nil {
 		return fmt.Errorf("store message: %w", err)
 	}
@@ -225,7 +226,8 @@ func (r *Router) answered(ctx context.Context, q scheduler.Querier, jid string) 
 // chat's timestamp and then arrival (timestamps have one-second
 // resolution on WhatsApp, so they alone cannot order a burst).
 func (r *Router) after(ctx context.Context, jid string, seq int64) ([]stored, error) {
-	rows, err := r.DB.QueryContext(ctx, `SELECT seq, sender, CASE WHEN sender_name != '' THEN sender_name ELSE sender END, time, text
+	rows, err := r.DB.QueryContext(ctx, `SELECT seq, sender, CASE WHEN sender_name != '' THEN sender_name ELSE sender END, time, text,
+		quoted_sender, quoted_text
 		FROM messages WHERE chat_jid = ? AND seq > ? AND is_bot = 0 ORDER BY time, seq`, jid, seq)
 	if err != nil {
 		return nil, err
@@ -235,7 +237,7 @@ func (r *Router) after(ctx context.Context, jid string, seq int64) ([]stored, er
 	for rows.Next() {
 		var s stored
 		var ms int64
-		if err := rows.Scan(&s.seq, &s.sender, &s.Sender, &ms, &s.Text); err != nil {
+		if err := rows.Scan(&s.seq, &s.sender, &s.Sender, &ms, &s.Text, &s.QuotedSender, &s.QuotedText); err != nil {
 			return nil, err
 		}
 		s.Time = time.UnixMilli(ms)

@@ -83,7 +83,7 @@ func main() {
 	do(command(in.Prompt), in, raw)
 }
 
-var lastMessage = regexp.MustCompile(`(?s)<message(?:\s[^>]*)?>(.*?)</message>`)
+var lastMessage = regexp.MustCompile(`(?s)<message(?:\s[^>]*)?>(?:<quote[^>]*>.*?</quote>)?(.*?)</message>`)
 
 // command finds what the prompt asks for.
 func command(prompt string) string {

@@ -161,6 +161,14 @@ func (c *Channel) inbound(ctx context.Context, e *events.Message) (m channel.Mes
 		FromMe:     info.IsFromMe,
 		IsBot:      info.IsFromMe && c.isOwnReply(info.ID, text),
 	}
+	if ci := contextInfo(e.Message); ci.GetQuotedMessage() != nil {
+		m.QuotedText = messageText(ci.GetQuotedMessage())
+		if p := ci.GetParticipant(); p != "" {
+			if jid, err := types.ParseJID(p); err == nil {
+				m.QuotedSender = jid.User
+			}
+		}
+	}
 	return m, chat, true
 }
 
@@ -198,6 +206,22 @@ func (c *Channel) phoneJID(ctx context.Context, jid, alt types.JID) types.JID {
 		}
 	}
 	return jid
+}
+
+// contextInfo is the reply context of a text, image, video or document
+// message (nil when it has none).
+func contextInfo(msg *waE2E.Message) *waE2E.ContextInfo {
+	switch {
+	case msg.GetExtendedTextMessage() != nil:
+		return msg.GetExtendedTextMessage().GetContextInfo()
+	case msg.GetImageMessage() != nil:
+		return msg.GetImageMessage().GetContextInfo()
+	case msg.GetVideoMessage() != nil:
+		return msg.GetVideoMessage().GetContextInfo()
+	case msg.GetDocumentMessage() != nil:
+		return msg.GetDocumentMessage().GetContextInfo()
+	}
+	return nil
 }
 
 // messageText is the text a person typed: the body of a plain or extended
