@@ -89,11 +89,11 @@ func TestMaxConcurrent(t *testing.T) {
 	// Each run marks itself running, records how many are, then hands over
 	// to the stand-in agent (stdin passes through).
 	os.WriteFile(wrapper, []byte(`#!/bin/sh
-touch "$NC_COUNT_DIR/run.$$"
+me=$(mktemp "$NC_COUNT_DIR/run.XXXXXX") # not $$: each run has a PID namespace of its own
 ls "$NC_COUNT_DIR" | grep -c '^run\.' >> "$NC_COUNT_DIR/counts"
 `+e2e.Testagent(t)+`
 rc=$?
-rm -f "$NC_COUNT_DIR/run.$$"
+rm -f "$me"
 exit $rc
 `), 0o755)
 	// Confined groups see the count dir and the stand-in agent only because
