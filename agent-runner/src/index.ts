@@ -26,6 +26,8 @@ interface ContainerInput {
   chatJid: string;
   isMain: boolean;
   isScheduledTask?: boolean;
+  // Started ahead of a message: the first prompt arrives as an input file.
+  standby?: boolean;
   assistantName?: string;
   security?: { denyRead?: string[] } & Record<string, unknown>;
   sdkOptions: Record<string, any>;
@@ -240,7 +242,7 @@ async function run(): Promise<number> {
   if (!isMain) options.systemPrompt = appendToSystemPrompt(systemPromptWithNote(opts.systemPrompt), globalMemory());
 
   const prompts = new PromptQueue();
-  prompts.push(input.prompt);
+  if (!input.standby) prompts.push(input.prompt);
   const stopWatching = watchInput(path.join(ipcDir, "input"), prompts, log);
 
   let lastError = false;

@@ -63,6 +63,11 @@ type Agent struct {
 	Env           []string `json:"env" validate:"dive,required"`
 	// Limits bound each confined (non-main) run.
 	Limits Limits `json:"limits"`
+	// Warm is how many agents are kept started ahead, for the most recently
+	// active groups, so a message finds one booted (make bench: the first
+	// API request comes seconds sooner). Each costs the memory of an idle
+	// agent (node and the SDK's CLI).
+	Warm int `json:"warm" validate:"min=0,max=16"`
 	// MaxPromptMessages caps one prompt at the newest this many messages.
 	MaxPromptMessages int `json:"maxPromptMessages" validate:"min=1,max=10000"`
 	// NewSessionCommand, a whole message in any registered chat, makes
@@ -141,6 +146,7 @@ func Default() Config {
 			Limits:            Limits{Processes: 512, FileSizeMiB: 1024, TmpMiB: 512, MemoryMiB: 4096, DiskMiB: 2048},
 			NewSessionCommand: "/new",
 			MaxPromptMessages: 50,
+			Warm:              1,
 			Timeout:           Duration(30 * time.Minute),
 			IdleTimeout:       Duration(30 * time.Minute),
 			Env:               []string{},

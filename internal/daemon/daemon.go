@@ -197,6 +197,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	for _, folder := range pending {
 		d.queue.EnqueueMessages(folder)
 	}
+	d.router.WarmUp(ctx)
 	d.log.Info().Int("groups", nGroups).Strs("resumed", pending).Str("config", cfg.File).Msg("nanoclawd running")
 
 	<-ctx.Done()

@@ -211,6 +211,10 @@ func New(tb testing.TB, o Options) *Install {
 	if o.Agent == "" {
 		o.Agent = `"command": [` + Quote(Testagent(tb)) + `], "timeout": "60s", "idleTimeout": "60s"`
 	}
+	if !strings.Contains(o.Agent, `"warm"`) {
+		// Agents started ahead would outlive each run; tests of them ask for them.
+		o.Agent += `, "warm": 0`
+	}
 	if o.Channels == "" {
 		o.Channels = `"whatsapp": {"enabled": false}`
 	}

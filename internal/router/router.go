@@ -71,6 +71,8 @@ type Router struct {
 	// benchmarks and tests).
 	OnRunStart func(folder string, pid int)
 
+	warm warm // agents started ahead (warm.go)
+
 	mu        sync.Mutex
 	active    map[string]bool  // folders with a message run going
 	attempted map[string]int64 // per folder, the highest seq its last message run was given
@@ -315,21 +317,28 @@ func (r *Router) runMessages(ctx context.Context, job runner.Job) error {
 		return nil // context only; it comes along with the next trigger
 	}
 	r.setActive(g.Folder, true)
+	defer r.touchWarm(g.Folder) // after the run: the group gets an agent started ahead
 	defer r.setActive(g.Folder, false)
 
 	prompt, top := r.promptOf(msgs)
 	r.lock()
 	r.attempted[g.Folder] = top
 	r.mu.Unlock()
-	run := &agentRun{router: r, group: g, replyTo: g.JID, batches: []int64{top}, delivered: top, useSession: true,
-		started: make(chan struct{})}
+	var run *agentRun
 	stopFollow := make(chan struct{})
 	followDone := make(chan struct{})
-	go func() {
-		defer close(followDone)
-		run.follow(ctx, job.More, stopFollow)
-	}()
-	err = run.start(ctx, job, prompt, false)
+	if sb := r.takeStandby(ctx, g); sb != nil {
+		run = sb.run
+		err = r.adopt(ctx, sb, job, prompt, top, stopFollow, followDone)
+	} else {
+		run = &agentRun{router: r, group: g, replyTo: g.JID, batches: []int64{top}, delivered: top, useSession: true,
+			started: make(chan struct{})}
+		go func() {
+			defer close(followDone)
+			run.follow(ctx, job.More, stopFollow)
+		}()
+		err = run.start(ctx, job, prompt, false)
+	}
 	close(stopFollow)
 	<-followDone
 	if errors.Is(err, runner.ErrTimeout) {
@@ -337,6 +346,12 @@ func (r *Router) runMessages(ctx context.Context, job runner.Job) error {
 		return runner.NoRetry(err)
 	}
 	return err
+}
+
+func (r *Router) isActive(folder string) bool {
+	r.lock()
+	defer r.mu.Unlock()
+	return r.active[folder]
 }
 
 func (r *Router) setActive(folder string, on bool) {
@@ -354,6 +369,7 @@ func (r *Router) runTask(ctx context.Context, job runner.Job) error {
 	if err != nil {
 		return fmt.Errorf("task %s: %w", job.TaskID, err)
 	}
+	r.dropStandby(task.GroupFolder) // one agent per group
 	g, err := r.Groups.ByFolder(ctx, task.GroupFolder)
 	if err != nil {
 		return r.Tasks.Done(ctx, task.ID, "", fmt.Errorf("group %s: %w", task.GroupFolder, err))
@@ -464,6 +480,11 @@ type agentRun struct {
 	replyTo    string
 	useSession bool
 	fresh      bool // the saved session was gone: this run starts a new one
+	// A standby (warm.go) starts without a prompt and waits for its first
+	// one; adopted holds that prompt once it was handed over.
+	standby     bool
+	adopted     string
+	fingerprint string
 
 	mu         sync.Mutex
 	batches    []int64 // for each prompt batch sent (initial, then follow-ups), its highest seq
@@ -489,6 +510,11 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	}
 	eff := security.Resolve(cfg.HostSecurity, g.Policy(), cfg.SecurityHost(groups.Folders(list)))
 	a.eff = eff
+	if a.standby && a.adopted == "" {
+		if a.fingerprint, err = r.fingerprint(ctx, g, a.useSession); err != nil {
+			return err
+		}
+	}
 	sdk, err := json.Marshal(eff.SDKOptions)
 	if err != nil {
 		return err
@@ -544,12 +570,12 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	}
 	in := runner.ContainerInput{
 		Prompt: prompt, GroupFolder: g.Folder, ChatJID: g.JID, IsMain: g.IsMain, IsScheduledTask: isTask,
-		AssistantName: cfg.AssistantName, Security: sec, SDKOptions: sdk,
+		AssistantName: cfg.AssistantName, Security: sec, SDKOptions: sdk, Standby: a.standby && a.adopted == "",
 	}
 	if a.useSession && !a.fresh {
 		in.SessionID = r.session(ctx, g.Folder)
 	}
-	if r.Typing != nil {
+	if r.Typing != nil && !a.standby {
 		r.Typing(ctx, a.replyTo, true)
 		defer r.Typing(context.WithoutCancel(ctx), a.replyTo, false)
 	}
@@ -581,6 +607,9 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		r.Log.Warn().Str("group", g.Folder).Str("session", in.SessionID).Msg("the agent's saved session is gone; starting a fresh one")
 		r.ClearSession(context.WithoutCancel(ctx), g.Folder)
 		a.fresh, a.failure, a.started = true, "", nil
+		if a.standby { // the prompt went to the standby as its first input
+			prompt, a.standby = a.adopted, false
+		}
 		return a.start(ctx, job, prompt, isTask)
 	}
 	a.mu.Lock()

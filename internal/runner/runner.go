@@ -58,6 +58,9 @@ type ContainerInput struct {
 	AssistantName   string          `json:"assistantName"`
 	Security        json.RawMessage `json:"security,omitempty"` // the resolved policy; nil for main
 	SDKOptions      json.RawMessage `json:"sdkOptions"`
+	// Standby: started ahead of a message; the prompt comes as the first
+	// input/ file (Prompt is empty).
+	Standby bool `json:"standby,omitempty"`
 }
 
 // Spec describes one agent run.

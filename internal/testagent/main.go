@@ -59,6 +59,34 @@ import (
 type input struct {
 	Prompt    string `json:"prompt"`
 	SessionID string `json:"sessionId"`
+	Standby   bool   `json:"standby"`
+}
+
+// firstInput waits for the first input/*.json file (or _close, which ends
+// a standby that was never used) and returns its text.
+func firstInput() string {
+	dir := filepath.Join(os.Getenv("NANOCLAW_IPC_DIR"), "input")
+	for {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if e.Name() == "_close" {
+				os.Exit(0)
+			}
+			if strings.HasSuffix(e.Name(), ".json") {
+				p := filepath.Join(dir, e.Name())
+				b, err := os.ReadFile(p)
+				if err != nil {
+					continue
+				}
+				os.Remove(p)
+				var m struct{ Text string }
+				json.Unmarshal(b, &m)
+				fmt.Fprintf(os.Stderr, "testagent: standby got its prompt\n")
+				return m.Text
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func main() {
@@ -73,6 +101,9 @@ func main() {
 	var in input
 	if err := json.Unmarshal(raw, &in); err != nil {
 		fatal("stdin is not a ContainerInput: %v", err)
+	}
+	if in.Standby {
+		in.Prompt = firstInput() // started ahead: the prompt comes as a follow-up
 	}
 	if strings.HasPrefix(in.SessionID, "gone-") {
 		// What the Claude CLI says when the transcript of a session is gone.
