@@ -42,7 +42,7 @@ func newSDKRig(b *testing.B, warm int, groups int) *sdkRig {
 	in := e2e.New(b, e2e.Options{
 		Agent: fmt.Sprintf(`"command": ["node", %s], "warm": %d, "timeout": "5m", "idleTimeout": "5m", "maxConcurrent": 8,
 			"env": ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"]`, e2e.Quote(runner), warm),
-		Env: []string{"ANTHROPIC_API_KEY=sk-ant-bench", "ANTHROPIC_BASE_URL=" + mock.URL, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
+		Env:        []string{"ANTHROPIC_API_KEY=sk-ant-bench", "ANTHROPIC_BASE_URL=" + mock.URL, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
 		StopSignal: os.Interrupt,
 		Wait:       2 * time.Minute,
 	})
