@@ -80,6 +80,7 @@ type groupState struct {
 
 type activeRun struct {
 	job     Job
+	started time.Time
 	more    chan struct{}
 	closing chan struct{}
 	closed  bool
@@ -222,7 +223,7 @@ func (q *Queue) pump() {
 }
 
 func (q *Queue) start(g *groupState) {
-	a := &activeRun{closing: make(chan struct{})}
+	a := &activeRun{closing: make(chan struct{}), started: time.Now()}
 	a.job = Job{Folder: g.folder, Closing: a.closing}
 	if len(g.tasks) > 0 {
 		a.job.TaskID = g.tasks[0]

@@ -1,0 +1,154 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/alerts"
+	"github.com/nanoclawd/nanoclawd/internal/runner"
+	"github.com/nanoclawd/nanoclawd/internal/status"
+)
+
+// runBook remembers, per group, the start of the agent run going on and
+// the last run that ended, for `nanoclawd status`. It lives in memory: the
+// status shows runs since this daemon started.
+type runBook struct {
+	started map[string]time.Time // an agent process started in the current run
+	last    map[string]status.Run
+}
+
+// recordRuns wraps the queue's RunFunc: a run that failed, or that
+// started an agent, becomes the group's last run. (A message run that
+// found nothing to answer started no agent and is not a run to show.)
+func (d *Daemon) recordRuns(run runner.RunFunc) runner.RunFunc {
+	return func(ctx context.Context, job runner.Job) error {
+		t0 := time.Now()
+		err := run(ctx, job)
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		started, ok := d.runs.started[job.Folder]
+		delete(d.runs.started, job.Folder)
+		if !ok && err == nil {
+			return err
+		}
+		if !ok {
+			started = t0
+		}
+		r := status.Run{Started: started, Finished: time.Now(), OK: err == nil, TaskID: job.TaskID}
+		if err != nil {
+			r.Error = err.Error()
+		}
+		d.runs.last[job.Folder] = r
+		return err
+	}
+}
+
+func (d *Daemon) agentStarted(folder string) {
+	d.mu.Lock()
+	d.runs.started[folder] = time.Now()
+	d.mu.Unlock()
+}
+
+// setPendingRestart records the keys edited in the config file that apply
+// only after a restart.
+func (d *Daemon) setPendingRestart(keys []string) {
+	d.mu.Lock()
+	d.pendingRestart = keys
+	d.mu.Unlock()
+}
+
+// Status reports what the daemon is doing; the control socket serves it.
+func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
+	cfg := d.Config()
+	now := time.Now()
+	r := status.Report{PID: os.Getpid(), Started: d.started, Time: now, ConfigFile: cfg.File,
+		Agents: status.Agents{MaxConcurrent: cfg.Agent.MaxConcurrent}}
+	for _, ch := range d.channels {
+		c := status.Channel{Name: ch.Name(), Connected: ch.Connected()}
+		if s, ok := ch.(interface{ Status() string }); ok {
+			c.State = s.Status()
+		} else if ch.Name() == "local" {
+			c.State = "serving " + cfg.Channels.Local.Socket
+		}
+		r.Channels = append(r.Channels, c)
+	}
+
+	list, err := d.reg.List(ctx)
+	if err != nil {
+		return r, err
+	}
+	queue := map[string]runner.GroupState{}
+	for _, s := range d.queue.Snapshot() {
+		queue[s.Folder] = s
+	}
+	d.mu.Lock()
+	for _, g := range list {
+		q := queue[g.Folder]
+		sg := status.Group{Folder: g.Folder, Name: g.Name, JID: g.JID, IsMain: g.IsMain, Agent: "idle",
+			QueuedTasks: q.Tasks, Failures: q.Retries}
+		switch {
+		case q.Running:
+			sg.Agent, sg.RunningSince, sg.RunningTask = "running", &q.RunningSince, q.RunningTask
+			r.Agents.Running++
+		case q.Queued:
+			sg.Agent = "queued"
+			r.Agents.Queued++
+		case q.RetryWaiting:
+			sg.Agent = "retrying"
+		}
+		if last, ok := d.runs.last[g.Folder]; ok {
+			sg.LastRun = &last
+		}
+		r.Groups = append(r.Groups, sg)
+	}
+	r.PendingRestart = slices.Clone(d.pendingRestart)
+	d.mu.Unlock()
+
+	backlog, err := d.outbox.Backlog(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.Outbox = []status.Backlog{}
+	for _, b := range backlog {
+		sb := status.Backlog{ChatJID: b.ChatJID, Count: b.Count, Oldest: b.Oldest, Attempts: b.Attempts, LastError: b.LastError}
+		if !b.RetryAt.IsZero() {
+			sb.RetryAt = &b.RetryAt
+		}
+		r.Outbox = append(r.Outbox, sb)
+	}
+
+	tasks, err := d.sched.Next(ctx, 5)
+	if err != nil {
+		return r, err
+	}
+	r.NextTasks = []status.Task{}
+	for _, t := range tasks {
+		r.NextTasks = append(r.NextTasks, status.Task{ID: t.ID, Group: t.GroupFolder, NextRun: *t.NextRun,
+			Schedule: t.ScheduleType + " " + t.ScheduleValue, Prompt: t.Prompt})
+	}
+
+	counts, err := alerts.CountViolations(ctx, d.db, now.Add(-24*time.Hour))
+	if err != nil {
+		return r, err
+	}
+	r.Violations24h = []status.Violations{}
+	for grp, kinds := range counts {
+		for kind, n := range kinds {
+			r.Violations24h = append(r.Violations24h, status.Violations{Group: grp, Kind: kind, Count: n})
+		}
+	}
+	slices.SortFunc(r.Violations24h, func(a, b status.Violations) int {
+		return strings.Compare(a.Group+"\x00"+a.Kind, b.Group+"\x00"+b.Kind)
+	})
+	if r.Config, err = json.Marshal(cfg); err != nil {
+		return r, err
+	}
+	if r.PendingRestart == nil {
+		r.PendingRestart = []string{}
+	}
+	return r, nil
+}
