@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/mattn/go-isatty"
+	"golang.org/x/term"
+
+	"github.com/nanoclawd/nanoclawd/internal/channel/whatsapp"
+	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/service"
+	"github.com/nanoclawd/nanoclawd/internal/setup"
+)
+
+func init() {
+	register("setup", "setup   guided first run: pair WhatsApp, choose the main chat, check the model credential", runSetup)
+}
+
+func runSetup(ctx context.Context, g *globals, args []string) error {
+	if _, err := parseFlags(flag.NewFlagSet("setup", flag.ContinueOnError), args, 0, 0, "setup"); err != nil {
+		return err
+	}
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return err
+	}
+	fromFile, err := loadEnvFile(envFilePath(cfg))
+	if err != nil {
+		return err
+	}
+	_, db, reg, err := g.openRegistry()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return g.guide(cfg, reg, fromFile).Run(ctx, false)
+}
+
+// newPairer is the WhatsApp pairing the guide uses; the terminal tests
+// replace it with a fake.
+var newPairer = func(dataDir string) setup.Pairer { return whatsappPairer{dataDir} }
+
+// guide is the setup guide on this process's stdin and g.stdout.
+func (g *globals) guide(cfg *config.Config, reg *groups.Registry, fromFile []string) *setup.Guide {
+	gd := &setup.Guide{
+		Config: cfg, Groups: reg, Pairer: newPairer(cfg.DataDir),
+		Cred: setup.Credentials{
+			EnvFile: envFilePath(cfg), FromFile: fromFile, AgentEnv: cfg.Agent.Env,
+			Getenv: os.Getenv, Setenv: os.Setenv, APIBase: os.Getenv("ANTHROPIC_BASE_URL"),
+		},
+		Changed: func() { notifyDaemon(cfg) },
+		In:      bufio.NewReader(os.Stdin),
+		Out:     g.stdout,
+	}
+	if fd := int(os.Stdin.Fd()); term.IsTerminal(fd) {
+		gd.ReadSecret = func() (string, error) {
+			b, err := term.ReadPassword(fd)
+			return string(b), err
+		}
+	}
+	return gd
+}
+
+func envFilePath(cfg *config.Config) string {
+	return filepath.Join(filepath.Dir(cfg.File), service.EnvFileName)
+}
+
+// interactive reports whether a person is at this process's terminal:
+// stdin and stdout both are one.
+func (g *globals) interactive() bool {
+	out, ok := g.stdout.(*os.File)
+	return ok && isatty.IsTerminal(out.Fd()) && isatty.IsTerminal(os.Stdin.Fd())
+}
+
+// whatsappPairer is the real pairing: the WhatsApp channel's login.
+type whatsappPairer struct{ dataDir string }
+
+func (p whatsappPairer) Paired(ctx context.Context) (string, bool, error) {
+	// Without whatsapp.db nothing is paired (and opening would create it).
+	if _, err := os.Stat(filepath.Join(p.dataDir, whatsapp.StoreFile)); errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	}
+	own, err := whatsapp.Paired(ctx, p.dataDir)
+	if errors.Is(err, whatsapp.ErrNotPaired) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return own.String(), true, nil
+}
+
+func (p whatsappPairer) Pair(ctx context.Context, phone string, out io.Writer) (string, error) {
+	own, err := whatsapp.Login(ctx, whatsapp.LoginOptions{DataDir: p.dataDir, Phone: phone, Out: out})
+	if errors.Is(err, whatsapp.ErrAlreadyPaired) {
+		err = nil
+	}
+	return own.String(), err
+}
