@@ -300,4 +300,3 @@ func userOf(jid string) string {
 	user, _, _ := strings.Cut(jid, "@")
 	return user
 }
-
