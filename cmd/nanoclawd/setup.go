@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 
 	"github.com/mattn/go-isatty"
-	"golang.org/x/term"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel/whatsapp"
 	"github.com/nanoclawd/nanoclawd/internal/config"
@@ -60,10 +59,13 @@ func (g *globals) guide(cfg *config.Config, reg *groups.Registry, fromFile []str
 		In:      bufio.NewReader(os.Stdin),
 		Out:     g.stdout,
 	}
-	if fd := int(os.Stdin.Fd()); term.IsTerminal(fd) {
-		gd.ReadSecret = func() (string, error) {
-			b, err := term.ReadPassword(fd)
-			return string(b), err
+	if fd := int(os.Stdin.Fd()); isatty.IsTerminal(uintptr(fd)) {
+		gd.NoEcho = func() func() {
+			restore, err := noEcho(fd)
+			if err != nil {
+				return func() {}
+			}
+			return restore
 		}
 	}
 	return gd

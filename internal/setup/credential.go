@@ -146,9 +146,13 @@ func (g *Guide) credential(ctx context.Context, name string) (string, error) {
 			fmt.Fprintf(g.Out, "✓ model credential: %s from %s (%v)\n", name, from, err)
 		}
 	}
+	if name == "" && g.NoEcho != nil {
+		restore := g.NoEcho() // before the prompt: a paste right after it is not echoed either
+		defer restore()
+	}
 	for name == "" {
 		fmt.Fprintf(g.Out, "The model credential: paste an Anthropic API key (sk-ant-api…) or a Claude OAuth token (sk-ant-oat…, from 'claude setup-token').\nIt is saved in %s, readable only by you. Press Enter to skip: ", c.EnvFile)
-		value, err := g.secret(ctx)
+		value, err := g.ask(ctx, "")
 		if err != nil {
 			return "", err
 		}
@@ -181,11 +185,3 @@ func (g *Guide) credential(ctx context.Context, name string) (string, error) {
 	return name, nil
 }
 
-func (g *Guide) secret(ctx context.Context) (string, error) {
-	if g.ReadSecret == nil {
-		return g.ask(ctx, "")
-	}
-	s, err := g.read(ctx, g.ReadSecret)
-	fmt.Fprintln(g.Out)
-	return s, err
-}

@@ -40,9 +40,9 @@ type Guide struct {
 
 	In  *bufio.Reader
 	Out io.Writer
-	// ReadSecret reads a line without echoing it (a terminal); nil reads
-	// from In.
-	ReadSecret func() (string, error)
+	// NoEcho, on a terminal, stops it echoing what is typed until the
+	// returned func is called (for a pasted secret); nil on other input.
+	NoEcho func() (restore func())
 }
 
 // Item is one thing missing before a first answer.
