@@ -184,4 +184,3 @@ func (g *Guide) credential(ctx context.Context, name string) (string, error) {
 	}
 	return name, nil
 }
-
