@@ -125,14 +125,23 @@ func lastRunText(now time.Time, r *Run) string {
 	if r.OK {
 		return fmt.Sprintf("ok, %s ago", ago(now, r.Finished))
 	}
-	return fmt.Sprintf("failed %s ago: %s", ago(now, r.Finished), cut(r.Error, 60))
+	return fmt.Sprintf("failed %s ago: %s", ago(now, r.Finished), cut(r.Error, 160))
 }
 
 func clock(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05") }
 
-func ago(now, t time.Time) string { return now.Sub(t).Round(time.Second).String() }
+func ago(now, t time.Time) string { return short(now.Sub(t)) }
 
-func until(now, t time.Time) string { return max(t.Sub(now), 0).Round(time.Second).String() }
+func until(now, t time.Time) string { return short(t.Sub(now)) }
+
+// short rounds d to what a person reads: tenths of a second below 10 s.
+func short(d time.Duration) string {
+	d = max(d, 0)
+	if d < 10*time.Second {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
 
 func cut(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
