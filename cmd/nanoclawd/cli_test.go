@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/e2e"
-	"github.com/nanoclawd/nanoclawd/internal/setup"
 )
 
 // The tests run the built binary, as an operator types it. The terminal
@@ -18,7 +17,7 @@ import (
 // with WhatsApp pairing faked at setup.Pairer.
 func TestMain(m *testing.M) {
 	if os.Getenv(fakeNanoclawdEnv) != "" {
-		newPairer = func(dataDir string) setup.Pairer { return fakePairer{dataDir} }
+		newPairer = fakePairer
 		main()
 		os.Exit(0)
 	}

@@ -20,6 +20,8 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/nanoclawd/nanoclawd/internal/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/mock"
+	"github.com/nanoclawd/nanoclawd/internal/setup"
 	"github.com/nanoclawd/nanoclawd/internal/status"
 )
 
@@ -31,24 +33,21 @@ const fakeOwn = "491701234567@s.whatsapp.net"
 
 // fakePairer stands in for the WhatsApp login: Pair shows a fake code and
 // "links" at once, leaving a file so a later run finds it paired.
-type fakePairer struct{ dataDir string }
-
-func (p fakePairer) marker() string { return filepath.Join(p.dataDir, "fake-paired") }
-
-func (p fakePairer) Paired(context.Context) (string, bool, error) {
-	b, err := os.ReadFile(p.marker())
-	if err != nil {
-		return "", false, nil
+func fakePairer(dataDir string) setup.Pairer {
+	marker := filepath.Join(dataDir, "fake-paired")
+	return &mock.Pairer{
+		PairedFn: func(context.Context) (string, bool, error) {
+			b, err := os.ReadFile(marker)
+			return string(b), err == nil, nil
+		},
+		PairFn: func(_ context.Context, phone string, out io.Writer) (string, error) {
+			fmt.Fprintf(out, "FAKE QR CODE (phone %q)\n", phone)
+			if err := os.MkdirAll(dataDir, 0o700); err != nil {
+				return "", err
+			}
+			return fakeOwn, os.WriteFile(marker, []byte(fakeOwn), 0o600)
+		},
 	}
-	return string(b), true, nil
-}
-
-func (p fakePairer) Pair(_ context.Context, phone string, out io.Writer) (string, error) {
-	fmt.Fprintf(out, "FAKE QR CODE (phone %q)\n", phone)
-	if err := os.MkdirAll(p.dataDir, 0o700); err != nil {
-		return "", err
-	}
-	return fakeOwn, os.WriteFile(p.marker(), []byte(fakeOwn), 0o600)
 }
 
 // terminal is a program running in a pseudo-terminal, read as a person

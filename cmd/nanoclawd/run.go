@@ -97,6 +97,9 @@ func (g *globals) firstRun(ctx context.Context, cfg *config.Config, fromFile []s
 		return nil
 	}
 	if err := guide.Run(ctx, true); err != nil {
+		if ctx.Err() != nil {
+			return exitCode{code: 130} // Ctrl-C during the questions: stop quietly
+		}
 		return err
 	}
 	fmt.Fprintln(g.stdout, "Starting the daemon (Ctrl-C stops it).")
