@@ -74,6 +74,11 @@ func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
 		} else if ch.Name() == "local" {
 			c.State = "serving " + cfg.Channels.Local.Socket
 		}
+		if b, ok := ch.(interface{ NextRetry() time.Time }); ok && !c.Connected {
+			if t := b.NextRetry(); t.After(now) {
+				c.RetryAt = &t
+			}
+		}
 		r.Channels = append(r.Channels, c)
 	}
 

@@ -22,7 +22,11 @@ func Format(w io.Writer, r Report) error {
 		p("  none enabled: set channels.whatsapp.enabled or channels.local.enabled")
 	}
 	for _, c := range r.Channels {
-		p("  %s\t%s", c.Name, c.State)
+		if c.RetryAt != nil {
+			p("  %s\t%s (next try in %s)", c.Name, c.State, until(now, *c.RetryAt))
+		} else {
+			p("  %s\t%s", c.Name, c.State)
+		}
 	}
 
 	p("\nAgents: %d running, %d queued, at most %d at once", r.Agents.Running, r.Agents.Queued, r.Agents.MaxConcurrent)

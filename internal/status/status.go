@@ -49,6 +49,8 @@ type Channel struct {
 	// "not paired: …", "disconnected since …: reason" (WhatsApp), or
 	// "serving SOCKET" (local).
 	State string `json:"state"`
+	// RetryAt is the next reconnect attempt while disconnected (backoff).
+	RetryAt *time.Time `json:"retryAt,omitempty"`
 }
 
 // Agents sums up the queue.
