@@ -81,4 +81,3 @@ func TestServeReportsFailure(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
-
