@@ -321,3 +321,26 @@ func runAsNanoclawd(t *testing.T, dir string, env []string, args ...string) (std
 	}
 	return o.String(), e.String(), 0
 }
+
+// TestSetupWhileDaemonRuns: setup done beside a running daemon registers
+// the main chat in it at once, and says that the pairing needs a restart
+// of a daemon that started unpaired.
+func TestSetupWhileDaemonRuns(t *testing.T) {
+	in := e2e.New(t, e2e.Options{Channels: `"whatsapp": {"enabled": true}`, Home: t.TempDir()})
+	in.Start()
+	setupTerm := startTerminal(t, "nanoclawd setup", in.Dir, in.Env, "setup", "--config", in.Config)
+	setupTerm.Expect("Pair WhatsApp now")
+	setupTerm.Type("")
+	setupTerm.Expect("Choice [1]: ")
+	setupTerm.Type("2")
+	setupTerm.Expect("Press Enter to skip: ")
+	setupTerm.Type("")
+	setupTerm.Expect("✗ model credential: none (skipped)")
+	setupTerm.Expect("started before the pairing: restart it to connect WhatsApp")
+	if code := setupTerm.Exit(); code != 0 {
+		t.Fatalf("setup: exit %d", code)
+	}
+	// The running daemon has the new main chat.
+	in.Post("local:main", "Owner", "echo hi")
+	in.WaitFor("local:main", e2e.Equals("echo: hi"))
+}

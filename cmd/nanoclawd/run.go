@@ -21,6 +21,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/daemon"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/service"
+	"github.com/nanoclawd/nanoclawd/internal/status"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
@@ -80,6 +81,9 @@ func runDaemon(ctx context.Context, g *globals, args []string) error {
 // pairing needs no restart); off one (a service) it never waits for input
 // and logs the list once.
 func (g *globals) firstRun(ctx context.Context, cfg *config.Config, fromFile []string, log zerolog.Logger) error {
+	if _, err := status.Fetch(ctx, cfg.DataDir); err == nil {
+		return nil // another daemon runs here; daemon.New says so
+	}
 	db, err := store.Open(cfg.DataDir)
 	if err != nil {
 		return err

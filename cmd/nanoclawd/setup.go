@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/mattn/go-isatty"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/service"
 	"github.com/nanoclawd/nanoclawd/internal/setup"
+	"github.com/nanoclawd/nanoclawd/internal/status"
 )
 
 func init() {
@@ -40,7 +43,20 @@ func runSetup(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer db.Close()
-	return g.guide(cfg, reg, fromFile).Run(ctx, false)
+	guide := g.guide(cfg, reg, fromFile)
+	if err := guide.Run(ctx, false); err != nil {
+		return err
+	}
+	// A daemon that started before the pairing has no WhatsApp session.
+	if rep, err := status.Fetch(ctx, cfg.DataDir); err == nil {
+		_, paired, _ := guide.Pairer.Paired(ctx)
+		for _, c := range rep.Channels {
+			if c.Name == "whatsapp" && !c.Connected && paired && strings.HasPrefix(c.State, "not paired") {
+				fmt.Fprintf(g.stdout, "The daemon running now (PID %d) started before the pairing: restart it to connect WhatsApp.\n", rep.PID)
+			}
+		}
+	}
+	return nil
 }
 
 // newPairer is the WhatsApp pairing the guide uses; the terminal tests
