@@ -30,19 +30,15 @@ func runSetup(ctx context.Context, g *globals, args []string) error {
 	if _, err := parseFlags(flag.NewFlagSet("setup", flag.ContinueOnError), args, 0, 0, "setup"); err != nil {
 		return err
 	}
-	cfg, err := g.loadConfig()
-	if err != nil {
-		return err
-	}
-	fromFile, err := loadEnvFile(envFilePath(cfg))
-	if err != nil {
-		return err
-	}
-	_, db, reg, err := g.openRegistry()
+	cfg, db, reg, err := g.openRegistry()
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	fromFile, err := loadEnvFile(envFilePath(cfg))
+	if err != nil {
+		return err
+	}
 	guide := g.guide(cfg, reg, fromFile)
 	if err := guide.Run(ctx, false); err != nil {
 		return err
