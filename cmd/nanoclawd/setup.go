@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/mattn/go-isatty"
 
@@ -44,10 +43,9 @@ func runSetup(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	// A daemon that started before the pairing has no WhatsApp session.
-	if rep, err := status.Fetch(ctx, cfg.DataDir); err == nil {
-		_, paired, _ := guide.Pairer.Paired(ctx)
+	if rep, err := status.Fetch(ctx, cfg.DataDir); err == nil && guide.PairedNow {
 		for _, c := range rep.Channels {
-			if c.Name == "whatsapp" && !c.Connected && paired && strings.HasPrefix(c.State, "not paired") {
+			if c.Name == "whatsapp" && !c.Connected {
 				fmt.Fprintf(g.stdout, "The daemon running now (PID %d) started before the pairing: restart it to connect WhatsApp.\n", rep.PID)
 			}
 		}

@@ -40,6 +40,9 @@ type Guide struct {
 
 	In  *bufio.Reader
 	Out io.Writer
+	// PairedNow is set by Run when it paired WhatsApp.
+	PairedNow bool
+
 	// NoEcho, on a terminal, stops it echoing what is typed until the
 	// returned func is called (for a pasted secret); nil on other input.
 	NoEcho func() (restore func())
@@ -201,6 +204,7 @@ func (g *Guide) pair(ctx context.Context) (string, error) {
 		}
 		own, err := g.Pairer.Pair(ctx, phone, g.Out)
 		if err == nil {
+			g.PairedNow = true
 			return own, nil
 		}
 		if ctx.Err() != nil {
