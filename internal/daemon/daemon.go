@@ -62,7 +62,7 @@ type Daemon struct {
 
 	mu             sync.Mutex
 	watched        map[string]bool // group folders whose IPC directories are watched
-	runs           runBook
+	runs           runStarts
 	pendingRestart []string
 	started        time.Time
 
@@ -75,7 +75,7 @@ func (d *Daemon) Config() *config.Config { return d.cfg.Load() }
 
 // New opens the state of cfg and builds every part; Run starts them.
 func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, error) {
-	d := &Daemon{log: log, runs: runBook{started: map[string]time.Time{}, last: map[string]status.Run{}}}
+	d := &Daemon{log: log, runs: runStarts{}}
 	d.cfg.Store(cfg)
 	lock, err := acquireLock(cfg.DataDir)
 	if err != nil {

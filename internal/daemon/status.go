@@ -13,43 +13,41 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/status"
 )
 
-// runBook remembers, per group, the start of the agent run going on and
-// the last run that ended, for `nanoclawd status`. It lives in memory: the
-// status shows runs since this daemon started.
-type runBook struct {
-	started map[string]time.Time // an agent process started in the current run
-	last    map[string]status.Run
-}
+// runStarts remembers, per group, when the agent process of the run going
+// on started (a run that finds nothing to answer starts none).
+type runStarts map[string]time.Time
 
 // recordRuns wraps the queue's RunFunc: a run that failed, or that
-// started an agent, becomes the group's last run. (A message run that
-// found nothing to answer started no agent and is not a run to show.)
+// started an agent, becomes the group's last run (a message run that
+// found nothing to answer is not a run to show).
 func (d *Daemon) recordRuns(run runner.RunFunc) runner.RunFunc {
 	return func(ctx context.Context, job runner.Job) error {
 		t0 := time.Now()
 		err := run(ctx, job)
 		d.mu.Lock()
-		defer d.mu.Unlock()
-		started, ok := d.runs.started[job.Folder]
-		delete(d.runs.started, job.Folder)
+		started, ok := d.runs[job.Folder]
+		delete(d.runs, job.Folder)
+		d.mu.Unlock()
 		if !ok && err == nil {
 			return err
 		}
 		if !ok {
 			started = t0
 		}
-		r := status.Run{Started: started, Finished: time.Now(), OK: err == nil, TaskID: job.TaskID}
+		r := runner.LastRun{Folder: job.Folder, Started: started, Finished: time.Now(), OK: err == nil, TaskID: job.TaskID}
 		if err != nil {
 			r.Error = err.Error()
 		}
-		d.runs.last[job.Folder] = r
+		if rerr := runner.RecordLastRun(context.WithoutCancel(ctx), d.db, r); rerr != nil {
+			d.log.Warn().Err(rerr).Str("group", job.Folder).Msg("status will not show this run")
+		}
 		return err
 	}
 }
 
 func (d *Daemon) agentStarted(folder string) {
 	d.mu.Lock()
-	d.runs.started[folder] = time.Now()
+	d.runs[folder] = time.Now()
 	d.mu.Unlock()
 }
 
@@ -86,6 +84,10 @@ func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
 	if err != nil {
 		return r, err
 	}
+	last, err := runner.LastRuns(ctx, d.db)
+	if err != nil {
+		return r, err
+	}
 	queue := map[string]runner.GroupState{}
 	for _, s := range d.queue.Snapshot() {
 		queue[s.Folder] = s
@@ -105,8 +107,8 @@ func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
 		case q.RetryWaiting:
 			sg.Agent = "retrying"
 		}
-		if last, ok := d.runs.last[g.Folder]; ok {
-			sg.LastRun = &last
+		if l, ok := last[g.Folder]; ok {
+			sg.LastRun = &status.Run{Started: l.Started, Finished: l.Finished, OK: l.OK, Error: l.Error, TaskID: l.TaskID}
 		}
 		r.Groups = append(r.Groups, sg)
 	}

@@ -57,7 +57,7 @@ func TestStatusOfABusyDaemon(t *testing.T) {
 	for _, f := range []string{"failing", "busy", "waiting", "risky"} {
 		in.AddGroup("local:"+f, f, "--no-trigger")
 	}
-	in.Start()
+	p := in.Start()
 
 	in.Post("local:risky", "Ann", "violation network evil.example")
 	in.WaitFor("local:risky", e2e.Equals("violation reported"))
@@ -126,7 +126,7 @@ func TestStatusOfABusyDaemon(t *testing.T) {
 		`nanoclawd is running: PID \d+`,
 		`local\s+serving ` + regexp.QuoteMeta(in.Socket),
 		`Agents: 1 running, 1 queued, at most 1 at once`,
-		`busy\s+running for \S+\s+none since start`,
+		`busy\s+running for \S+\s+none yet`,
 		`waiting\s+queued`,
 		`failing\s+retrying after 1 failed run\(s\)\s+failed \S+ ago: .*agent exited with status 3`,
 		`risky\s+idle\s+ok, \S+ ago`,
@@ -138,6 +138,15 @@ func TestStatusOfABusyDaemon(t *testing.T) {
 		if !regexp.MustCompile(want).MatchString(text) {
 			t.Errorf("status lacks %s:\n%s", want, text)
 		}
+	}
+
+	// The last runs outlive a kill -9: risky has nothing to do after the
+	// restart, and still shows its run.
+	p.Kill9()
+	in.Start()
+	rep = statusUntil(t, in, "the daemon after the restart", func(r status.Report) bool { return r.PID != p.Cmd.Process.Pid })
+	if g := group(rep, "risky"); g.LastRun == nil || !g.LastRun.OK {
+		t.Errorf("risky after a restart: %+v", g)
 	}
 }
 

@@ -124,7 +124,7 @@ func agentText(now time.Time, g Group) string {
 
 func lastRunText(now time.Time, r *Run) string {
 	if r == nil {
-		return "none since start"
+		return "none yet"
 	}
 	if r.OK {
 		return fmt.Sprintf("ok, %s ago", ago(now, r.Finished))

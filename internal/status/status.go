@@ -76,7 +76,7 @@ type Group struct {
 	LastRun      *Run       `json:"lastRun,omitempty"`
 }
 
-// Run is one finished agent run (since the daemon started).
+// Run is a group's last finished agent run (kept across restarts).
 type Run struct {
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
