@@ -92,6 +92,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		return nil, err
 	}
 	d.reg = groups.New(d.db, cfg.GroupsDir)
+	d.reg.Assistant = cfg.AssistantName
 	if cfg.Channels.Local.Enabled {
 		d.channels = append(d.channels, local.New(cfg.Channels.Local.Socket, d.db))
 	}
@@ -103,6 +104,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	}
 	d.outbox = alerts.NewOutbox(d.db, alerts.SenderFunc(d.send), log.With().Str("part", "outbox").Logger())
 	d.reporter = alerts.NewReporter(d.db, cfg.GroupsDir, d.outbox, d.mainGroup, cfg.Alerts.Cooldown.D(), nil)
+	d.reporter.MaxPerGroup = cfg.Alerts.MaxPerGroup
 	if d.tokens, err = ipc.OpenTokens(ctx, d.db); err != nil {
 		return nil, err
 	}
@@ -123,6 +125,10 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	}
 	d.queue = runner.NewQueue(cfg.Agent.MaxConcurrent, d.recordRuns(d.router.Run))
 	d.queue.OnGiveUp = d.router.GiveUp
+	d.queue.Reserved = func(folder string) bool {
+		g, err := d.reg.ByFolder(context.Background(), folder)
+		return err == nil && g.IsMain
+	}
 	if v, err := time.ParseDuration(os.Getenv(RetryBaseEnv)); err == nil && v > 0 {
 		d.queue.RetryBase = v
 	}
@@ -204,6 +210,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	for _, folder := range pending {
 		d.queue.EnqueueMessages(folder)
 	}
+	d.router.WarmUp(ctx)
 	d.log.Info().Int("groups", nGroups).Strs("resumed", pending).Str("config", cfg.File).Msg("nanoclawd running")
 
 	<-ctx.Done()
@@ -325,6 +332,7 @@ func (d *Daemon) syncGroups(ctx context.Context) (int, error) {
 	if err := d.reporter.Kick(ctx); err != nil {
 		d.log.Warn().Err(err).Msg("alerts waiting for a main group")
 	}
+	d.sched.Changed() // `groups import` may have added tasks
 	d.log.Info().Int("groups", len(list)).Msg("groups reloaded")
 	return len(list), nil
 }

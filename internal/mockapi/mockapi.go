@@ -41,6 +41,7 @@ func Tool(name string, input any) Turn { return Turn{Tools: []ToolUse{{Name: nam
 type Request struct {
 	Method string
 	Path   string
+	Header http.Header
 	Body   []byte
 }
 
@@ -152,7 +153,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Body: body})
+	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
 	s.mu.Unlock()
 
 	switch {

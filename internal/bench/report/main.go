@@ -83,7 +83,8 @@ func table(w io.Writer, f figures) (missing []string) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	fmt.Fprintf(tw, "measure\tnanoclawd (this machine)\tNanoClaw, its polling alone\n")
-	fmt.Fprintf(tw, "inbound → agent start\t%s\t%s (2 s message loop)\n", pct("BenchmarkInboundToAgentStart"), pollWait(messagePoll))
+	fmt.Fprintf(tw, "inbound → agent start (confined group)\t%s\t%s (2 s message loop)\n", pct("BenchmarkInboundToAgentStart"), pollWait(messagePoll))
+	fmt.Fprintf(tw, "inbound → agent start (main, unconfined)\t%s\t-\n", pct("BenchmarkInboundToMainAgentStart"))
 	fmt.Fprintf(tw, "IPC file → message sent\t%s\t%s (1 s IPC poll)\n", pct("BenchmarkIPCToSent"), pollWait(ipcPoll))
 	fmt.Fprintf(tw, "IPC sustained\t%s files/s\ta burst waits for the next 1 s poll\n", get("BenchmarkIPCThroughput/files/s"))
 	fmt.Fprintf(tw, "violation frame → alert sent\t%s\t%s (alerts ride the IPC poll)\n", pct("BenchmarkViolationToAlert"), pollWait(ipcPoll))
