@@ -88,6 +88,7 @@ func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
 	if err != nil {
 		return r, err
 	}
+	standby := d.router.Standbys()
 	queue := map[string]runner.GroupState{}
 	for _, s := range d.queue.Snapshot() {
 		queue[s.Folder] = s
@@ -106,6 +107,9 @@ func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
 			r.Agents.Queued++
 		case q.RetryWaiting:
 			sg.Agent = "retrying"
+		case standby[g.Folder]:
+			sg.Agent = "standby"
+			r.Agents.Standby++
 		}
 		if l, ok := last[g.Folder]; ok {
 			sg.LastRun = &status.Run{Started: l.Started, Finished: l.Finished, OK: l.OK, Error: l.Error, TaskID: l.TaskID}

@@ -49,7 +49,7 @@ func group(rep status.Report, folder string) status.Group {
 // shows each of them.
 func TestStatusOfABusyDaemon(t *testing.T) {
 	in := e2e.New(t, e2e.Options{
-		Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "maxConcurrent": 1, "timeout": "120s"`,
+		Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "maxConcurrent": 1, "timeout": "120s", "warm": 0`,
 		Env:   []string{"NANOCLAWD_RETRY_BASE=1h"}, // a failed run waits to retry while we look
 	})
 	// The main chat is on WhatsApp, which is disabled: alerts wait in the outbox.
@@ -125,7 +125,7 @@ func TestStatusOfABusyDaemon(t *testing.T) {
 	for _, want := range []string{
 		`nanoclawd is running: PID \d+`,
 		`local\s+serving ` + regexp.QuoteMeta(in.Socket),
-		`Agents: 1 running, 1 queued, at most 1 at once`,
+		`Agents: 1 running, 1 queued, 0 standby, at most 1 at once`,
 		`busy\s+running for \S+\s+none yet`,
 		`waiting\s+queued`,
 		`failing\s+retrying after 1 failed run\(s\)\s+failed \S+ ago: .*agent exited with status 3`,
@@ -147,6 +147,23 @@ func TestStatusOfABusyDaemon(t *testing.T) {
 	rep = statusUntil(t, in, "the daemon after the restart", func(r status.Report) bool { return r.PID != p.Cmd.Process.Pid })
 	if g := group(rep, "risky"); g.LastRun == nil || !g.LastRun.OK {
 		t.Errorf("risky after a restart: %+v", g)
+	}
+}
+
+// TestStatusShowsStandby: with agent.warm, the group last active keeps an
+// agent started ahead, and status says so.
+func TestStatusShowsStandby(t *testing.T) {
+	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "warm": 1`})
+	in.AddGroup("local:main", "main", "--main")
+	in.Start()
+	in.Post("local:main", "Owner", "echo hi")
+	in.WaitFor("local:main", e2e.Equals("echo: hi"))
+	rep := statusUntil(t, in, "a standby", func(r status.Report) bool { return group(r, "main").Agent == "standby" })
+	if rep.Agents.Standby != 1 || rep.Agents.Running != 0 {
+		t.Errorf("agents: %+v", rep.Agents)
+	}
+	if !strings.Contains(in.CLI("status"), "1 standby") {
+		t.Error("the text lacks the standby")
 	}
 }
 

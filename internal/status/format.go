@@ -29,7 +29,7 @@ func Format(w io.Writer, r Report) error {
 		}
 	}
 
-	p("\nAgents: %d running, %d queued, at most %d at once", r.Agents.Running, r.Agents.Queued, r.Agents.MaxConcurrent)
+	p("\nAgents: %d running, %d queued, %d standby, at most %d at once", r.Agents.Running, r.Agents.Queued, r.Agents.Standby, r.Agents.MaxConcurrent)
 	if len(r.Groups) == 0 {
 		p("  no groups registered: run 'nanoclawd setup'")
 	} else {

@@ -57,6 +57,7 @@ type Channel struct {
 type Agents struct {
 	Running       int `json:"running"`
 	Queued        int `json:"queued"`
+	Standby       int `json:"standby"` // started ahead (agent.warm), waiting for a message
 	MaxConcurrent int `json:"maxConcurrent"`
 }
 
@@ -67,7 +68,8 @@ type Group struct {
 	JID    string `json:"jid"`
 	IsMain bool   `json:"isMain"`
 	// Agent is running, queued (waiting for a slot), retrying (a failed
-	// run waits for its backoff) or idle.
+	// run waits for its backoff), standby (started ahead, waiting for a
+	// message) or idle.
 	Agent        string     `json:"agent"`
 	RunningSince *time.Time `json:"runningSince,omitempty"`
 	RunningTask  string     `json:"runningTask,omitempty"`
