@@ -12,8 +12,17 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/e2e"
 )
 
-// The tests run the built binary, as an operator types it.
-func TestMain(m *testing.M) { e2e.Main(m) }
+// The tests run the built binary, as an operator types it. The terminal
+// tests run this test binary as nanoclawd instead (fakeNanoclawdEnv set),
+// with WhatsApp pairing faked at setup.Pairer.
+func TestMain(m *testing.M) {
+	if os.Getenv(fakeNanoclawdEnv) != "" {
+		newPairer = fakePairer
+		main()
+		os.Exit(0)
+	}
+	e2e.Main(m)
+}
 
 func mustCLI(t *testing.T, dir string, args ...string) string {
 	t.Helper()

@@ -28,6 +28,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/router"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+	"github.com/nanoclawd/nanoclawd/internal/status"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
@@ -59,8 +60,11 @@ type Daemon struct {
 	watcher  *ipc.Watcher
 	lock     *os.File
 
-	mu      sync.Mutex
-	watched map[string]bool // group folders whose IPC directories are watched
+	mu             sync.Mutex
+	watched        map[string]bool // group folders whose IPC directories are watched
+	runs           runStarts
+	pendingRestart []string
+	started        time.Time
 
 	// OnRunStart is passed to the router (benchmarks and tests).
 	OnRunStart func(folder string, pid int)
@@ -71,7 +75,7 @@ func (d *Daemon) Config() *config.Config { return d.cfg.Load() }
 
 // New opens the state of cfg and builds every part; Run starts them.
 func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, error) {
-	d := &Daemon{log: log}
+	d := &Daemon{log: log, runs: runStarts{}}
 	d.cfg.Store(cfg)
 	lock, err := acquireLock(cfg.DataDir)
 	if err != nil {
@@ -113,12 +117,13 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		Typing: d.typing, Binary: binary, Log: log.With().Str("part", "router").Logger(),
 		BeforeRun: d.beforeRun,
 		OnRunStart: func(folder string, pid int) {
+			d.agentStarted(folder)
 			if d.OnRunStart != nil {
 				d.OnRunStart(folder, pid)
 			}
 		},
 	}
-	d.queue = runner.NewQueue(cfg.Agent.MaxConcurrent, d.router.Run)
+	d.queue = runner.NewQueue(cfg.Agent.MaxConcurrent, d.recordRuns(d.router.Run))
 	d.queue.OnGiveUp = d.router.GiveUp
 	d.queue.Reserved = func(folder string) bool {
 		g, err := d.reg.ByFolder(context.Background(), folder)
@@ -148,6 +153,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	cfg := d.Config()
+	d.started = time.Now()
 	if err := d.router.KillLeftovers(ctx); err != nil {
 		d.log.Warn().Err(err).Msg("look for processes left by a previous run")
 	}
@@ -176,6 +182,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	goRun("ipc", d.watcher.Run)
 	goRun("groups", d.watchRegistry)
 	goRun("config", d.watchConfig)
+	// The control socket is there whatever channels run, before "running"
+	// is logged, so `nanoclawd status` works as soon as the daemon is up.
+	if ln, err := status.Listen(status.SocketPath(cfg.DataDir)); err != nil {
+		d.log.Error().Err(err).Msg("'nanoclawd status' will not reach this daemon")
+	} else {
+		goRun("control", func(ctx context.Context) error { return status.Serve(ctx, ln, d.Status) })
+	}
 	for _, ch := range d.channels {
 		goRun(ch.Name(), func(ctx context.Context) error {
 			err := ch.Run(ctx, d.router)

@@ -73,6 +73,7 @@ func (d *Daemon) reload(ctx context.Context) {
 		return
 	}
 	changed, restart := diffConfig(old, cfg)
+	d.setPendingRestart(restart)
 	if len(changed) == 0 && len(restart) == 0 {
 		return
 	}

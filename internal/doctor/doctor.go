@@ -275,7 +275,7 @@ func WhatsApp(ctx context.Context, cfg *config.Config, daemonPID int) Result {
 	if !cfg.Channels.WhatsApp.Enabled {
 		return ok("whatsapp", "disabled (channels.whatsapp.enabled is false)")
 	}
-	notPaired := fix("whatsapp", "not paired: run 'nanoclawd whatsapp login' (or set channels.whatsapp.enabled to false to use only the local channel)")
+	notPaired := fix("whatsapp", "not paired: run 'nanoclawd whatsapp login' or 'nanoclawd setup' (or set channels.whatsapp.enabled to false to use only the local channel)")
 	// Pairing lives in whatsapp.db; without it there is nothing to open
 	// (and opening would create it).
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, whatsapp.StoreFile)); errors.Is(err, fs.ErrNotExist) {
@@ -304,7 +304,7 @@ func MainGroup(ctx context.Context, db *sql.DB, groupsDir string) Result {
 	}
 	g, err := groups.New(db, groupsDir).Main(ctx)
 	if errors.Is(err, groups.ErrNotFound) {
-		return fix("main group", "none registered: 'nanoclawd whatsapp login' registers your own chat, or run 'nanoclawd groups add --main --jid JID --name NAME --folder main'")
+		return fix("main group", "none registered: run 'nanoclawd setup' to choose one, or 'nanoclawd groups add --main --jid JID --name NAME --folder main'")
 	}
 	if err != nil {
 		return fix("main group", "%v", err)

@@ -85,6 +85,7 @@ type groupState struct {
 
 type activeRun struct {
 	job      Job
+	started  time.Time
 	more     chan struct{}
 	closing  chan struct{}
 	closed   bool
@@ -240,7 +241,7 @@ func (q *Queue) mayStart(g *groupState) bool {
 }
 
 func (q *Queue) start(g *groupState) {
-	a := &activeRun{closing: make(chan struct{})}
+	a := &activeRun{closing: make(chan struct{}), started: time.Now()}
 	a.job = Job{Folder: g.folder, Closing: a.closing}
 	if len(g.tasks) > 0 {
 		a.job.TaskID = g.tasks[0]
