@@ -5,12 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/e2e"
 	"github.com/nanoclawd/nanoclawd/internal/mockapi"
+	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 )
 
 // The reply path with the real agent runner and Claude Agent SDK, against
@@ -70,9 +72,10 @@ func (r *sdkRig) requestWith(b *testing.B, marker string) time.Time {
 }
 
 // ask posts a message with a unique marker and returns the latencies to
-// the first API request that carries it and from the last API request to
-// the reply sent.
-func (r *sdkRig) ask(b *testing.B, chat, text string) (toAPI, answerToSent time.Duration) {
+// the first API request that carries it, from the last API request to
+// the reply sent, and from the agent's result frame (as the run log
+// stamps it) to the reply sent: the daemon's own part.
+func (r *sdkRig) ask(b *testing.B, chat, text string) (toAPI, answerToSent, frameToSent time.Duration) {
 	b.Helper()
 	t0 := time.Now()
 	r.Post(chat, "Bench", text)
@@ -84,7 +87,31 @@ func (r *sdkRig) ask(b *testing.B, chat, text string) (toAPI, answerToSent time.
 			last = req.At
 		}
 	}
-	return at.Sub(t0), sent.At(b).Sub(last)
+	sentAt := sent.At(b)
+	return at.Sub(t0), sentAt.Sub(last), sentAt.Sub(r.lastResultFrame(b, strings.TrimPrefix(chat, "local:"), sentAt))
+}
+
+// lastResultFrame is when the newest run log of folder recorded its last
+// result frame (the log stamps UTC times of day).
+func (r *sdkRig) lastResultFrame(b *testing.B, folder string, day time.Time) time.Time {
+	logs, _ := filepath.Glob(filepath.Join(r.Dir, "groups", folder, "logs", "agent-*.log"))
+	if len(logs) == 0 {
+		b.Fatalf("no run log for %s", folder)
+	}
+	slices.Sort(logs)
+	data, _ := os.ReadFile(logs[len(logs)-1])
+	var stamp string
+	for line := range strings.Lines(string(data)) {
+		if strings.Contains(line, "frame: result") {
+			stamp, _, _ = strings.Cut(line, " ")
+		}
+	}
+	tod, err := time.Parse("15:04:05.000", stamp)
+	if err != nil {
+		b.Fatalf("run log of %s: no result frame stamp (%q)", folder, stamp)
+	}
+	d := day.UTC()
+	return time.Date(d.Year(), d.Month(), d.Day(), tod.Hour(), tod.Minute(), tod.Second(), tod.Nanosecond(), time.UTC)
 }
 
 // BenchmarkSDKColdMessageToAPI: a message to a group with no agent
@@ -92,16 +119,18 @@ func (r *sdkRig) ask(b *testing.B, chat, text string) (toAPI, answerToSent time.
 // Also reports the API's answer → the reply handed to the channel.
 func BenchmarkSDKColdMessageToAPI(b *testing.B) {
 	r := newSDKRig(b, 0, sdkSamples)
-	var toAPI, toSent []time.Duration
+	var toAPI, toSent, frameToSent []time.Duration
 	b.ResetTimer()
 	for i := 1; i <= sdkSamples; i++ {
-		a, s := r.ask(b, fmt.Sprintf("local:g%d", i), fmt.Sprintf("cold-%d-%d", i, time.Now().UnixNano()))
-		toAPI, toSent = append(toAPI, a), append(toSent, s)
+		a, s, f := r.ask(b, fmt.Sprintf("local:g%d", i), fmt.Sprintf("cold-%d-%d", i, time.Now().UnixNano()))
+		toAPI, toSent, frameToSent = append(toAPI, a), append(toSent, s), append(frameToSent, f)
 	}
 	b.StopTimer()
 	percentiles(b, toAPI)
 	b.ReportMetric(ms(pct(toSent, 50)), "answer-to-sent-p50-ms")
 	b.ReportMetric(ms(pct(toSent, 99)), "answer-to-sent-p99-ms")
+	b.ReportMetric(ms(pct(frameToSent, 50)), "frame-to-sent-p50-ms")
+	b.ReportMetric(ms(pct(frameToSent, 99)), "frame-to-sent-p99-ms")
 }
 
 // BenchmarkSDKWarmMessageToAPI: the same for a group with an agent started
@@ -110,16 +139,37 @@ func BenchmarkSDKWarmMessageToAPI(b *testing.B) {
 	r := newSDKRig(b, 1, 1)
 	r.ask(b, "local:g1", fmt.Sprintf("first-%d", time.Now().UnixNano())) // the group becomes the most recent
 	var toAPI []time.Duration
+	var rss int64
 	b.ResetTimer()
 	for i := 1; i <= sdkSamples; i++ {
 		b.StopTimer()
 		time.Sleep(6 * time.Second) // the standby boots (node and the SDK's CLI)
+		rss = max(rss, r.standbyRSS(b, "g1"))
 		b.StartTimer()
-		a, _ := r.ask(b, "local:g1", fmt.Sprintf("warm-%d-%d", i, time.Now().UnixNano()))
+		a, _, _ := r.ask(b, "local:g1", fmt.Sprintf("warm-%d-%d", i, time.Now().UnixNano()))
 		toAPI = append(toAPI, a)
 	}
 	b.StopTimer()
 	percentiles(b, toAPI)
+	b.ReportMetric(float64(rss)/(1<<20), "standby-rss-MiB")
+}
+
+// standbyRSS is the resident memory of the sandbox (bubblewrap and all in
+// it) that runs folder's agent.
+func (r *sdkRig) standbyRSS(b *testing.B, folder string) int64 {
+	dir := filepath.Join(r.Dir, "groups", folder)
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, c := range cmdlines {
+		data, _ := os.ReadFile(c)
+		args := strings.Split(string(data), "\x00")
+		if len(args) > 0 && filepath.Base(args[0]) == "bwrap" && slices.Contains(args, dir) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(c)))
+			_, rss := sandbox.Tree(pid)
+			return rss
+		}
+	}
+	b.Logf("no sandbox runs %s's agent", folder)
+	return 0
 }
 
 // BenchmarkSDKFollowUpToAPI: a message for a group whose agent is running
@@ -130,7 +180,7 @@ func BenchmarkSDKFollowUpToAPI(b *testing.B) {
 	var toAPI []time.Duration
 	b.ResetTimer()
 	for i := 1; i <= sdkSamples; i++ {
-		a, _ := r.ask(b, "local:g1", fmt.Sprintf("follow-%d-%d", i, time.Now().UnixNano()))
+		a, _, _ := r.ask(b, "local:g1", fmt.Sprintf("follow-%d-%d", i, time.Now().UnixNano()))
 		toAPI = append(toAPI, a)
 	}
 	b.StopTimer()
