@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,9 +24,19 @@ func TestWarmAgentAnswersAndIsReplacedOnPolicyChange(t *testing.T) {
 	in.Start()
 	in.Post("local:family", "Ann", "echo one")
 	in.WaitFor("local:family", e2e.Equals("echo: one"))
+	// A standby is the one agent running, and its run log shows it started
+	// without a prompt and has answered nothing yet.
 	waitStandby := func() {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); e2e.CountProcs(agent) != 1; time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			logs, _ := filepath.Glob(filepath.Join(in.Dir, "groups", "family", "logs", "agent-*.log"))
+			slices.Sort(logs)
+			if len(logs) > 0 && e2e.CountProcs(agent) == 1 {
+				if b, _ := os.ReadFile(logs[len(logs)-1]); strings.Contains(string(b), "prompt=0B") && strings.Contains(string(b), "runner: pid ") &&
+					!strings.Contains(string(b), "frame: result") {
+					return
+				}
+			}
 			if time.Now().After(deadline) {
 				t.Fatalf("no agent was started ahead (%d running)", e2e.CountProcs(agent))
 			}
