@@ -165,6 +165,17 @@ func TestStatusShowsStandby(t *testing.T) {
 	if !strings.Contains(in.CLI("status"), "1 standby") {
 		t.Error("the text lacks the standby")
 	}
+	// A run that takes the standby is the group's last run.
+	first := *group(rep, "main").LastRun
+	in.Post("local:main", "Owner", "echo again")
+	in.WaitFor("local:main", e2e.Equals("echo: again"))
+	rep = statusUntil(t, in, "the run of the standby", func(r status.Report) bool {
+		l := group(r, "main").LastRun
+		return l != nil && l.Finished.After(first.Finished)
+	})
+	if l := group(rep, "main").LastRun; !l.OK || l.Started.Before(first.Finished) {
+		t.Errorf("last run after the standby's run: %+v", l)
+	}
 }
 
 // TestStatusWithoutDaemon says plainly that nothing runs.
