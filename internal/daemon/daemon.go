@@ -332,7 +332,8 @@ func (d *Daemon) syncGroups(ctx context.Context) (int, error) {
 	if err := d.reporter.Kick(ctx); err != nil {
 		d.log.Warn().Err(err).Msg("alerts waiting for a main group")
 	}
-	d.sched.Changed() // `groups import` may have added tasks
+	d.sched.Changed()         // `groups import` may have added tasks
+	d.router.RefreshWarm(ctx) // a changed policy: agents started ahead are started again
 	d.log.Info().Int("groups", len(list)).Msg("groups reloaded")
 	return len(list), nil
 }

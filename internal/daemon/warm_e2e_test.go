@@ -12,8 +12,9 @@ import (
 
 // With agent.warm, a group that just had a run gets an agent started
 // ahead; the next message is answered by it (its stdin says standby and
-// the prompt came as its first input). After a policy change the standby
-// is not used: a fresh agent with the new policy answers.
+// the prompt came as its first input). After a policy change no agent
+// started with the old policy answers: the standby is replaced (or, if the
+// message is faster, a fresh agent starts).
 func TestWarmAgentAnswersAndIsReplacedOnPolicyChange(t *testing.T) {
 	agent := e2e.Testagent(t)
 	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(agent) + `], "warm": 1`})
@@ -32,8 +33,7 @@ func TestWarmAgentAnswersAndIsReplacedOnPolicyChange(t *testing.T) {
 	}
 	waitStandby()
 	in.Post("local:family", "Ann", "stdin")
-	all := in.WaitFor("local:family", func(s string) bool { return strings.Contains(s, `"groupFolder":"family"`) })
-	if got := all[len(all)-1].Text; !strings.Contains(got, `"standby":true`) {
+	if got := in.WaitNext("local:family", func(s string) bool { return strings.Contains(s, `"groupFolder":"family"`) }).Text; !strings.Contains(got, `"standby":true`) {
 		t.Fatalf("the message was not answered by the agent started ahead:\n%s", got)
 	}
 
@@ -42,8 +42,8 @@ func TestWarmAgentAnswersAndIsReplacedOnPolicyChange(t *testing.T) {
 	os.WriteFile(override, []byte(`{"tools": ["Read"]}`), 0o600)
 	in.CLI("groups", "set-security", "family", "--file", override)
 	in.Post("local:family", "Ann", "stdin")
-	all = in.WaitFor("local:family", func(s string) bool { return strings.Contains(s, `"tools":["Read","mcp__nanoclaw__*"]`) })
-	if got := all[len(all)-1].Text; strings.Contains(got, `"standby":true`) {
-		t.Errorf("an agent started with the old policy answered after the change:\n%s", got)
+	m := in.WaitNext("local:family", func(s string) bool { return strings.Contains(s, `"groupFolder":"family"`) })
+	if !strings.Contains(m.Text, `"tools":["Read","mcp__nanoclaw__*"]`) {
+		t.Errorf("an agent started with the old policy answered after the change:\n%s", m.Text)
 	}
 }

@@ -152,6 +152,32 @@ func (r *Router) takeStandby(ctx context.Context, g groups.Group) *standby {
 	return sb
 }
 
+// RefreshWarm replaces every standby that was started with something a
+// fresh run would no longer get (the config or the group's policy changed),
+// and stops those of groups no longer registered.
+func (r *Router) RefreshWarm(ctx context.Context) {
+	r.warm.mu.Lock()
+	var stale []*standby
+	for folder, sb := range r.warm.waiting {
+		g, err := r.Groups.ByFolder(ctx, folder)
+		fp := ""
+		if err == nil {
+			fp, err = r.fingerprint(ctx, g, true)
+		}
+		if err != nil || fp != sb.run.fingerprint {
+			delete(r.warm.waiting, folder)
+			stale = append(stale, sb)
+		}
+	}
+	r.warm.mu.Unlock()
+	for _, sb := range stale {
+		sb.stop()
+		<-sb.done
+		r.Log.Info().Str("group", sb.run.group.Folder).Msg("the agent started ahead was stopped: the config or the group's policy changed")
+		r.touchWarm(sb.run.group.Folder)
+	}
+}
+
 // dropStandby stops folder's standby, if any (a task run takes the group).
 func (r *Router) dropStandby(folder string) {
 	r.warm.mu.Lock()

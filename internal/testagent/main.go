@@ -15,6 +15,8 @@
 //	sleep SECONDS     sleep (fractions allowed), then reply "slept SECONDS"
 //	hang              ignore SIGTERM and never finish (only SIGKILL ends it)
 //	answer-then-hang  reply "answered", then hang
+//	ipc TEXT          write an IPC message "ipc TEXT" to its own chat (noted in
+//	                  $TESTAGENT_LOG if set), then reply "queued TEXT"
 //	forget            reply "forgot" with a newSessionId "gone-…": resuming it
 //	                  fails the way the CLI fails for a pruned transcript
 //	crash             print three lines to stderr and exit with status 3
@@ -164,6 +166,27 @@ func do(text string, in input, raw []byte) {
 		}
 		time.Sleep(time.Duration(d * float64(time.Second)))
 		result("slept "+arg, "")
+	case "ipc":
+		// A message through the IPC directory, as the nanoclaw MCP tools write
+		// it; recorded in $TESTAGENT_LOG (if set) once it is in place.
+		dir := filepath.Join(os.Getenv("NANOCLAW_IPC_DIR"), "messages")
+		name := fmt.Sprintf("%d-%s.json", time.Now().UnixNano(), strings.ReplaceAll(arg, " ", "_"))
+		b, _ := json.Marshal(map[string]string{"type": "message", "chatJid": os.Getenv("NANOCLAW_CHAT_JID"),
+			"text": "ipc " + arg, "token": os.Getenv("NANOCLAW_IPC_TOKEN")})
+		if err := os.WriteFile(filepath.Join(dir, name+".tmp"), b, 0o600); err != nil {
+			fatal("write IPC file: %v", err)
+		}
+		if err := os.Rename(filepath.Join(dir, name+".tmp"), filepath.Join(dir, name)); err != nil {
+			fatal("publish IPC file: %v", err)
+		}
+		if log := os.Getenv("TESTAGENT_LOG"); log != "" {
+			f, err := os.OpenFile(log, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+			if err == nil {
+				fmt.Fprintf(f, "ipc %s\n", arg)
+				f.Close()
+			}
+		}
+		result("queued "+arg, "")
 	case "forget":
 		result("forgot", fmt.Sprintf("gone-%d", time.Now().UnixNano()))
 	case "answer-then-hang":
