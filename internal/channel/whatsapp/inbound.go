@@ -42,6 +42,9 @@ func (c *Channel) handleEvent(evt any) bool {
 		c.setStatus(stateConnected, c.ownJID().String())
 		signal(c.up, struct{}{})
 		go c.syncGroupsNow()
+		if c.opts.Outbox != nil {
+			c.opts.Outbox.Notify() // replies queued during the outage go now
+		}
 	case *events.Disconnected:
 		c.lost("connection closed", 0)
 	case *events.KeepAliveTimeout:

@@ -58,7 +58,13 @@ type Options struct {
 	Logger        zerolog.Logger // whatsmeow's logs go here too, with a "sublogger" field
 	Clock         Clock          // nil = real time
 	Backoff       Backoff        // zero = DefaultBackoff
+	// Outbox is told each time the connection is up, so queued replies go
+	// out at once instead of after their backoff. Nil: nobody is told.
+	Outbox Notifier
 }
+
+// Notifier is told that sending may work again (the daemon's outbox).
+type Notifier interface{ Notify() }
 
 // Channel is the WhatsApp channel. Create it with New; it implements
 // channel.Channel.
@@ -89,8 +95,9 @@ type Channel struct {
 	groupMu    sync.Mutex
 	groupNames map[types.JID]string
 
-	sentMu  sync.Mutex
-	sentIDs map[types.MessageID]struct{} // our own recent sends, to flag their echoes
+	sentMu    sync.Mutex
+	sentIDs   map[types.MessageID]struct{} // our own recent sends, to flag their echoes
+	delivered map[types.MessageID]struct{} // parts of split messages WhatsApp accepted
 
 	statusMu sync.Mutex
 	status   status
@@ -110,6 +117,7 @@ func New(opts Options) *Channel {
 		up:         make(chan struct{}, 1),
 		groupNames: map[types.JID]string{},
 		sentIDs:    map[types.MessageID]struct{}{},
+		delivered:  map[types.MessageID]struct{}{},
 		ctx:        context.Background(),
 		jitter:     rand.Float64,
 	}
@@ -168,24 +176,69 @@ func (c *Channel) outgoingText(text string) string {
 	return c.prefix + text
 }
 
-// Send implements channel.Channel.
+// outgoingBody is the text Send hands to WhatsApp: the agent's Markdown in
+// WhatsApp's formatting, with the prefix.
+func (c *Channel) outgoingBody(text string) string {
+	return c.outgoingText(ToWhatsApp(text))
+}
+
+// sender is the part of whatsmeow's client Send uses.
+type sender interface {
+	SendMessage(ctx context.Context, to types.JID, message *waE2E.Message, extra ...whatsmeow.SendRequestExtra) (whatsmeow.SendResponse, error)
+}
+
+// Send implements channel.Channel. A text longer than maxPart is sent as
+// several messages split between paragraphs; part i has the id of
+// m.ID + "/i", so a resend repeats the same ids, and parts WhatsApp already
+// took are not sent again.
 func (c *Channel) Send(ctx context.Context, m channel.Outgoing) error {
 	to, err := parseJID(m.ChatJID)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", err, channel.ErrUndeliverable)
 	}
 	cli := c.currentClient()
 	if cli == nil || !c.Connected() {
-		return fmt.Errorf("send to %s: %w", m.ChatJID, ErrNotConnected)
+		return fmt.Errorf("send to %s: %w: %w", m.ChatJID, ErrNotConnected, channel.ErrUnavailable)
 	}
-	id := MessageID(m.ID)
-	c.rememberSent(id)
-	_, err = cli.SendMessage(ctx, to, &waE2E.Message{Conversation: proto.String(c.outgoingText(m.Text))},
-		whatsmeow.SendRequestExtra{ID: id})
-	if err != nil {
-		return fmt.Errorf("send to %s: %w", m.ChatJID, err)
+	return c.sendText(ctx, cli, to, m)
+}
+
+func (c *Channel) sendText(ctx context.Context, cli sender, to types.JID, m channel.Outgoing) error {
+	parts := splitText(c.outgoingBody(m.Text), maxPart)
+	for i, part := range parts {
+		id := MessageID(m.ID)
+		if len(parts) > 1 {
+			id = MessageID(fmt.Sprintf("%s/%d", m.ID, i))
+		}
+		if c.wasDelivered(id) {
+			continue
+		}
+		c.rememberSent(id)
+		if _, err := cli.SendMessage(ctx, to, &waE2E.Message{Conversation: proto.String(part)},
+			whatsmeow.SendRequestExtra{ID: id}); err != nil {
+			return fmt.Errorf("send to %s: %w", to, classifySendError(err))
+		}
+		if len(parts) > 1 {
+			c.markDelivered(id)
+		}
 	}
 	return nil
+}
+
+// classifySendError marks what whatsmeow's SendMessage returned for the
+// outbox: errors no retry can fix wrap channel.ErrUndeliverable, a lost
+// connection channel.ErrUnavailable; the rest stay unexplained.
+func classifySendError(err error) error {
+	switch {
+	case errors.Is(err, whatsmeow.ErrNotInGroup), errors.Is(err, whatsmeow.ErrGroupNotFound),
+		errors.Is(err, whatsmeow.ErrUnknownServer), errors.Is(err, whatsmeow.ErrRecipientADJID),
+		errors.Is(err, whatsmeow.ErrBroadcastListUnsupported),
+		strings.Contains(err.Error(), "no LID found for"): // whatsmeow has no sentinel for it
+		return fmt.Errorf("%w: %w", err, channel.ErrUndeliverable)
+	case errors.Is(err, whatsmeow.ErrNotConnected), errors.Is(err, whatsmeow.ErrNotLoggedIn):
+		return fmt.Errorf("%w: %w", err, channel.ErrUnavailable)
+	}
+	return err
 }
 
 // SetTyping implements channel.Channel.
@@ -225,6 +278,25 @@ func (c *Channel) rememberSent(id types.MessageID) {
 		clear(c.sentIDs)
 	}
 	c.sentIDs[id] = struct{}{}
+}
+
+// markDelivered records a part of a split message WhatsApp accepted, so a
+// retry of the whole message after a later part failed skips it. Bounded
+// like sentIDs.
+func (c *Channel) markDelivered(id types.MessageID) {
+	c.sentMu.Lock()
+	defer c.sentMu.Unlock()
+	if len(c.delivered) >= 4096 {
+		clear(c.delivered)
+	}
+	c.delivered[id] = struct{}{}
+}
+
+func (c *Channel) wasDelivered(id types.MessageID) bool {
+	c.sentMu.Lock()
+	defer c.sentMu.Unlock()
+	_, ok := c.delivered[id]
+	return ok
 }
 
 func (c *Channel) wasSent(id types.MessageID) bool {
