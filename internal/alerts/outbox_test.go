@@ -80,7 +80,9 @@ func TestUndeliverableMessageIsDroppedOnceAndTheChatMovesOn(t *testing.T) {
 	}
 	// The second failure in that chat is recorded but not told again:
 	// everything is settled once no row waits, and main got one notice.
-	waitFor(t, func() bool { return e.count(t, `SELECT count(*) FROM outbox WHERE sent_at IS NULL AND failed_at IS NULL`) == 0 })
+	waitFor(t, func() bool {
+		return e.count(t, `SELECT count(*) FROM outbox WHERE sent_at IS NULL AND failed_at IS NULL`) == 0
+	})
 	if n := e.count(t, `SELECT count(*) FROM outbox WHERE chat_jid = ? AND kind = ?`, mainJID, KindNotice); n != 1 {
 		t.Errorf("main was told %d times about the family chat, want once", n)
 	}
