@@ -39,6 +39,9 @@ func (c *Channel) handleEvent(evt any) bool {
 		c.noteGroup(e.JID, e.Name, c.clock.Now())
 	case *events.Connected:
 		c.connected.Store(true)
+		if err := saveVersion(c.opts.DataDir); err != nil {
+			c.log.Warn().Err(err).Msg("could not keep the client version WhatsApp accepted")
+		}
 		c.setStatus(stateConnected, c.ownJID().String())
 		signal(c.up, struct{}{})
 		go c.syncGroupsNow()
@@ -47,6 +50,8 @@ func (c *Channel) handleEvent(evt any) bool {
 		}
 	case *events.Disconnected:
 		c.lost("connection closed", 0)
+	case *events.ManualLoginReconnect:
+		c.lost("WhatsApp asked for a reconnect (stream error 515)", 0)
 	case *events.KeepAliveTimeout:
 		// whatsmeow leaves a dead socket alone; after a few missed pings
 		// drop it so the reconnect loop can take over.

@@ -26,6 +26,8 @@ type LoginOptions struct {
 	Out     io.Writer      // QR codes, the pairing code and instructions
 	Timeout time.Duration  // 0 = 5 minutes
 	Logger  zerolog.Logger // whatsmeow's logs; the zero value discards them
+	// FetchVersion as in Options; nil asks web.whatsapp.com.
+	FetchVersion VersionFetcher
 }
 
 // pairedSettle is how long Login waits, after the phone accepted, for the
@@ -63,6 +65,7 @@ func Login(ctx context.Context, o LoginOptions) (own types.JID, err error) {
 		return own, fmt.Errorf("%w as %s: to pair again, stop the daemon and delete %s", ErrAlreadyPaired, own, filepath.Join(o.DataDir, StoreFile))
 	}
 
+	useCurrentVersion(ctx, o.DataDir, o.FetchVersion) // an outdated version cannot even pair
 	for {
 		own, again, err := loginRound(ctx, newClient(device, o.Logger), phone, o.Out)
 		if !again {

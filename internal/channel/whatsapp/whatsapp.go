@@ -36,7 +36,7 @@ var (
 	// ErrStreamReplaced: another process connected with the same session.
 	ErrStreamReplaced = errors.New("another program connected to WhatsApp with this session (is a second nanoclawd running on the same dataDir?); stopped WhatsApp here so the two do not keep kicking each other off")
 	// ErrClientOutdated: WhatsApp refuses this client version.
-	ErrClientOutdated = errors.New("WhatsApp rejected this client as outdated: update nanoclawd (it pins the whatsmeow library)")
+	ErrClientOutdated = errors.New("WhatsApp rejected this client version as outdated, also after fetching the current version from web.whatsapp.com: update nanoclawd (it pins the whatsmeow library)")
 	// ErrNotConnected: Send or SetTyping while the connection is down; the
 	// outbox keeps the message and retries.
 	ErrNotConnected = errors.New("WhatsApp is not connected")
@@ -61,6 +61,9 @@ type Options struct {
 	// Outbox is told each time the connection is up, so queued replies go
 	// out at once instead of after their backoff. Nil: nobody is told.
 	Outbox Notifier
+	// FetchVersion returns the current WhatsApp Web client version; nil =
+	// ask web.whatsapp.com. Tests replace it.
+	FetchVersion VersionFetcher
 }
 
 // Notifier is told that sending may work again (the daemon's outbox).
@@ -91,6 +94,7 @@ type Channel struct {
 	dropped  chan time.Duration // the connection is gone; the value is a minimum wait
 	terminal chan error         // reconnecting cannot help
 	up       chan struct{}      // logged in; the backoff starts over
+	lastWait time.Duration      // the minimum wait of the last drop (keepConnected's own)
 
 	groupMu    sync.Mutex
 	groupNames map[types.JID]string
