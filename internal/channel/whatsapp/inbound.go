@@ -48,6 +48,15 @@ func (c *Channel) handleEvent(evt any) bool {
 		if c.opts.Outbox != nil {
 			c.opts.Outbox.Notify() // replies queued during the outage go now
 		}
+		if cli := c.currentClient(); cli != nil {
+			ctx, _ := c.sinkContext()
+			go c.announceUnavailable(ctx, cli)
+		}
+	case *events.PushNameSetting:
+		if cli := c.currentClient(); cli != nil && c.connected.Load() {
+			ctx, _ := c.sinkContext()
+			go c.announceUnavailable(ctx, cli)
+		}
 	case *events.Disconnected:
 		c.lost("connection closed", 0)
 	case *events.ManualLoginReconnect:

@@ -103,6 +103,9 @@ type Channel struct {
 	sentIDs   map[types.MessageID]struct{} // our own recent sends, to flag their echoes
 	delivered map[types.MessageID]struct{} // parts of split messages WhatsApp accepted
 
+	typingMu sync.Mutex
+	typing   map[types.JID]chan struct{} // chats with "typing…" kept up: closing stops it
+
 	statusMu sync.Mutex
 	status   status
 }
@@ -122,6 +125,7 @@ func New(opts Options) *Channel {
 		groupNames: map[types.JID]string{},
 		sentIDs:    map[types.MessageID]struct{}{},
 		delivered:  map[types.MessageID]struct{}{},
+		typing:     map[types.JID]chan struct{}{},
 		ctx:        context.Background(),
 		jitter:     rand.Float64,
 	}
@@ -243,26 +247,6 @@ func classifySendError(err error) error {
 		return fmt.Errorf("%w: %w", err, channel.ErrUnavailable)
 	}
 	return err
-}
-
-// SetTyping implements channel.Channel.
-func (c *Channel) SetTyping(ctx context.Context, jid string, on bool) error {
-	to, err := parseJID(jid)
-	if err != nil {
-		return err
-	}
-	cli := c.currentClient()
-	if cli == nil || !c.Connected() {
-		return fmt.Errorf("typing in %s: %w", jid, ErrNotConnected)
-	}
-	state := types.ChatPresencePaused
-	if on {
-		state = types.ChatPresenceComposing
-	}
-	if err := cli.SendChatPresence(ctx, to, state, types.ChatPresenceMediaText); err != nil {
-		return fmt.Errorf("typing in %s: %w", jid, err)
-	}
-	return nil
 }
 
 func parseJID(s string) (types.JID, error) {
