@@ -32,6 +32,10 @@ type Message struct {
 	Time       time.Time // when it was sent
 	FromMe     bool      // sent from the owner's own account
 	IsBot      bool      // one of our own replies echoed back
+	// Replaces is the ID of an earlier message of the chat that this one
+	// edits (Text is the new text); Revokes the ID of one its sender
+	// deleted (Text is empty). Both empty for an ordinary message.
+	Replaces, Revokes string
 }
 
 // Chat is metadata about a chat seen on a channel, registered or not.

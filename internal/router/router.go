@@ -118,6 +118,11 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 	if err != nil {
 		return err
 	}
+	if m.Replaces != "" || m.Revokes != "" {
+		if done, err := r.onChange(ctx, g, &m); done || err != nil {
+			return err
+		}
+	}
 	res, err := r.DB.ExecContext(ctx, `INSERT OR IGNORE INTO messages (chat_jid, id, sender, sender_name, text, time, from_me, is_bot)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, m.ChatJID, m.ID, m.Sender, m.SenderName, m.Text, m.Time.UnixMilli(), m.FromMe, m.IsBot)
 	if err != nil {
@@ -126,12 +131,7 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 	if n, _ := res.RowsAffected(); n == 0 || m.IsBot {
 		return nil // a redelivery, or our own reply echoed back
 	}
-	r.lock()
-	running := r.active[g.Folder]
-	r.mu.Unlock()
-	if running || !g.RequiresTrigger || g.IsMain || Triggers(m.Text, g.Trigger) {
-		r.Queue.EnqueueMessages(g.Folder)
-	}
+	r.maybeRun(g, m.Text)
 	return nil
 }
 

@@ -57,6 +57,13 @@ func (c *Channel) handleEvent(evt any) bool {
 			ctx, _ := c.sinkContext()
 			go c.announceUnavailable(ctx, cli)
 		}
+	case *events.UndecryptableMessage:
+		// whatsmeow has already sent a retry receipt to the sender and, with
+		// AutomaticMessageRerequestFromPhone, asked our phone for the
+		// content; if either answers, the message arrives as usual.
+		c.log.Warn().Str("chat", e.Info.Chat.String()).Str("sender", e.Info.Sender.String()).Str("id", e.Info.ID).
+			Bool("unavailable", e.IsUnavailable).Str("type", string(e.UnavailableType)).
+			Msg("a WhatsApp message could not be decrypted; asked the sender and the phone to send it again")
 	case *events.Disconnected:
 		c.lost("connection closed", 0)
 	case *events.ManualLoginReconnect:
@@ -125,7 +132,7 @@ func (c *Channel) onMessage(e *events.Message) error {
 	if err := sink.OnChat(ctx, chat); err != nil {
 		return fmt.Errorf("store chat %s: %w", chat.JID, err)
 	}
-	if m.Text == "" {
+	if m.Text == "" && m.Revokes == "" {
 		return nil
 	}
 	if err := sink.OnMessage(ctx, m); err != nil {
@@ -160,7 +167,20 @@ func (c *Channel) inbound(ctx context.Context, e *events.Message) (m channel.Mes
 		chatJID = c.phoneJID(ctx, chatJID, alt)
 	}
 	sender := c.phoneJID(ctx, info.Sender, info.SenderAlt)
-	text := messageText(e.Message)
+	msg := e.Message
+	var replaces, revokes string
+	if pm := msg.GetProtocolMessage(); pm != nil {
+		switch pm.GetType() {
+		case waE2E.ProtocolMessage_REVOKE:
+			revokes = pm.GetKey().GetID()
+		case waE2E.ProtocolMessage_MESSAGE_EDIT:
+			replaces, msg = pm.GetKey().GetID(), pm.GetEditedMessage()
+		}
+	}
+	text := c.mentionsToName(messageText(msg), msg)
+	if quote := c.quoted(ctx, msg); quote != "" && text != "" {
+		text = quote + "\n" + text
+	}
 
 	chat = channel.Chat{JID: chatJID.String(), IsGroup: isGroup, Time: info.Timestamp}
 	if isGroup {
@@ -177,6 +197,8 @@ func (c *Channel) inbound(ctx context.Context, e *events.Message) (m channel.Mes
 		Time:       info.Timestamp,
 		FromMe:     info.IsFromMe,
 		IsBot:      info.IsFromMe && c.isOwnReply(info.ID, text),
+		Replaces:   replaces,
+		Revokes:    revokes,
 	}
 	return m, chat, true
 }
@@ -238,4 +260,76 @@ func messageText(msg *waE2E.Message) string {
 		return msg.GetDocumentMessage().GetCaption()
 	}
 	return ""
+}
+
+// contextInfo is the ContextInfo of whichever kind of message msg is.
+func contextInfo(msg *waE2E.Message) *waE2E.ContextInfo {
+	switch {
+	case msg.GetExtendedTextMessage() != nil:
+		return msg.GetExtendedTextMessage().GetContextInfo()
+	case msg.GetImageMessage() != nil:
+		return msg.GetImageMessage().GetContextInfo()
+	case msg.GetVideoMessage() != nil:
+		return msg.GetVideoMessage().GetContextInfo()
+	case msg.GetDocumentMessage() != nil:
+		return msg.GetDocumentMessage().GetContextInfo()
+	}
+	return nil
+}
+
+// maxQuote bounds the quoted text carried into the prompt.
+const maxQuote = 500
+
+// quoted renders the message msg replies to as quote lines
+// ("> Alice: text"), so the agent knows what a reply refers to; "" when
+// msg quotes nothing.
+func (c *Channel) quoted(ctx context.Context, msg *waE2E.Message) string {
+	ci := contextInfo(msg)
+	q := ci.GetQuotedMessage()
+	if q == nil {
+		return ""
+	}
+	text := messageText(q)
+	if text == "" {
+		text = "(media)"
+	}
+	who := "someone"
+	if p, err := types.ParseJID(ci.GetParticipant()); err == nil && p.User != "" {
+		pn := c.phoneJID(ctx, p, types.JID{})
+		switch {
+		case pn == c.ownJID() && (c.opts.OwnNumber || strings.HasPrefix(text, c.prefix)):
+			who = c.opts.AssistantName
+			text = strings.TrimPrefix(text, c.prefix)
+		default:
+			who = "+" + pn.User
+		}
+	}
+	if r := []rune(text); len(r) > maxQuote {
+		text = string(r[:maxQuote]) + "…"
+	}
+	return "> " + who + ": " + strings.ReplaceAll(text, "\n", "\n> ")
+}
+
+// mentionsToName rewrites a mention of the assistant's own account
+// ("@491701234567" or "@<lid>", as WhatsApp writes mentions into the text)
+// into "@<assistantName>", the default trigger. Only with OwnNumber: on a
+// shared number the mention names the owner, not the assistant.
+func (c *Channel) mentionsToName(text string, msg *waE2E.Message) string {
+	if !c.opts.OwnNumber || text == "" {
+		return text
+	}
+	c.mu.Lock()
+	own, ownLID := c.own, c.ownLID
+	c.mu.Unlock()
+	for _, m := range contextInfo(msg).GetMentionedJID() {
+		jid, err := types.ParseJID(m)
+		if err != nil {
+			continue
+		}
+		jid = jid.ToNonAD()
+		if (jid == own && !own.IsEmpty()) || (jid == ownLID && !ownLID.IsEmpty()) {
+			text = strings.ReplaceAll(text, "@"+jid.User, "@"+c.opts.AssistantName)
+		}
+	}
+	return text
 }

@@ -53,6 +53,8 @@ func (c *Channel) Run(ctx context.Context, sink channel.Sink) error {
 	// fails, tell nobody; instead it sends ManualLoginReconnect and the loop
 	// reconnects.
 	cli.DisableLoginAutoReconnect = true
+	// An undecryptable message is also asked for from the owner's phone.
+	cli.AutomaticMessageRerequestFromPhone = true
 	// Acknowledge a message only after handleEvent stored it. whatsmeow
 	// keeps the decrypted text in whatsapp.db until then, so when WhatsApp
 	// delivers it again (after a sink error or a kill -9) it is handed over

@@ -1,0 +1,107 @@
+package whatsapp
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"go.mau.fi/whatsmeow/proto/waCommon"
+	"go.mau.fi/whatsmeow/proto/waE2E"
+	"go.mau.fi/whatsmeow/types/events"
+	"google.golang.org/protobuf/proto"
+)
+
+func reply(body string, ci *waE2E.ContextInfo) *waE2E.Message {
+	return &waE2E.Message{ExtendedTextMessage: &waE2E.ExtendedTextMessage{Text: proto.String(body), ContextInfo: ci}}
+}
+
+// Replies carry the quoted text; a mention of the assistant's own number
+// or LID becomes "@<assistantName>"; edits and deletions name the message
+// they change. All built from whatsmeow's real message structs.
+func TestInboundReplyMentionEditRevoke(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		ownNumber bool
+		msg       *waE2E.Message
+		wantText  string
+		replaces  string
+		revokes   string
+	}{
+		{
+			name: "reply to a person",
+			msg: reply("yes, 7pm", &waE2E.ContextInfo{StanzaID: proto.String("Q1"), Participant: proto.String(alicePN.String()),
+				QuotedMessage: &waE2E.Message{Conversation: proto.String("dinner tonight?\nat ours")}}),
+			wantText: "> +491700000002: dinner tonight?\n> at ours\nyes, 7pm",
+		},
+		{
+			name: "reply to the assistant on a shared number",
+			msg: reply("@Andy and tomorrow?", &waE2E.ContextInfo{StanzaID: proto.String("Q2"), Participant: proto.String(ownLID.String()),
+				QuotedMessage: &waE2E.Message{Conversation: proto.String("Andy: sunny, 20°C")}}),
+			wantText: "> Andy: sunny, 20°C\n@Andy and tomorrow?",
+		},
+		{
+			name:      "mention of the assistant's own number",
+			ownNumber: true,
+			msg:       reply("@491700000001 what's on?", &waE2E.ContextInfo{MentionedJID: []string{ownPN.String()}}),
+			wantText:  "@Andy what's on?",
+		},
+		{
+			name:      "mention by LID",
+			ownNumber: true,
+			msg:       reply("hey @90000000000001", &waE2E.ContextInfo{MentionedJID: []string{ownLID.String()}}),
+			wantText:  "hey @Andy",
+		},
+		{
+			name:     "mention of the owner on a shared number stays",
+			msg:      reply("@491700000001 call me", &waE2E.ContextInfo{MentionedJID: []string{ownPN.String()}}),
+			wantText: "@491700000001 call me",
+		},
+		{
+			name: "edit",
+			msg: &waE2E.Message{ProtocolMessage: &waE2E.ProtocolMessage{
+				Type: waE2E.ProtocolMessage_MESSAGE_EDIT.Enum(), Key: &waCommon.MessageKey{ID: proto.String("OLD1")},
+				EditedMessage: &waE2E.Message{Conversation: proto.String("@Andy fixed typo")}}},
+			wantText: "@Andy fixed typo",
+			replaces: "OLD1",
+		},
+		{
+			name: "delete",
+			msg: &waE2E.Message{ProtocolMessage: &waE2E.ProtocolMessage{
+				Type: waE2E.ProtocolMessage_REVOKE.Enum(), Key: &waCommon.MessageKey{ID: proto.String("OLD2")}}},
+			revokes: "OLD2",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, sink := newTestChannel(t, Options{OwnNumber: tc.ownNumber})
+			if !c.handleEvent(msg(family, alicePN, false, "M1", tc.msg)) {
+				t.Fatal("not handled")
+			}
+			if len(sink.messages) != 1 {
+				t.Fatalf("%d messages reached the sink, want 1", len(sink.messages))
+			}
+			m := sink.messages[0]
+			if m.Text != tc.wantText || m.Replaces != tc.replaces || m.Revokes != tc.revokes {
+				t.Errorf("got text %q replaces %q revokes %q\nwant text %q replaces %q revokes %q",
+					m.Text, m.Replaces, m.Revokes, tc.wantText, tc.replaces, tc.revokes)
+			}
+		})
+	}
+}
+
+// An undecryptable message is logged with what identifies it.
+func TestUndecryptableLogged(t *testing.T) {
+	var logs bytes.Buffer
+	c, sink := newTestChannel(t, Options{Logger: zerolog.New(&logs)})
+	info := msg(family, alicePN, false, "U1", nil).Info
+	if !c.handleEvent(&events.UndecryptableMessage{Info: info, IsUnavailable: true, UnavailableType: events.UnavailableTypeViewOnce}) {
+		t.Fatal("not handled")
+	}
+	for _, want := range []string{"U1", family.String(), "could not be decrypted", "view_once"} {
+		if !contains(logs.String(), want) {
+			t.Errorf("log lacks %q: %s", want, logs.String())
+		}
+	}
+	if len(sink.messages) != 0 {
+		t.Error("an undecryptable message reached the sink")
+	}
+}
