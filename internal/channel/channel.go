@@ -36,6 +36,16 @@ type Message struct {
 	// edits (Text is the new text); Revokes the ID of one its sender
 	// deleted (Text is empty). Both empty for an ordinary message.
 	Replaces, Revokes string
+	// Image is a photo sent with the message (Text is its caption). It is
+	// fetched only for a registered chat, by whoever stores it.
+	Image *Image
+}
+
+// Image is an inbound photo, downloaded on demand.
+type Image struct {
+	MimeType string                                    // e.g. image/jpeg
+	Size     int64                                     // as announced by the sender; 0 if unknown
+	Fetch    func(ctx context.Context) ([]byte, error) // the decrypted bytes
 }
 
 // Chat is metadata about a chat seen on a channel, registered or not.

@@ -118,6 +118,9 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 	if err != nil {
 		return err
 	}
+	if m.Image != nil {
+		m.Text = r.saveImage(ctx, g, m)
+	}
 	if m.Replaces != "" || m.Revokes != "" {
 		if done, err := r.onChange(ctx, g, &m); done || err != nil {
 			return err

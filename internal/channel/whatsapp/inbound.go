@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"go.mau.fi/whatsmeow"
 	"go.mau.fi/whatsmeow/proto/waE2E"
 	"go.mau.fi/whatsmeow/types"
 	"go.mau.fi/whatsmeow/types/events"
@@ -132,7 +133,7 @@ func (c *Channel) onMessage(e *events.Message) error {
 	if err := sink.OnChat(ctx, chat); err != nil {
 		return fmt.Errorf("store chat %s: %w", chat.JID, err)
 	}
-	if m.Text == "" && m.Revokes == "" {
+	if m.Text == "" && m.Revokes == "" && m.Image == nil {
 		return nil
 	}
 	if err := sink.OnMessage(ctx, m); err != nil {
@@ -200,6 +201,19 @@ func (c *Channel) inbound(ctx context.Context, e *events.Message) (m channel.Mes
 		Replaces:   replaces,
 		Revokes:    revokes,
 	}
+	if img := msg.GetImageMessage(); img != nil {
+		m.Image = &channel.Image{
+			MimeType: img.GetMimetype(),
+			Size:     int64(img.GetFileLength()),
+			Fetch: func(ctx context.Context) ([]byte, error) {
+				d := c.mediaDownloader()
+				if d == nil {
+					return nil, ErrNotConnected
+				}
+				return d.Download(ctx, img)
+			},
+		}
+	}
 	return m, chat, true
 }
 
@@ -260,6 +274,23 @@ func messageText(msg *waE2E.Message) string {
 		return msg.GetDocumentMessage().GetCaption()
 	}
 	return ""
+}
+
+// downloader is the part of whatsmeow's client that fetches media.
+type downloader interface {
+	Download(ctx context.Context, msg whatsmeow.DownloadableMessage) ([]byte, error)
+}
+
+func (c *Channel) mediaDownloader() downloader {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.media != nil {
+		return c.media
+	}
+	if c.client != nil {
+		return c.client
+	}
+	return nil
 }
 
 // contextInfo is the ContextInfo of whichever kind of message msg is.

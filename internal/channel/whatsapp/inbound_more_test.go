@@ -2,9 +2,11 @@ package whatsapp
 
 import (
 	"bytes"
+	"context"
 	"testing"
 
 	"github.com/rs/zerolog"
+	"go.mau.fi/whatsmeow"
 	"go.mau.fi/whatsmeow/proto/waCommon"
 	"go.mau.fi/whatsmeow/proto/waE2E"
 	"go.mau.fi/whatsmeow/types/events"
@@ -103,5 +105,48 @@ func TestUndecryptableLogged(t *testing.T) {
 	}
 	if len(sink.messages) != 0 {
 		t.Error("an undecryptable message reached the sink")
+	}
+}
+
+// fakeDownloader stands in for whatsmeow's media download.
+type fakeDownloader struct {
+	got  whatsmeow.DownloadableMessage
+	data []byte
+}
+
+func (f *fakeDownloader) Download(ctx context.Context, msg whatsmeow.DownloadableMessage) ([]byte, error) {
+	f.got = msg
+	return f.data, nil
+}
+
+// A photo arrives with its caption as text and an Image that downloads the
+// very ImageMessage WhatsApp sent; a photo without caption still arrives.
+func TestInboundImage(t *testing.T) {
+	c, sink := newTestChannel(t, Options{})
+	dl := &fakeDownloader{data: []byte("jpeg bytes")}
+	c.media = dl
+	im := &waE2E.ImageMessage{
+		Caption: proto.String("@Andy what bird is this?"), Mimetype: proto.String("image/jpeg"),
+		FileLength: proto.Uint64(10), URL: proto.String("https://mmg.whatsapp.net/x"), MediaKey: []byte("k"),
+		DirectPath: proto.String("/v/t62/x"),
+	}
+	c.handleEvent(msg(family, alicePN, false, "I1", &waE2E.Message{ImageMessage: im}))
+	c.handleEvent(msg(family, alicePN, false, "I2", &waE2E.Message{ImageMessage: &waE2E.ImageMessage{Mimetype: proto.String("image/png")}}))
+	if len(sink.messages) != 2 {
+		t.Fatalf("%d messages, want 2 (a photo without caption too)", len(sink.messages))
+	}
+	m := sink.messages[0]
+	if m.Text != "@Andy what bird is this?" || m.Image == nil || m.Image.MimeType != "image/jpeg" || m.Image.Size != 10 {
+		t.Fatalf("message = %+v", m)
+	}
+	data, err := m.Image.Fetch(context.Background())
+	if err != nil || string(data) != "jpeg bytes" {
+		t.Fatalf("Fetch = %q, %v", data, err)
+	}
+	if dl.got != im {
+		t.Error("Fetch did not download the message's own ImageMessage")
+	}
+	if sink.messages[1].Text != "" || sink.messages[1].Image == nil {
+		t.Errorf("captionless photo = %+v", sink.messages[1])
 	}
 }

@@ -85,8 +85,9 @@ type Channel struct {
 	sink   channel.Sink
 	ctx    context.Context // Run's context, for sink calls from whatsmeow's goroutines
 	lids   lidResolver
-	own    types.JID // our phone-number JID
-	ownLID types.JID // our LID: the "message yourself" chat may arrive under it
+	media  downloader // tests' stand-in for client.Download; nil = the client
+	own    types.JID  // our phone-number JID
+	ownLID types.JID  // our LID: the "message yourself" chat may arrive under it
 
 	connected atomic.Bool
 	// Connection events from the handler to the reconnect loop. Buffered 1:
