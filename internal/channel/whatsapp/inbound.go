@@ -45,7 +45,9 @@ func (c *Channel) handleEvent(evt any) bool {
 		}
 		c.setStatus(stateConnected, c.ownJID().String())
 		signal(c.up, struct{}{})
-		go c.syncGroupsNow()
+		if c.groupsStale() {
+			go c.syncGroupsNow()
+		}
 		if c.opts.Outbox != nil {
 			c.opts.Outbox.Notify() // replies queued during the outage go now
 		}

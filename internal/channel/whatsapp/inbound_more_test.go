@@ -3,12 +3,15 @@ package whatsapp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"go.mau.fi/whatsmeow"
 	"go.mau.fi/whatsmeow/proto/waCommon"
 	"go.mau.fi/whatsmeow/proto/waE2E"
+	"go.mau.fi/whatsmeow/types"
 	"go.mau.fi/whatsmeow/types/events"
 	"google.golang.org/protobuf/proto"
 )
@@ -148,5 +151,42 @@ func TestInboundImage(t *testing.T) {
 	}
 	if sink.messages[1].Text != "" || sink.messages[1].Image == nil {
 		t.Errorf("captionless photo = %+v", sink.messages[1])
+	}
+}
+
+// The group list is fetched at most once a day however often WhatsApp
+// reconnects; a failed fetch is retried at the next chance.
+func TestGroupListCachedADay(t *testing.T) {
+	clock := newFakeClock()
+	c, _ := newTestChannel(t, Options{})
+	c.clock = clock
+	fetches := 0
+	fail := false
+	list := func(context.Context) ([]*types.GroupInfo, error) {
+		fetches++
+		if fail {
+			return nil, errors.New("rate-overlimit")
+		}
+		return []*types.GroupInfo{{JID: family, GroupName: types.GroupName{Name: "Family"}}}, nil
+	}
+	if !c.groupsStale() {
+		t.Fatal("no list yet, but not stale")
+	}
+	c.syncGroupsWith(context.Background(), list)
+	if c.groupsStale() {
+		t.Error("stale right after a fetch")
+	}
+	clock.fire(fakeTimer{d: groupSyncInterval - time.Minute, fire: make(chan time.Time, 1)})
+	if c.groupsStale() {
+		t.Error("stale before a day passed")
+	}
+	clock.fire(fakeTimer{d: time.Minute, fire: make(chan time.Time, 1)})
+	if !c.groupsStale() {
+		t.Error("not stale after a day")
+	}
+	fail = true
+	c.syncGroupsWith(context.Background(), list)
+	if !c.groupsStale() || fetches != 2 {
+		t.Errorf("after a failed fetch: stale=%v fetches=%d, want stale and 2", c.groupsStale(), fetches)
 	}
 }

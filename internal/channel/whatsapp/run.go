@@ -9,6 +9,7 @@ import (
 
 	"go.mau.fi/whatsmeow/socket"
 	wastore "go.mau.fi/whatsmeow/store"
+	"go.mau.fi/whatsmeow/store/sqlstore"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 )
@@ -29,7 +30,8 @@ const watchdogInterval = time.Minute
 // Run connects and delivers inbound messages to sink until ctx ends (then
 // it returns nil) or WhatsApp ends the session: ErrLoggedOut (the store has
 // been cleared), ErrStreamReplaced, ErrClientOutdated. Without a paired
-// session it logs how to pair and returns ErrNotPaired at once. Network
+// session it logs how to pair and waits for `nanoclawd whatsapp login` to
+// write one, then connects: no restart needed. Network
 // trouble is never returned: Run reconnects with backoff until ctx ends.
 // Run is called once per Channel.
 func (c *Channel) Run(ctx context.Context, sink channel.Sink) error {
@@ -41,8 +43,11 @@ func (c *Channel) Run(ctx context.Context, sink channel.Sink) error {
 	defer container.Close()
 	if device.ID == nil {
 		c.setStatus(stateNotPaired, "")
-		c.log.Warn().Msg("WhatsApp is not paired, so nanoclawd runs without it: run `nanoclawd whatsapp login`, then restart the daemon")
-		return ErrNotPaired
+		c.log.Warn().Msg("WhatsApp is not paired, so nanoclawd runs without it for now: run `nanoclawd whatsapp login`; the daemon connects as soon as the pairing is done")
+		if device, err = c.waitForPairing(ctx, container); err != nil || device == nil {
+			return err
+		}
+		c.log.Info().Str("account", device.ID.ToNonAD().String()).Msg("WhatsApp was paired; connecting")
 	}
 
 	v, source := useCurrentVersion(ctx, c.opts.DataDir, c.opts.FetchVersion)
@@ -87,6 +92,34 @@ func (c *Channel) Run(ctx context.Context, sink channel.Sink) error {
 	}
 	c.setStatus(stateStopped, "shut down")
 	return nil
+}
+
+// pairingPoll is how often an unpaired daemon looks for a pairing made by
+// `nanoclawd whatsapp login` (a separate process writing whatsapp.db).
+const pairingPoll = 2 * time.Second
+
+// waitForPairing returns the device once the store holds a paired one, or
+// nil when ctx ends first.
+func (c *Channel) waitForPairing(ctx context.Context, container *sqlstore.Container) (*wastore.Device, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			c.setStatus(stateStopped, "shut down")
+			return nil, nil
+		case <-c.clock.After(pairingPoll):
+		}
+		device, err := container.GetFirstDevice(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, nil
+			}
+			c.log.Warn().Err(err).Msg("looking for a new WhatsApp pairing")
+			continue
+		}
+		if device.ID != nil {
+			return device, nil
+		}
+	}
 }
 
 // keepConnected connects, waits until the connection drops, waits out the

@@ -97,8 +97,9 @@ type Channel struct {
 	up       chan struct{}      // logged in; the backoff starts over
 	lastWait time.Duration      // the minimum wait of the last drop (keepConnected's own)
 
-	groupMu    sync.Mutex
-	groupNames map[types.JID]string
+	groupMu      sync.Mutex
+	groupNames   map[types.JID]string
+	groupsSynced time.Time // last successful fetch of the group list
 
 	sentMu    sync.Mutex
 	sentIDs   map[types.MessageID]struct{} // our own recent sends, to flag their echoes
