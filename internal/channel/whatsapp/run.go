@@ -60,6 +60,10 @@ func (c *Channel) Run(ctx context.Context, sink channel.Sink) error {
 	cli.DisableLoginAutoReconnect = true
 	// An undecryptable message is also asked for from the owner's phone.
 	cli.AutomaticMessageRerequestFromPhone = true
+	// A recipient that cannot decrypt one of our replies asks for it again;
+	// whatsmeow keeps what we sent in whatsapp.db so it can answer that
+	// also after a restart.
+	cli.UseRetryMessageStore = true
 	// Acknowledge a message only after handleEvent stored it. whatsmeow
 	// keeps the decrypted text in whatsapp.db until then, so when WhatsApp
 	// delivers it again (after a sink error or a kill -9) it is handed over
