@@ -9,8 +9,12 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/rs/zerolog"
+
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/nanoclaw"
+	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
@@ -19,7 +23,33 @@ func init() {
 	register("groups add", "groups add --jid JID --name NAME --folder FOLDER [--main] [--trigger TEXT] [--no-trigger]", groupsAdd)
 	register("groups remove", "groups remove FOLDER   unregister (the folder on disk is kept)", groupsRemove)
 	register("groups set-security", "groups set-security FOLDER --file OVERRIDE.json | --clear", groupsSetSecurity)
-	register("groups import", "groups import FILE   import a NanoClaw registered_groups.json", groupsImport)
+	register("groups import", "groups import FILE [--dry-run]   import from NanoClaw: its SQLite database (store/messages.db) or registered_groups.json", groupsImport)
+	register("groups reset-session", "groups reset-session FOLDER   the group's next run starts a fresh agent session", groupsResetSession)
+}
+
+func groupsResetSession(ctx context.Context, g *globals, args []string) error {
+	pos, err := parseFlags(flag.NewFlagSet("groups reset-session", flag.ContinueOnError), args, 1, 1, "groups reset-session FOLDER")
+	if err != nil {
+		return err
+	}
+	_, db, reg, err := g.openRegistry()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := reg.ByFolder(ctx, pos[0]); err != nil {
+		return fmt.Errorf("%w: %s (see 'nanoclawd groups list')", err, pos[0])
+	}
+	res, err := db.ExecContext(ctx, `DELETE FROM sessions WHERE folder = ?`, pos[0])
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		fmt.Fprintf(g.stdout, "%s has no saved session; its next run starts fresh anyway\n", pos[0])
+		return nil
+	}
+	fmt.Fprintf(g.stdout, "the next run of %s starts a fresh agent session\n", pos[0])
+	return nil
 }
 
 func groupsList(ctx context.Context, g *globals, args []string) error {
@@ -188,7 +218,10 @@ func readOverride(path string) (*security.Policy, error) {
 }
 
 func groupsImport(ctx context.Context, g *globals, args []string) error {
-	pos, err := parseFlags(flag.NewFlagSet("groups import", flag.ContinueOnError), args, 1, 1, "groups import FILE")
+	const usage = "groups import FILE [--dry-run]"
+	fs := flag.NewFlagSet("groups import", flag.ContinueOnError)
+	dryRun := fs.Bool("dry-run", false, "")
+	pos, err := parseFlags(fs, args, 1, 1, usage)
 	if err != nil {
 		return err
 	}
@@ -196,16 +229,29 @@ func groupsImport(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return fmt.Errorf("read %s: %w", pos[0], err)
 	}
+	var in *nanoclaw.Install
+	if nanoclaw.IsSQLite(data) {
+		in, err = nanoclaw.Read(ctx, pos[0])
+	} else {
+		in, err = nanoclaw.ReadJSON(data)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", pos[0], err)
+	}
 	cfg, db, reg, err := g.openRegistry()
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	res, err := reg.Import(ctx, data, cfg.DefaultTrigger())
-	if err != nil {
+	sched := scheduler.New(db, cfg.Location(), nil, "", zerolog.Nop())
+	t := nanoclaw.Target{DB: db, Registry: reg, Scheduler: sched, DefaultTrigger: cfg.DefaultTrigger()}
+	if err := nanoclaw.Apply(ctx, in, t, *dryRun, g.stdout); err != nil {
 		return fmt.Errorf("%s: %w", pos[0], err)
 	}
+	if *dryRun {
+		fmt.Fprintln(g.stdout, "dry run: nothing was changed; run it again without --dry-run to import")
+		return nil
+	}
 	notifyDaemon(cfg)
-	fmt.Fprintf(g.stdout, "imported %d group(s), %d already registered\n", len(res.Added), len(res.Unchanged))
 	return nil
 }

@@ -32,6 +32,9 @@ type Message struct {
 	Time       time.Time // when it was sent
 	FromMe     bool      // sent from the owner's own account
 	IsBot      bool      // one of our own replies echoed back
+	// A reply to an earlier message: who wrote it and what it said.
+	QuotedSender string
+	QuotedText   string
 	// Replaces is the ID of an earlier message of the chat that this one
 	// edits (Text is the new text); Revokes the ID of one its sender
 	// deleted (Text is empty). Both empty for an ordinary message.

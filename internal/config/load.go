@@ -108,7 +108,10 @@ func ValidatePolicy(p *security.Policy, prefix string) []PolicyProblem {
 	default:
 		out = append(out, PolicyProblem{key("permissionMode"), fmt.Sprintf("%s: %q is not a permission mode; use \"default\", \"acceptEdits\" or \"dontAsk\"", key("permissionMode"), p.PermissionMode)})
 	}
-	lists := map[string][]string{"denyRead": p.DenyRead, "allowWrite": p.AllowWrite}
+	if prefix != "" && p.Senders != nil {
+		out = append(out, PolicyProblem{key("senders"), fmt.Sprintf("%s: who may call the assistant is set per group: remove it here and run `nanoclawd groups set-security FOLDER --file OVERRIDE.json` with {\"senders\": [...]}", key("senders"))})
+	}
+	lists := map[string][]string{"denyRead": p.DenyRead, "allowRead": p.AllowRead, "allowWrite": p.AllowWrite, "senders": p.Senders}
 	if p.Network != nil {
 		lists["network.allowedDomains"] = p.Network.AllowedDomains
 		lists["network.deniedDomains"] = p.Network.DeniedDomains

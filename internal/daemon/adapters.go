@@ -12,6 +12,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/ipc"
 	"github.com/nanoclawd/nanoclawd/internal/router"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
 // ipcGroups adapts the registry to the IPC watcher.
@@ -74,6 +75,9 @@ func (a actions) RegisterGroup(ctx context.Context, key string, ng ipc.NewGroup)
 	g := groups.Group{JID: ng.JID, Name: ng.Name, Folder: ng.Folder, Trigger: ng.Trigger, RequiresTrigger: ng.RequiresTrigger}
 	if g.Trigger == "" {
 		g.Trigger = a.d.Config().DefaultTrigger()
+	}
+	if len(ng.Senders) > 0 {
+		g.Security = &security.Policy{Senders: ng.Senders}
 	}
 	err := a.d.reg.Add(ctx, g)
 	if errors.Is(err, groups.ErrDuplicateJID) {

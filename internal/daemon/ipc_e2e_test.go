@@ -69,6 +69,12 @@ func agentConfig(script string) string {
 	return `"command": [` + e2e.Quote(script) + `], "timeout": "60s", "idleTimeout": "60s", "env": ["NC_TOKENS"]`
 }
 
+// scratchSecurity lets confined agents write the test's scratch dir and
+// run the stand-in agent the script hands over to.
+func scratchSecurity(tb testing.TB, scratch string) string {
+	return `"allowWrite": [` + e2e.Quote(scratch) + `], "allowRead": [` + e2e.Quote(e2e.Testagent(tb)) + `]`
+}
+
 // ipcInstall is an install whose agents tell the test their IPC tokens.
 type ipcInstall struct {
 	*e2e.Install
@@ -82,7 +88,8 @@ func newIPCInstall(t *testing.T, cooldown string) *ipcInstall {
 	t.Helper()
 	tokens := t.TempDir()
 	in := e2e.New(t, e2e.Options{Agent: agentConfig(writeAgentScript(t, t.TempDir())),
-		Alerts: `"cooldown": ` + e2e.Quote(cooldown), Env: []string{"NC_TOKENS=" + tokens}})
+		Alerts: `"cooldown": ` + e2e.Quote(cooldown), Env: []string{"NC_TOKENS=" + tokens},
+		Security: scratchSecurity(t, tokens)})
 	return &ipcInstall{Install: in, tokens: tokens}
 }
 
@@ -378,7 +385,8 @@ func TestIPCValidFiles(t *testing.T) {
 		if err := json.Unmarshal([]byte(got.Text), &input); err != nil {
 			t.Fatalf("reply is not the ContainerInput: %v: %s", err, got.Text)
 		}
-		if input.Prompt != "stdin" || input.GroupFolder != "family" || input.ChatJID != "local:family" || !input.IsScheduledTask {
+		// The task's own prompt comes after the daemon's [SCHEDULED TASK] line.
+		if !strings.HasPrefix(input.Prompt, "[SCHEDULED TASK]") || !strings.HasSuffix(input.Prompt, "\n\nstdin") || input.GroupFolder != "family" || input.ChatJID != "local:family" || !input.IsScheduledTask {
 			t.Errorf("task run got %+v", input)
 		}
 		if sentAt, _ := time.Parse(time.RFC3339Nano, got.Time); sentAt.Before(at) {

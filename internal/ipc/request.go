@@ -43,21 +43,22 @@ const (
 // Request is one IPC file. An empty string means the field was absent:
 // Decode refuses present-but-empty strings, so the two never differ.
 type Request struct {
-	Type            string `json:"type"`
-	ChatJID         string `json:"chatJid,omitempty"`
-	Text            string `json:"text,omitempty"`
-	Prompt          string `json:"prompt,omitempty"`
-	ScheduleType    string `json:"schedule_type,omitempty"`
-	ScheduleValue   string `json:"schedule_value,omitempty"`
-	ContextMode     string `json:"context_mode,omitempty"`
-	TargetJID       string `json:"targetJid,omitempty"`
-	TaskID          string `json:"taskId,omitempty"`
-	JID             string `json:"jid,omitempty"`
-	Name            string `json:"name,omitempty"`
-	Folder          string `json:"folder,omitempty"`
-	Trigger         string `json:"trigger,omitempty"`
-	RequiresTrigger *bool  `json:"requiresTrigger,omitempty"`
-	Token           string `json:"token"`
+	Type            string   `json:"type"`
+	ChatJID         string   `json:"chatJid,omitempty"`
+	Text            string   `json:"text,omitempty"`
+	Prompt          string   `json:"prompt,omitempty"`
+	ScheduleType    string   `json:"schedule_type,omitempty"`
+	ScheduleValue   string   `json:"schedule_value,omitempty"`
+	ContextMode     string   `json:"context_mode,omitempty"`
+	TargetJID       string   `json:"targetJid,omitempty"`
+	TaskID          string   `json:"taskId,omitempty"`
+	JID             string   `json:"jid,omitempty"`
+	Name            string   `json:"name,omitempty"`
+	Folder          string   `json:"folder,omitempty"`
+	Trigger         string   `json:"trigger,omitempty"`
+	RequiresTrigger *bool    `json:"requiresTrigger,omitempty"`
+	Senders         []string `json:"senders,omitempty"` // register_group: who may call the new group's assistant
+	Token           string   `json:"token"`
 }
 
 // Dir is the directory a request of type typ is written to.

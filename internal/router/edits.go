@@ -29,18 +29,17 @@ func (r *Router) onChange(ctx context.Context, g groups.Group, m *channel.Messag
 		m.Text = "(edited) " + m.Text
 		return false, nil
 	}
-	r.maybeRun(g, m.Text)
+	r.maybeRun(g, m.Sender, m.Text)
 	return true, nil
 }
 
-// maybeRun queues a run of g for a new (or newly edited) message text: at
-// once in the main group, in groups without a trigger and while an agent
-// runs there, else only when text holds the trigger.
-func (r *Router) maybeRun(g groups.Group, text string) {
+// maybeRun queues a run of g for a new (or newly edited) message: while an
+// agent runs there, or when the message calls the assistant.
+func (r *Router) maybeRun(g groups.Group, sender, text string) {
 	r.lock()
 	running := r.active[g.Folder]
 	r.mu.Unlock()
-	if running || !g.RequiresTrigger || g.IsMain || Triggers(text, g.Trigger) {
+	if running || calls(g, sender, text) {
 		r.Queue.EnqueueMessages(g.Folder)
 	}
 }

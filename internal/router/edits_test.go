@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
@@ -33,7 +34,8 @@ func TestEditsAndDeletions(t *testing.T) {
 		t.Fatal(err)
 	}
 	runs := 0
-	r := &Router{DB: db, Groups: reg, Queue: queueFunc(func(string) { runs++ })}
+	cfg := &config.Config{GroupsDir: filepath.Join(dir, "groups")}
+	r := &Router{DB: db, Groups: reg, Queue: queueFunc(func(string) { runs++ }), Config: func() *config.Config { return cfg }}
 	post := func(m channel.Message) {
 		t.Helper()
 		m.ChatJID, m.Sender, m.SenderName, m.Time = jid, "49170@s.whatsapp.net", "Alice", time.Now()

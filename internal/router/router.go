@@ -71,6 +71,8 @@ type Router struct {
 	// benchmarks and tests).
 	OnRunStart func(folder string, pid int)
 
+	warm warm // agents started ahead (warm.go)
+
 	mu        sync.Mutex
 	active    map[string]bool  // folders with a message run going
 	attempted map[string]int64 // per folder, the highest seq its last message run was given
@@ -126,16 +128,36 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 			return err
 		}
 	}
-	res, err := r.DB.ExecContext(ctx, `INSERT OR IGNORE INTO messages (chat_jid, id, sender, sender_name, text, time, from_me, is_bot)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, m.ChatJID, m.ID, m.Sender, m.SenderName, m.Text, m.Time.UnixMilli(), m.FromMe, m.IsBot)
+	res, err := r.DB.ExecContext(ctx, `INSERT OR IGNORE INTO messages (chat_jid, id, sender, sender_name, text, time, from_me, is_bot,
+		quoted_sender, quoted_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, m.ChatJID, m.ID, m.Sender, m.SenderName, m.Text,
+		m.Time.UnixMilli(), m.FromMe, m.IsBot, m.QuotedSender, m.QuotedText)
 	if err != nil {
 		return fmt.Errorf("store message: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 || m.IsBot {
 		return nil // a redelivery, or our own reply echoed back
 	}
-	r.maybeRun(g, m.Text)
+	cfg := r.Config()
+	if word := cfg.Agent.NewSessionCommand; word != "" && strings.EqualFold(strings.TrimSpace(m.Text), word) {
+		return r.newSession(ctx, g, res)
+	}
+	r.maybeRun(g, m.Sender, m.Text)
 	return nil
+}
+
+// newSession handles the chat's "/new": the group's next run starts a
+// fresh agent session. Everything said so far, this message included,
+// counts as answered, together with the reply that says so.
+func (r *Router) newSession(ctx context.Context, g groups.Group, res sql.Result) error {
+	seq, err := res.LastInsertId()
+	if err != nil {
+		return err
+	}
+	if err := r.ClearSession(ctx, g.Folder); err != nil {
+		return fmt.Errorf("clear the session of %s: %w", g.Folder, err)
+	}
+	r.Log.Info().Str("group", g.Folder).Msg("the chat asked for a new conversation")
+	return r.enqueue(ctx, g.JID, "Fresh start: the next message begins a new conversation.", alerts.KindNotice, g.JID, seq)
 }
 
 // KillLeftovers ends what agents of a previous daemon left running (a
@@ -183,7 +205,7 @@ func (r *Router) Pending(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(msgs) > 0 && (!g.RequiresTrigger || g.IsMain || anyTriggers(msgs, g.Trigger)) {
+		if len(msgs) > 0 && anyCalls(g, msgs) {
 			out = append(out, g.Folder)
 		}
 	}
@@ -191,7 +213,8 @@ func (r *Router) Pending(ctx context.Context) ([]string, error) {
 }
 
 type stored struct {
-	seq int64
+	seq    int64
+	sender string // the sender's id on its channel, for the senders allowlist
 	PromptMessage
 }
 
@@ -208,7 +231,8 @@ func (r *Router) answered(ctx context.Context, q scheduler.Querier, jid string) 
 // chat's timestamp and then arrival (timestamps have one-second
 // resolution on WhatsApp, so they alone cannot order a burst).
 func (r *Router) after(ctx context.Context, jid string, seq int64) ([]stored, error) {
-	rows, err := r.DB.QueryContext(ctx, `SELECT seq, CASE WHEN sender_name != '' THEN sender_name ELSE sender END, time, text
+	rows, err := r.DB.QueryContext(ctx, `SELECT seq, sender, CASE WHEN sender_name != '' THEN sender_name ELSE sender END, time, text,
+		quoted_sender, quoted_text
 		FROM messages WHERE chat_jid = ? AND seq > ? AND is_bot = 0 ORDER BY time, seq`, jid, seq)
 	if err != nil {
 		return nil, err
@@ -218,7 +242,7 @@ func (r *Router) after(ctx context.Context, jid string, seq int64) ([]stored, er
 	for rows.Next() {
 		var s stored
 		var ms int64
-		if err := rows.Scan(&s.seq, &s.Sender, &ms, &s.Text); err != nil {
+		if err := rows.Scan(&s.seq, &s.sender, &s.Sender, &ms, &s.Text, &s.QuotedSender, &s.QuotedText); err != nil {
 			return nil, err
 		}
 		s.Time = time.UnixMilli(ms)
@@ -227,23 +251,45 @@ func (r *Router) after(ctx context.Context, jid string, seq int64) ([]stored, er
 	return out, rows.Err()
 }
 
-func anyTriggers(msgs []stored, trigger string) bool {
+// calls tells whether a message calls g's assistant: in the main group
+// every message does; elsewhere one from an allowed sender (the group's
+// senders, when it has any) that holds the trigger, unless the group needs
+// none. The rest stays context for the next call.
+func calls(g groups.Group, sender, text string) bool {
+	if g.IsMain {
+		return true
+	}
+	if g.Security != nil && len(g.Security.Senders) > 0 && !security.SenderAllowed(g.Security.Senders, sender) {
+		return false
+	}
+	return !g.RequiresTrigger || Triggers(text, g.Trigger)
+}
+
+func anyCalls(g groups.Group, msgs []stored) bool {
 	for _, m := range msgs {
-		if Triggers(m.Text, trigger) {
+		if calls(g, m.sender, m.Text) {
 			return true
 		}
 	}
 	return false
 }
 
-func promptOf(msgs []stored) (string, int64) {
-	pm := make([]PromptMessage, len(msgs))
+// promptOf makes the prompt of msgs — at most agent.maxPromptMessages, the
+// newest — and returns the highest seq it answers (all of msgs).
+func (r *Router) promptOf(msgs []stored) (string, int64) {
+	cfg := r.Config()
 	var top int64
-	for i, m := range msgs {
-		pm[i] = m.PromptMessage
+	for _, m := range msgs {
 		top = max(top, m.seq)
 	}
-	return FormatPrompt(pm), top
+	if n := cfg.Agent.MaxPromptMessages; n > 0 && len(msgs) > n {
+		msgs = msgs[len(msgs)-n:]
+	}
+	pm := make([]PromptMessage, len(msgs))
+	for i, m := range msgs {
+		pm[i] = m.PromptMessage
+	}
+	return FormatPrompt(pm, cfg.Location()), top
 }
 
 // Run is the queue's RunFunc.
@@ -270,25 +316,32 @@ func (r *Router) runMessages(ctx context.Context, job runner.Job) error {
 	if err != nil || len(msgs) == 0 {
 		return err
 	}
-	if g.RequiresTrigger && !g.IsMain && !anyTriggers(msgs, g.Trigger) {
+	if !anyCalls(g, msgs) {
 		return nil // context only; it comes along with the next trigger
 	}
 	r.setActive(g.Folder, true)
+	defer r.touchWarm(g.Folder) // after the run: the group gets an agent started ahead
 	defer r.setActive(g.Folder, false)
 
-	prompt, top := promptOf(msgs)
+	prompt, top := r.promptOf(msgs)
 	r.lock()
 	r.attempted[g.Folder] = top
 	r.mu.Unlock()
-	run := &agentRun{router: r, group: g, replyTo: g.JID, batches: []int64{top}, delivered: top, useSession: true,
-		started: make(chan struct{})}
+	var run *agentRun
 	stopFollow := make(chan struct{})
 	followDone := make(chan struct{})
-	go func() {
-		defer close(followDone)
-		run.follow(ctx, job.More, stopFollow)
-	}()
-	err = run.start(ctx, job, prompt, false)
+	if sb := r.takeStandby(ctx, g); sb != nil {
+		run = sb.run
+		err = r.adopt(ctx, sb, job, prompt, top, stopFollow, followDone)
+	} else {
+		run = &agentRun{router: r, group: g, replyTo: g.JID, batches: []int64{top}, delivered: top, useSession: true,
+			started: make(chan struct{})}
+		go func() {
+			defer close(followDone)
+			run.follow(ctx, job.More, stopFollow)
+		}()
+		err = run.start(ctx, job, prompt, false)
+	}
 	close(stopFollow)
 	<-followDone
 	if errors.Is(err, runner.ErrTimeout) {
@@ -296,6 +349,12 @@ func (r *Router) runMessages(ctx context.Context, job runner.Job) error {
 		return runner.NoRetry(err)
 	}
 	return err
+}
+
+func (r *Router) isActive(folder string) bool {
+	r.lock()
+	defer r.mu.Unlock()
+	return r.active[folder]
 }
 
 func (r *Router) setActive(folder string, on bool) {
@@ -313,12 +372,13 @@ func (r *Router) runTask(ctx context.Context, job runner.Job) error {
 	if err != nil {
 		return fmt.Errorf("task %s: %w", job.TaskID, err)
 	}
+	r.dropStandby(task.GroupFolder) // one agent per group
 	g, err := r.Groups.ByFolder(ctx, task.GroupFolder)
 	if err != nil {
 		return r.Tasks.Done(ctx, task.ID, "", fmt.Errorf("group %s: %w", task.GroupFolder, err))
 	}
 	run := &agentRun{router: r, group: g, replyTo: task.ChatJID, useSession: task.ContextMode != scheduler.ContextIsolated}
-	runErr := run.start(ctx, job, task.Prompt, true)
+	runErr := run.start(ctx, job, ScheduledPrompt(task.Prompt), true)
 	if err := r.Tasks.Done(ctx, task.ID, run.lastText, runErr); err != nil {
 		r.Log.Error().Err(err).Str("task", task.ID).Msg("record task run")
 	}
@@ -396,6 +456,18 @@ func (r *Router) session(ctx context.Context, folder string) string {
 	return id
 }
 
+// ClearSession makes the group's next run start a fresh agent session.
+func (r *Router) ClearSession(ctx context.Context, folder string) error {
+	_, err := r.DB.ExecContext(ctx, `DELETE FROM sessions WHERE folder = ?`, folder)
+	return err
+}
+
+// sessionGone tells whether an agent's error says its saved session no
+// longer exists.
+func sessionGone(failure string) bool {
+	return strings.Contains(strings.ToLower(failure), "no conversation found")
+}
+
 func (r *Router) saveSession(ctx context.Context, folder, id string) {
 	if _, err := r.DB.ExecContext(ctx, `INSERT INTO sessions (folder, session_id, updated_at) VALUES (?, ?, ?)
 		ON CONFLICT (folder) DO UPDATE SET session_id = excluded.session_id, updated_at = excluded.updated_at`,
@@ -410,6 +482,12 @@ type agentRun struct {
 	group      groups.Group
 	replyTo    string
 	useSession bool
+	fresh      bool // the saved session was gone: this run starts a new one
+	// A standby (warm.go) starts without a prompt and waits for its first
+	// one; adopted holds that prompt once it was handed over.
+	standby     bool
+	adopted     string
+	fingerprint string
 
 	mu         sync.Mutex
 	batches    []int64 // for each prompt batch sent (initial, then follow-ups), its highest seq
@@ -420,8 +498,10 @@ type agentRun struct {
 	lastText   string
 	failure    string // the last error frame
 	ipcDir     string
-	started    chan struct{} // closed once the agent process runs (message runs)
-	mark       int           // the agent's process group, recorded in agent_marks
+	started    chan struct{}      // closed once the agent process runs (message runs)
+	conf       *confinement       // the OS sandbox of a non-main run
+	eff        security.Effective // the run's policy
+	mark       int                // the agent's process group, recorded in agent_marks
 }
 
 func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isTask bool) error {
@@ -432,6 +512,12 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		return err
 	}
 	eff := security.Resolve(cfg.HostSecurity, g.Policy(), cfg.SecurityHost(groups.Folders(list)))
+	a.eff = eff
+	if a.standby && a.adopted == "" {
+		if a.fingerprint, err = r.fingerprint(ctx, g, a.useSession); err != nil {
+			return err
+		}
+	}
 	sdk, err := json.Marshal(eff.SDKOptions)
 	if err != nil {
 		return err
@@ -479,27 +565,55 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 			env[name] = v
 		}
 	}
+	if cfg.Timezone != "" {
+		env["TZ"] = cfg.Timezone // the agent's clock reads as the group's
+	}
+	if !g.IsMain {
+		env["NANOCLAW_GLOBAL_MEMORY"] = filepath.Join(cfg.GroupsDir, security.GlobalFolder, "CLAUDE.md")
+	}
 	in := runner.ContainerInput{
 		Prompt: prompt, GroupFolder: g.Folder, ChatJID: g.JID, IsMain: g.IsMain, IsScheduledTask: isTask,
-		AssistantName: cfg.AssistantName, Security: sec, SDKOptions: sdk,
+		AssistantName: cfg.AssistantName, Security: sec, SDKOptions: sdk, Standby: a.standby && a.adopted == "",
 	}
-	if a.useSession {
+	if a.useSession && !a.fresh {
 		in.SessionID = r.session(ctx, g.Folder)
 	}
-	if r.Typing != nil {
+	if r.Typing != nil && !a.standby {
 		r.Typing(ctx, a.replyTo, true)
 		defer r.Typing(context.WithoutCancel(ctx), a.replyTo, false)
 	}
-	out, err := runner.Run(ctx, runner.Spec{
+	spec := runner.Spec{
 		Command: cfg.Agent.Command, Dir: groupDir, Env: env, Input: in, IPCDir: a.ipcDir,
 		LogDir: filepath.Join(groupDir, "logs"), Timeout: cfg.Agent.Timeout.D(), IdleTimeout: cfg.Agent.IdleTimeout.D(),
 		Closing: job.Closing,
-	}, a)
+	}
+	if !g.IsMain {
+		if a.conf, err = r.confine(ctx, cfg, g, eff, &spec, sessionDir); err != nil {
+			return err
+		}
+		defer a.conf.done()
+	}
+	out, err := runner.Run(ctx, spec, a)
+	if a.conf != nil && a.conf.exceeded() != "" {
+		err = runner.NoRetry(fmt.Errorf("the run was stopped: %s", a.conf.exceeded()))
+	}
 	if a.mark != 0 {
 		r.DB.Exec(`DELETE FROM agent_marks WHERE pgid = ?`, a.mark)
 	}
 	if out.NewSessionID != "" && a.useSession {
 		r.saveSession(context.WithoutCancel(ctx), g.Folder, out.NewSessionID)
+	}
+	var exitErr *runner.ExitError
+	if in.SessionID != "" && !a.fresh && a.answered == 0 && sessionGone(a.failure) && (err == nil || errors.As(err, &exitErr)) {
+		// The CLI prunes old transcripts: resuming a session it no longer
+		// has fails every time. Start a fresh one, once, for the same messages.
+		r.Log.Warn().Str("group", g.Folder).Str("session", in.SessionID).Msg("the agent's saved session is gone; starting a fresh one")
+		r.ClearSession(context.WithoutCancel(ctx), g.Folder)
+		a.fresh, a.failure, a.started = true, "", nil
+		if a.standby { // the prompt went to the standby as its first input
+			prompt, a.standby = a.adopted, false
+		}
+		return a.start(ctx, job, prompt, isTask)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -548,7 +662,10 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 		if err != nil || len(msgs) == 0 {
 			continue
 		}
-		prompt, top := promptOf(msgs)
+		if !anyCalls(a.group, msgs) {
+			continue // chatter stays context until a message calls the assistant
+		}
+		prompt, top := a.router.promptOf(msgs)
 		if err := runner.FollowUp(a.ipcDir, prompt); err != nil {
 			a.router.Log.Error().Err(err).Str("group", a.group.Folder).Msg("follow-up; it will come with the next run")
 			continue
@@ -564,6 +681,9 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 func (a *agentRun) OnStart(pid int) {
 	if a.started != nil {
 		close(a.started)
+	}
+	if a.conf != nil {
+		a.conf.started(pid)
 	}
 	if m, ok := runner.MarkOf(pid); ok {
 		a.mark = m.PGID
@@ -624,7 +744,7 @@ func (a *agentRun) OnViolation(v alerts.Violation) {
 	a.violations++
 	a.mu.Unlock()
 	v.Group = a.group.Folder
-	v.Action = "blocked"
+	v.Rule = security.RuleFor(a.eff, v.Kind, v.Tool)
 	if err := a.router.Reporter.Report(context.Background(), v); err != nil {
 		a.router.Log.Error().Err(err).Str("group", v.Group).Msg("report violation")
 	}

@@ -58,6 +58,9 @@ type ContainerInput struct {
 	AssistantName   string          `json:"assistantName"`
 	Security        json.RawMessage `json:"security,omitempty"` // the resolved policy; nil for main
 	SDKOptions      json.RawMessage `json:"sdkOptions"`
+	// Standby: started ahead of a message; the prompt comes as the first
+	// input/ file (Prompt is empty).
+	Standby bool `json:"standby,omitempty"`
 }
 
 // Spec describes one agent run.
@@ -69,7 +72,7 @@ type Spec struct {
 	IPCDir  string // <dataDir>/ipc/<folder>; its input/ is cleared before the start
 	LogDir  string // <groupsDir>/<folder>/logs; the run log goes here
 
-	Timeout     time.Duration // hard limit; 0 = none
+	Timeout     time.Duration // hard limit of one turn (from the start, then from each result frame); 0 = none
 	IdleTimeout time.Duration // no output for this long → _close; 0 = none
 	KillGrace   time.Duration // SIGTERM → SIGKILL; 0 = DefaultKillGrace
 	MaxLine     int           // longest frame or log line kept; 0 = DefaultMaxLine
@@ -92,6 +95,9 @@ type Frame struct {
 	Tool         string  `json:"tool,omitempty"`
 	Target       string  `json:"target,omitempty"`
 	Detail       string  `json:"detail,omitempty"`
+	// Action of a violation: "reported" when the agent only saw it in a
+	// tool's output; anything else counts as "blocked".
+	Action string `json:"action,omitempty"`
 }
 
 // Result is one result frame.
@@ -119,6 +125,7 @@ type Outcome struct {
 	NewSessionID string // the last non-empty newSessionId seen
 	Closed       bool   // _close was written (idle timeout or Closing)
 	TimedOut     bool   // the hard timeout fired
+	Answered     bool   // the last frame was a result: nothing was left unanswered
 	LogFile      string
 	Duration     time.Duration
 }
@@ -232,9 +239,15 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 		default:
 		}
 	}
+	answered := make(chan struct{}, 1)
 	tail := newTail(4096)
 	readers := make(chan struct{}, 2)
-	frames := &frameReader{spec: &spec, h: h, log: log, out: &out, touch: touch}
+	frames := &frameReader{spec: &spec, h: h, log: log, out: &out, touch: touch, answered: func() {
+		select {
+		case answered <- struct{}{}:
+		default:
+		}
+	}}
 	go func() {
 		frames.read(outR)
 		readers <- struct{}{}
@@ -271,10 +284,11 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 		defer idleTimer.Stop()
 		idle = idleTimer.C
 	}
+	var hardTimer *time.Timer
 	if spec.Timeout > 0 {
-		t := time.NewTimer(spec.Timeout)
-		defer t.Stop()
-		hard = t.C
+		hardTimer = time.NewTimer(spec.Timeout)
+		defer hardTimer.Stop()
+		hard = hardTimer.C
 	}
 	closing := spec.Closing
 	ctxDone := ctx.Done()
@@ -305,6 +319,12 @@ wait:
 		case <-activity:
 			if idleTimer != nil && !out.Closed {
 				idleTimer.Reset(spec.IdleTimeout)
+			}
+		case <-answered:
+			// The timeout bounds one turn: an agent that keeps answering
+			// a live conversation is not cut off mid-chat.
+			if hardTimer != nil && !out.TimedOut {
+				hardTimer.Reset(spec.Timeout)
 			}
 		case <-idle:
 			idle = nil
@@ -356,6 +376,11 @@ wait:
 	log.Printf("exit %s after %s (results=%d)", cmd.ProcessState, out.Duration.Round(time.Millisecond), out.Results)
 
 	switch {
+	case out.TimedOut && out.Results > 0 && out.Answered:
+		// Every prompt was answered: the run did its work; the timeout
+		// only ended what it was still doing after.
+		log.Printf("the hard timeout ended the agent after its answer: not a failure")
+		return out, nil
 	case out.TimedOut:
 		return out, fmt.Errorf("agent for %s after %s: %w", spec.Input.GroupFolder, spec.Timeout, ErrTimeout)
 	case killed && ctx.Err() != nil:
@@ -424,11 +449,12 @@ func buildEnv(extra map[string]string) ([]string, error) {
 
 // frameReader turns the agent's stdout into frames and log lines.
 type frameReader struct {
-	spec  *Spec
-	h     Handler
-	log   *runLog
-	out   *Outcome
-	touch func()
+	spec     *Spec
+	h        Handler
+	log      *runLog
+	out      *Outcome
+	touch    func()
+	answered func() // a result frame was read
 }
 
 const (
@@ -488,7 +514,12 @@ func (f *frameReader) read(r *os.File) {
 
 func (f *frameReader) frame(payload []byte, cut bool) {
 	if cut {
+		// Most likely a result too long to carry: the chat is told rather
+		// than left waiting for an answer that never comes.
 		f.log.Printf("frame dropped: payload longer than %d bytes", f.spec.MaxLine)
+		f.out.Results++
+		note := fmt.Sprintf("(The answer was longer than %d MiB and could not be sent. Ask for a shorter one.)", f.spec.MaxLine>>20)
+		f.h.OnResult(Result{Status: "success", Result: &note})
 		return
 	}
 	var fr Frame
@@ -508,15 +539,26 @@ func (f *frameReader) frame(payload []byte, cut bool) {
 		}
 		f.log.Printf("frame: result status=%s result=%dB newSessionId=%q error=%q", fr.Status, n, fr.NewSessionID, fr.Error)
 		f.h.OnResult(Result{Status: fr.Status, Result: fr.Result, NewSessionID: fr.NewSessionID, Error: fr.Error})
+		f.out.Answered = fr.Status == "success"
+		f.answered()
 	case "violation":
 		f.log.Printf("frame: violation kind=%s tool=%s target=%q", fr.Kind, fr.Tool, fr.Target)
 		f.h.OnViolation(alerts.Violation{
 			Time: time.Now().UTC(), Group: f.spec.Input.GroupFolder,
-			Kind: fr.Kind, Tool: fr.Tool, Target: fr.Target, Detail: fr.Detail, Action: "blocked",
+			Kind: fr.Kind, Tool: fr.Tool, Target: fr.Target, Detail: fr.Detail, Action: action(fr.Action),
 		})
 	default:
 		f.log.Printf("frame dropped: unknown type %q", fr.Type)
 	}
+}
+
+// action is a violation frame's action as recorded: "reported" when the
+// agent says it only saw the refusal in a tool's output, else "blocked".
+func action(a string) string {
+	if a == "reported" {
+		return a
+	}
+	return "blocked"
 }
 
 func clip(b []byte, n int) []byte {

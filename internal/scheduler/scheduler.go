@@ -159,8 +159,16 @@ func (s *Scheduler) Get(ctx context.Context, q Querier, id string) (Task, error)
 
 // List returns the tasks of folder, or every task when folder is "".
 func (s *Scheduler) List(ctx context.Context, folder string) ([]Task, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+taskColumns+` FROM scheduled_tasks
-		WHERE ? = '' OR group_folder = ? ORDER BY created_at, id`, folder, folder)
+	return s.query(ctx, `WHERE ? = '' OR group_folder = ? ORDER BY created_at, id`, folder, folder)
+}
+
+// Next returns the n active tasks due soonest.
+func (s *Scheduler) Next(ctx context.Context, n int) ([]Task, error) {
+	return s.query(ctx, `WHERE status = ? AND next_run IS NOT NULL ORDER BY next_run, id LIMIT ?`, StatusActive, n)
+}
+
+func (s *Scheduler) query(ctx context.Context, where string, args ...any) ([]Task, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+taskColumns+` FROM scheduled_tasks `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}

@@ -4,6 +4,8 @@
 // Everything here is a pure function over values.
 package security
 
+import "strings"
+
 // Policy is the shape shared by the config's hostSecurity block and a
 // group's override. A nil or empty field means "not given".
 type Policy struct {
@@ -11,8 +13,26 @@ type Policy struct {
 	Tools          []string `json:"tools,omitempty" validate:"omitempty,min=1,dive,required"`
 	PermissionMode string   `json:"permissionMode,omitempty" validate:"omitempty,oneof=default acceptEdits dontAsk"`
 	DenyRead       []string `json:"denyRead,omitempty" validate:"dive,required"`
+	AllowRead      []string `json:"allowRead,omitempty" validate:"dive,required"`
 	AllowWrite     []string `json:"allowWrite,omitempty" validate:"dive,required"`
 	Network        *Network `json:"network,omitempty"`
+	// Senders, in a group's override, are who may call its assistant (their
+	// channel id, e.g. a phone number); others' messages stay context.
+	Senders []string `json:"senders,omitempty" validate:"dive,required"`
+}
+
+// SenderAllowed tells whether sender (a channel id such as
+// "4915551234567@s.whatsapp.net" or "alice") is one of allowed, which may
+// name it whole or by its part before "@", with or without a leading "+".
+func SenderAllowed(allowed []string, sender string) bool {
+	user, _, _ := strings.Cut(sender, "@")
+	for _, a := range allowed {
+		a = strings.TrimPrefix(strings.TrimSpace(a), "+")
+		if strings.EqualFold(a, sender) || strings.EqualFold(a, user) {
+			return true
+		}
+	}
+	return false
 }
 
 // Network restricts the domains sandboxed commands may reach.

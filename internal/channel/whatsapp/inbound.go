@@ -180,10 +180,7 @@ func (c *Channel) inbound(ctx context.Context, e *events.Message) (m channel.Mes
 			replaces, msg = pm.GetKey().GetID(), pm.GetEditedMessage()
 		}
 	}
-	text := c.mentionsToName(messageText(msg), msg)
-	if quote := c.quoted(ctx, msg); quote != "" && text != "" {
-		text = quote + "\n" + text
-	}
+	text := messageText(msg)
 
 	chat = channel.Chat{JID: chatJID.String(), IsGroup: isGroup, Time: info.Timestamp}
 	if isGroup {
@@ -214,6 +211,15 @@ func (c *Channel) inbound(ctx context.Context, e *events.Message) (m channel.Mes
 				}
 				return d.Download(ctx, img)
 			},
+		}
+	}
+	m.Text = c.mentionsToName(contextInfo(msg), m.Text)
+	if ci := contextInfo(msg); ci.GetQuotedMessage() != nil {
+		m.QuotedText = messageText(ci.GetQuotedMessage())
+		if p := ci.GetParticipant(); p != "" {
+			if jid, err := types.ParseJID(p); err == nil {
+				m.QuotedSender = jid.User
+			}
 		}
 	}
 	return m, chat, true
@@ -255,6 +261,44 @@ func (c *Channel) phoneJID(ctx context.Context, jid, alt types.JID) types.JID {
 	return jid
 }
 
+// mentionsToName rewrites a mention of the assistant's own number (or
+// LID), which WhatsApp writes as "@<number>", to "@<assistantName>", so
+// that tagging the assistant calls it like its trigger does.
+func (c *Channel) mentionsToName(ci *waE2E.ContextInfo, text string) string {
+	if ci == nil || c.opts.AssistantName == "" {
+		return text
+	}
+	c.mu.Lock()
+	own, ownLID := c.own, c.ownLID
+	c.mu.Unlock()
+	for _, m := range ci.GetMentionedJID() {
+		jid, err := types.ParseJID(m)
+		if err != nil || jid.User == "" {
+			continue
+		}
+		if (!own.IsEmpty() && jid.User == own.User) || (!ownLID.IsEmpty() && jid.User == ownLID.User) {
+			text = strings.ReplaceAll(text, "@"+jid.User, "@"+c.opts.AssistantName)
+		}
+	}
+	return text
+}
+
+// contextInfo is the reply context of a text, image, video or document
+// message (nil when it has none).
+func contextInfo(msg *waE2E.Message) *waE2E.ContextInfo {
+	switch {
+	case msg.GetExtendedTextMessage() != nil:
+		return msg.GetExtendedTextMessage().GetContextInfo()
+	case msg.GetImageMessage() != nil:
+		return msg.GetImageMessage().GetContextInfo()
+	case msg.GetVideoMessage() != nil:
+		return msg.GetVideoMessage().GetContextInfo()
+	case msg.GetDocumentMessage() != nil:
+		return msg.GetDocumentMessage().GetContextInfo()
+	}
+	return nil
+}
+
 // messageText is the text a person typed: the body of a plain or extended
 // text message, or the caption of a photo, video or document. whatsmeow
 // has already unwrapped ephemeral, view-once and document-with-caption
@@ -293,76 +337,4 @@ func (c *Channel) mediaDownloader() downloader {
 		return c.client
 	}
 	return nil
-}
-
-// contextInfo is the ContextInfo of whichever kind of message msg is.
-func contextInfo(msg *waE2E.Message) *waE2E.ContextInfo {
-	switch {
-	case msg.GetExtendedTextMessage() != nil:
-		return msg.GetExtendedTextMessage().GetContextInfo()
-	case msg.GetImageMessage() != nil:
-		return msg.GetImageMessage().GetContextInfo()
-	case msg.GetVideoMessage() != nil:
-		return msg.GetVideoMessage().GetContextInfo()
-	case msg.GetDocumentMessage() != nil:
-		return msg.GetDocumentMessage().GetContextInfo()
-	}
-	return nil
-}
-
-// maxQuote bounds the quoted text carried into the prompt.
-const maxQuote = 500
-
-// quoted renders the message msg replies to as quote lines
-// ("> Alice: text"), so the agent knows what a reply refers to; "" when
-// msg quotes nothing.
-func (c *Channel) quoted(ctx context.Context, msg *waE2E.Message) string {
-	ci := contextInfo(msg)
-	q := ci.GetQuotedMessage()
-	if q == nil {
-		return ""
-	}
-	text := messageText(q)
-	if text == "" {
-		text = "(media)"
-	}
-	who := "someone"
-	if p, err := types.ParseJID(ci.GetParticipant()); err == nil && p.User != "" {
-		pn := c.phoneJID(ctx, p, types.JID{})
-		switch {
-		case pn == c.ownJID() && (c.opts.OwnNumber || strings.HasPrefix(text, c.prefix)):
-			who = c.opts.AssistantName
-			text = strings.TrimPrefix(text, c.prefix)
-		default:
-			who = "+" + pn.User
-		}
-	}
-	if r := []rune(text); len(r) > maxQuote {
-		text = string(r[:maxQuote]) + "…"
-	}
-	return "> " + who + ": " + strings.ReplaceAll(text, "\n", "\n> ")
-}
-
-// mentionsToName rewrites a mention of the assistant's own account
-// ("@491701234567" or "@<lid>", as WhatsApp writes mentions into the text)
-// into "@<assistantName>", the default trigger. Only with OwnNumber: on a
-// shared number the mention names the owner, not the assistant.
-func (c *Channel) mentionsToName(text string, msg *waE2E.Message) string {
-	if !c.opts.OwnNumber || text == "" {
-		return text
-	}
-	c.mu.Lock()
-	own, ownLID := c.own, c.ownLID
-	c.mu.Unlock()
-	for _, m := range contextInfo(msg).GetMentionedJID() {
-		jid, err := types.ParseJID(m)
-		if err != nil {
-			continue
-		}
-		jid = jid.ToNonAD()
-		if (jid == own && !own.IsEmpty()) || (jid == ownLID && !ownLID.IsEmpty()) {
-			text = strings.ReplaceAll(text, "@"+jid.User, "@"+c.opts.AssistantName)
-		}
-	}
-	return text
 }

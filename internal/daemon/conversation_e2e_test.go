@@ -1,0 +1,160 @@
+package daemon_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/e2e"
+)
+
+// agent.timeout bounds one turn, not a conversation: an agent that keeps
+// answering follow-ups stays up well past it, and nobody is told "could
+// not answer".
+func TestLiveConversationOutlivesTheTimeout(t *testing.T) {
+	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "timeout": "2s", "idleTimeout": "60s"`})
+	in.AddGroup("local:main", "main", "--main")
+	in.Start()
+	in.Post("local:main", "Owner", "followup")
+	in.WaitFor("local:main", e2e.Equals("ready"))
+	start := time.Now()
+	for i := 0; time.Since(start) < 5*time.Second; i++ {
+		word := fmt.Sprintf("turn-%d", i)
+		in.Post("local:main", "Owner", word)
+		in.WaitFor("local:main", func(s string) bool { return strings.HasPrefix(s, "followup:") && strings.Contains(s, word) })
+	}
+	for _, m := range in.AllSent() {
+		if strings.Contains(m.Text, "could not answer") || m.Text == "closed" {
+			t.Errorf("the conversation was cut off: %q", m.Text)
+		}
+	}
+}
+
+// A hard timeout that ends an agent after it answered is no failure: the
+// group is not told its message could not be answered.
+func TestTimeoutAfterAnswerIsNoFailure(t *testing.T) {
+	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "timeout": "1s", "idleTimeout": "60s"`})
+	in.AddGroup("local:main", "main", "--main")
+	in.Start()
+	in.Post("local:main", "Owner", "answer-then-hang")
+	in.WaitFor("local:main", e2e.Equals("answered"))
+	e2e.WaitNoProcs(t, e2e.Testagent(t), "the agent ended by its timeout")
+	in.Post("local:main", "Owner", "echo after")
+	all := in.WaitFor("local:main", e2e.Equals("echo: after"))
+	for _, s := range e2e.InChat(all, "local:main") {
+		if strings.Contains(s, "could not answer") {
+			t.Errorf("a run that answered was reported as failed: %q", s)
+		}
+	}
+}
+
+// A saved session whose transcript is gone does not lock the group out:
+// the run starts a fresh session once and answers the same message.
+// `groups reset-session` and a "/new" message start the next run fresh.
+func TestSessionsRecoverAndReset(t *testing.T) {
+	in := e2e.New(t, e2e.Options{})
+	in.AddGroup("local:main", "main", "--main")
+	in.Start()
+	in.Post("local:main", "Owner", "forget")
+	in.WaitFor("local:main", e2e.Equals("forgot"))
+	in.Post("local:main", "Owner", "echo still here")
+	all := in.WaitFor("local:main", e2e.Equals("echo: still here"))
+	for _, s := range e2e.InChat(all, "local:main") {
+		if strings.Contains(s, "could not answer") {
+			t.Errorf("a gone session failed the group: %q", s)
+		}
+	}
+
+	in.Post("local:main", "Owner", "session")
+	in.WaitFor("local:main", func(s string) bool { return strings.HasPrefix(s, "session: sess-") })
+	if out := in.CLI("groups", "reset-session", "main"); !strings.Contains(out, "fresh agent session") {
+		t.Errorf("reset-session said %q", out)
+	}
+	in.Post("local:main", "Owner", "session")
+	in.WaitFor("local:main", e2e.Equals("session: none"))
+
+	in.Post("local:main", "Owner", "echo keep")
+	in.WaitFor("local:main", e2e.Equals("echo: keep"))
+	in.Post("local:main", "Owner", "session")
+	in.WaitFor("local:main", func(s string) bool { return strings.HasPrefix(s, "session: sess-") })
+	in.Post("local:main", "Owner", "/new")
+	in.WaitFor("local:main", func(s string) bool { return strings.HasPrefix(s, "Fresh start") })
+	in.Post("local:main", "Owner", "session")
+	in.WaitFor("local:main", e2e.Equals("session: none"))
+}
+
+// In a trigger group, chatter while the agent runs is not handed to it:
+// it waits as context and comes along with the next message that calls the
+// assistant. A prompt carries at most agent.maxPromptMessages messages, the
+// newest, with local times and the time zone.
+func TestTriggerGroupChatterStaysContext(t *testing.T) {
+	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "maxPromptMessages": 3`})
+	in.AddGroup("local:main", "main", "--main")
+	in.AddGroup("local:family", "family")
+	in.Start()
+	in.Post("local:family", "Ann", "@Andy followup")
+	in.WaitFor("local:family", e2e.Equals("ready"))
+	in.Post("local:family", "Bob", "just chatter")
+	in.Post("local:family", "Ann", "@Andy next")
+	all := in.WaitFor("local:family", func(s string) bool { return strings.Contains(s, "@Andy next") })
+	for _, s := range e2e.InChat(all, "local:family") {
+		if strings.HasPrefix(s, "followup:") && strings.Contains(s, "just chatter") && !strings.Contains(s, "@Andy next") {
+			t.Errorf("chatter reached the running agent on its own: %q", s)
+		}
+	}
+	if got := all[len(all)-1].Text; !strings.Contains(got, "just chatter") {
+		t.Errorf("the chatter did not come along as context: %q", got)
+	}
+	in.Post("local:family", "Ann", "@Andy bye")
+	in.WaitFor("local:family", func(s string) bool { return strings.Contains(s, "@Andy bye") })
+
+	in.AddGroup("local:work", "work")
+	for i := 1; i <= 5; i++ {
+		in.Post("local:work", "Bob", fmt.Sprintf("note %d", i)) // context, no run
+	}
+	in.Post("local:work", "Bob", "@Andy prompt")
+	p := in.WaitFor("local:work", func(s string) bool { return strings.Contains(s, "<context timezone=") })
+	prompt := p[len(p)-1].Text
+	if n := strings.Count(prompt, "<message "); n != 3 || !strings.Contains(prompt, ">note 4<") || !strings.Contains(prompt, ">@Andy prompt<") {
+		t.Errorf("prompt holds %d messages, want the newest 3:\n%s", n, prompt)
+	}
+}
+
+// A group's senders allowlist: only those may call the assistant; what
+// others say stays context and comes along with the next allowed call.
+func TestSendersAllowlist(t *testing.T) {
+	in := e2e.New(t, e2e.Options{})
+	in.AddGroup("local:main", "main", "--main")
+	in.AddGroup("local:family", "family")
+	override := filepath.Join(t.TempDir(), "override.json")
+	os.WriteFile(override, []byte(`{"senders": ["alice"]}`), 0o600)
+	in.CLI("groups", "set-security", "family", "--file", override)
+	in.Start()
+	in.Post("local:family", "bob", "@Andy echo from bob")
+	// A whole run of the main group later, bob's call has started nothing.
+	in.Post("local:main", "Owner", "echo barrier")
+	in.WaitFor("local:main", e2e.Equals("echo: barrier"))
+	if logs, _ := filepath.Glob(filepath.Join(in.Dir, "groups", "family", "logs", "agent-*.log")); len(logs) != 0 {
+		t.Fatalf("a sender not on the allowlist started the agent: %v", logs)
+	}
+	in.Post("local:family", "alice", "@Andy prompt")
+	all := in.WaitFor("local:family", func(s string) bool { return strings.Contains(s, "<messages>") })
+	got := e2e.InChat(all, "local:family")
+	if len(got) != 1 || !strings.Contains(got[0], "echo from bob") {
+		t.Errorf("bob's call ran the agent, or did not come along as context: %q", got)
+	}
+}
+
+// A reply carries what it quotes into the prompt.
+func TestQuotedReplyInPrompt(t *testing.T) {
+	in := e2e.New(t, e2e.Options{})
+	in.AddGroup("local:main", "main", "--main")
+	in.Start()
+	in.PostReply("local:main", "Owner", "prompt", "Bob", "dinner at 7?")
+	in.WaitFor("local:main", func(s string) bool {
+		return strings.Contains(s, `<quote sender="Bob">dinner at 7?</quote>prompt</message>`)
+	})
+}
