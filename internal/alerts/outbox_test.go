@@ -178,3 +178,21 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A message given up on is no longer part of the backlog `status` shows.
+func TestBacklogLeavesOutFailedMessages(t *testing.T) {
+	e := newEnv(t, "", time.Minute, nil, false)
+	refuseText(e, map[string]error{"gone": channel.ErrUndeliverable})
+	enqueue(t, e, famJID, "gone")
+	e.start(t)
+	waitFor(t, func() bool { return e.count(t, `SELECT count(*) FROM outbox WHERE failed_at IS NOT NULL`) == 1 })
+	b, err := e.out.Backlog(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range b {
+		if c.ChatJID == famJID {
+			t.Errorf("backlog still lists the failed message: %+v", c)
+		}
+	}
+}
