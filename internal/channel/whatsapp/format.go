@@ -3,6 +3,8 @@ package whatsapp
 import (
 	"regexp"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ToWhatsApp turns the Markdown agents write into WhatsApp's own
@@ -37,10 +39,12 @@ var (
 	bullet  = regexp.MustCompile(`^(\s*)[*+]\s+`)
 	rule    = regexp.MustCompile(`^\s{0,3}([-*_])(\s*[-*_]){2,}\s*$`)
 	mdLink  = regexp.MustCompile(`!?\[([^\]\n]*)\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
-	both    = regexp.MustCompile(`\*\*\*(\S(?:.*?\S)?)\*\*\*`)
-	bold    = regexp.MustCompile(`\*\*(\S(?:.*?\S)?)\*\*|__(\S(?:.*?\S)?)__`)
-	italic  = regexp.MustCompile(`\*(\S(?:[^*]*?\S)?)\*`)
-	strike  = regexp.MustCompile(`~~(\S(?:.*?\S)?)~~`)
+	// Emphasis must open and close on a character that is neither space
+	// nor the marker, so globs like **/*.pem stay as they are.
+	both   = regexp.MustCompile(`\*\*\*([^\s*](?:.*?[^\s*])?)\*\*\*`)
+	bold   = regexp.MustCompile(`\*\*([^\s*](?:.*?[^\s*])?)\*\*|__([^\s_](?:.*?[^\s_])?)__`)
+	italic = regexp.MustCompile(`\*([^\s*](?:[^*]*?[^\s*])?)\*`)
+	strike = regexp.MustCompile(`~~(\S(?:.*?\S)?)~~`)
 )
 
 // boldMark stands for WhatsApp's "*" while the italic rule (which rewrites
@@ -93,12 +97,50 @@ func convertSpans(s string) string {
 		}
 		return text + " (" + url + ")"
 	})
-	s = both.ReplaceAllString(s, boldMark+"_${1}_"+boldMark)
-	s = bold.ReplaceAllStringFunc(s, func(m string) string {
-		sub := bold.FindStringSubmatch(m)
-		return boldMark + sub[1] + sub[2] + boldMark
-	})
-	s = italic.ReplaceAllString(s, "_${1}_")
-	s = strike.ReplaceAllString(s, "~${1}~")
+	s = emphasize(s, both, boldMark+"_", "_"+boldMark)
+	s = emphasize(s, bold, boldMark, boldMark)
+	s = emphasize(s, italic, "_", "_")
+	s = emphasize(s, strike, "~", "~")
 	return strings.ReplaceAll(s, boldMark, "*")
+}
+
+// emphasize rewrites the matches of re that stand at word edges (nothing
+// but space or punctuation other than "*" and "/" on either side) to
+// open + inner + close; others, like the stars of **/*.pem or a*b*c, stay.
+func emphasize(s string, re *regexp.Regexp, open, close string) string {
+	var b strings.Builder
+	last := 0
+	for _, m := range re.FindAllStringSubmatchIndex(s, -1) {
+		start, end := m[0], m[1]
+		if !edge(s[:start], true) || !edge(s[end:], false) {
+			continue
+		}
+		inner := ""
+		for g := 2; g+1 < len(m); g += 2 {
+			if m[g] >= 0 {
+				inner = s[m[g]:m[g+1]]
+				break
+			}
+		}
+		b.WriteString(s[last:start])
+		b.WriteString(open + inner + close)
+		last = end
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// edge says whether the text beside a marker (before it when before, else
+// after it) leaves the marker at a word edge.
+func edge(beside string, before bool) bool {
+	var r rune
+	if before {
+		r, _ = utf8.DecodeLastRuneInString(beside)
+	} else {
+		r, _ = utf8.DecodeRuneInString(beside)
+	}
+	if r == utf8.RuneError { // start or end of the text
+		return true
+	}
+	return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '*' && r != '/'
 }

@@ -91,7 +91,9 @@ func TestSendErrorClassification(t *testing.T) {
 		{fmt.Errorf("%w %s", whatsmeow.ErrUnknownServer, "x"), true, false},
 		{errors.New("no LID found for 49170@s.whatsapp.net from server"), true, false},
 		{fmt.Errorf("failed to send message node: %w", whatsmeow.ErrNotConnected), false, true},
-		{whatsmeow.ErrMessageTimedOut, false, false},
+		{whatsmeow.ErrMessageTimedOut, false, true},
+		{fmt.Errorf("failed to get group members: %w", whatsmeow.ErrIQTimedOut), false, true},
+		{errors.New("server returned error 479"), false, false},
 		{fmt.Errorf("%w 500", whatsmeow.ErrServerReturnedError), false, false},
 	} {
 		f := &fakeSender{fail: func(int, types.MessageID) error { return tc.err }}

@@ -247,7 +247,10 @@ func classifySendError(err error) error {
 		errors.Is(err, whatsmeow.ErrBroadcastListUnsupported),
 		strings.Contains(err.Error(), "no LID found for"): // whatsmeow has no sentinel for it
 		return fmt.Errorf("%w: %w", err, channel.ErrUndeliverable)
-	case errors.Is(err, whatsmeow.ErrNotConnected), errors.Is(err, whatsmeow.ErrNotLoggedIn):
+	case errors.Is(err, whatsmeow.ErrNotConnected), errors.Is(err, whatsmeow.ErrNotLoggedIn),
+		// Timeouts are the network's trouble, not the message's: wait.
+		errors.Is(err, whatsmeow.ErrMessageTimedOut), errors.Is(err, whatsmeow.ErrIQTimedOut),
+		errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%w: %w", err, channel.ErrUnavailable)
 	}
 	return err
