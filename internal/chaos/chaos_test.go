@@ -198,6 +198,7 @@ func (h *history) check(t *testing.T, in *e2e.Install, agentLog string) {
 		case c == 0 && ps.call && !failedIn(sent, ps.chat):
 			lost++
 			t.Errorf("call %s in %s never answered (nor reported failed)", ps.token, ps.chat)
+			dumpFor(t, in, strings.TrimPrefix(ps.chat, "local:"), ps.token)
 		}
 	}
 	written := map[string]bool{}
@@ -257,6 +258,34 @@ func (h *history) check(t *testing.T, in *e2e.Install, agentLog string) {
 	}
 	t.Logf("checked: %d messages posted (%d calls), %d IPC messages written by agents, %d violations audited, %d alerted; lost %d, doubled %d",
 		len(h.posted), calls(h.posted), len(written), total, alerted, lost, doubled)
+}
+
+// dumpFor logs what the daemon and the group's runs said, to find where
+// a message went.
+func dumpFor(t *testing.T, in *e2e.Install, folder, token string) {
+	logs, _ := filepath.Glob(filepath.Join(in.Dir, "data", "logs", "*.log*"))
+	for _, l := range logs {
+		data, _ := os.ReadFile(l)
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, `"`+folder+`"`) || strings.Contains(line, "running") || strings.Contains(line, "error") {
+				t.Logf("daemon: %s", line)
+			}
+		}
+	}
+	runs, _ := filepath.Glob(filepath.Join(in.Dir, "groups", folder, "logs", "agent-*.log"))
+	for _, r := range runs {
+		data, _ := os.ReadFile(r)
+		if strings.Contains(string(data), token) || len(runs) < 20 {
+			t.Logf("run log %s:\n%s", filepath.Base(r), data)
+		}
+	}
+	var sent []string
+	for _, m := range in.AllSent() {
+		if m.ChatJID == "local:"+folder {
+			sent = append(sent, m.Text)
+		}
+	}
+	t.Logf("sent to %s: %q", folder, sent)
 }
 
 func (h *history) sample(pid int) {
