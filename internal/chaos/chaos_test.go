@@ -109,8 +109,9 @@ func TestChaos(t *testing.T) {
 				}
 				in.Post(chat, "U", text)
 				h.posted = append(h.posted, posted{chat, tok, true})
-			case r < 7 && trigger: // chatter: context for the next call
-				in.Post(chat, "U", "chatter "+tok)
+			case r < 7 && trigger: // chatter: context for the next call (worded so that,
+				// last in a batch, it still makes the stand-in echo the whole prompt)
+				in.Post(chat, "U", "prompt chatter "+tok)
 				h.posted = append(h.posted, posted{chat, tok, false})
 			case r < 9: // an IPC message written by the agent
 				in.Post("local:main", "Owner", "ipc "+tok)
@@ -278,6 +279,21 @@ func dumpFor(t *testing.T, in *e2e.Install, folder, token string) {
 		if strings.Contains(string(data), token) || len(runs) < 20 {
 			t.Logf("run log %s:\n%s", filepath.Base(r), data)
 		}
+	}
+	if db, err := sql.Open("sqlite3", "file:"+filepath.Join(in.Dir, "data", "nanoclaw.db")+"?mode=ro"); err == nil {
+		var seq, cursor int64
+		db.QueryRow(`SELECT seq FROM messages WHERE text LIKE ?`, "%"+token).Scan(&seq)
+		db.QueryRow(`SELECT answered_seq FROM cursors WHERE chat_jid = ?`, "local:"+folder).Scan(&cursor)
+		t.Logf("%s: seq %d; the chat's answered position %d", token, seq, cursor)
+		rows, _ := db.Query(`SELECT id, kind, sent_at IS NOT NULL, COALESCE(last_error, ''), text LIKE ? FROM outbox WHERE chat_jid = ? ORDER BY id`, "%"+token+"<%", "local:"+folder)
+		for rows != nil && rows.Next() {
+			var id int64
+			var kind, lastErr string
+			var sentFlag, has bool
+			rows.Scan(&id, &kind, &sentFlag, &lastErr, &has)
+			t.Logf("outbox %d %s sent=%v err=%q holds the token=%v", id, kind, sentFlag, lastErr, has)
+		}
+		db.Close()
 	}
 	var sent []string
 	for _, m := range in.AllSent() {
