@@ -78,7 +78,8 @@ func TestDaemonConfinesTheRealSDK(t *testing.T) {
 			"ANTHROPIC_BASE_URL=" + mock.URL,
 			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 		},
-		Deadline: time.Now().Add(daemonDeadline),
+		StopSignal: os.Interrupt, // agents end before the test's files go
+		Deadline:   time.Now().Add(daemonDeadline),
 	})
 	dumpOnFailure(t, w, mock)
 	in.AddGroup("local:main", "main", "--main")
