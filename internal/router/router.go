@@ -289,6 +289,13 @@ func (r *Router) runMessages(ctx context.Context, job runner.Job) error {
 	close(stopFollow)
 	<-followDone
 	if errors.Is(err, runner.ErrTimeout) {
+		if run.answeredSome() {
+			// The agent answered and then went quiet or stalled on a later
+			// follow-up: not a failure. What it left unanswered gets a new
+			// run, since a message that came during a run always causes one.
+			r.Log.Info().Str("group", g.Folder).Msg("agent timed out after answering; ended it")
+			return nil
+		}
 		// The same prompt would hang again and cost another timeout.
 		return runner.NoRetry(err)
 	}
@@ -316,6 +323,9 @@ func (r *Router) runTask(ctx context.Context, job runner.Job) error {
 	}
 	run := &agentRun{router: r, group: g, replyTo: task.ChatJID, useSession: task.ContextMode != scheduler.ContextIsolated}
 	runErr := run.start(ctx, job, task.Prompt, true)
+	if errors.Is(runErr, runner.ErrTimeout) && run.answeredSome() {
+		runErr = nil // it answered, then idled past its limit
+	}
 	if err := r.Tasks.Done(ctx, task.ID, run.lastText, runErr); err != nil {
 		r.Log.Error().Err(err).Str("task", task.ID).Msg("record task run")
 	}
@@ -510,6 +520,14 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		return fmt.Errorf("agent reported an error: %s", a.failure)
 	}
 	return nil
+}
+
+// answeredSome reports whether the agent gave at least one successful
+// result.
+func (a *agentRun) answeredSome() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.answered > 0
 }
 
 func boolStr(b bool) string {

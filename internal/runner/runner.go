@@ -36,6 +36,7 @@ import (
 // Defaults for the zero values of the Spec limits.
 const (
 	DefaultKillGrace   = 5 * time.Second
+	DefaultCloseGrace  = 30 * time.Second
 	DefaultMaxLine     = 1 << 20  // one frame or log line
 	DefaultMaxLogBytes = 10 << 20 // one run's log file
 )
@@ -69,8 +70,9 @@ type Spec struct {
 	IPCDir  string // <dataDir>/ipc/<folder>; its input/ is cleared before the start
 	LogDir  string // <groupsDir>/<folder>/logs; the run log goes here
 
-	Timeout     time.Duration // hard limit; 0 = none
+	Timeout     time.Duration // hard limit of one turn: from the start or the last result frame; 0 = none
 	IdleTimeout time.Duration // no output for this long → _close; 0 = none
+	CloseGrace  time.Duration // after an idle _close, how long the agent has to exit; 0 = DefaultCloseGrace
 	KillGrace   time.Duration // SIGTERM → SIGKILL; 0 = DefaultKillGrace
 	MaxLine     int           // longest frame or log line kept; 0 = DefaultMaxLine
 	MaxLogBytes int64         // log file cap; 0 = DefaultMaxLogBytes
@@ -118,7 +120,7 @@ type Outcome struct {
 	Results      int    // result frames seen
 	NewSessionID string // the last non-empty newSessionId seen
 	Closed       bool   // _close was written (idle timeout or Closing)
-	TimedOut     bool   // the hard timeout fired
+	TimedOut     bool   // the hard timeout (or the grace after an idle _close) ran out
 	LogFile      string
 	Duration     time.Duration
 }
@@ -143,7 +145,10 @@ func (e *ExitError) Error() string {
 }
 
 // Run starts the agent, feeds it spec.Input, streams its frames to h and
-// waits for it and everything it started to be gone. It returns an error for
+// waits for it and everything it started to be gone. The hard timeout bounds
+// one turn, not the process: every result frame restarts it, so an agent
+// that keeps answering follow-ups lives on. After the idle timeout's _close
+// the agent has CloseGrace to exit. It returns an error for
 // a non-zero exit (*ExitError), a hard timeout (ErrTimeout), a cancelled ctx
 // (ctx.Err()), or a run that could not start. When ctx is cancelled or the
 // timeout fires, the process group gets SIGTERM and, KillGrace later, SIGKILL.
@@ -234,7 +239,8 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 	}
 	tail := newTail(4096)
 	readers := make(chan struct{}, 2)
-	frames := &frameReader{spec: &spec, h: h, log: log, out: &out, touch: touch}
+	results := make(chan struct{}, 1)
+	frames := &frameReader{spec: &spec, h: h, log: log, out: &out, touch: touch, results: results}
 	go func() {
 		frames.read(outR)
 		readers <- struct{}{}
@@ -263,6 +269,7 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 	var (
 		idle, hard, grace <-chan time.Time
 		idleTimer         *time.Timer
+		hardTimer         *time.Timer
 		graceTimer        *time.Timer
 		killed            bool
 	)
@@ -271,10 +278,22 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 		defer idleTimer.Stop()
 		idle = idleTimer.C
 	}
+	// rearm points the hard timer at d from now.
+	rearm := func(d time.Duration) {
+		if hardTimer == nil {
+			hardTimer = time.NewTimer(d)
+		} else {
+			hardTimer.Reset(d)
+		}
+		hard = hardTimer.C
+	}
+	defer func() {
+		if hardTimer != nil {
+			hardTimer.Stop()
+		}
+	}()
 	if spec.Timeout > 0 {
-		t := time.NewTimer(spec.Timeout)
-		defer t.Stop()
-		hard = t.C
+		rearm(spec.Timeout)
 	}
 	closing := spec.Closing
 	ctxDone := ctx.Done()
@@ -306,16 +325,23 @@ wait:
 			if idleTimer != nil && !out.Closed {
 				idleTimer.Reset(spec.IdleTimeout)
 			}
+		case <-results:
+			if spec.Timeout > 0 && !out.Closed && !out.TimedOut {
+				rearm(spec.Timeout)
+			}
 		case <-idle:
 			idle = nil
-			writeClose(fmt.Sprintf("no output for %s", spec.IdleTimeout))
+			if !out.Closed && !out.TimedOut {
+				writeClose(fmt.Sprintf("no output for %s", spec.IdleTimeout))
+				rearm(spec.CloseGrace)
+			}
 		case <-closing:
 			closing = nil
 			writeClose("asked to finish")
 		case <-hard:
 			hard = nil
 			out.TimedOut = true
-			terminate(fmt.Sprintf("hard timeout %s", spec.Timeout))
+			terminate(fmt.Sprintf("hard timeout %s (or %s after _close)", spec.Timeout, spec.CloseGrace))
 		case <-ctxDone:
 			ctxDone = nil
 			terminate("cancelled")
@@ -374,6 +400,9 @@ func (s *Spec) defaults() {
 	if s.KillGrace <= 0 {
 		s.KillGrace = DefaultKillGrace
 	}
+	if s.CloseGrace <= 0 {
+		s.CloseGrace = DefaultCloseGrace
+	}
 	if s.MaxLine <= 0 {
 		s.MaxLine = DefaultMaxLine
 	}
@@ -429,6 +458,8 @@ type frameReader struct {
 	log   *runLog
 	out   *Outcome
 	touch func()
+	// results receives (coalesced) after each result frame.
+	results chan<- struct{}
 }
 
 const (
@@ -508,6 +539,10 @@ func (f *frameReader) frame(payload []byte, cut bool) {
 		}
 		f.log.Printf("frame: result status=%s result=%dB newSessionId=%q error=%q", fr.Status, n, fr.NewSessionID, fr.Error)
 		f.h.OnResult(Result{Status: fr.Status, Result: fr.Result, NewSessionID: fr.NewSessionID, Error: fr.Error})
+		select {
+		case f.results <- struct{}{}:
+		default:
+		}
 	case "violation":
 		f.log.Printf("frame: violation kind=%s tool=%s target=%q", fr.Kind, fr.Tool, fr.Target)
 		f.h.OnViolation(alerts.Violation{

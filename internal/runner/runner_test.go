@@ -571,3 +571,34 @@ func reportPercentiles(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(p(0.50), "p50-µs")
 	b.ReportMetric(p(0.99), "p99-µs")
 }
+
+// The hard timeout bounds one turn: an agent that answers every 200 ms
+// lives well past a 1 s timeout, because each result frame restarts it.
+func TestRunTimeoutResetByResults(t *testing.T) {
+	spec := newSpec(t, "ticks 8 0.2")
+	spec.Timeout = time.Second
+	h := &recorder{}
+	out, err := run(t, spec, h)
+	if err != nil || out.TimedOut {
+		t.Fatalf("err %v, outcome %+v", err, out)
+	}
+	if got := h.texts(); len(got) != 8 || got[7] != "tick 8" {
+		t.Fatalf("results %q", got)
+	}
+}
+
+// An agent that answered, went quiet and ignores the idle _close is ended
+// CloseGrace after the _close, even with no hard timeout set.
+func TestRunIdleCloseGrace(t *testing.T) {
+	spec := newSpec(t, "fork hang")
+	spec.IdleTimeout = 100 * time.Millisecond
+	spec.CloseGrace = 200 * time.Millisecond
+	spec.KillGrace = 100 * time.Millisecond
+	h := &recorder{}
+	out, err := run(t, spec, h)
+	if !errors.Is(err, ErrTimeout) || !out.TimedOut || !out.Closed {
+		t.Fatalf("err %v, outcome %+v", err, out)
+	}
+	gone(t, out.PID)
+	gone(t, forkedPID(t, h))
+}

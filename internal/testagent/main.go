@@ -14,6 +14,7 @@
 //	env               reply with its environment, sorted, one NAME=value a line
 //	sleep SECONDS     sleep (fractions allowed), then reply "slept SECONDS"
 //	hang              ignore SIGTERM and never finish (only SIGKILL ends it)
+//	ticks N SECONDS   reply "tick 1" … "tick N", SECONDS apart, then exit 0
 //	crash             print three lines to stderr and exit with status 3
 //	fail TEXT         a result frame with status "error" and error TEXT, exit 0
 //	silent            exit 0 without any frame
@@ -118,6 +119,19 @@ func do(text string, in input, raw []byte) {
 		}
 		time.Sleep(time.Duration(d * float64(time.Second)))
 		result("slept "+arg, "")
+	case "ticks":
+		ns, secs, _ := strings.Cut(arg, " ")
+		n, err1 := strconv.Atoi(ns)
+		d, err2 := strconv.ParseFloat(secs, 64)
+		if err1 != nil || err2 != nil {
+			fatal("ticks wants a count and seconds, got %q", arg)
+		}
+		for i := 1; i <= n; i++ {
+			if i > 1 {
+				time.Sleep(time.Duration(d * float64(time.Second)))
+			}
+			result(fmt.Sprintf("tick %d", i), "")
+		}
 	case "hang":
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Fprintln(os.Stderr, "hanging")
