@@ -12,6 +12,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/sessions"
 )
 
 func init() {
@@ -19,6 +20,7 @@ func init() {
 	register("groups add", "groups add --jid JID --name NAME --folder FOLDER [--main] [--trigger TEXT] [--no-trigger]", groupsAdd)
 	register("groups remove", "groups remove FOLDER   unregister (the folder on disk is kept)", groupsRemove)
 	register("groups set-security", "groups set-security FOLDER --file OVERRIDE.json | --clear", groupsSetSecurity)
+	register("groups reset-session", "groups reset-session FOLDER   the group's next run starts a fresh agent session", groupsResetSession)
 	register("groups import", "groups import FILE   import a NanoClaw registered_groups.json", groupsImport)
 }
 
@@ -207,5 +209,26 @@ func groupsImport(ctx context.Context, g *globals, args []string) error {
 	}
 	notifyDaemon(cfg)
 	fmt.Fprintf(g.stdout, "imported %d group(s), %d already registered\n", len(res.Added), len(res.Unchanged))
+	return nil
+}
+
+func groupsResetSession(ctx context.Context, g *globals, args []string) error {
+	pos, err := parseFlags(flag.NewFlagSet("groups reset-session", flag.ContinueOnError), args, 1, 1, "groups reset-session FOLDER")
+	if err != nil {
+		return err
+	}
+	_, db, reg, err := g.openRegistry()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	gr, err := reg.ByFolder(ctx, pos[0])
+	if err != nil {
+		return fmt.Errorf("%w: %s (see 'nanoclawd groups list')", err, pos[0])
+	}
+	if _, err := sessions.Reset(ctx, db, gr.Folder); err != nil {
+		return fmt.Errorf("reset the session of %s: %w", gr.Folder, err)
+	}
+	fmt.Fprintf(g.stdout, "the next run of %s starts a fresh agent session (a run going now keeps its own)\n", gr.Folder)
 	return nil
 }

@@ -60,6 +60,11 @@ type Agent struct {
 	Timeout       Duration `json:"timeout" validate:"gt=0"`
 	IdleTimeout   Duration `json:"idleTimeout" validate:"gt=0"`
 	Env           []string `json:"env" validate:"dive,required"`
+	// MaxPromptMessages caps one prompt to the newest this many messages.
+	MaxPromptMessages int `json:"maxPromptMessages" validate:"min=1"`
+	// NewSessionWord, sent alone in a chat, makes its next run start a
+	// fresh session; "" turns that off.
+	NewSessionWord string `json:"newSessionWord"`
 }
 
 // Alerts configures sandbox alerts to the main group.
@@ -108,11 +113,13 @@ func Default() Config {
 			Local:    Local{Socket: "data/local.sock"},
 		},
 		Agent: Agent{
-			Command:       []string{"node", "agent-runner/dist/index.js"},
-			MaxConcurrent: 5,
-			Timeout:       Duration(30 * time.Minute),
-			IdleTimeout:   Duration(30 * time.Minute),
-			Env:           []string{},
+			Command:           []string{"node", "agent-runner/dist/index.js"},
+			MaxConcurrent:     5,
+			Timeout:           Duration(30 * time.Minute),
+			IdleTimeout:       Duration(30 * time.Minute),
+			Env:               []string{},
+			MaxPromptMessages: 50,
+			NewSessionWord:    "/new",
 		},
 		HostSecurity: security.Policy{
 			Sandbox:        &sandbox,

@@ -21,6 +21,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/sessions"
 )
 
 // The parts the router drives, declared as it uses them.
@@ -126,12 +127,55 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 	if n, _ := res.RowsAffected(); n == 0 || m.IsBot {
 		return nil // a redelivery, or our own reply echoed back
 	}
+	if w := r.Config().Agent.NewSessionWord; w != "" && strings.TrimSpace(m.Text) == w {
+		seq, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		return r.newSession(ctx, g, seq)
+	}
 	r.lock()
 	running := r.active[g.Folder]
 	r.mu.Unlock()
 	if running || !g.RequiresTrigger || g.IsMain || Triggers(m.Text, g.Trigger) {
 		r.Queue.EnqueueMessages(g.Folder)
 	}
+	return nil
+}
+
+// newSession handles the new-session word at seq: the group's next run
+// starts a fresh session, a running agent is asked to finish, and the chat
+// is told; the word and everything before it count as answered.
+func (r *Router) newSession(ctx context.Context, g groups.Group, seq int64) error {
+	cfg := r.Config()
+	tx, err := r.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := sessions.Reset(ctx, tx, g.Folder); err != nil {
+		return fmt.Errorf("reset the session of %s: %w", g.Folder, err)
+	}
+	const text = "Starting a fresh conversation: earlier messages are forgotten; what is in my notes (CLAUDE.md) stays."
+	if _, err := alerts.EnqueueTx(ctx, tx, g.JID, text, alerts.KindNotice); err != nil {
+		return err
+	}
+	if err := setCursor(ctx, tx, g.JID, seq); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	r.Outbox.Wake()
+	r.lock()
+	running := r.active[g.Folder]
+	r.mu.Unlock()
+	if running {
+		if err := runner.Close(filepath.Join(cfg.DataDir, "ipc", g.Folder)); err != nil {
+			r.Log.Warn().Err(err).Str("group", g.Folder).Msg("ask the running agent to finish")
+		}
+	}
+	r.Log.Info().Str("group", g.Folder).Msg("session reset by the chat; the next run starts fresh")
 	return nil
 }
 
@@ -397,18 +441,16 @@ func setCursor(ctx context.Context, tx *sql.Tx, jid string, seq int64) error {
 	return err
 }
 
-func (r *Router) session(ctx context.Context, folder string) string {
-	var id string
-	_ = r.DB.QueryRowContext(ctx, `SELECT session_id FROM sessions WHERE folder = ?`, folder).Scan(&id)
-	return id
-}
-
-func (r *Router) saveSession(ctx context.Context, folder, id string) {
-	if _, err := r.DB.ExecContext(ctx, `INSERT INTO sessions (folder, session_id, updated_at) VALUES (?, ?, ?)
-		ON CONFLICT (folder) DO UPDATE SET session_id = excluded.session_id, updated_at = excluded.updated_at`,
-		folder, id, time.Now().UnixMilli()); err != nil {
-		r.Log.Error().Err(err).Str("group", folder).Msg("save session id")
+// sessionGone reports whether a run failed because the session it was to
+// resume no longer exists (the CLI prunes old transcripts): the Claude CLI
+// says "No conversation found with session ID: …".
+func sessionGone(err error, failure string) bool {
+	const gone = "no conversation found"
+	if strings.Contains(strings.ToLower(failure), gone) {
+		return true
 	}
+	var ee *runner.ExitError
+	return errors.As(err, &ee) && strings.Contains(strings.ToLower(ee.StderrTail), gone)
 }
 
 // agentRun is one agent process for a group: its handler state.
@@ -428,6 +470,7 @@ type agentRun struct {
 	failure    string // the last error frame
 	ipcDir     string
 	started    chan struct{} // closed once the agent process runs (message runs)
+	startOnce  sync.Once
 	mark       int           // the agent's process group, recorded in agent_marks
 }
 
@@ -490,23 +533,46 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		Prompt: prompt, GroupFolder: g.Folder, ChatJID: g.JID, IsMain: g.IsMain, IsScheduledTask: isTask,
 		AssistantName: cfg.AssistantName, Security: sec, SDKOptions: sdk,
 	}
+	since := time.Now()
 	if a.useSession {
-		in.SessionID = r.session(ctx, g.Folder)
+		if in.SessionID, err = sessions.Get(ctx, r.DB, g.Folder); err != nil {
+			return fmt.Errorf("read the session of %s: %w", g.Folder, err)
+		}
 	}
 	if r.Typing != nil {
 		r.Typing(ctx, a.replyTo, true)
 		defer r.Typing(context.WithoutCancel(ctx), a.replyTo, false)
 	}
-	out, err := runner.Run(ctx, runner.Spec{
-		Command: cfg.Agent.Command, Dir: groupDir, Env: env, Input: in, IPCDir: a.ipcDir,
-		LogDir: filepath.Join(groupDir, "logs"), Timeout: cfg.Agent.Timeout.D(), IdleTimeout: cfg.Agent.IdleTimeout.D(),
-		Closing: job.Closing,
-	}, a)
-	if a.mark != 0 {
-		r.DB.Exec(`DELETE FROM agent_marks WHERE pgid = ?`, a.mark)
+	var out runner.Outcome
+	for {
+		out, err = runner.Run(ctx, runner.Spec{
+			Command: cfg.Agent.Command, Dir: groupDir, Env: env, Input: in, IPCDir: a.ipcDir,
+			LogDir: filepath.Join(groupDir, "logs"), Timeout: cfg.Agent.Timeout.D(), IdleTimeout: cfg.Agent.IdleTimeout.D(),
+			Closing: job.Closing,
+		}, a)
+		if a.mark != 0 {
+			r.DB.Exec(`DELETE FROM agent_marks WHERE pgid = ?`, a.mark)
+		}
+		if in.SessionID == "" || a.answeredSome() || !sessionGone(err, a.failureText()) {
+			break
+		}
+		// Once: the next run has no session to lose.
+		r.Log.Warn().Str("group", g.Folder).Str("session", in.SessionID).
+			Msg("the saved agent session is gone; starting a fresh session with the same messages")
+		if since, err = sessions.Reset(context.WithoutCancel(ctx), r.DB, g.Folder); err != nil {
+			return fmt.Errorf("reset the lost session of %s: %w", g.Folder, err)
+		}
+		in.SessionID = ""
+		a.mu.Lock()
+		a.failure = ""
+		a.mu.Unlock()
 	}
 	if out.NewSessionID != "" && a.useSession {
-		r.saveSession(context.WithoutCancel(ctx), g.Folder, out.NewSessionID)
+		if ok, err := sessions.Save(context.WithoutCancel(ctx), r.DB, g.Folder, out.NewSessionID, since); err != nil {
+			r.Log.Error().Err(err).Str("group", g.Folder).Msg("save session id")
+		} else if !ok {
+			r.Log.Info().Str("group", g.Folder).Msg("session reset during the run; the next run starts fresh")
+		}
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -520,6 +586,12 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		return fmt.Errorf("agent reported an error: %s", a.failure)
 	}
 	return nil
+}
+
+func (a *agentRun) failureText() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.failure
 }
 
 // answeredSome reports whether the agent gave at least one successful
@@ -578,7 +650,7 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 // OnStart implements runner.Handler.
 func (a *agentRun) OnStart(pid int) {
 	if a.started != nil {
-		close(a.started)
+		a.startOnce.Do(func() { close(a.started) })
 	}
 	if m, ok := runner.MarkOf(pid); ok {
 		a.mark = m.PGID

@@ -32,6 +32,11 @@
 //	                  appears; then reply "closed" and exit 0
 //
 // Anything else is answered like echo with the whole text: "echo: TEXT".
+//
+// Sessions live as files in $NANOCLAW_SESSION_DIR (when set): echo creates
+// one for a fresh session, and a sessionId without its file fails the run
+// the way the Claude CLI does ("No conversation found with session ID: …"
+// in an error frame, exit status 1).
 package main
 
 import (
@@ -69,6 +74,12 @@ func main() {
 	if err := json.Unmarshal(raw, &in); err != nil {
 		fatal("stdin is not a ContainerInput: %v", err)
 	}
+	if dir := os.Getenv("NANOCLAW_SESSION_DIR"); in.SessionID != "" && dir != "" {
+		if _, err := os.Stat(filepath.Join(dir, in.SessionID)); err != nil {
+			frame(map[string]any{"status": "error", "result": nil, "error": "No conversation found with session ID: " + in.SessionID})
+			os.Exit(1)
+		}
+	}
 	do(command(in.Prompt), in, raw)
 }
 
@@ -96,6 +107,11 @@ func do(text string, in input, raw []byte) {
 		session := in.SessionID
 		if session == "" {
 			session = fmt.Sprintf("sess-%d", time.Now().UnixNano())
+			if dir := os.Getenv("NANOCLAW_SESSION_DIR"); dir != "" {
+				if err := os.WriteFile(filepath.Join(dir, session), nil, 0o600); err != nil {
+					fatal("%v", err)
+				}
+			}
 		}
 		result("echo: "+arg, session)
 	case "session":
