@@ -471,7 +471,7 @@ type agentRun struct {
 	ipcDir     string
 	started    chan struct{} // closed once the agent process runs (message runs)
 	startOnce  sync.Once
-	mark       int           // the agent's process group, recorded in agent_marks
+	mark       int // the agent's process group, recorded in agent_marks
 }
 
 func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isTask bool) error {
