@@ -71,7 +71,7 @@ func Dir(typ string) string {
 // schema lists, per type, the fields besides type and token.
 var schema = map[string]struct{ required, optional []string }{
 	TypeMessage:       {required: []string{"chatJid", "text"}},
-	TypeScheduleTask:  {required: []string{"prompt", "schedule_type", "schedule_value", "context_mode"}, optional: []string{"targetJid"}},
+	TypeScheduleTask:  {required: []string{"prompt", "schedule_type", "schedule_value", "context_mode"}, optional: []string{"targetJid", "taskId"}},
 	TypePauseTask:     {required: []string{"taskId"}},
 	TypeResumeTask:    {required: []string{"taskId"}},
 	TypeCancelTask:    {required: []string{"taskId"}},
@@ -177,6 +177,11 @@ func (r *Request) validate() error {
 	case TypeScheduleTask:
 		if !scheduler.ValidContextMode(r.ContextMode) {
 			return fmt.Errorf("context_mode %q: use group or isolated", r.ContextMode)
+		}
+		if r.TaskID != "" {
+			if err := scheduler.ValidID(r.TaskID); err != nil {
+				return err
+			}
 		}
 		return scheduler.Validate(r.ScheduleType, r.ScheduleValue)
 	case TypeUpdateTask:

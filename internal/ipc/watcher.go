@@ -581,7 +581,7 @@ func (w *Watcher) applyTask(ctx context.Context, tx *sql.Tx, d decision) error {
 	r, t := d.req, w.cfg.Tasks
 	switch r.Type {
 	case TypeScheduleTask:
-		nt := scheduler.NewTask{GroupFolder: d.from.Folder, ChatJID: d.from.JID, Prompt: r.Prompt,
+		nt := scheduler.NewTask{ID: r.TaskID, GroupFolder: d.from.Folder, ChatJID: d.from.JID, Prompt: r.Prompt,
 			ScheduleType: r.ScheduleType, ScheduleValue: r.ScheduleValue, ContextMode: r.ContextMode}
 		if r.TargetJID != "" {
 			g, _, err := w.cfg.Groups.GroupByJID(ctx, r.TargetJID)

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
 	"sync"
 	"time"
 
@@ -86,6 +87,9 @@ func New(db *sql.DB, loc *time.Location, runner Runner, ipcRoot string, log zero
 
 // NewTask is what schedule_task asks for.
 type NewTask struct {
+	// ID, if given (NewID's form), is the task's id: the MCP tool picks it
+	// so that it can tell the agent at once. "" = a new one.
+	ID                                                                     string
 	GroupFolder, ChatJID, Prompt, ScheduleType, ScheduleValue, ContextMode string
 }
 
@@ -103,7 +107,20 @@ func (s *Scheduler) Create(ctx context.Context, q Querier, nt NewTask) (Task, er
 	if err != nil {
 		return Task{}, err
 	}
-	t := Task{ID: newID(now), GroupFolder: nt.GroupFolder, ChatJID: nt.ChatJID, Prompt: nt.Prompt,
+	id := nt.ID
+	if id == "" {
+		id = NewID(now)
+	} else if err := ValidID(id); err != nil {
+		return Task{}, err
+	}
+	var taken int
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM scheduled_tasks WHERE id = ?`, id).Scan(&taken); err != nil {
+		return Task{}, err
+	}
+	if taken > 0 {
+		return Task{}, fmt.Errorf("%w: task id %q is taken; leave the id out to get a new one", ErrSchedule, id)
+	}
+	t := Task{ID: id, GroupFolder: nt.GroupFolder, ChatJID: nt.ChatJID, Prompt: nt.Prompt,
 		ScheduleType: nt.ScheduleType, ScheduleValue: nt.ScheduleValue, ContextMode: nt.ContextMode,
 		Status: StatusActive, NextRun: &next, CreatedAt: now}
 	_, err = q.ExecContext(ctx, `INSERT INTO scheduled_tasks
@@ -117,7 +134,18 @@ func (s *Scheduler) Create(ctx context.Context, q Querier, nt NewTask) (Task, er
 	return t, nil
 }
 
-func newID(now time.Time) string {
+var idRE = regexp.MustCompile(`^task-[0-9]{1,20}-[0-9a-f]{12}$`)
+
+// ValidID checks that id has NewID's form.
+func ValidID(id string) error {
+	if !idRE.MatchString(id) {
+		return fmt.Errorf("%w: task id %.40q is not of the form task-<ms>-<12 hex digits>", ErrSchedule, id)
+	}
+	return nil
+}
+
+// NewID returns a fresh task id.
+func NewID(now time.Time) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("task-%d-%s", now.UnixMilli(), hex.EncodeToString(b[:]))

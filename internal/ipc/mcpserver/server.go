@@ -170,12 +170,13 @@ func (t *tools) scheduleTask(_ context.Context, _ *mcp.CallToolRequest, in sched
 	if in.TargetJID != "" && !t.env.IsMain && in.TargetJID != t.env.ChatJID {
 		return nil, nil, errors.New("only the main group may schedule tasks for other groups; leave targetJid out")
 	}
+	id := scheduler.NewID(time.Now())
 	err := t.write(ipc.Request{Type: ipc.TypeScheduleTask, Prompt: in.Prompt, ScheduleType: in.ScheduleType,
-		ScheduleValue: in.ScheduleValue, ContextMode: in.ContextMode, TargetJID: in.TargetJID})
+		ScheduleValue: in.ScheduleValue, ContextMode: in.ContextMode, TargetJID: in.TargetJID, TaskID: id})
 	if err != nil {
 		return nil, nil, err
 	}
-	return text(fmt.Sprintf("Task scheduled (%s %s). Use list_tasks to see its id.", in.ScheduleType, in.ScheduleValue)), nil, nil
+	return text(fmt.Sprintf("Task %s scheduled (%s %s).", id, in.ScheduleType, in.ScheduleValue)), nil, nil
 }
 
 type taskIn struct {

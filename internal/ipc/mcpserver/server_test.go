@@ -98,11 +98,14 @@ func TestToolsWriteValidIPCFiles(t *testing.T) {
 	if r := written(t, msgs); r.Type != ipc.TypeMessage || r.ChatJID != "family@g.us" || r.Text != "hello" {
 		t.Fatalf("%+v", r)
 	}
-	if out, isErr := call(t, cs, "schedule_task", map[string]any{"prompt": "p", "schedule_type": "cron", "schedule_value": "0 9 * * *"}); isErr {
+	out, isErr := call(t, cs, "schedule_task", map[string]any{"prompt": "p", "schedule_type": "cron", "schedule_value": "0 9 * * *"})
+	if isErr {
 		t.Fatal(out)
 	}
-	if r := written(t, tasks); r.Type != ipc.TypeScheduleTask || r.ContextMode != "group" || r.ScheduleValue != "0 9 * * *" {
-		t.Fatalf("%+v", r)
+	// The agent learns the new task's id at once: the tool picks it.
+	if r := written(t, tasks); r.Type != ipc.TypeScheduleTask || r.ContextMode != "group" || r.ScheduleValue != "0 9 * * *" ||
+		scheduler.ValidID(r.TaskID) != nil || !strings.Contains(out, "Task "+r.TaskID+" scheduled") {
+		t.Fatalf("%+v; tool said %q", r, out)
 	}
 	for _, op := range []string{"pause_task", "resume_task", "cancel_task"} {
 		if out, isErr := call(t, cs, op, map[string]any{"task_id": "task-1"}); isErr {
