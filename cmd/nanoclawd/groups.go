@@ -133,7 +133,7 @@ func groupsSetSecurity(ctx context.Context, g *globals, args []string) error {
 				for _, e := range errs {
 					fmt.Fprintln(g.stderr, e.Error())
 				}
-				fmt.Fprintf(g.stderr, "nanoclawd: %s is not a valid override (keys: sandbox, tools, permissionMode, denyRead, allowWrite, network); nothing changed\n", *file)
+				fmt.Fprintf(g.stderr, "nanoclawd: %s is not a valid override (keys: sandbox, tools, permissionMode, denyRead, allowWrite, network, senders); nothing changed\n", *file)
 				return errPrinted
 			}
 			return err

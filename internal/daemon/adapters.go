@@ -11,6 +11,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/ipc"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
 // ipcGroups adapts the registry to the IPC watcher.
@@ -74,10 +75,23 @@ func (a actions) RegisterGroup(ctx context.Context, key string, ng ipc.NewGroup)
 	if g.Trigger == "" {
 		g.Trigger = a.d.Config().DefaultTrigger()
 	}
+	if ng.Senders != nil {
+		g.Security = &security.Policy{Senders: ng.Senders}
+	}
 	err := a.d.reg.Add(ctx, g)
 	if errors.Is(err, groups.ErrDuplicateJID) {
 		if have, lerr := a.d.reg.ByJID(ctx, g.JID); lerr == nil && have.Folder == g.Folder {
-			return nil // registered by this same file before a crash
+			// Registered already (by this same file before a crash, or
+			// earlier): main may still change who may trigger it.
+			if ng.Senders == nil {
+				return nil
+			}
+			p := security.Policy{}
+			if have.Security != nil {
+				p = *have.Security
+			}
+			p.Senders = ng.Senders
+			return a.d.reg.SetSecurity(ctx, have.Folder, &p)
 		}
 	}
 	if err == nil {

@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -110,10 +111,76 @@ func TestSessionsRecoverAndReset(t *testing.T) {
 	in.Post("local:main", "Owner", "/new")
 	in.WaitNext("local:main", func(s string) bool { return strings.HasPrefix(s, "Starting a fresh conversation") })
 	in.Post("local:main", "Owner", "prompt")
-	if p := in.WaitNext("local:main", func(s string) bool { return strings.HasPrefix(s, "<messages>") }).Text; strings.Contains(p, "/new") {
+	if p := in.WaitNext("local:main", func(s string) bool { return strings.Contains(s, "<messages>") }).Text; strings.Contains(p, "/new") {
 		t.Errorf("the /new message reached the agent:\n%s", p)
 	}
 	if s := sessionOf(t, in, "local:main"); s != "none" {
 		t.Errorf("after /new the run got session %q", s)
+	}
+}
+
+// The prompt: a timezone header and local times; the newest
+// agent.maxPromptMessages messages; TZ in the agent's environment.
+func TestPromptTimezoneAndCap(t *testing.T) {
+	o := agentOpts(t, `"timeout": "60s", "maxPromptMessages": 3`)
+	o.Top = `"timezone": "Asia/Kolkata",`
+	in := e2e.New(t, o)
+	in.AddGroup("local:main", "main", "--main")
+	in.AddGroup("local:family", "family")
+	in.Start()
+	for _, s := range []string{"m1", "m2", "m3", "m4"} {
+		in.Post("local:family", "Alice", s)
+	}
+	in.Post("local:family", "Bob", "@Andy prompt")
+	p := in.WaitNext("local:family", func(s string) bool { return strings.Contains(s, "<messages>") }).Text
+	if !strings.HasPrefix(p, `<context timezone="Asia/Kolkata" />`+"\n<messages>\n") || !strings.Contains(p, `+05:30">m3</message>`) {
+		t.Errorf("no timezone header or local times:\n%s", p)
+	}
+	if strings.Contains(p, ">m1<") || strings.Contains(p, ">m2<") || strings.Count(p, "<message ") != 3 {
+		t.Errorf("more than the newest 3 messages:\n%s", p)
+	}
+	// Those left out count as answered: the next prompt does not bring them.
+	in.Post("local:family", "Bob", "@Andy prompt")
+	if p := in.WaitNext("local:family", func(s string) bool { return strings.Contains(s, "<messages>") }).Text; strings.Count(p, "<message ") != 1 {
+		t.Errorf("second prompt:\n%s", p)
+	}
+	in.Post("local:main", "Owner", "env")
+	if env := in.WaitNext("local:main", func(s string) bool { return strings.Contains(s, "NANOCLAW_GROUP_FOLDER=") }).Text; !slices.Contains(strings.Split(env, "\n"), "TZ=Asia/Kolkata") {
+		t.Errorf("agent environment lacks TZ:\n%s", env)
+	}
+}
+
+// senders in a group's override: only they trigger the agent; the others'
+// messages stay context, and their /new does nothing.
+func TestSenderAllowlist(t *testing.T) {
+	in := e2e.New(t, e2e.Options{})
+	in.AddGroup("local:main", "main", "--main")
+	in.AddGroup("local:family", "family")
+	override := filepath.Join(in.Dir, "family.json")
+	if err := os.WriteFile(override, []byte(`{"senders": ["Alice", "+4915551234567"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in.CLI("groups", "set-security", "family", "--file", override)
+	in.Start()
+	in.Post("local:family", "Mallory", "@Andy echo mallory")
+	in.Post("local:family", "Mallory", "/new")
+	in.Post("local:main", "Owner", "echo barrier")
+	in.WaitNext("local:main", e2e.Equals("echo: barrier"))
+	in.Post("local:family", "Alice", "@Andy prompt")
+	p := in.WaitNext("local:family", func(s string) bool { return strings.Contains(s, "<messages>") }).Text
+	if !strings.Contains(p, "@Andy echo mallory") || !strings.Contains(p, ">/new<") {
+		t.Errorf("Mallory's messages are not context:\n%s", p)
+	}
+	for _, s := range e2e.InChat(in.AllSent(), "local:family") {
+		if s == "echo: mallory" || strings.HasPrefix(s, "Starting a fresh") {
+			t.Errorf("a sender outside the allowlist was obeyed: %q", s)
+		}
+	}
+	// An empty list is refused with the fix.
+	if err := os.WriteFile(override, []byte(`{"senders": []}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs, code := e2e.Run(t, "", in.Env, "groups", "set-security", "family", "--file", override, "--config", in.Config); code == 0 || !strings.Contains(errs, "remove the key") {
+		t.Errorf("empty senders: exit %d, %q", code, errs)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/router"
 )
 
 // End-to-end proof of contract §5: IPC files dropped into a running
@@ -363,6 +364,44 @@ func TestIPCValidFiles(t *testing.T) {
 		h.drop("newgrp", "messages", "hi", ipcFile("type", "message", "chatJid", "local:newgrp", "text", "hello from newgrp", "token", tok))
 		h.WaitFor("local:newgrp", e2e.Equals("hello from newgrp"))
 	})
+	t.Run("register_group sets who may trigger", func(t *testing.T) {
+		h.sub(t)
+		// Registering the same chat again with senders changes its list.
+		h.drop("main", "tasks", "senders", []byte(`{"type":"register_group","jid":"local:newgrp","name":"New group","folder":"newgrp","senders":"Alice, +4915551234567","token":`+e2e.Quote(mainTok)+`}`))
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			var list []struct {
+				Folder   string
+				Security *struct{ Senders []string }
+			}
+			if err := json.Unmarshal([]byte(h.CLI("groups", "list", "--json")), &list); err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(list, func(g struct {
+				Folder   string
+				Security *struct{ Senders []string }
+			}) bool {
+				return g.Folder == "newgrp" && g.Security != nil
+			})
+			if i >= 0 {
+				if got := list[i].Security.Senders; !slices.Equal(got, []string{"Alice", "+4915551234567"}) {
+					t.Fatalf("senders %q", got)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("register_group did not set the senders")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		// Now Bob's message in the no-trigger group starts nothing; Alice's does.
+		h.Post("local:newgrp", "Bob", "echo bob")
+		h.Post("local:newgrp", "Alice", "echo alice")
+		all := h.WaitFor("local:newgrp", e2e.Equals("echo: alice"))
+		if slices.Contains(e2e.InChat(all, "local:newgrp"), "echo: bob") {
+			t.Error("Bob triggered the agent")
+		}
+	})
 	t.Run("schedule_task once", func(t *testing.T) {
 		h.sub(t)
 		// "stdin": the stand-in agent answers with the ContainerInput it got.
@@ -378,7 +417,7 @@ func TestIPCValidFiles(t *testing.T) {
 		if err := json.Unmarshal([]byte(got.Text), &input); err != nil {
 			t.Fatalf("reply is not the ContainerInput: %v: %s", err, got.Text)
 		}
-		if input.Prompt != "stdin" || input.GroupFolder != "family" || input.ChatJID != "local:family" || !input.IsScheduledTask {
+		if input.Prompt != router.ScheduledMark+"\n\nstdin" || input.GroupFolder != "family" || input.ChatJID != "local:family" || !input.IsScheduledTask {
 			t.Errorf("task run got %+v", input)
 		}
 		if sentAt, _ := time.Parse(time.RFC3339Nano, got.Time); sentAt.Before(at) {

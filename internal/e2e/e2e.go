@@ -159,6 +159,9 @@ type Options struct {
 	Channels string
 	// Alerts is the members of "alerts". Default: no cooldown.
 	Alerts string
+	// Top is more top-level members of the config, each with its trailing
+	// comma (e.g. `"timezone": "Asia/Kolkata",`).
+	Top string
 	// Env is added to the environment of the CLI and the daemon.
 	Env []string
 	// Home, when set, builds that environment from nothing: PATH,
@@ -222,11 +225,11 @@ func New(tb testing.TB, o Options) *Install {
 	tb.Cleanup(func() { os.RemoveAll(sockDir) })
 	in := &Install{TB: tb, Dir: o.Dir, Config: filepath.Join(o.Dir, "nanoclaw.config.jsonc"), Socket: filepath.Join(sockDir, "s"),
 		stop: o.StopSignal, wait: o.Wait, deadline: o.Deadline}
-	cfg := fmt.Sprintf(`{
+	cfg := fmt.Sprintf(`{%s
 		"channels": {%s, "local": {"enabled": true, "socket": %s}},
 		"agent": {%s},
 		"alerts": {%s},
-	}`, o.Channels, Quote(in.Socket), o.Agent, o.Alerts)
+	}`, o.Top, o.Channels, Quote(in.Socket), o.Agent, o.Alerts)
 	if err := os.WriteFile(in.Config, []byte(cfg), 0o600); err != nil {
 		tb.Fatal(err)
 	}

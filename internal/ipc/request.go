@@ -57,7 +57,23 @@ type Request struct {
 	Folder          string `json:"folder,omitempty"`
 	Trigger         string `json:"trigger,omitempty"`
 	RequiresTrigger *bool  `json:"requiresTrigger,omitempty"`
+	Senders         string `json:"senders,omitempty"` // register_group: who may trigger, comma-separated
 	Token           string `json:"token"`
+}
+
+// SenderList is Senders split at commas, without empty entries; nil when
+// Senders is absent.
+func (r *Request) SenderList() []string {
+	if r.Senders == "" {
+		return nil
+	}
+	out := []string{}
+	for _, s := range strings.Split(r.Senders, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Dir is the directory a request of type typ is written to.
@@ -76,7 +92,7 @@ var schema = map[string]struct{ required, optional []string }{
 	TypeResumeTask:    {required: []string{"taskId"}},
 	TypeCancelTask:    {required: []string{"taskId"}},
 	TypeUpdateTask:    {required: []string{"taskId"}, optional: []string{"prompt", "schedule_type", "schedule_value"}},
-	TypeRegisterGroup: {required: []string{"jid", "name", "folder"}, optional: []string{"trigger", "requiresTrigger"}},
+	TypeRegisterGroup: {required: []string{"jid", "name", "folder"}, optional: []string{"trigger", "requiresTrigger", "senders"}},
 	TypeRefreshGroups: {},
 }
 
@@ -95,6 +111,7 @@ var setters = map[string]func(*Request, any) bool{
 	"name":           str(func(r *Request) *string { return &r.Name }),
 	"folder":         str(func(r *Request) *string { return &r.Folder }),
 	"trigger":        str(func(r *Request) *string { return &r.Trigger }),
+	"senders":        str(func(r *Request) *string { return &r.Senders }),
 	"requiresTrigger": func(r *Request, v any) bool {
 		b, ok := v.(bool)
 		r.RequiresTrigger = &b
@@ -192,6 +209,9 @@ func (r *Request) validate() error {
 			return scheduler.Validate(r.ScheduleType, r.ScheduleValue)
 		}
 	case TypeRegisterGroup:
+		if r.Senders != "" && len(r.SenderList()) == 0 {
+			return errors.New("senders: list sender ids or phone numbers, separated by commas")
+		}
 		return groups.ValidFolder(r.Folder)
 	}
 	return nil

@@ -51,8 +51,9 @@ type Tasks interface {
 // NewGroup is what register_group asks for.
 type NewGroup struct {
 	JID, Name, Folder string
-	Trigger           string // "" = the default trigger (@assistantName)
-	RequiresTrigger   bool   // true unless the file says false
+	Trigger           string   // "" = the default trigger (@assistantName)
+	RequiresTrigger   bool     // true unless the file says false
+	Senders           []string // who may trigger the agent; nil = anyone (or, for a group already registered, unchanged)
 }
 
 // Actions are the side effects of accepted files, and the reporting of
@@ -709,7 +710,7 @@ func (w *Watcher) act(ctx context.Context, rec *record) error {
 	case TypeMessage:
 		return a.SendMessage(ctx, rec.key(), rec.folder, r.ChatJID, r.Text)
 	case TypeRegisterGroup:
-		g := NewGroup{JID: r.JID, Name: r.Name, Folder: r.Folder, Trigger: r.Trigger, RequiresTrigger: true}
+		g := NewGroup{JID: r.JID, Name: r.Name, Folder: r.Folder, Trigger: r.Trigger, RequiresTrigger: true, Senders: r.SenderList()}
 		if r.RequiresTrigger != nil {
 			g.RequiresTrigger = *r.RequiresTrigger
 		}

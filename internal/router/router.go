@@ -127,7 +127,7 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 	if n, _ := res.RowsAffected(); n == 0 || m.IsBot {
 		return nil // a redelivery, or our own reply echoed back
 	}
-	if w := r.Config().Agent.NewSessionWord; w != "" && strings.TrimSpace(m.Text) == w {
+	if w := r.Config().Agent.NewSessionWord; w != "" && strings.TrimSpace(m.Text) == w && (g.IsMain || m.FromMe || g.Security.AllowsSender(m.Sender)) {
 		seq, err := res.LastInsertId()
 		if err != nil {
 			return err
@@ -137,7 +137,7 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 	r.lock()
 	running := r.active[g.Folder]
 	r.mu.Unlock()
-	if running || !g.RequiresTrigger || g.IsMain || Triggers(m.Text, g.Trigger) {
+	if running || calls(g, []stored{{senderID: m.Sender, fromMe: m.FromMe, PromptMessage: PromptMessage{Text: m.Text}}}) {
 		r.Queue.EnqueueMessages(g.Folder)
 	}
 	return nil
@@ -224,7 +224,7 @@ func (r *Router) Pending(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(msgs) > 0 && (!g.RequiresTrigger || g.IsMain || anyTriggers(msgs, g.Trigger)) {
+		if calls(g, msgs) {
 			out = append(out, g.Folder)
 		}
 	}
@@ -232,7 +232,9 @@ func (r *Router) Pending(ctx context.Context) ([]string, error) {
 }
 
 type stored struct {
-	seq int64
+	seq      int64
+	senderID string
+	fromMe   bool
 	PromptMessage
 }
 
@@ -249,7 +251,7 @@ func (r *Router) answered(ctx context.Context, q scheduler.Querier, jid string) 
 // chat's timestamp and then arrival (timestamps have one-second
 // resolution on WhatsApp, so they alone cannot order a burst).
 func (r *Router) after(ctx context.Context, jid string, seq int64) ([]stored, error) {
-	rows, err := r.DB.QueryContext(ctx, `SELECT seq, CASE WHEN sender_name != '' THEN sender_name ELSE sender END, time, text
+	rows, err := r.DB.QueryContext(ctx, `SELECT seq, sender, from_me, CASE WHEN sender_name != '' THEN sender_name ELSE sender END, time, text
 		FROM messages WHERE chat_jid = ? AND seq > ? AND is_bot = 0 ORDER BY time, seq`, jid, seq)
 	if err != nil {
 		return nil, err
@@ -259,7 +261,7 @@ func (r *Router) after(ctx context.Context, jid string, seq int64) ([]stored, er
 	for rows.Next() {
 		var s stored
 		var ms int64
-		if err := rows.Scan(&s.seq, &s.Sender, &ms, &s.Text); err != nil {
+		if err := rows.Scan(&s.seq, &s.senderID, &s.fromMe, &s.Sender, &ms, &s.Text); err != nil {
 			return nil, err
 		}
 		s.Time = time.UnixMilli(ms)
@@ -268,23 +270,40 @@ func (r *Router) after(ctx context.Context, jid string, seq int64) ([]stored, er
 	return out, rows.Err()
 }
 
-func anyTriggers(msgs []stored, trigger string) bool {
+// calls reports whether msgs call for the group's agent: any message in
+// the main group; otherwise a message from a sender the group allows
+// (security.Policy.Senders) that holds the trigger, or any such message
+// when the group needs no trigger. The rest come along as context.
+func calls(g groups.Group, msgs []stored) bool {
 	for _, m := range msgs {
-		if Triggers(m.Text, trigger) {
+		if g.IsMain {
+			return true
+		}
+		if (!g.RequiresTrigger || Triggers(m.Text, g.Trigger)) && (m.fromMe || g.Security.AllowsSender(m.senderID)) {
 			return true
 		}
 	}
 	return false
 }
 
-func promptOf(msgs []stored) (string, int64) {
-	pm := make([]PromptMessage, len(msgs))
+// promptOf is the prompt for msgs (at most agent.maxPromptMessages of
+// them, the newest) and the highest seq it answers (older ones left out
+// count as answered too).
+func (r *Router) promptOf(msgs []stored) (string, int64) {
+	cfg := r.Config()
 	var top int64
-	for i, m := range msgs {
-		pm[i] = m.PromptMessage
+	for _, m := range msgs {
 		top = max(top, m.seq)
 	}
-	return FormatPrompt(pm), top
+	if n := cfg.Agent.MaxPromptMessages; n > 0 && len(msgs) > n {
+		msgs = msgs[len(msgs)-n:]
+	}
+	pm := make([]PromptMessage, len(msgs))
+	for i, m := range msgs {
+		pm[i] = m.PromptMessage
+	}
+	loc := cfg.Location()
+	return FormatPrompt(pm, loc, ZoneName(loc)), top
 }
 
 // Run is the queue's RunFunc.
@@ -311,13 +330,13 @@ func (r *Router) runMessages(ctx context.Context, job runner.Job) error {
 	if err != nil || len(msgs) == 0 {
 		return err
 	}
-	if g.RequiresTrigger && !g.IsMain && !anyTriggers(msgs, g.Trigger) {
+	if !calls(g, msgs) {
 		return nil // context only; it comes along with the next trigger
 	}
 	r.setActive(g.Folder, true)
 	defer r.setActive(g.Folder, false)
 
-	prompt, top := promptOf(msgs)
+	prompt, top := r.promptOf(msgs)
 	r.lock()
 	r.attempted[g.Folder] = top
 	r.mu.Unlock()
@@ -366,7 +385,7 @@ func (r *Router) runTask(ctx context.Context, job runner.Job) error {
 		return r.Tasks.Done(ctx, task.ID, "", fmt.Errorf("group %s: %w", task.GroupFolder, err))
 	}
 	run := &agentRun{router: r, group: g, replyTo: task.ChatJID, useSession: task.ContextMode != scheduler.ContextIsolated}
-	runErr := run.start(ctx, job, task.Prompt, true)
+	runErr := run.start(ctx, job, ScheduledMark+"\n\n"+task.Prompt, true)
 	if errors.Is(runErr, runner.ErrTimeout) && run.answeredSome() {
 		runErr = nil // it answered, then idled past its limit
 	}
@@ -524,6 +543,9 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		"NANOCLAW_BIN":          r.Binary,
 		"NANOCLAW_SESSION_DIR":  sessionDir,
 	}
+	if tz := ZoneName(cfg.Location()); tz != "" {
+		env["TZ"] = tz // the agent's clock reads as the chat's
+	}
 	for _, name := range cfg.Agent.Env {
 		if v, ok := os.LookupEnv(name); ok {
 			env[name] = v
@@ -632,10 +654,10 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 		from := a.delivered
 		a.mu.Unlock()
 		msgs, err := a.router.after(ctx, a.group.JID, from)
-		if err != nil || len(msgs) == 0 {
-			continue
+		if err != nil || !calls(a.group, msgs) {
+			continue // chatter without the trigger waits as context for the next one
 		}
-		prompt, top := promptOf(msgs)
+		prompt, top := a.router.promptOf(msgs)
 		if err := runner.FollowUp(a.ipcDir, prompt); err != nil {
 			a.router.Log.Error().Err(err).Str("group", a.group.Folder).Msg("follow-up; it will come with the next run")
 			continue

@@ -4,7 +4,8 @@
 // stdout, follow-ups in $NANOCLAW_IPC_DIR/input/) and does what the last
 // message of its prompt says. The command is the text of the last
 // <message> element (unescaped, a leading @trigger word dropped), or the
-// whole prompt when it has no <message> (a scheduled task):
+// whole prompt when it has no <message> (a scheduled task, its leading
+// "[SCHEDULED TASK …]" line dropped):
 //
 //	echo TEXT         reply "echo: TEXT"; newSessionId = the sessionId it was
 //	                  given, or a fresh "sess-…" when it had none
@@ -90,6 +91,8 @@ func command(prompt string) string {
 	text := prompt
 	if m := lastMessage.FindAllStringSubmatch(prompt, -1); len(m) > 0 {
 		text = html.UnescapeString(m[len(m)-1][1])
+	} else if strings.HasPrefix(text, "[SCHEDULED TASK") {
+		_, text, _ = strings.Cut(text, "]\n\n")
 	}
 	text = strings.TrimSpace(text)
 	if strings.HasPrefix(text, "@") {

@@ -212,16 +212,17 @@ func (t *tools) updateTask(_ context.Context, _ *mcp.CallToolRequest, in updateI
 }
 
 type registerIn struct {
-	JID             string `json:"jid" jsonschema:"the chat's jid, from available_groups.json"`
-	Name            string `json:"name" jsonschema:"display name"`
-	Folder          string `json:"folder" jsonschema:"folder name: 1-64 letters, digits, _ or -"`
-	Trigger         string `json:"trigger,omitempty" jsonschema:"trigger word, default @ plus the assistant's name"`
-	RequiresTrigger *bool  `json:"requiresTrigger,omitempty" jsonschema:"false: every message reaches the agent"`
+	JID             string   `json:"jid" jsonschema:"the chat's jid, from available_groups.json"`
+	Name            string   `json:"name" jsonschema:"display name"`
+	Folder          string   `json:"folder" jsonschema:"folder name: 1-64 letters, digits, _ or -"`
+	Trigger         string   `json:"trigger,omitempty" jsonschema:"trigger word, default @ plus the assistant's name"`
+	RequiresTrigger *bool    `json:"requiresTrigger,omitempty" jsonschema:"false: every message reaches the agent"`
+	Senders         []string `json:"senders,omitempty" jsonschema:"only these senders (phone numbers or sender ids) may trigger the agent; others' messages are context. For a group already registered this changes its list."`
 }
 
 func (t *tools) registerGroup(_ context.Context, _ *mcp.CallToolRequest, in registerIn) (*mcp.CallToolResult, any, error) {
 	err := t.write(ipc.Request{Type: ipc.TypeRegisterGroup, JID: in.JID, Name: in.Name, Folder: in.Folder,
-		Trigger: in.Trigger, RequiresTrigger: in.RequiresTrigger})
+		Trigger: in.Trigger, RequiresTrigger: in.RequiresTrigger, Senders: strings.Join(in.Senders, ",")})
 	if err != nil {
 		return nil, nil, err
 	}
