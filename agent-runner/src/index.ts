@@ -56,18 +56,41 @@ function systemPromptWithNote(given: unknown): Options["systemPrompt"] {
   if (given !== undefined && JSON.stringify(given).includes(JSON.stringify(BLOCKED_NOTE).slice(1, -1))) {
     return given as Options["systemPrompt"];
   }
-  if (typeof given === "string") return `${given}\n\n${BLOCKED_NOTE}`;
+  return appendToSystemPrompt(given, BLOCKED_NOTE);
+}
+
+// appendToSystemPrompt adds text at the end of whatever form of system
+// prompt the options hold (none = Claude Code's own, then text).
+function appendToSystemPrompt(given: unknown, text: string): Options["systemPrompt"] {
+  if (typeof given === "string") return `${given}\n\n${text}`;
   if (given && typeof given === "object" && !Array.isArray(given) && (given as any).type === "preset") {
     const g = given as { append?: string };
-    return { ...(given as object), append: g.append ? `${g.append}\n\n${BLOCKED_NOTE}` : BLOCKED_NOTE } as Options["systemPrompt"];
+    return { ...(given as object), append: g.append ? `${g.append}\n\n${text}` : text } as Options["systemPrompt"];
   }
   if (given && typeof given === "object" && !Array.isArray(given) && (given as any).type === "custom") {
     const g = given as { prompt: string | string[] };
-    const prompt = Array.isArray(g.prompt) ? [...g.prompt, BLOCKED_NOTE] : `${g.prompt}\n\n${BLOCKED_NOTE}`;
+    const prompt = Array.isArray(g.prompt) ? [...g.prompt, text] : `${g.prompt}\n\n${text}`;
     return { ...(given as object), prompt } as Options["systemPrompt"];
   }
-  if (Array.isArray(given)) return [...given, BLOCKED_NOTE];
-  return { type: "preset", preset: "claude_code", append: BLOCKED_NOTE };
+  if (Array.isArray(given)) return [...given, text];
+  return { type: "preset", preset: "claude_code", append: text };
+}
+
+// globalMemory is the memory every group shares (groups/global/CLAUDE.md,
+// named by NANOCLAW_GLOBAL_MEMORY for non-main groups), as a system prompt
+// section; "" when there is none.
+function globalMemory(): string {
+  const file = process.env.NANOCLAW_GLOBAL_MEMORY;
+  if (!file) return "";
+  let text: string;
+  try {
+    text = fs.readFileSync(file, "utf8").trim();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") log(`cannot read the global memory ${file}: ${(err as Error).message}`);
+    return "";
+  }
+  if (!text) return "";
+  return `# Global memory\n\nShared by every chat of this assistant, kept by the owner (read-only for you):\n\n${text}`;
 }
 
 function requireEnv(name: string): string {
@@ -219,7 +242,11 @@ async function run(): Promise<number> {
     stderr: (data: string) => process.stderr.write(data),
   };
   if (input.sessionId) options.resume = input.sessionId;
-  if (!isMain) options.systemPrompt = systemPromptWithNote(opts.systemPrompt);
+  if (!isMain) {
+    options.systemPrompt = systemPromptWithNote(opts.systemPrompt);
+    const memory = globalMemory();
+    if (memory) options.systemPrompt = appendToSystemPrompt(options.systemPrompt, memory);
+  }
 
   const prompts = new PromptQueue();
   prompts.push(input.prompt);

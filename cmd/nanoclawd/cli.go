@@ -112,7 +112,7 @@ func (g *globals) openRegistry() (*config.Config, *sql.DB, *groups.Registry, err
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return cfg, db, groups.New(db, cfg.GroupsDir), nil
+	return cfg, db, groups.New(db, cfg.GroupsDir, cfg.AssistantName), nil
 }
 
 // listGroups loads the config and returns it with every registered group.

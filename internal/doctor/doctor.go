@@ -306,7 +306,7 @@ func MainGroup(ctx context.Context, db *sql.DB, groupsDir string) Result {
 	if db == nil {
 		return fix("main group", "not checked: the database cannot be opened (see sqlite)")
 	}
-	g, err := groups.New(db, groupsDir).Main(ctx)
+	g, err := groups.New(db, groupsDir, "").Main(ctx)
 	if errors.Is(err, groups.ErrNotFound) {
 		return fix("main group", "none registered: 'nanoclawd whatsapp login' registers your own chat, or run 'nanoclawd groups add --main --jid JID --name NAME --folder main'")
 	}

@@ -195,7 +195,7 @@ func TestSQLiteAndMainGroup(t *testing.T) {
 	}
 	groupsDir := t.TempDir()
 	check(t, MainGroup(ctx, db, groupsDir), false, "none registered")
-	if err := groups.New(db, groupsDir).Add(ctx, groups.Group{JID: "local:main", Name: "Main", Folder: "main", IsMain: true}); err != nil {
+	if err := groups.New(db, groupsDir, "Andy").Add(ctx, groups.Group{JID: "local:main", Name: "Main", Folder: "main", IsMain: true}); err != nil {
 		t.Fatal(err)
 	}
 	check(t, MainGroup(ctx, db, groupsDir), true, "main (local:main)")

@@ -52,11 +52,13 @@ func ValidFolder(name string) error {
 type Registry struct {
 	db        *sql.DB
 	groupsDir string
+	assistant string
 }
 
-// New returns the registry kept in db, whose folders live in groupsDir.
-func New(db *sql.DB, groupsDir string) *Registry {
-	return &Registry{db: db, groupsDir: groupsDir}
+// New returns the registry kept in db, whose folders live in groupsDir;
+// a new group's CLAUDE.md introduces the assistant by that name.
+func New(db *sql.DB, groupsDir, assistantName string) *Registry {
+	return &Registry{db: db, groupsDir: groupsDir, assistant: assistantName}
 }
 
 // Dir is the absolute path of a group's folder.
@@ -178,12 +180,15 @@ func (r *Registry) createFolder(g Group) error {
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		return fmt.Errorf("create group folder: %w", err)
 	}
-	path := filepath.Join(dir, "CLAUDE.md")
+	path := filepath.Join(dir, MemoryFile)
 	if _, err := os.Stat(path); err == nil {
 		return nil // keep what a group already wrote
 	}
-	body := fmt.Sprintf("# %s\n\nYou are the assistant of the chat %q. Write here what you should remember about this group.\n", g.Name, g.Name)
-	return os.WriteFile(path, []byte(body), 0o644)
+	body, err := r.Persona(g)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, body, 0o644)
 }
 
 // Remove unregisters a group; its folder on disk is kept.

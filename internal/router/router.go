@@ -543,6 +543,10 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		"NANOCLAW_BIN":          r.Binary,
 		"NANOCLAW_SESSION_DIR":  sessionDir,
 	}
+	if !g.IsMain {
+		// Read by the agent runner into the system prompt.
+		env["NANOCLAW_GLOBAL_MEMORY"] = filepath.Join(cfg.GroupsDir, groups.GlobalFolder, groups.MemoryFile)
+	}
 	if tz := ZoneName(cfg.Location()); tz != "" {
 		env["TZ"] = tz // the agent's clock reads as the chat's
 	}
