@@ -11,6 +11,7 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/nanoclaw"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/sessions"
 )
@@ -21,7 +22,7 @@ func init() {
 	register("groups remove", "groups remove FOLDER   unregister (the folder on disk is kept)", groupsRemove)
 	register("groups set-security", "groups set-security FOLDER --file OVERRIDE.json | --clear", groupsSetSecurity)
 	register("groups reset-session", "groups reset-session FOLDER   the group's next run starts a fresh agent session", groupsResetSession)
-	register("groups import", "groups import FILE   import a NanoClaw registered_groups.json", groupsImport)
+	register("groups import", "groups import FILE [--dry-run]   import NanoClaw: its registered_groups.json, or its SQLite database (groups, tasks, sessions) with groups/*/CLAUDE.md", groupsImport)
 }
 
 func groupsList(ctx context.Context, g *globals, args []string) error {
@@ -190,25 +191,34 @@ func readOverride(path string) (*security.Policy, error) {
 }
 
 func groupsImport(ctx context.Context, g *globals, args []string) error {
-	pos, err := parseFlags(flag.NewFlagSet("groups import", flag.ContinueOnError), args, 1, 1, "groups import FILE")
+	const usage = "groups import FILE [--dry-run]"
+	fs := flag.NewFlagSet("groups import", flag.ContinueOnError)
+	dry := fs.Bool("dry-run", false, "")
+	pos, err := parseFlags(fs, args, 1, 1, usage)
 	if err != nil {
 		return err
 	}
-	data, err := os.ReadFile(pos[0])
+	plan, err := nanoclaw.Load(pos[0])
 	if err != nil {
-		return fmt.Errorf("read %s: %w", pos[0], err)
+		return err
 	}
 	cfg, db, reg, err := g.openRegistry()
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	res, err := reg.Import(ctx, data, cfg.DefaultTrigger())
+	res, err := plan.Apply(ctx, nanoclaw.Target{DB: db, Groups: reg, DefaultTrigger: cfg.DefaultTrigger()}, *dry, g.stdout)
 	if err != nil {
 		return fmt.Errorf("%s: %w", pos[0], err)
 	}
+	if *dry {
+		fmt.Fprintf(g.stdout, "dry run: would import %d group(s) (%d already registered), %d task(s), %d session(s), %d memory file(s); nothing changed\n",
+			res.Added, res.Unchanged, res.Tasks, res.Sessions, res.Memories)
+		return nil
+	}
 	notifyDaemon(cfg)
-	fmt.Fprintf(g.stdout, "imported %d group(s), %d already registered\n", len(res.Added), len(res.Unchanged))
+	fmt.Fprintf(g.stdout, "imported %d group(s), %d already registered; %d task(s), %d session(s), %d memory file(s)\n",
+		res.Added, res.Unchanged, res.Tasks, res.Sessions, res.Memories)
 	return nil
 }
 

@@ -316,6 +316,7 @@ func (d *Daemon) syncGroups(ctx context.Context) (int, error) {
 	if err := d.reporter.Kick(ctx); err != nil {
 		d.log.Warn().Err(err).Msg("alerts waiting for a main group")
 	}
+	d.sched.Changed() // an import may have brought tasks
 	d.log.Info().Int("groups", len(list)).Msg("groups reloaded")
 	return len(list), nil
 }

@@ -468,3 +468,25 @@ func (s *Scheduler) Runs(ctx context.Context, taskID string) ([]RunLog, error) {
 	}
 	return logs, rows.Err()
 }
+
+// Insert stores t as it is (an import from NanoClaw), unless a task with
+// its id exists. It reports whether t was stored. Call Changed (or let the
+// daemon notice) afterwards.
+func Insert(ctx context.Context, q Querier, t Task) (bool, error) {
+	ms := func(p *time.Time) any {
+		if p == nil {
+			return nil
+		}
+		return p.UnixMilli()
+	}
+	res, err := q.ExecContext(ctx, `INSERT OR IGNORE INTO scheduled_tasks
+		(id, group_folder, chat_jid, prompt, schedule_type, schedule_value, context_mode, status, next_run, last_run, last_result, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''), ?)`,
+		t.ID, t.GroupFolder, t.ChatJID, t.Prompt, t.ScheduleType, t.ScheduleValue, t.ContextMode, t.Status,
+		ms(t.NextRun), ms(t.LastRun), t.LastResult, t.CreatedAt.UnixMilli())
+	if err != nil {
+		return false, fmt.Errorf("store task %s: %w", t.ID, err)
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
