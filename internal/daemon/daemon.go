@@ -88,10 +88,6 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		return nil, err
 	}
 	d.reg = groups.New(d.db, cfg.GroupsDir, cfg.AssistantName)
-	// The global memory's folder, for the main agent to write into.
-	if err := os.MkdirAll(filepath.Dir(d.reg.GlobalMemory()), 0o755); err != nil {
-		return nil, fmt.Errorf("create the global memory folder: %w", err)
-	}
 	if cfg.Channels.Local.Enabled {
 		d.channels = append(d.channels, local.New(cfg.Channels.Local.Socket, d.db))
 	}
