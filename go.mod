@@ -3,6 +3,7 @@ module github.com/nanoclawd/nanoclawd
 go 1.26.8
 
 require (
+	github.com/creack/pty v1.1.24
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/go-playground/validator/v10 v10.30.6
 	github.com/joho/godotenv v1.5.1

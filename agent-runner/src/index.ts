@@ -26,6 +26,8 @@ interface ContainerInput {
   chatJid: string;
   isMain: boolean;
   isScheduledTask?: boolean;
+  // Started ahead of a message: the first prompt arrives as an input file.
+  standby?: boolean;
   assistantName?: string;
   security?: { denyRead?: string[] } & Record<string, unknown>;
   sdkOptions: Record<string, any>;
@@ -56,41 +58,36 @@ function systemPromptWithNote(given: unknown): Options["systemPrompt"] {
   if (given !== undefined && JSON.stringify(given).includes(JSON.stringify(BLOCKED_NOTE).slice(1, -1))) {
     return given as Options["systemPrompt"];
   }
-  return appendToSystemPrompt(given, BLOCKED_NOTE);
+  return appendToSystemPrompt(given as Options["systemPrompt"], BLOCKED_NOTE);
 }
 
-// appendToSystemPrompt adds text at the end of whatever form of system
-// prompt the options hold (none = Claude Code's own, then text).
-function appendToSystemPrompt(given: unknown, text: string): Options["systemPrompt"] {
-  if (typeof given === "string") return `${given}\n\n${text}`;
-  if (given && typeof given === "object" && !Array.isArray(given) && (given as any).type === "preset") {
-    const g = given as { append?: string };
-    return { ...(given as object), append: g.append ? `${g.append}\n\n${text}` : text } as Options["systemPrompt"];
-  }
-  if (given && typeof given === "object" && !Array.isArray(given) && (given as any).type === "custom") {
-    const g = given as { prompt: string | string[] };
-    const prompt = Array.isArray(g.prompt) ? [...g.prompt, text] : `${g.prompt}\n\n${text}`;
-    return { ...(given as object), prompt } as Options["systemPrompt"];
-  }
-  if (Array.isArray(given)) return [...given, text];
-  return { type: "preset", preset: "claude_code", append: text };
-}
-
-// globalMemory is the memory every group shares (groups/global/CLAUDE.md,
-// named by NANOCLAW_GLOBAL_MEMORY for non-main groups), as a system prompt
-// section; "" when there is none.
-function globalMemory(): string {
+// globalMemory is the shared memory every non-main group reads (the main
+// group writes it): groups/global/CLAUDE.md, as the daemon names it.
+function globalMemory(): string | undefined {
   const file = process.env.NANOCLAW_GLOBAL_MEMORY;
-  if (!file) return "";
-  let text: string;
+  if (!file) return undefined;
   try {
-    text = fs.readFileSync(file, "utf8").trim();
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "ENOENT") log(`cannot read the global memory ${file}: ${(err as Error).message}`);
-    return "";
+    const text = fs.readFileSync(file, "utf8").trim();
+    return text ? `Shared memory of this assistant (written by its owner; read-only here):\n\n${text}` : undefined;
+  } catch {
+    return undefined; // none written yet
   }
-  if (!text) return "";
-  return `# Global memory\n\nShared by every chat of this assistant, kept by the owner (read-only for you):\n\n${text}`;
+}
+
+function appendToSystemPrompt(prompt: Options["systemPrompt"], extra: string | undefined): Options["systemPrompt"] {
+  if (!extra) return prompt;
+  if (typeof prompt === "string") return `${prompt}\n\n${extra}`;
+  if (Array.isArray(prompt)) return [...prompt, extra];
+  if (prompt && typeof prompt === "object" && (prompt as any).type === "preset") {
+    const p = prompt as { append?: string };
+    return { ...(prompt as object), append: p.append ? `${p.append}\n\n${extra}` : extra } as Options["systemPrompt"];
+  }
+  if (prompt && typeof prompt === "object" && (prompt as any).type === "custom") {
+    const p = prompt as { prompt: string | string[] };
+    const text = Array.isArray(p.prompt) ? [...p.prompt, extra] : `${p.prompt}\n\n${extra}`;
+    return { ...(prompt as object), prompt: text } as Options["systemPrompt"];
+  }
+  return { type: "preset", preset: "claude_code", append: extra };
 }
 
 function requireEnv(name: string): string {
@@ -176,7 +173,7 @@ async function run(): Promise<number> {
     ...(input.security?.denyRead ?? []),
   ];
   const detector = new ViolationDetector(
-    { sandboxed: opts.sandbox?.enabled === true, denied, home: process.env.HOME ?? "/", cwd: process.cwd() },
+    { sandboxed: !isMain, denied, home: process.env.NANOCLAW_HOST_HOME ?? process.env.HOME ?? "/", cwd: process.cwd() },
     (v: Violation) => frame(v),
   );
 
@@ -242,30 +239,42 @@ async function run(): Promise<number> {
     stderr: (data: string) => process.stderr.write(data),
   };
   if (input.sessionId) options.resume = input.sessionId;
-  if (!isMain) {
-    options.systemPrompt = systemPromptWithNote(opts.systemPrompt);
-    const memory = globalMemory();
-    if (memory) options.systemPrompt = appendToSystemPrompt(options.systemPrompt, memory);
-  }
+  if (!isMain) options.systemPrompt = appendToSystemPrompt(systemPromptWithNote(opts.systemPrompt), globalMemory());
 
   const prompts = new PromptQueue();
-  prompts.push(input.prompt);
+  if (!input.standby) prompts.push(input.prompt);
   const stopWatching = watchInput(path.join(ipcDir, "input"), prompts, log);
 
   let lastError = false;
-  try {
+  let results = 0;
+  // Asked to finish (_close) with every prompt answered, the run is over:
+  // exit now rather than wait for the CLI, which stays up while a command
+  // it started in the background runs. Ending this process ends the run's
+  // sandbox and everything in it.
+  let finish: (code: number) => void = () => {};
+  const finished = new Promise<number>((resolve) => (finish = resolve));
+  const done = () => {
+    if (prompts.isClosed && results >= prompts.pushed) finish(lastError ? 1 : 0);
+  };
+  prompts.onClose = done;
+  const answering = (async () => {
     for await (const msg of query({ prompt: prompts, options })) {
       handle(msg);
       if (msg.type === "result") {
+        results++;
         lastError = msg.subtype !== "success" || msg.is_error;
         // A scheduled task answers once; it takes no follow-ups.
         if (input.isScheduledTask) prompts.close();
+        done();
       }
     }
+    return lastError ? 1 : 0;
+  })();
+  try {
+    return await Promise.race([answering, finished]);
   } finally {
     stopWatching();
   }
-  return lastError ? 1 : 0;
 
   function handle(msg: SDKMessage): void {
     switch (msg.type) {
@@ -293,7 +302,7 @@ async function run(): Promise<number> {
       case "result":
         for (const d of msg.permission_denials ?? []) detector.fromDenial(d.tool_name, d.tool_use_id, d.tool_input);
         if (msg.subtype === "success" && !msg.is_error) {
-          frame({ status: "success", result: msg.result || null, newSessionId: msg.session_id });
+          frame({ status: "success", result: capResult(msg.result) || null, newSessionId: msg.session_id });
         } else {
           const why = "errors" in msg && msg.errors?.length ? msg.errors.join("; ") : "result" in msg ? msg.result : msg.subtype;
           frame({ status: "error", result: null, newSessionId: msg.session_id, error: why || msg.subtype });
@@ -301,6 +310,15 @@ async function run(): Promise<number> {
         break;
     }
   }
+}
+
+// A reply past MAX_RESULT characters is cut with a note, so its frame stays
+// well inside the daemon's 1 MiB line limit and the chat gets the start.
+const MAX_RESULT = 200_000;
+
+function capResult(text: string | undefined): string | undefined {
+  if (!text || text.length <= MAX_RESULT) return text;
+  return `${text.slice(0, MAX_RESULT)}\n\n[cut: the answer was ${text.length} characters; ask for the rest]`;
 }
 
 function exit(code: number): void {

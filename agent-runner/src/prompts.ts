@@ -10,9 +10,13 @@ export class PromptQueue implements AsyncIterable<SDKUserMessage> {
   private items: SDKUserMessage[] = [];
   private waiting: ((r: IteratorResult<SDKUserMessage>) => void) | null = null;
   private closed = false;
+  private count = 0;
+  // onClose is called once the queue is closed.
+  onClose: () => void = () => {};
 
   push(text: string): void {
     if (this.closed) return;
+    this.count++;
     const msg: SDKUserMessage = {
       type: "user",
       message: { role: "user", content: text },
@@ -28,16 +32,23 @@ export class PromptQueue implements AsyncIterable<SDKUserMessage> {
   }
 
   close(): void {
+    if (this.closed) return;
     this.closed = true;
     if (this.waiting && this.items.length === 0) {
       const w = this.waiting;
       this.waiting = null;
       w({ value: undefined, done: true });
     }
+    this.onClose();
   }
 
   get isClosed(): boolean {
     return this.closed;
+  }
+
+  // pushed is how many prompts were queued in all.
+  get pushed(): number {
+    return this.count;
   }
 
   [Symbol.asyncIterator](): AsyncIterator<SDKUserMessage> {

@@ -16,6 +16,15 @@ export interface Violation {
   tool: string;
   target: string;
   detail: string;
+  // "reported": seen only in a tool's output, which the agent's commands can
+  // print at will; without it the daemon records the action as blocked.
+  action?: "reported";
+}
+
+// seen marks a refusal read from a tool's error text: the SDK's own words
+// for its file tools, but anything a command printed for Bash.
+function seen(tool: string): { action?: "reported" } {
+  return tool === "Bash" ? { action: "reported" } : {};
 }
 
 export interface DetectorPolicy {
@@ -71,9 +80,9 @@ export class ViolationDetector {
     if (!isError) {
       // fall through to the sandbox checks only
     } else if (PERMISSION_TEXT.test(text)) {
-      this.report({ kind: "permission", tool, target: this.targetOf(input), detail: firstLine(text) }, toolUseId);
+      this.report({ kind: "permission", tool, target: this.targetOf(input), detail: firstLine(text), ...seen(tool) }, toolUseId);
     } else if (NO_TOOL_TEXT.test(text)) {
-      this.report({ kind: "tool", tool, target: this.targetOf(input), detail: firstLine(text) }, toolUseId);
+      this.report({ kind: "tool", tool, target: this.targetOf(input), detail: firstLine(text), ...seen(tool) }, toolUseId);
     }
     if (!this.policy.sandboxed) return;
 
@@ -82,9 +91,9 @@ export class ViolationDetector {
         const m = /deny\s+(\S+)\s+(\S+)/.exec(line.trim());
         if (!m) continue;
         if (m[1].startsWith("network")) {
-          this.report({ kind: "network", tool, target: hostOf(m[2]), detail: line.trim() }, toolUseId);
+          this.report({ kind: "network", tool, target: hostOf(m[2]), detail: line.trim(), action: "reported" }, toolUseId);
         } else {
-          this.report({ kind: "filesystem", tool, target: m[2], detail: line.trim() }, toolUseId);
+          this.report({ kind: "filesystem", tool, target: m[2], detail: line.trim(), action: "reported" }, toolUseId);
         }
       }
     }
@@ -100,7 +109,7 @@ export class ViolationDetector {
       // always means the sandbox said no; a missing or forbidden file only
       // counts when the path is one the policy hides.
       if (why === "Read-only file system" || this.isDenied(path)) {
-        this.report({ kind: "filesystem", tool, target: path, detail: `${path}: ${why}` }, toolUseId);
+        this.report({ kind: "filesystem", tool, target: path, detail: `${path}: ${why}`, action: "reported" }, toolUseId);
       }
     }
   }

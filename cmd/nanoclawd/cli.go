@@ -112,7 +112,9 @@ func (g *globals) openRegistry() (*config.Config, *sql.DB, *groups.Registry, err
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return cfg, db, groups.New(db, cfg.GroupsDir, cfg.AssistantName), nil
+	reg := groups.New(db, cfg.GroupsDir)
+	reg.Assistant = cfg.AssistantName
+	return cfg, db, reg, nil
 }
 
 // listGroups loads the config and returns it with every registered group.

@@ -9,11 +9,13 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/rs/zerolog"
+
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/nanoclaw"
+	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
-	"github.com/nanoclawd/nanoclawd/internal/sessions"
 )
 
 func init() {
@@ -21,8 +23,33 @@ func init() {
 	register("groups add", "groups add --jid JID --name NAME --folder FOLDER [--main] [--trigger TEXT] [--no-trigger]", groupsAdd)
 	register("groups remove", "groups remove FOLDER   unregister (the folder on disk is kept)", groupsRemove)
 	register("groups set-security", "groups set-security FOLDER --file OVERRIDE.json | --clear", groupsSetSecurity)
+	register("groups import", "groups import FILE [--dry-run]   import from NanoClaw: its SQLite database (store/messages.db) or registered_groups.json", groupsImport)
 	register("groups reset-session", "groups reset-session FOLDER   the group's next run starts a fresh agent session", groupsResetSession)
-	register("groups import", "groups import FILE [--dry-run]   import NanoClaw: its registered_groups.json, or its SQLite database (groups, tasks, sessions) with groups/*/CLAUDE.md", groupsImport)
+}
+
+func groupsResetSession(ctx context.Context, g *globals, args []string) error {
+	pos, err := parseFlags(flag.NewFlagSet("groups reset-session", flag.ContinueOnError), args, 1, 1, "groups reset-session FOLDER")
+	if err != nil {
+		return err
+	}
+	_, db, reg, err := g.openRegistry()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := reg.ByFolder(ctx, pos[0]); err != nil {
+		return fmt.Errorf("%w: %s (see 'nanoclawd groups list')", err, pos[0])
+	}
+	res, err := db.ExecContext(ctx, `DELETE FROM sessions WHERE folder = ?`, pos[0])
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		fmt.Fprintf(g.stdout, "%s has no saved session; its next run starts fresh anyway\n", pos[0])
+		return nil
+	}
+	fmt.Fprintf(g.stdout, "the next run of %s starts a fresh agent session\n", pos[0])
+	return nil
 }
 
 func groupsList(ctx context.Context, g *globals, args []string) error {
@@ -134,7 +161,7 @@ func groupsSetSecurity(ctx context.Context, g *globals, args []string) error {
 				for _, e := range errs {
 					fmt.Fprintln(g.stderr, e.Error())
 				}
-				fmt.Fprintf(g.stderr, "nanoclawd: %s is not a valid override (keys: sandbox, tools, permissionMode, denyRead, allowWrite, network, senders); nothing changed\n", *file)
+				fmt.Fprintf(g.stderr, "nanoclawd: %s is not a valid override (keys: sandbox, tools, permissionMode, denyRead, allowWrite, network); nothing changed\n", *file)
 				return errPrinted
 			}
 			return err
@@ -193,52 +220,38 @@ func readOverride(path string) (*security.Policy, error) {
 func groupsImport(ctx context.Context, g *globals, args []string) error {
 	const usage = "groups import FILE [--dry-run]"
 	fs := flag.NewFlagSet("groups import", flag.ContinueOnError)
-	dry := fs.Bool("dry-run", false, "")
+	dryRun := fs.Bool("dry-run", false, "")
 	pos, err := parseFlags(fs, args, 1, 1, usage)
 	if err != nil {
 		return err
 	}
-	plan, err := nanoclaw.Load(pos[0])
+	data, err := os.ReadFile(pos[0])
 	if err != nil {
-		return err
+		return fmt.Errorf("read %s: %w", pos[0], err)
+	}
+	var in *nanoclaw.Install
+	if nanoclaw.IsSQLite(data) {
+		in, err = nanoclaw.Read(ctx, pos[0])
+	} else {
+		in, err = nanoclaw.ReadJSON(data)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", pos[0], err)
 	}
 	cfg, db, reg, err := g.openRegistry()
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	res, err := plan.Apply(ctx, nanoclaw.Target{DB: db, Groups: reg, DefaultTrigger: cfg.DefaultTrigger()}, *dry, g.stdout)
-	if err != nil {
+	sched := scheduler.New(db, cfg.Location(), nil, "", zerolog.Nop())
+	t := nanoclaw.Target{DB: db, Registry: reg, Scheduler: sched, DefaultTrigger: cfg.DefaultTrigger()}
+	if err := nanoclaw.Apply(ctx, in, t, *dryRun, g.stdout); err != nil {
 		return fmt.Errorf("%s: %w", pos[0], err)
 	}
-	if *dry {
-		fmt.Fprintf(g.stdout, "dry run: would import %d group(s) (%d already registered), %d task(s), %d session(s), %d memory file(s); nothing changed\n",
-			res.Added, res.Unchanged, res.Tasks, res.Sessions, res.Memories)
+	if *dryRun {
+		fmt.Fprintln(g.stdout, "dry run: nothing was changed; run it again without --dry-run to import")
 		return nil
 	}
 	notifyDaemon(cfg)
-	fmt.Fprintf(g.stdout, "imported %d group(s), %d already registered; %d task(s), %d session(s), %d memory file(s)\n",
-		res.Added, res.Unchanged, res.Tasks, res.Sessions, res.Memories)
-	return nil
-}
-
-func groupsResetSession(ctx context.Context, g *globals, args []string) error {
-	pos, err := parseFlags(flag.NewFlagSet("groups reset-session", flag.ContinueOnError), args, 1, 1, "groups reset-session FOLDER")
-	if err != nil {
-		return err
-	}
-	_, db, reg, err := g.openRegistry()
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	gr, err := reg.ByFolder(ctx, pos[0])
-	if err != nil {
-		return fmt.Errorf("%w: %s (see 'nanoclawd groups list')", err, pos[0])
-	}
-	if _, err := sessions.Reset(ctx, db, gr.Folder); err != nil {
-		return fmt.Errorf("reset the session of %s: %w", gr.Folder, err)
-	}
-	fmt.Fprintf(g.stdout, "the next run of %s starts a fresh agent session (a run going now keeps its own)\n", gr.Folder)
 	return nil
 }

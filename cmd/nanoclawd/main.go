@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 )
 
 // command is one verb (or "noun verb") of the CLI.
@@ -25,6 +27,11 @@ func register(name, usage string, run func(context.Context, *globals, []string) 
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "sandbox-init" {
+		// The first process inside an agent's sandbox, started by the
+		// daemon: it handles its own signals and exits with the agent's status.
+		os.Exit(sandbox.Init(os.Args[2:]))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := Main(ctx, os.Args[1:])
 	stop()

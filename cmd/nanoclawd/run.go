@@ -17,8 +17,12 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 
+	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/daemon"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/service"
+	"github.com/nanoclawd/nanoclawd/internal/status"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 func init() {
@@ -38,10 +42,12 @@ func runDaemon(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer closeLog()
-	if names, err := loadEnvFile(filepath.Join(filepath.Dir(cfg.File), service.EnvFileName)); err != nil {
+	fromFile, err := loadEnvFile(envFilePath(cfg))
+	if err != nil {
 		return err
-	} else if len(names) > 0 {
-		log.Info().Strs("variables", names).Msg("read " + service.EnvFileName)
+	}
+	if len(fromFile) > 0 {
+		log.Info().Strs("variables", fromFile).Msg("read " + service.EnvFileName)
 	}
 	// A second SIGTERM/SIGINT stops at once: the first one cancelled ctx and
 	// the daemon is shutting down gracefully.
@@ -53,6 +59,9 @@ func runDaemon(ctx context.Context, g *globals, args []string) error {
 		log.Warn().Msg("second signal: stopping now")
 		os.Exit(130)
 	}()
+	if err := g.firstRun(ctx, cfg, fromFile, log); err != nil {
+		return err
+	}
 	d, err := daemon.New(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -65,6 +74,40 @@ func runDaemon(ctx context.Context, g *globals, args []string) error {
 		return nil
 	}
 	return err
+}
+
+// firstRun says what stands between this install and a first answer. On
+// a terminal it offers to do it there, before the daemon starts (so a new
+// pairing needs no restart); off one (a service) it never waits for input
+// and logs the list once.
+func (g *globals) firstRun(ctx context.Context, cfg *config.Config, fromFile []string, log zerolog.Logger) error {
+	if _, err := status.Fetch(ctx, cfg.DataDir); err == nil {
+		return nil // another daemon runs here; daemon.New says so
+	}
+	db, err := store.Open(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	guide := g.guide(cfg, groups.New(db, cfg.GroupsDir), fromFile)
+	missing, err := guide.Missing(ctx)
+	if err != nil || len(missing) == 0 {
+		return err
+	}
+	if !g.interactive() {
+		for i, m := range missing {
+			log.Warn().Str("step", m.Step).Msgf("before a first answer (%d/%d): %s", i+1, len(missing), m.Problem)
+		}
+		return nil
+	}
+	if err := guide.Run(ctx, true); err != nil {
+		if ctx.Err() != nil {
+			return exitCode{code: 130} // Ctrl-C during the questions: stop quietly
+		}
+		return err
+	}
+	fmt.Fprintln(g.stdout, "Starting the daemon (Ctrl-C stops it).")
+	return nil
 }
 
 // newLogger logs JSON to dataDir/logs/nanoclawd.log (rotated by size) and,

@@ -4,10 +4,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
@@ -33,8 +36,18 @@ func securityShow(ctx context.Context, g *globals, args []string) error {
 	target := list[i]
 	// The same inputs the router resolves with before each run.
 	eff := security.Resolve(cfg.HostSecurity, target.Policy(), cfg.SecurityHost(groups.Folders(list)))
+	var plan *sandbox.Plan
+	if !eff.IsMain {
+		bin, _ := os.Executable()
+		p := sandbox.ForGroup(eff, cfg.Agent.Limits.SandboxLimits(), cfg.Agent.Command, bin, filepath.Join(cfg.GroupsDir, target.Folder),
+			filepath.Join(cfg.DataDir, "sessions", target.Folder), filepath.Join(cfg.DataDir, "ipc", target.Folder), "")
+		plan = &p
+	}
 	if *asJSON {
-		return writeJSON(g.stdout, eff)
+		return writeJSON(g.stdout, struct {
+			security.Effective
+			Confinement *sandbox.Plan `json:"confinement"`
+		}{eff, plan})
 	}
 	w := g.stdout
 	fmt.Fprintf(w, "group:           %s\n", eff.Group)
@@ -64,6 +77,16 @@ func securityShow(ctx context.Context, g *globals, args []string) error {
 		fmt.Fprintln(w, "allowWrite:")
 		for _, p := range eff.AllowWrite {
 			fmt.Fprintln(w, "  "+p)
+		}
+		fmt.Fprintln(w, "confinement: (the OS sandbox of every run; nothing else of the host exists inside)")
+		for _, m := range plan.Mounts {
+			fmt.Fprintf(w, "  %-6s %s  (%s)\n", m.Mode, m.Path, m.Why)
+		}
+		fmt.Fprintf(w, "  network: %s; gateway %s\n", plan.Network, plan.Gateway)
+		fmt.Fprintf(w, "  limits: %d processes, files up to %d MiB, /tmp %d MiB, memory %d MiB, folder %d MiB\n",
+			plan.Limits.Processes, plan.Limits.FileSize>>20, plan.Limits.TmpSize>>20, plan.Limits.Memory>>20, plan.Limits.Disk>>20)
+		if plan.Profile != "" {
+			fmt.Fprintf(w, "  macOS sandbox profile:\n%s", plan.Profile)
 		}
 	}
 	fmt.Fprintln(w, "sdkOptions: (the exact options handed to the Claude Agent SDK; see --json)")

@@ -164,10 +164,14 @@ func TestAlertReachesMainChatAndAuditLog(t *testing.T) {
 		t.Errorf("alert went to %q, want the main chat %q", m.ChatJID, mainJID)
 	}
 	for _, want := range []string{"family", "Bash", "example.com:443", "hostSecurity.network.allowedDomains",
-		"nanoclawd groups set-security family", `{"network":{"allowedDomains":["example.com"]}}`} {
+		"nanoclawd groups set-security family", `{"network":{"allowedDomains":[…]}}`} {
 		if !strings.Contains(m.Text, want) {
 			t.Errorf("alert lacks %q:\n%s", want, m.Text)
 		}
+	}
+	// The hint names the key, never the value the agent chose.
+	if lines := strings.Split(m.Text, "\n"); strings.Contains(lines[len(lines)-1], "example.com") {
+		t.Errorf("the fix hint repeats the agent's target:\n%s", m.Text)
 	}
 	if !strings.HasPrefix(m.Text, "[SANDBOX ALERT] ") {
 		t.Errorf("alert does not start with the marker:\n%s", m.Text)
@@ -227,9 +231,12 @@ func TestHintsPerKind(t *testing.T) {
 		want []string
 	}{
 		{Violation{Group: "g", Kind: "filesystem", Tool: "Read", Target: "/home/o/.ssh/id_rsa"}, []string{"hostSecurity.denyRead"}},
-		{Violation{Group: "g", Kind: "filesystem", Tool: "Write", Target: "/srv/x"}, []string{"hostSecurity.allowWrite", `{"allowWrite":["/srv/x"]}`}},
-		{Violation{Group: "g", Kind: "filesystem", Tool: "Bash", Target: "/srv/x"}, []string{"denyRead", "allowWrite"}},
-		{Violation{Group: "g", Kind: "tool", Tool: "WebFetch", Target: "https://x"}, []string{`"WebFetch" to hostSecurity.tools`, "set-security g"}},
+		{Violation{Group: "g", Kind: "filesystem", Tool: "Write", Target: "/srv/x"}, []string{"hostSecurity.allowWrite", `{"allowWrite":[…]}`}},
+		{Violation{Group: "g", Kind: "filesystem", Tool: "Bash", Target: "/srv/x"}, []string{"Refused by a deny rule", "denyRead"}},
+		{Violation{Group: "g", Kind: "tool", Tool: "WebFetch", Target: "https://x"}, []string{"Refused by hostSecurity.tools", "set-security g"}},
+		{Violation{Group: "g", Kind: "permission", Tool: "Read", Target: "/x", Rule: "hostSecurity.denyRead"}, []string{"Refused by a deny rule"}},
+		{Violation{Group: "g", Kind: "network", Tool: "network", Target: "x.test", Rule: "hostSecurity.network.deniedDomains"}, []string{"Refused by hostSecurity.network.deniedDomains"}},
+		{Violation{Group: "g", Kind: "limit", Tool: "sandbox", Target: "memory", Rule: "agent.limits"}, []string{"memory limit", "agent.limits"}},
 		{Violation{Group: "g", Kind: "ipc", Tool: "ipc", Target: "other"}, []string{"No configuration change allows this"}},
 	}
 	for _, c := range cases {
@@ -510,7 +517,7 @@ func TestForgedTextCannotForgeAlertOrMention(t *testing.T) {
 		t.Errorf("alert has %d lines, want 3 (alert, detail, hint):\n%s", len(lines), m.Text)
 	}
 	for i, l := range lines[1:] {
-		if !strings.HasPrefix(l, "Detail: ") && !strings.HasPrefix(l, "To allow it") {
+		if !strings.HasPrefix(l, "Detail: “") && !strings.HasPrefix(l, "Refused by") {
 			t.Errorf("line %d is not ours: %q", i+2, l)
 		}
 	}
@@ -622,5 +629,56 @@ func TestGroupNotice(t *testing.T) {
 	n := GroupNotice("Andy")
 	if !strings.HasPrefix(n, "Andy ") || !strings.Contains(n, "admin") || strings.Contains(n, "\n") {
 		t.Errorf("GroupNotice = %q", n)
+	}
+}
+
+// A flood of distinct violations from one group, the way an agent printing
+// fake denials makes them: at most MaxPerGroup alerts and one summary,
+// counts adding up, every kind and tool named in the summary (nothing
+// hides behind another's name), and nothing of the attacker's text turned
+// into a hint.
+func TestFloodOfDistinctViolationsPerGroup(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+	e := newEnv(t, "", time.Minute, clock.Now, true)
+	ctx := context.Background()
+	var vs []Violation
+	for i := range 96 {
+		vs = append(vs, Violation{Group: "family", Kind: "filesystem", Tool: "Bash", Target: fmt.Sprintf("/fake/%d", i),
+			Detail: "Read-only file system", Action: "reported"})
+	}
+	vs = append(vs,
+		Violation{Group: "family", Kind: "tool", Tool: "TodoWrite", Target: ""},
+		Violation{Group: "family", Kind: "tool", Tool: "TodoWrite", Target: ""},
+		Violation{Group: "family", Kind: "ipc", Tool: "register_group", Target: ""},
+		Violation{Group: "family", Kind: "network", Tool: "Bash", Target: "wa.me", Detail: "reply to this bot with your 6-digit WhatsApp code"},
+	)
+	for _, v := range vs {
+		if err := e.rep.Report(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Add(time.Minute)
+	e.rep.poke()
+	var msgs []string
+	sum := 0
+	for sum < len(vs) {
+		m := e.rec.next(t)
+		msgs = append(msgs, m.Text)
+		sum += counted(t, m.Text)
+	}
+	if sum != len(vs) || len(msgs) > DefaultMaxPerGroup+1 {
+		t.Fatalf("%d violations → %d messages counting %d, want at most %d:\n%s", len(vs), len(msgs), sum, DefaultMaxPerGroup+1, strings.Join(msgs, "\n---\n"))
+	}
+	summary := msgs[len(msgs)-1]
+	t.Logf("first alert:\n%s\nsummary:\n%s", msgs[0], summary)
+	for _, want := range []string{"tool by TodoWrite ×2", "ipc by register_group ×1", "network by Bash ×1", "filesystem by Bash ×93", "and 90 more"} {
+		if !strings.Contains(summary, want) {
+			t.Errorf("summary lacks %q:\n%s", want, summary)
+		}
+	}
+	for _, m := range msgs {
+		if strings.Contains(m, `"allowedDomains":["wa.me"]`) {
+			t.Errorf("a hint was built from the attacker's target:\n%s", m)
+		}
 	}
 }

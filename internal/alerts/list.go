@@ -18,7 +18,7 @@ type Filter struct {
 // List returns the recorded violations matching f, oldest first. The
 // slice is empty, not nil, when there are none (so JSON prints []).
 func List(ctx context.Context, db *sql.DB, f Filter) ([]Violation, error) {
-	q := `SELECT time, grp, kind, tool, target, detail, action FROM violations WHERE 1 = 1`
+	q := `SELECT time, grp, kind, tool, target, detail, action, rule FROM violations WHERE 1 = 1`
 	var args []any
 	if f.Group != "" {
 		q += ` AND grp = ?`
@@ -40,7 +40,7 @@ func List(ctx context.Context, db *sql.DB, f Filter) ([]Violation, error) {
 			v  Violation
 			ns int64
 		)
-		if err := rows.Scan(&ns, &v.Group, &v.Kind, &v.Tool, &v.Target, &v.Detail, &v.Action); err != nil {
+		if err := rows.Scan(&ns, &v.Group, &v.Kind, &v.Tool, &v.Target, &v.Detail, &v.Action, &v.Rule); err != nil {
 			return nil, fmt.Errorf("alerts: list violations: %w", err)
 		}
 		v.Time = time.Unix(0, ns).UTC()
@@ -63,13 +63,17 @@ func FormatTable(w io.Writer, vs []Violation) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tGROUP\tKIND\tTOOL\tTARGET\tACTION\tDETAIL")
+	fmt.Fprintln(tw, "TIME\tGROUP\tKIND\tTOOL\tTARGET\tACTION\tREFUSED BY\tDETAIL")
 	for _, v := range vs {
+		rule := v.Rule
+		if rule == "" {
+			rule = defaultRule(v)
+		}
 		// Stored text is already cleaned; clean again so a table never
 		// carries a tab or newline that would break its columns.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Time.Local().Format("2006-01-02 15:04:05"),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Time.Local().Format("2006-01-02 15:04:05"),
 			clean(v.Group, maxGroup), clean(v.Kind, maxKind), clean(v.Tool, maxTool),
-			clean(v.Target, maxAlertTarget), clean(v.Action, maxKind), clean(v.Detail, tableDetail))
+			clean(v.Target, maxAlertTarget), clean(v.Action, maxKind), clean(rule, maxStoredField), clean(v.Detail, tableDetail))
 	}
 	return tw.Flush()
 }

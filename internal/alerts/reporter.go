@@ -29,7 +29,14 @@ type Reporter struct {
 
 	wake   chan struct{} // capacity 1: a cooldown window got a repeat
 	fileMu sync.Mutex    // one writer of security.jsonl files at a time
+
+	// MaxPerGroup is how many alerts one group may raise in a cooldown
+	// window (DefaultMaxPerGroup when 0); the rest go into one summary.
+	MaxPerGroup int
 }
+
+// DefaultMaxPerGroup is alerts.maxPerGroup's default.
+const DefaultMaxPerGroup = 3
 
 // NewReporter returns a Reporter that writes audit lines under groupsDir,
 // audit rows and alerts into db, and queues alerts on out for the chat of
@@ -95,8 +102,8 @@ func (r *Reporter) record(ctx context.Context, v Violation, alert bool, claim fu
 		}
 	}
 	res, err := tx.ExecContext(ctx,
-		`INSERT INTO violations (time, grp, kind, tool, target, detail, action) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		v.Time.UnixNano(), v.Group, v.Kind, v.Tool, v.Target, v.Detail, v.Action)
+		`INSERT INTO violations (time, grp, kind, tool, target, detail, action, rule) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.Time.UnixNano(), v.Group, v.Kind, v.Tool, v.Target, v.Detail, v.Action, v.Rule)
 	if err != nil {
 		return fmt.Errorf("alerts: record violation of group %s: %w", v.Group, err)
 	}
@@ -127,55 +134,102 @@ func (r *Reporter) record(ctx context.Context, v Violation, alert bool, claim fu
 	return r.logLine(ctx, id, v)
 }
 
-// raiseTx queues an alert for v, or counts it into the open cooldown
-// window of its (group, kind, target). It reports whether v was folded.
+// raiseTx queues an alert for v, or counts it into its group's open
+// window: in one cooldown a group raises at most MaxPerGroup alerts, one
+// per distinct (kind, tool, target); the rest wait for the window's
+// summary. It reports whether v was folded.
 func (r *Reporter) raiseTx(ctx context.Context, tx *sql.Tx, v Violation, chat sql.NullString) (bool, error) {
 	if r.cooldown <= 0 {
 		_, err := enqueueTx(ctx, tx, chat, alertText(v), KindAlert)
 		return false, err
 	}
 	now := r.now().UnixNano()
-	var (
-		windowEnd, pending int64
-		lastTool, lastDet  string
-	)
-	err := tx.QueryRowContext(ctx,
-		`SELECT window_end, pending, last_tool, last_detail FROM alert_cooldowns WHERE grp = ? AND kind = ? AND target = ?`,
-		v.Group, v.Kind, v.Target).Scan(&windowEnd, &pending, &lastTool, &lastDet)
+	var windowEnd, sent int64
+	err := tx.QueryRowContext(ctx, `SELECT window_end, sent FROM alert_windows WHERE grp = ?`, v.Group).Scan(&windowEnd, &sent)
 	found := err == nil
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return false, fmt.Errorf("alerts: read cooldown: %w", err)
+		return false, fmt.Errorf("alerts: read alert window: %w", err)
 	}
-	if found && now < windowEnd {
-		_, err := tx.ExecContext(ctx,
-			`UPDATE alert_cooldowns SET pending = pending + 1, last_tool = ?, last_detail = ?, last_time = ?
-			 WHERE grp = ? AND kind = ? AND target = ?`,
-			v.Tool, v.Detail, v.Time.UnixNano(), v.Group, v.Kind, v.Target)
-		if err != nil {
-			return false, fmt.Errorf("alerts: count repeat: %w", err)
-		}
-		return true, nil
-	}
-	if found && pending > 0 {
-		// The window ended before Run sent its summary (the daemon was down):
-		// send it first, so counts and order stay right.
-		last := Violation{Group: v.Group, Kind: v.Kind, Target: v.Target, Tool: lastTool, Detail: lastDet}
-		if _, err := enqueueTx(ctx, tx, chat, summaryText(last, int(pending), r.cooldown), KindSummary); err != nil {
+	if found && now >= windowEnd {
+		// The window ended before Run summed it up (the daemon was down):
+		// its summary goes first, so counts and order stay right.
+		if err := r.summarizeTx(ctx, tx, v.Group, chat); err != nil {
 			return false, err
 		}
+		found = false
 	}
-	if _, err := enqueueTx(ctx, tx, chat, alertText(v), KindAlert); err != nil {
-		return false, err
+	if !found {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO alert_windows (grp, window_end, sent) VALUES (?, ?, 0)
+			ON CONFLICT (grp) DO UPDATE SET window_end = excluded.window_end, sent = 0`, v.Group, now+int64(r.cooldown)); err != nil {
+			return false, fmt.Errorf("alerts: open alert window: %w", err)
+		}
+		sent = 0
 	}
-	_, err = tx.ExecContext(ctx,
-		`INSERT INTO alert_cooldowns (grp, kind, target, window_end, pending) VALUES (?, ?, ?, ?, 0)
-		 ON CONFLICT (grp, kind, target) DO UPDATE SET window_end = excluded.window_end, pending = 0,
-		   last_tool = '', last_detail = '', last_time = 0`,
-		v.Group, v.Kind, v.Target, now+int64(r.cooldown))
+	var alerted int
+	err = tx.QueryRowContext(ctx, `SELECT alerted FROM alert_pending WHERE grp = ? AND kind = ? AND tool = ? AND target = ?`,
+		v.Group, v.Kind, v.Tool, v.Target).Scan(&alerted)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return false, fmt.Errorf("alerts: read alert window: %w", err)
+	}
+	if alerted == 0 && sent < int64(r.maxPerGroup()) {
+		if _, err := enqueueTx(ctx, tx, chat, alertText(v), KindAlert); err != nil {
+			return false, err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE alert_windows SET sent = sent + 1 WHERE grp = ?`, v.Group); err != nil {
+			return false, fmt.Errorf("alerts: count alert: %w", err)
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO alert_pending (grp, kind, tool, target, alerted, n) VALUES (?, ?, ?, ?, 1, 0)
+			ON CONFLICT (grp, kind, tool, target) DO UPDATE SET alerted = 1`, v.Group, v.Kind, v.Tool, v.Target)
+		if err != nil {
+			return false, fmt.Errorf("alerts: count alert: %w", err)
+		}
+		return false, nil
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO alert_pending (grp, kind, tool, target, alerted, n) VALUES (?, ?, ?, ?, 0, 1)
+		ON CONFLICT (grp, kind, tool, target) DO UPDATE SET n = n + 1`, v.Group, v.Kind, v.Tool, v.Target)
 	if err != nil {
-		return false, fmt.Errorf("alerts: open cooldown: %w", err)
+		return false, fmt.Errorf("alerts: count repeat: %w", err)
 	}
-	return false, nil
+	return true, nil
+}
+
+func (r *Reporter) maxPerGroup() int {
+	if r.MaxPerGroup > 0 {
+		return r.MaxPerGroup
+	}
+	return DefaultMaxPerGroup
+}
+
+// summarizeTx queues the summary of what group's window folded, if
+// anything, and empties the window's counts.
+func (r *Reporter) summarizeTx(ctx context.Context, tx *sql.Tx, group string, chat sql.NullString) error {
+	rows, err := tx.QueryContext(ctx, `SELECT kind, tool, target, n FROM alert_pending WHERE grp = ? AND n > 0
+		ORDER BY kind, tool, n DESC, target`, group)
+	if err != nil {
+		return fmt.Errorf("alerts: read folded violations: %w", err)
+	}
+	var folded []foldedCount
+	for rows.Next() {
+		var f foldedCount
+		if err := rows.Scan(&f.kind, &f.tool, &f.target, &f.n); err != nil {
+			rows.Close()
+			return fmt.Errorf("alerts: read folded violations: %w", err)
+		}
+		folded = append(folded, f)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("alerts: read folded violations: %w", err)
+	}
+	if len(folded) > 0 {
+		if _, err := enqueueTx(ctx, tx, chat, summaryText(group, folded, r.cooldown), KindSummary); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM alert_pending WHERE grp = ?`, group); err != nil {
+		return fmt.Errorf("alerts: close alert window: %w", err)
+	}
+	return nil
 }
 
 func (r *Reporter) poke() {
@@ -220,9 +274,11 @@ func (r *Reporter) Run(ctx context.Context) error {
 	}
 }
 
-// sendDue queues a summary for every window that ended with repeats, opens
-// a new window for it (so a continuing flood yields one message per
-// cooldown), and returns when the next window with repeats ends.
+// sendDue queues the summary of every window that ended with folded
+// violations, opens a new window for that group with its alerts used up
+// (so a continuing flood yields one summary per cooldown), drops windows
+// that ended quietly, and returns when the next window with folded
+// violations ends.
 func (r *Reporter) sendDue(ctx context.Context) (time.Time, error) {
 	_, mainJID, haveMain := r.main(ctx)
 	chat := sql.NullString{String: mainJID, Valid: haveMain}
@@ -232,51 +288,48 @@ func (r *Reporter) sendDue(ctx context.Context) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("alerts: begin: %w", err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx,
-		`SELECT grp, kind, target, pending, last_tool, last_detail FROM alert_cooldowns
-		 WHERE pending > 0 AND window_end <= ? ORDER BY window_end`, now)
+	rows, err := tx.QueryContext(ctx, `SELECT grp FROM alert_windows w WHERE window_end <= ?
+		AND EXISTS (SELECT 1 FROM alert_pending p WHERE p.grp = w.grp AND p.n > 0) ORDER BY window_end`, now)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("alerts: read cooldowns: %w", err)
+		return time.Time{}, fmt.Errorf("alerts: read alert windows: %w", err)
 	}
-	type due struct {
-		v Violation
-		n int
-	}
-	var dues []due
+	var due []string
 	for rows.Next() {
-		var d due
-		if err := rows.Scan(&d.v.Group, &d.v.Kind, &d.v.Target, &d.n, &d.v.Tool, &d.v.Detail); err != nil {
+		var g string
+		if err := rows.Scan(&g); err != nil {
 			rows.Close()
-			return time.Time{}, fmt.Errorf("alerts: read cooldowns: %w", err)
+			return time.Time{}, fmt.Errorf("alerts: read alert windows: %w", err)
 		}
-		dues = append(dues, d)
+		due = append(due, g)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return time.Time{}, fmt.Errorf("alerts: read cooldowns: %w", err)
+		return time.Time{}, fmt.Errorf("alerts: read alert windows: %w", err)
 	}
-	for _, d := range dues {
-		if _, err := enqueueTx(ctx, tx, chat, summaryText(d.v, d.n, r.cooldown), KindSummary); err != nil {
+	for _, g := range due {
+		if err := r.summarizeTx(ctx, tx, g, chat); err != nil {
 			return time.Time{}, err
 		}
-		if _, err := tx.ExecContext(ctx,
-			`UPDATE alert_cooldowns SET window_end = ?, pending = 0, last_tool = '', last_detail = '', last_time = 0
-			 WHERE grp = ? AND kind = ? AND target = ?`,
-			now+int64(r.cooldown), d.v.Group, d.v.Kind, d.v.Target); err != nil {
-			return time.Time{}, fmt.Errorf("alerts: reopen cooldown: %w", err)
+		if _, err := tx.ExecContext(ctx, `UPDATE alert_windows SET window_end = ?, sent = ? WHERE grp = ?`,
+			now+int64(r.cooldown), r.maxPerGroup(), g); err != nil {
+			return time.Time{}, fmt.Errorf("alerts: reopen alert window: %w", err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM alert_cooldowns WHERE pending = 0 AND window_end <= ?`, now); err != nil {
-		return time.Time{}, fmt.Errorf("alerts: drop ended cooldowns: %w", err)
+	if _, err := tx.ExecContext(ctx, `DELETE FROM alert_pending WHERE grp IN (SELECT grp FROM alert_windows WHERE window_end <= ?)`, now); err != nil {
+		return time.Time{}, fmt.Errorf("alerts: drop ended windows: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM alert_windows WHERE window_end <= ?`, now); err != nil {
+		return time.Time{}, fmt.Errorf("alerts: drop ended windows: %w", err)
 	}
 	var next sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT min(window_end) FROM alert_cooldowns WHERE pending > 0`).Scan(&next); err != nil {
-		return time.Time{}, fmt.Errorf("alerts: read cooldowns: %w", err)
+	if err := tx.QueryRowContext(ctx, `SELECT min(window_end) FROM alert_windows w
+		WHERE EXISTS (SELECT 1 FROM alert_pending p WHERE p.grp = w.grp AND p.n > 0)`).Scan(&next); err != nil {
+		return time.Time{}, fmt.Errorf("alerts: read alert windows: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return time.Time{}, fmt.Errorf("alerts: commit summaries: %w", err)
 	}
-	if len(dues) > 0 {
+	if len(due) > 0 {
 		r.out.Wake()
 	}
 	if !next.Valid {
@@ -373,7 +426,7 @@ func (r *Reporter) appendLine(v Violation) error {
 // replayLog writes the audit lines of rows a crash left unwritten.
 func (r *Reporter) replayLog(ctx context.Context) error {
 	rows, err := r.db.QueryContext(ctx,
-		`SELECT id, time, grp, kind, tool, target, detail, action FROM violations WHERE logged = 0 ORDER BY id`)
+		`SELECT id, time, grp, kind, tool, target, detail, action, rule FROM violations WHERE logged = 0 ORDER BY id`)
 	if err != nil {
 		return fmt.Errorf("alerts: read unwritten audit rows: %w", err)
 	}
@@ -387,7 +440,7 @@ func (r *Reporter) replayLog(ctx context.Context) error {
 			x  row
 			ns int64
 		)
-		if err := rows.Scan(&x.id, &ns, &x.v.Group, &x.v.Kind, &x.v.Tool, &x.v.Target, &x.v.Detail, &x.v.Action); err != nil {
+		if err := rows.Scan(&x.id, &ns, &x.v.Group, &x.v.Kind, &x.v.Tool, &x.v.Target, &x.v.Detail, &x.v.Action, &x.v.Rule); err != nil {
 			rows.Close()
 			return fmt.Errorf("alerts: read unwritten audit rows: %w", err)
 		}

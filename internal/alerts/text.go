@@ -1,10 +1,9 @@
 package alerts
 
 import (
-	"encoding/json"
 	"fmt"
-	"net"
 	"regexp"
+	"sort"
 	"strings"
 	"time"
 	"unicode"
@@ -104,14 +103,22 @@ func sanitize(v Violation) Violation {
 	v.Tool = clean(v.Tool, maxTool)
 	v.Target = clean(v.Target, maxStoredField)
 	v.Detail = clean(v.Detail, maxStoredDet)
-	v.Action = "blocked"
+	if v.Action != "reported" {
+		v.Action = "blocked"
+	}
+	v.Rule = clean(v.Rule, maxStoredField)
 	return v
 }
+
+// quote shows agent-supplied text in an alert: cleaned, capped, defused
+// and in quotation marks, so it reads as a value, never as the daemon's
+// own words.
+func quote(s string, max int) string { return "“" + show(s, max) + "”" }
 
 // headline is the first line of an alert after the marker and count:
 // which group, which tool, what was blocked, and the target.
 func headline(v Violation) string {
-	group, tool, target := show(v.Group, maxGroup), show(v.Tool, maxTool), show(v.Target, maxAlertTarget)
+	group, tool, target := show(v.Group, maxGroup), show(v.Tool, maxTool), quote(v.Target, maxAlertTarget)
 	var what string
 	switch v.Kind {
 	case "network":
@@ -124,89 +131,142 @@ func headline(v Violation) string {
 		what = "permission for"
 	case "ipc":
 		return fmt.Sprintf("group %q tried to act as another group (%s): %s", group, tool, target)
+	case "limit":
+		return fmt.Sprintf("group %q: the run went over its %s limit and was stopped", group, show(v.Target, maxKind))
 	default:
 		what = show(v.Kind, maxKind) + " access to"
 	}
 	return fmt.Sprintf("group %q: %s was denied %s %s", group, tool, what, target)
 }
 
-// alertText is the message for the first violation of a (group, kind, target).
+// alertText is the message for a violation that gets an alert of its own.
 func alertText(v Violation) string {
 	var b strings.Builder
 	b.WriteString("[SANDBOX ALERT] ")
 	b.WriteString(headline(v))
+	if v.Action == "reported" {
+		b.WriteString("\n(seen in the agent's tool output, not verified by nanoclawd)")
+	}
 	if v.Detail != "" {
 		b.WriteString("\nDetail: ")
-		b.WriteString(show(v.Detail, maxAlertDetail))
+		b.WriteString(quote(v.Detail, maxAlertDetail))
 	}
 	b.WriteString("\n")
 	b.WriteString(fixHint(v))
 	return b.String()
 }
 
-// summaryText folds n repeats, the latest being v, seen within cooldown.
-func summaryText(v Violation, n int, cooldown time.Duration) string {
+// foldedCount is how often one (kind, tool, target) was folded.
+type foldedCount struct {
+	kind, tool, target string
+	n                  int
+}
+
+// maxSummaryTargets is how many targets a summary names per kind and tool.
+const maxSummaryTargets = 3
+
+// summaryText sums up what a group's window folded: counts by kind and
+// tool, each with its most frequent targets, so no kind or tool hides
+// behind another's name.
+func summaryText(group string, folded []foldedCount, cooldown time.Duration) string {
+	type line struct {
+		kind, tool string
+		n          int
+		targets    []foldedCount
+	}
+	var lines []*line
+	total := 0
+	for _, f := range folded {
+		total += f.n
+		if len(lines) == 0 || lines[len(lines)-1].kind != f.kind || lines[len(lines)-1].tool != f.tool {
+			lines = append(lines, &line{kind: f.kind, tool: f.tool})
+		}
+		l := lines[len(lines)-1]
+		l.n += f.n
+		l.targets = append(l.targets, f)
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "[SANDBOX ALERT] +%d more (within %s): ", n, cooldown)
-	b.WriteString(headline(v))
-	if v.Detail != "" {
-		b.WriteString("\nLast detail: ")
-		b.WriteString(show(v.Detail, maxAlertDetail))
+	fmt.Fprintf(&b, "[SANDBOX ALERT] +%d more (within %s): group %q was denied %d more actions:", total, cooldown, show(group, maxGroup), total)
+	for _, l := range lines {
+		fmt.Fprintf(&b, "\n- %s by %s ×%d:", show(l.kind, maxKind), show(l.tool, maxTool), l.n)
+		sort.SliceStable(l.targets, func(i, j int) bool { return l.targets[i].n > l.targets[j].n })
+		for i, t := range l.targets {
+			if i == maxSummaryTargets {
+				fmt.Fprintf(&b, " and %d more", len(l.targets)-i)
+				break
+			}
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, " %s ×%d", quote(t.target, maxAlertTarget/2), t.n)
+		}
 	}
-	b.WriteString("\n")
-	b.WriteString(fixHint(v))
+	fmt.Fprintf(&b, "\nEach one: `nanoclawd violations --group %s --since %s`.", show(group, maxGroup), cooldown)
 	return b.String()
 }
 
-// fixHint says what to change in the configuration to allow the action.
+// fixHint says which rule refused the action and which key to change to
+// allow it. It names keys, never values the agent supplied: a target chosen
+// by an attacker must not turn into a suggestion to allow it.
 func fixHint(v Violation) string {
 	folder := show(v.Group, maxGroup)
-	setSec := fmt.Sprintf("nanoclawd groups set-security %s --file OVERRIDE.json", folder)
-	target := show(v.Target, maxAlertTarget)
-	switch v.Kind {
-	case "network":
-		host := hostOf(target)
-		return fmt.Sprintf("To allow it: add %s to hostSecurity.network.allowedDomains in the config (all groups), "+
-			"or for this group only run `%s` with %s (the override replaces the global list); "+
-			"remove it from network.deniedDomains if listed there.",
-			jsonText(host), setSec, jsonText(map[string]any{"network": map[string]any{"allowedDomains": []string{host}}}))
-	case "filesystem":
-		read := "to read it, remove the matching pattern from hostSecurity.denyRead in the config (a group override can only add to that list)"
-		write := fmt.Sprintf("to write it, add the path to hostSecurity.allowWrite, or for this group only run `%s` with %s",
-			setSec, jsonText(map[string]any{"allowWrite": []string{target}}))
-		switch v.Tool {
-		case "Read", "Glob", "Grep":
-			return "To allow it: " + read + "."
-		case "Write", "Edit", "MultiEdit", "NotebookEdit":
-			return "To allow it: " + write + "."
-		}
-		return "To allow it: " + read + "; " + write + "."
-	case "tool", "permission":
-		tool := show(v.Tool, maxTool)
-		return fmt.Sprintf("To allow it: add %s to hostSecurity.tools in the config, or for this group only run `%s` "+
-			"with {\"tools\":[…, %s]} (the override replaces the global list).", jsonText(tool), setSec, jsonText(tool))
+	setSec := fmt.Sprintf("`nanoclawd groups set-security %s --file OVERRIDE.json`", folder)
+	showCmd := fmt.Sprintf("`nanoclawd security show %s`", folder)
+	if v.Action == "reported" {
+		return "nanoclawd did not see this refusal itself: it is what the agent's tool printed, which the agent can make up. " +
+			"Change nothing unless the group really needs this; `nanoclawd violations --group " + folder + "` lists what was verified."
+	}
+	rule := v.Rule
+	if rule == "" {
+		rule = defaultRule(v)
+	}
+	switch rule {
+	case "hostSecurity.network.allowedDomains":
+		return "Refused by hostSecurity.network.allowedDomains (the domain is not listed). To allow it: add the domain there " +
+			"(all groups), or for this group only run " + setSec + ` with {"network":{"allowedDomains":[…]}} (it replaces the global list).`
+	case "hostSecurity.network.deniedDomains":
+		return "Refused by hostSecurity.network.deniedDomains (the domain is listed there). To allow it: remove it from that list."
+	case "hostSecurity.tools":
+		return "Refused by hostSecurity.tools (the tool is not granted to this group). To allow it: add the tool there (all groups), " +
+			"or for this group only run " + setSec + ` with {"tools":[…]} (it replaces the global list).`
+	case "hostSecurity.denyRead":
+		return "Refused by a deny rule: the path is in hostSecurity.denyRead, or belongs to the daemon or another group, which no group may touch. " +
+			"To allow it: remove the matching pattern from hostSecurity.denyRead (a group override can only add to that list); " + showCmd + " lists the rules."
+	case "hostSecurity.allowWrite":
+		return "Refused because the path is not writable for this group. To allow it: add the path to hostSecurity.allowWrite, " +
+			"or for this group only run " + setSec + ` with {"allowWrite":[…]}.`
+	case "confinement":
+		return "The path is outside what this group's sandbox shows. To allow it: add it to hostSecurity.allowRead or allowWrite; " +
+			showCmd + " lists what the sandbox shows."
+	case "agent.limits":
+		return "The limits of a confined run are agent.limits in the config (" + showCmd + " lists them); " +
+			"if the group needs more, raise them there, or ask it to work on less at once or clean up its folder."
 	case "ipc":
 		return "No configuration change allows this: a group may only act for itself. " +
 			"If you did not expect it, look at what the group's agent was asked to do."
 	}
-	return fmt.Sprintf("See `nanoclawd security show %s` for the group's effective policy.", folder)
+	return "See " + showCmd + " for the group's effective policy."
 }
 
-// hostOf strips a port from "host:port".
-func hostOf(target string) string {
-	if h, _, err := net.SplitHostPort(target); err == nil {
-		return h
+// defaultRule is the rule behind a violation that does not name one.
+func defaultRule(v Violation) string {
+	switch v.Kind {
+	case "network":
+		return "hostSecurity.network.allowedDomains"
+	case "tool":
+		return "hostSecurity.tools"
+	case "filesystem", "permission":
+		switch v.Tool {
+		case "Write", "Edit", "MultiEdit", "NotebookEdit":
+			return "hostSecurity.allowWrite"
+		}
+		return "hostSecurity.denyRead"
+	case "limit":
+		return "agent.limits"
+	case "ipc":
+		return "ipc"
 	}
-	return target
-}
-
-// jsonText renders v as compact JSON without HTML escaping.
-func jsonText(v any) string {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.Encode(v)
-	return strings.TrimSuffix(b.String(), "\n")
+	return ""
 }
 
 // GroupNotice is the plain message a group receives when its agent's run

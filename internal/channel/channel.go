@@ -18,6 +18,9 @@ type Message struct {
 	Time       time.Time // when it was sent
 	FromMe     bool      // sent from the owner's own account
 	IsBot      bool      // one of our own replies echoed back
+	// A reply to an earlier message: who wrote it and what it said.
+	QuotedSender string
+	QuotedText   string
 }
 
 // Chat is metadata about a chat seen on a channel, registered or not.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
@@ -60,16 +61,35 @@ type Agent struct {
 	Timeout       Duration `json:"timeout" validate:"gt=0"`
 	IdleTimeout   Duration `json:"idleTimeout" validate:"gt=0"`
 	Env           []string `json:"env" validate:"dive,required"`
-	// MaxPromptMessages caps one prompt to the newest this many messages.
-	MaxPromptMessages int `json:"maxPromptMessages" validate:"min=1"`
-	// NewSessionWord, sent alone in a chat, makes its next run start a
-	// fresh session; "" turns that off.
-	NewSessionWord string `json:"newSessionWord"`
+	// Limits bound each confined (non-main) run.
+	Limits Limits `json:"limits"`
+	// Warm is how many agents are kept started ahead, for the most recently
+	// active groups, so a message finds one booted (make bench: the first
+	// API request comes seconds sooner). Each costs the memory of an idle
+	// agent (node and the SDK's CLI).
+	Warm int `json:"warm" validate:"min=0,max=16"`
+	// MaxPromptMessages caps one prompt at the newest this many messages.
+	MaxPromptMessages int `json:"maxPromptMessages" validate:"min=1,max=10000"`
+	// NewSessionCommand, a whole message in any registered chat, makes
+	// the group's next run start a fresh session ("" turns it off).
+	NewSessionCommand string `json:"newSessionCommand" validate:"max=32"`
+}
+
+// Limits bound one confined run; sizes in MiB.
+type Limits struct {
+	Processes   int `json:"processes" validate:"min=16"`
+	FileSizeMiB int `json:"fileSizeMiB" validate:"min=1"`
+	TmpMiB      int `json:"tmpMiB" validate:"min=1"`
+	MemoryMiB   int `json:"memoryMiB" validate:"min=64"`
+	DiskMiB     int `json:"diskMiB" validate:"min=1"`
 }
 
 // Alerts configures sandbox alerts to the main group.
 type Alerts struct {
 	Cooldown Duration `json:"cooldown" validate:"gte=0"`
+	// MaxPerGroup is how many alerts one group may raise per cooldown;
+	// the rest are folded into one summary.
+	MaxPerGroup int `json:"maxPerGroup" validate:"min=1,max=100"`
 }
 
 // Duration is a time.Duration written as "30m" in JSON.
@@ -99,7 +119,15 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 var DefaultTools = []string{"Bash", "Read", "Write", "Edit", "Glob", "Grep", "WebSearch", "WebFetch"}
 
 // DefaultDenyRead is the default hostSecurity.denyRead.
-var DefaultDenyRead = []string{"~/.ssh", "~/.aws", "~/.gnupg", "~/.config", "~/Library", "**/.env", "**/*.pem", "**/*.key"}
+// Beyond the contract's list, it holds what an attack on a confined group
+// found readable once allowRead opens part of the home: the CLI's own
+// credentials and transcripts, shell histories and tool credentials.
+var DefaultDenyRead = []string{"~/.ssh", "~/.aws", "~/.gnupg", "~/.config", "~/Library",
+	"~/.claude", "~/.claude.json", "~/.bash_history", "~/.zsh_history", "~/.python_history", "~/.node_repl_history",
+	"~/.psql_history", "~/.mysql_history", "~/.lesshst", "~/.netrc", "~/.git-credentials", "~/.gitconfig",
+	"~/.docker", "~/.kube", "~/.npmrc", "~/.pypirc", "~/.cargo/credentials.toml", "~/.terraform.d",
+	"~/.password-store", "~/Keychains",
+	"**/.env", "**/*.pem", "**/*.key"}
 
 // Default returns the configuration used for a key the file leaves out.
 func Default() Config {
@@ -115,22 +143,31 @@ func Default() Config {
 		Agent: Agent{
 			Command:           []string{"node", "agent-runner/dist/index.js"},
 			MaxConcurrent:     5,
+			Limits:            Limits{Processes: 512, FileSizeMiB: 1024, TmpMiB: 512, MemoryMiB: 4096, DiskMiB: 2048},
+			NewSessionCommand: "/new",
+			MaxPromptMessages: 50,
+			Warm:              1,
 			Timeout:           Duration(30 * time.Minute),
 			IdleTimeout:       Duration(30 * time.Minute),
 			Env:               []string{},
-			MaxPromptMessages: 50,
-			NewSessionWord:    "/new",
 		},
 		HostSecurity: security.Policy{
 			Sandbox:        &sandbox,
 			Tools:          append([]string(nil), DefaultTools...),
 			PermissionMode: "default",
 			DenyRead:       append([]string(nil), DefaultDenyRead...),
+			AllowRead:      []string{},
 			AllowWrite:     []string{},
 			Network:        &security.Network{AllowedDomains: []string{}, DeniedDomains: []string{}},
 		},
-		Alerts: Alerts{Cooldown: Duration(time.Minute)},
+		Alerts: Alerts{Cooldown: Duration(time.Minute), MaxPerGroup: 3},
 	}
+}
+
+// SandboxLimits is l in the sandbox's units.
+func (l Limits) SandboxLimits() sandbox.Limits {
+	return sandbox.Limits{Processes: l.Processes, FileSize: int64(l.FileSizeMiB) << 20, TmpSize: int64(l.TmpMiB) << 20,
+		Memory: int64(l.MemoryMiB) << 20, Disk: int64(l.DiskMiB) << 20}
 }
 
 // DefaultTrigger is the trigger a group gets when none is given.

@@ -108,12 +108,10 @@ func ValidatePolicy(p *security.Policy, prefix string) []PolicyProblem {
 	default:
 		out = append(out, PolicyProblem{key("permissionMode"), fmt.Sprintf("%s: %q is not a permission mode; use \"default\", \"acceptEdits\" or \"dontAsk\"", key("permissionMode"), p.PermissionMode)})
 	}
-	if p.Senders != nil && prefix != "" {
-		out = append(out, PolicyProblem{key("senders"), fmt.Sprintf("%s: who may trigger the agent is set per group ('nanoclawd groups set-security FOLDER --file F' with \"senders\"), not globally; remove the key", key("senders"))})
-	} else if p.Senders != nil && len(p.Senders) == 0 {
-		out = append(out, PolicyProblem{key("senders"), fmt.Sprintf("%s is empty, so no one could trigger the agent: remove the key to let everyone, or list sender ids or phone numbers", key("senders"))})
+	if prefix != "" && p.Senders != nil {
+		out = append(out, PolicyProblem{key("senders"), fmt.Sprintf("%s: who may call the assistant is set per group: remove it here and run `nanoclawd groups set-security FOLDER --file OVERRIDE.json` with {\"senders\": [...]}", key("senders"))})
 	}
-	lists := map[string][]string{"denyRead": p.DenyRead, "allowWrite": p.AllowWrite, "senders": p.Senders}
+	lists := map[string][]string{"denyRead": p.DenyRead, "allowRead": p.AllowRead, "allowWrite": p.AllowWrite, "senders": p.Senders}
 	if p.Network != nil {
 		lists["network.allowedDomains"] = p.Network.AllowedDomains
 		lists["network.deniedDomains"] = p.Network.DeniedDomains

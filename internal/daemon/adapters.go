@@ -75,23 +75,13 @@ func (a actions) RegisterGroup(ctx context.Context, key string, ng ipc.NewGroup)
 	if g.Trigger == "" {
 		g.Trigger = a.d.Config().DefaultTrigger()
 	}
-	if ng.Senders != nil {
+	if len(ng.Senders) > 0 {
 		g.Security = &security.Policy{Senders: ng.Senders}
 	}
 	err := a.d.reg.Add(ctx, g)
 	if errors.Is(err, groups.ErrDuplicateJID) {
 		if have, lerr := a.d.reg.ByJID(ctx, g.JID); lerr == nil && have.Folder == g.Folder {
-			// Registered already (by this same file before a crash, or
-			// earlier): main may still change who may trigger it.
-			if ng.Senders == nil {
-				return nil
-			}
-			p := security.Policy{}
-			if have.Security != nil {
-				p = *have.Security
-			}
-			p.Senders = ng.Senders
-			return a.d.reg.SetSecurity(ctx, have.Folder, &p)
+			return nil // registered by this same file before a crash
 		}
 	}
 	if err == nil {

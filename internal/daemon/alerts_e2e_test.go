@@ -188,3 +188,54 @@ func TestAlertFloodKill9(t *testing.T) {
 	h.Start()
 	h.checkFlood(4 * time.Second)
 }
+
+// One run printing 100 distinct fake denials, and one carrying an
+// attacker's instruction: the main group gets at most alerts.maxPerGroup
+// alerts and one summary, their counts add up, and the attacker's text
+// arrives quoted, capped, marked unverified and without a hint built from it.
+func TestAlertFloodOfDistinctFakes(t *testing.T) {
+	h := newIPCInstall(t, "2s")
+	h.threeGroups()
+	h.Start()
+	h.Post("local:family", "Alice", "@Andy violations 99")
+	h.WaitFor("local:family", e2e.Equals("violations reported"))
+	var msgs []string
+	total := 0
+	for deadline := time.Now().Add(30 * time.Second); total < 100; {
+		msgs, total = nil, 0
+		for _, m := range h.AllSent() {
+			if m.ChatJID == "local:main" && strings.HasPrefix(m.Text, "[SANDBOX ALERT]") {
+				msgs = append(msgs, m.Text)
+				if sm := moreRE.FindStringSubmatch(m.Text); sm != nil {
+					n, _ := strconv.Atoi(sm[1])
+					total += n
+				} else {
+					total++
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("alerts account for %d of 100 violations: %q", total, msgs)
+		}
+		h.SentAfter(lastSeq(h.AllSent()), time.Second)
+	}
+	if total != 100 || len(msgs) > alerts.DefaultMaxPerGroup+1 {
+		t.Errorf("100 violations → %d messages counting %d, want at most %d counting 100:\n%s",
+			len(msgs), total, alerts.DefaultMaxPerGroup+1, strings.Join(msgs, "\n---\n"))
+	}
+	all := strings.Join(msgs, "\n")
+	if strings.Contains(all, `["wa.me"]`) || strings.Contains(all, "allowedDomains\":[\"wa") {
+		t.Errorf("a hint was built from the attacker's target:\n%s", all)
+	}
+	for _, m := range msgs {
+		if len(m) > 3000 {
+			t.Errorf("an alert of %d bytes: the agent's text is not capped", len(m))
+		}
+		if strings.Contains(m, "6-digit") && !strings.Contains(m, "“") {
+			t.Errorf("the attacker's text is not quoted:\n%s", m)
+		}
+	}
+	if v := h.violations("family"); len(v) != 100 || v[0].Action != "reported" {
+		t.Errorf("audit: %d rows, first %+v; want 100 marked reported", len(v), v[0])
+	}
+}

@@ -1,186 +1,160 @@
 package daemon_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/e2e"
 )
 
-// End-to-end tests of a conversation as a NanoClaw user expects it: turns,
-// sessions, triggers, persona.
-
-func agentOpts(t *testing.T, extra string) e2e.Options {
-	return e2e.Options{Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], ` + extra}
-}
-
-// failedNotice reports whether s is the group's "could not answer" notice.
-func failedNotice(s string) bool { return strings.Contains(s, "could not answer") }
-
-// agent.timeout bounds one turn: an agent still answering well past it is
-// not killed, and one that answered and then hangs is ended without the
-// chat being told it failed.
-func TestTimeoutBoundsOneTurn(t *testing.T) {
-	in := e2e.New(t, agentOpts(t, `"timeout": "1s", "idleTimeout": "30s"`))
+// agent.timeout bounds one turn, not a conversation: an agent that keeps
+// answering follow-ups stays up well past it, and nobody is told "could
+// not answer".
+func TestLiveConversationOutlivesTheTimeout(t *testing.T) {
+	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "timeout": "2s", "idleTimeout": "60s"`})
 	in.AddGroup("local:main", "main", "--main")
 	in.Start()
-	in.Post("local:main", "Owner", "ticks 5 0.5")
-	in.WaitNext("local:main", e2e.Equals("tick 5"))
-
-	in.Post("local:main", "Owner", "fork hang")
-	in.WaitNext("local:main", func(s string) bool { return strings.HasPrefix(s, "forked ") })
-	e2e.WaitNoProcs(t, e2e.Testagent(t), "stand-in agents")
-	in.Post("local:main", "Owner", "echo after")
-	in.WaitNext("local:main", e2e.Equals("echo: after"))
-	for _, s := range e2e.InChat(in.AllSent(), "local:main") {
-		if failedNotice(s) {
-			t.Errorf("a timeout after an answer was reported as a failure: %q", s)
+	in.Post("local:main", "Owner", "followup")
+	in.WaitFor("local:main", e2e.Equals("ready"))
+	start := time.Now()
+	for i := 0; time.Since(start) < 5*time.Second; i++ {
+		word := fmt.Sprintf("turn-%d", i)
+		in.Post("local:main", "Owner", word)
+		in.WaitFor("local:main", func(s string) bool { return strings.HasPrefix(s, "followup:") && strings.Contains(s, word) })
+	}
+	for _, m := range in.AllSent() {
+		if strings.Contains(m.Text, "could not answer") || m.Text == "closed" {
+			t.Errorf("the conversation was cut off: %q", m.Text)
 		}
 	}
 }
 
-// The idle timeout ends a quiet agent through _close: it says goodbye and
-// exits on its own.
-func TestIdleTimeoutClosesCleanly(t *testing.T) {
-	in := e2e.New(t, agentOpts(t, `"timeout": "60s", "idleTimeout": "1s"`))
+// A hard timeout that ends an agent after it answered is no failure: the
+// group is not told its message could not be answered.
+func TestTimeoutAfterAnswerIsNoFailure(t *testing.T) {
+	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "timeout": "1s", "idleTimeout": "60s"`})
 	in.AddGroup("local:main", "main", "--main")
 	in.Start()
-	in.Post("local:main", "Owner", "followup")
-	in.WaitNext("local:main", e2e.Equals("ready"))
-	in.WaitNext("local:main", e2e.Equals("closed"))
-	e2e.WaitNoProcs(t, e2e.Testagent(t), "stand-in agents")
+	in.Post("local:main", "Owner", "answer-then-hang")
+	in.WaitFor("local:main", e2e.Equals("answered"))
+	e2e.WaitNoProcs(t, e2e.Testagent(t), "the agent ended by its timeout")
+	in.Post("local:main", "Owner", "echo after")
+	all := in.WaitFor("local:main", e2e.Equals("echo: after"))
+	for _, s := range e2e.InChat(all, "local:main") {
+		if strings.Contains(s, "could not answer") {
+			t.Errorf("a run that answered was reported as failed: %q", s)
+		}
+	}
 }
 
-// sessionOf asks the agent which session it was given.
-func sessionOf(t *testing.T, in *e2e.Install, chat string) string {
-	t.Helper()
-	in.Post(chat, "Owner", "session")
-	return strings.TrimPrefix(in.WaitNext(chat, func(s string) bool { return strings.HasPrefix(s, "session: ") }).Text, "session: ")
-}
-
-// A session whose transcript is gone does not lock the group: the run
-// starts fresh once with the same message, and the new session sticks.
-// reset-session and the /new word start the next run fresh too.
+// A saved session whose transcript is gone does not lock the group out:
+// the run starts a fresh session once and answers the same message.
+// `groups reset-session` and a "/new" message start the next run fresh.
 func TestSessionsRecoverAndReset(t *testing.T) {
 	in := e2e.New(t, e2e.Options{})
 	in.AddGroup("local:main", "main", "--main")
 	in.Start()
-	in.Post("local:main", "Owner", "echo one")
-	in.WaitNext("local:main", e2e.Equals("echo: one"))
-	first := sessionOf(t, in, "local:main")
-	if !strings.HasPrefix(first, "sess-") {
-		t.Fatalf("no session kept: %q", first)
-	}
-
-	// The CLI pruned the transcript: the message is still answered.
-	if err := os.Remove(filepath.Join(in.Dir, "data", "sessions", "main", first)); err != nil {
-		t.Fatal(err)
-	}
+	in.Post("local:main", "Owner", "forget")
+	in.WaitFor("local:main", e2e.Equals("forgot"))
 	in.Post("local:main", "Owner", "echo still here")
-	in.WaitNext("local:main", e2e.Equals("echo: still here"))
-	second := sessionOf(t, in, "local:main")
-	if !strings.HasPrefix(second, "sess-") || second == first {
-		t.Fatalf("session after recovery %q (lost one %q)", second, first)
-	}
-	log, _ := os.ReadFile(filepath.Join(in.Dir, "data", "logs", "nanoclawd.log"))
-	if !strings.Contains(string(log), "the saved agent session is gone") {
-		t.Error("the lost session was not logged")
+	all := in.WaitFor("local:main", e2e.Equals("echo: still here"))
+	for _, s := range e2e.InChat(all, "local:main") {
+		if strings.Contains(s, "could not answer") {
+			t.Errorf("a gone session failed the group: %q", s)
+		}
 	}
 
-	// reset-session, with the daemon running.
-	if out := in.CLI("groups", "reset-session", "main"); !strings.Contains(out, "fresh") {
+	in.Post("local:main", "Owner", "session")
+	in.WaitFor("local:main", func(s string) bool { return strings.HasPrefix(s, "session: sess-") })
+	if out := in.CLI("groups", "reset-session", "main"); !strings.Contains(out, "fresh agent session") {
 		t.Errorf("reset-session said %q", out)
 	}
-	if s := sessionOf(t, in, "local:main"); s != "none" {
-		t.Errorf("after reset-session the run got session %q", s)
-	}
-	if _, errs, code := e2e.Run(t, "", in.Env, "groups", "reset-session", "nosuch", "--config", in.Config); code == 0 || !strings.Contains(errs, "nosuch") {
-		t.Errorf("reset-session of an unknown group: exit %d, %q", code, errs)
-	}
+	in.Post("local:main", "Owner", "session")
+	in.WaitFor("local:main", e2e.Equals("session: none"))
 
-	// /new in the chat: acknowledged, not sent to the agent, and the next
-	// run is fresh.
-	in.Post("local:main", "Owner", "echo three")
-	in.WaitNext("local:main", e2e.Equals("echo: three"))
-	if s := sessionOf(t, in, "local:main"); !strings.HasPrefix(s, "sess-") {
-		t.Fatalf("no session before /new: %q", s)
-	}
+	in.Post("local:main", "Owner", "echo keep")
+	in.WaitFor("local:main", e2e.Equals("echo: keep"))
+	in.Post("local:main", "Owner", "session")
+	in.WaitFor("local:main", func(s string) bool { return strings.HasPrefix(s, "session: sess-") })
 	in.Post("local:main", "Owner", "/new")
-	in.WaitNext("local:main", func(s string) bool { return strings.HasPrefix(s, "Starting a fresh conversation") })
-	in.Post("local:main", "Owner", "prompt")
-	if p := in.WaitNext("local:main", func(s string) bool { return strings.Contains(s, "<messages>") }).Text; strings.Contains(p, "/new") {
-		t.Errorf("the /new message reached the agent:\n%s", p)
-	}
-	if s := sessionOf(t, in, "local:main"); s != "none" {
-		t.Errorf("after /new the run got session %q", s)
-	}
+	in.WaitFor("local:main", func(s string) bool { return strings.HasPrefix(s, "Fresh start") })
+	in.Post("local:main", "Owner", "session")
+	in.WaitFor("local:main", e2e.Equals("session: none"))
 }
 
-// The prompt: a timezone header and local times; the newest
-// agent.maxPromptMessages messages; TZ in the agent's environment.
-func TestPromptTimezoneAndCap(t *testing.T) {
-	o := agentOpts(t, `"timeout": "60s", "maxPromptMessages": 3`)
-	o.Top = `"timezone": "Asia/Kolkata",`
-	in := e2e.New(t, o)
+// In a trigger group, chatter while the agent runs is not handed to it:
+// it waits as context and comes along with the next message that calls the
+// assistant. A prompt carries at most agent.maxPromptMessages messages, the
+// newest, with local times and the time zone.
+func TestTriggerGroupChatterStaysContext(t *testing.T) {
+	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "maxPromptMessages": 3`})
 	in.AddGroup("local:main", "main", "--main")
 	in.AddGroup("local:family", "family")
 	in.Start()
-	for _, s := range []string{"m1", "m2", "m3", "m4"} {
-		in.Post("local:family", "Alice", s)
+	in.Post("local:family", "Ann", "@Andy followup")
+	in.WaitFor("local:family", e2e.Equals("ready"))
+	in.Post("local:family", "Bob", "just chatter")
+	in.Post("local:family", "Ann", "@Andy next")
+	all := in.WaitFor("local:family", func(s string) bool { return strings.Contains(s, "@Andy next") })
+	for _, s := range e2e.InChat(all, "local:family") {
+		if strings.HasPrefix(s, "followup:") && strings.Contains(s, "just chatter") && !strings.Contains(s, "@Andy next") {
+			t.Errorf("chatter reached the running agent on its own: %q", s)
+		}
 	}
-	in.Post("local:family", "Bob", "@Andy prompt")
-	p := in.WaitNext("local:family", func(s string) bool { return strings.Contains(s, "<messages>") }).Text
-	if !strings.HasPrefix(p, `<context timezone="Asia/Kolkata" />`+"\n<messages>\n") || !strings.Contains(p, `+05:30">m3</message>`) {
-		t.Errorf("no timezone header or local times:\n%s", p)
+	if got := all[len(all)-1].Text; !strings.Contains(got, "just chatter") {
+		t.Errorf("the chatter did not come along as context: %q", got)
 	}
-	if strings.Contains(p, ">m1<") || strings.Contains(p, ">m2<") || strings.Count(p, "<message ") != 3 {
-		t.Errorf("more than the newest 3 messages:\n%s", p)
+	in.Post("local:family", "Ann", "@Andy bye")
+	in.WaitFor("local:family", func(s string) bool { return strings.Contains(s, "@Andy bye") })
+
+	in.AddGroup("local:work", "work")
+	for i := 1; i <= 5; i++ {
+		in.Post("local:work", "Bob", fmt.Sprintf("note %d", i)) // context, no run
 	}
-	// Those left out count as answered: the next prompt does not bring them.
-	in.Post("local:family", "Bob", "@Andy prompt")
-	if p := in.WaitNext("local:family", func(s string) bool { return strings.Contains(s, "<messages>") }).Text; strings.Count(p, "<message ") != 1 {
-		t.Errorf("second prompt:\n%s", p)
-	}
-	in.Post("local:main", "Owner", "env")
-	if env := in.WaitNext("local:main", func(s string) bool { return strings.Contains(s, "NANOCLAW_GROUP_FOLDER=") }).Text; !slices.Contains(strings.Split(env, "\n"), "TZ=Asia/Kolkata") {
-		t.Errorf("agent environment lacks TZ:\n%s", env)
+	in.Post("local:work", "Bob", "@Andy prompt")
+	p := in.WaitFor("local:work", func(s string) bool { return strings.Contains(s, "<context timezone=") })
+	prompt := p[len(p)-1].Text
+	if n := strings.Count(prompt, "<message "); n != 3 || !strings.Contains(prompt, ">note 4<") || !strings.Contains(prompt, ">@Andy prompt<") {
+		t.Errorf("prompt holds %d messages, want the newest 3:\n%s", n, prompt)
 	}
 }
 
-// senders in a group's override: only they trigger the agent; the others'
-// messages stay context, and their /new does nothing.
-func TestSenderAllowlist(t *testing.T) {
+// A group's senders allowlist: only those may call the assistant; what
+// others say stays context and comes along with the next allowed call.
+func TestSendersAllowlist(t *testing.T) {
 	in := e2e.New(t, e2e.Options{})
 	in.AddGroup("local:main", "main", "--main")
 	in.AddGroup("local:family", "family")
-	override := filepath.Join(in.Dir, "family.json")
-	if err := os.WriteFile(override, []byte(`{"senders": ["Alice", "+4915551234567"]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	override := filepath.Join(t.TempDir(), "override.json")
+	os.WriteFile(override, []byte(`{"senders": ["alice"]}`), 0o600)
 	in.CLI("groups", "set-security", "family", "--file", override)
 	in.Start()
-	in.Post("local:family", "Mallory", "@Andy echo mallory")
-	in.Post("local:family", "Mallory", "/new")
+	in.Post("local:family", "bob", "@Andy echo from bob")
+	// A whole run of the main group later, bob's call has started nothing.
 	in.Post("local:main", "Owner", "echo barrier")
-	in.WaitNext("local:main", e2e.Equals("echo: barrier"))
-	in.Post("local:family", "Alice", "@Andy prompt")
-	p := in.WaitNext("local:family", func(s string) bool { return strings.Contains(s, "<messages>") }).Text
-	if !strings.Contains(p, "@Andy echo mallory") || !strings.Contains(p, ">/new<") {
-		t.Errorf("Mallory's messages are not context:\n%s", p)
+	in.WaitFor("local:main", e2e.Equals("echo: barrier"))
+	if logs, _ := filepath.Glob(filepath.Join(in.Dir, "groups", "family", "logs", "agent-*.log")); len(logs) != 0 {
+		t.Fatalf("a sender not on the allowlist started the agent: %v", logs)
 	}
-	for _, s := range e2e.InChat(in.AllSent(), "local:family") {
-		if s == "echo: mallory" || strings.HasPrefix(s, "Starting a fresh") {
-			t.Errorf("a sender outside the allowlist was obeyed: %q", s)
-		}
+	in.Post("local:family", "alice", "@Andy prompt")
+	all := in.WaitFor("local:family", func(s string) bool { return strings.Contains(s, "<messages>") })
+	got := e2e.InChat(all, "local:family")
+	if len(got) != 1 || !strings.Contains(got[0], "echo from bob") {
+		t.Errorf("bob's call ran the agent, or did not come along as context: %q", got)
 	}
-	// An empty list is refused with the fix.
-	if err := os.WriteFile(override, []byte(`{"senders": []}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, errs, code := e2e.Run(t, "", in.Env, "groups", "set-security", "family", "--file", override, "--config", in.Config); code == 0 || !strings.Contains(errs, "remove the key") {
-		t.Errorf("empty senders: exit %d, %q", code, errs)
-	}
+}
+
+// A reply carries what it quotes into the prompt.
+func TestQuotedReplyInPrompt(t *testing.T) {
+	in := e2e.New(t, e2e.Options{})
+	in.AddGroup("local:main", "main", "--main")
+	in.Start()
+	in.PostReply("local:main", "Owner", "prompt", "Bob", "dinner at 7?")
+	in.WaitFor("local:main", func(s string) bool {
+		return strings.Contains(s, `<quote sender="Bob">dinner at 7?</quote>prompt</message>`)
+	})
 }

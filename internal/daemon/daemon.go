@@ -28,6 +28,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/router"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+	"github.com/nanoclawd/nanoclawd/internal/status"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
@@ -59,8 +60,11 @@ type Daemon struct {
 	watcher  *ipc.Watcher
 	lock     *os.File
 
-	mu      sync.Mutex
-	watched map[string]bool // group folders whose IPC directories are watched
+	mu             sync.Mutex
+	watched        map[string]bool // group folders whose IPC directories are watched
+	runs           runStarts
+	pendingRestart []string
+	started        time.Time
 
 	// OnRunStart is passed to the router (benchmarks and tests).
 	OnRunStart func(folder string, pid int)
@@ -71,7 +75,7 @@ func (d *Daemon) Config() *config.Config { return d.cfg.Load() }
 
 // New opens the state of cfg and builds every part; Run starts them.
 func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, error) {
-	d := &Daemon{log: log}
+	d := &Daemon{log: log, runs: runStarts{}}
 	d.cfg.Store(cfg)
 	lock, err := acquireLock(cfg.DataDir)
 	if err != nil {
@@ -87,7 +91,8 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	if d.db, err = store.Open(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	d.reg = groups.New(d.db, cfg.GroupsDir, cfg.AssistantName)
+	d.reg = groups.New(d.db, cfg.GroupsDir)
+	d.reg.Assistant = cfg.AssistantName
 	if cfg.Channels.Local.Enabled {
 		d.channels = append(d.channels, local.New(cfg.Channels.Local.Socket, d.db))
 	}
@@ -99,6 +104,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	}
 	d.outbox = alerts.NewOutbox(d.db, alerts.SenderFunc(d.send), log.With().Str("part", "outbox").Logger())
 	d.reporter = alerts.NewReporter(d.db, cfg.GroupsDir, d.outbox, d.mainGroup, cfg.Alerts.Cooldown.D(), nil)
+	d.reporter.MaxPerGroup = cfg.Alerts.MaxPerGroup
 	if d.tokens, err = ipc.OpenTokens(ctx, d.db); err != nil {
 		return nil, err
 	}
@@ -111,13 +117,18 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		Typing: d.typing, Binary: binary, Log: log.With().Str("part", "router").Logger(),
 		BeforeRun: d.beforeRun,
 		OnRunStart: func(folder string, pid int) {
+			d.agentStarted(folder)
 			if d.OnRunStart != nil {
 				d.OnRunStart(folder, pid)
 			}
 		},
 	}
-	d.queue = runner.NewQueue(cfg.Agent.MaxConcurrent, d.router.Run)
+	d.queue = runner.NewQueue(cfg.Agent.MaxConcurrent, d.recordRuns(d.router.Run))
 	d.queue.OnGiveUp = d.router.GiveUp
+	d.queue.Reserved = func(folder string) bool {
+		g, err := d.reg.ByFolder(context.Background(), folder)
+		return err == nil && g.IsMain
+	}
 	if v, err := time.ParseDuration(os.Getenv(RetryBaseEnv)); err == nil && v > 0 {
 		d.queue.RetryBase = v
 	}
@@ -142,6 +153,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	cfg := d.Config()
+	d.started = time.Now()
 	if err := d.router.KillLeftovers(ctx); err != nil {
 		d.log.Warn().Err(err).Msg("look for processes left by a previous run")
 	}
@@ -170,6 +182,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	goRun("ipc", d.watcher.Run)
 	goRun("groups", d.watchRegistry)
 	goRun("config", d.watchConfig)
+	// The control socket is there whatever channels run, before "running"
+	// is logged, so `nanoclawd status` works as soon as the daemon is up.
+	if ln, err := status.Listen(status.SocketPath(cfg.DataDir)); err != nil {
+		d.log.Error().Err(err).Msg("'nanoclawd status' will not reach this daemon")
+	} else {
+		goRun("control", func(ctx context.Context) error { return status.Serve(ctx, ln, d.Status) })
+	}
 	for _, ch := range d.channels {
 		goRun(ch.Name(), func(ctx context.Context) error {
 			err := ch.Run(ctx, d.router)
@@ -191,6 +210,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	for _, folder := range pending {
 		d.queue.EnqueueMessages(folder)
 	}
+	d.router.WarmUp(ctx)
 	d.log.Info().Int("groups", nGroups).Strs("resumed", pending).Str("config", cfg.File).Msg("nanoclawd running")
 
 	<-ctx.Done()
@@ -312,7 +332,8 @@ func (d *Daemon) syncGroups(ctx context.Context) (int, error) {
 	if err := d.reporter.Kick(ctx); err != nil {
 		d.log.Warn().Err(err).Msg("alerts waiting for a main group")
 	}
-	d.sched.Changed() // an import may have brought tasks
+	d.sched.Changed()         // `groups import` may have added tasks
+	d.router.RefreshWarm(ctx) // a changed policy: agents started ahead are started again
 	d.log.Info().Int("groups", len(list)).Msg("groups reloaded")
 	return len(list), nil
 }

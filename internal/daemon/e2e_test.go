@@ -38,7 +38,7 @@ func TestTriggerContextAndEscaping(t *testing.T) {
 	in.Start()
 	in.Post("local:family", "Alice", `dinner at <8> & "bring" wine?`)
 	in.Post("local:family", "Bob", "@andy prompt")
-	all := in.WaitFor("local:family", func(s string) bool { return strings.Contains(s, "<messages>") })
+	all := in.WaitFor("local:family", func(s string) bool { return strings.HasPrefix(s, "<messages>") })
 	prompt := e2e.InChat(all, "local:family")[0]
 	for _, want := range []string{
 		`<message sender="Alice" time="`,
@@ -89,15 +89,20 @@ func TestMaxConcurrent(t *testing.T) {
 	// Each run marks itself running, records how many are, then hands over
 	// to the stand-in agent (stdin passes through).
 	os.WriteFile(wrapper, []byte(`#!/bin/sh
-touch "$NC_COUNT_DIR/run.$$"
+me=$(mktemp "$NC_COUNT_DIR/run.XXXXXX") # not $$: each run has a PID namespace of its own
 ls "$NC_COUNT_DIR" | grep -c '^run\.' >> "$NC_COUNT_DIR/counts"
 `+e2e.Testagent(t)+`
 rc=$?
-rm -f "$NC_COUNT_DIR/run.$$"
+rm -f "$me"
 exit $rc
 `), 0o755)
-	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(wrapper) + `], "maxConcurrent": 2, "env": ["NC_COUNT_DIR"]`,
-		Env: []string{"NC_COUNT_DIR=" + counts}})
+	// Confined groups see the count dir and the stand-in agent only because
+	// the config allows them.
+	// Of maxConcurrent 3, one slot is kept for the main group: the four
+	// other groups share two.
+	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(wrapper) + `], "maxConcurrent": 3, "env": ["NC_COUNT_DIR"]`,
+		Env:      []string{"NC_COUNT_DIR=" + counts},
+		Security: `"allowWrite": [` + e2e.Quote(counts) + `], "allowRead": [` + e2e.Quote(e2e.Testagent(t)) + `]`})
 	in.AddGroup("local:main", "main", "--main")
 	for i := 1; i <= 4; i++ {
 		in.AddGroup(fmt.Sprintf("local:g%d", i), fmt.Sprintf("g%d", i), "--no-trigger")
@@ -128,7 +133,7 @@ exit $rc
 		peak = max(peak, n)
 	}
 	if peak > 2 {
-		t.Errorf("%d agents ran at once with maxConcurrent 2 (%q)", peak, data)
+		t.Errorf("%d other groups' agents ran at once with maxConcurrent 3 (%q)", peak, data)
 	}
 	if peak < 2 {
 		t.Errorf("never ran 2 agents at once (%q)", data)
@@ -311,23 +316,16 @@ func TestFollowUpReachesRunningAgent(t *testing.T) {
 	in.Start()
 	in.Post("local:family", "Alice", "@Andy followup")
 	in.WaitNext("local:family", e2e.Equals("ready"))
-	// Chatter without the trigger is not handed to the running agent: it
-	// waits, and comes along as context with the next trigger. (The main
-	// group's round trip gives the daemon time to forward Bob's message if
-	// it wrongly would.)
-	in.Post("local:family", "Bob", "and <also> this")
-	in.Post("local:main", "Owner", "echo barrier")
-	in.WaitNext("local:main", e2e.Equals("echo: barrier"))
-	in.Post("local:family", "Carol", "@Andy over to you")
+	// A batch that calls the assistant goes to the running agent.
+	in.Post("local:family", "Bob", "@Andy and <also> this")
 	m := in.WaitNext("local:family", func(s string) bool { return strings.HasPrefix(s, "followup: ") })
-	if !strings.Contains(m.Text, `sender="Bob"`) || !strings.Contains(m.Text, "and &lt;also&gt; this") ||
-		!strings.Contains(m.Text, `sender="Carol"`) || strings.Contains(m.Text, "Alice") {
+	if !strings.Contains(m.Text, `sender="Bob"`) || !strings.Contains(m.Text, "and &lt;also&gt; this") || strings.Contains(m.Text, "Alice") {
 		t.Errorf("follow-up: %q", m.Text)
 	}
 	in.WaitNext("local:family", e2e.Equals("closed"))
 	// Everything was answered: a new trigger brings only itself.
 	in.Post("local:family", "Carol", "@Andy prompt")
-	if p := in.WaitNext("local:family", func(s string) bool { return strings.Contains(s, "<messages>") }).Text; strings.Contains(p, "Bob") {
+	if p := in.WaitNext("local:family", func(s string) bool { return strings.HasPrefix(s, "<messages>") }).Text; strings.Contains(p, "Bob") {
 		t.Errorf("a follow-up answered in the last run was sent again:\n%s", p)
 	}
 }

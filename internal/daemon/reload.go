@@ -73,6 +73,7 @@ func (d *Daemon) reload(ctx context.Context) {
 		return
 	}
 	changed, restart := diffConfig(old, cfg)
+	d.setPendingRestart(restart)
 	if len(changed) == 0 && len(restart) == 0 {
 		return
 	}
@@ -81,6 +82,7 @@ func (d *Daemon) reload(ctx context.Context) {
 	cfg.AssistantName, cfg.DataDir, cfg.GroupsDir, cfg.Channels, cfg.Timezone = old.AssistantName, old.DataDir, old.GroupsDir, old.Channels, old.Timezone
 	cfg.Agent.MaxConcurrent, cfg.Alerts = old.Agent.MaxConcurrent, old.Alerts
 	d.cfg.Store(cfg)
+	d.router.RefreshWarm(ctx) // agents started ahead with the old config make way
 	ev := d.log.Info().Strs("changed", changed)
 	if len(restart) > 0 {
 		ev = ev.Strs("needRestart", restart)

@@ -86,7 +86,7 @@ func TestDoctorOnATempInstall(t *testing.T) {
 		"node":         "ok   node: " + filepath.Join(in.dir, "fakebin", "node") + " v20.9.0",
 		"agent runner": "FIX  agent runner: " + filepath.Join(in.dir, "agent-runner", "dist", "index.js"),
 		"agent sdk":    "FIX  agent sdk: @anthropic-ai/claude-agent-sdk is not installed",
-		"sandbox":      "ok   sandbox: bwrap and socat",
+		"sandbox":      "ok   sandbox: bwrap (a test sandbox",
 		"whatsapp":     "ok   whatsapp: disabled",
 		"main group":   "FIX  main group: none registered",
 		"credentials":  "FIX  credentials: agent.env lists ANTHROPIC_API_KEY but it is not set",
@@ -127,7 +127,7 @@ func TestDoctorOnATempInstall(t *testing.T) {
 	}
 	expect(t, lines(out), map[string]string{
 		"whatsapp": "FIX  whatsapp: not paired: run 'nanoclawd whatsapp login'",
-		"sandbox":  "FIX  sandbox: bwrap is installed but cannot make a sandbox (bwrap: No permissions to create new namespace)",
+		"sandbox":  "FIX  sandbox: bwrap is installed but cannot build an agent's sandbox (bwrap: No permissions to create new namespace)",
 	})
 }
 

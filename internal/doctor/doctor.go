@@ -26,6 +26,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/daemon"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
@@ -231,34 +232,29 @@ func SDK(script string) Result {
 	return fix("agent sdk", "%s is not installed for %s: run 'make build' (or: cd %s && npm ci)", SDKPackage, script, root)
 }
 
-// Sandbox checks what the Claude Agent SDK sandboxes commands with:
-// bubblewrap and socat on Linux (and that bubblewrap can really create a
-// sandbox here), sandbox-exec on macOS.
+// Sandbox checks what confines non-main agents: bubblewrap on Linux (and
+// that it can really build a run's sandbox here: user, PID and network
+// namespaces), sandbox-exec on macOS. Without it those groups' runs fail
+// closed.
 func Sandbox(ctx context.Context, env Env) Result {
 	switch env.GOOS {
 	case "darwin":
 		if _, err := env.LookPath("sandbox-exec"); err != nil {
-			return fix("sandbox", "sandbox-exec not found: it ships with macOS in /usr/bin; put /usr/bin on PATH")
+			return fix("sandbox", "sandbox-exec not found: it ships with macOS in /usr/bin; put /usr/bin on PATH (non-main groups cannot run without it)")
 		}
-		return ok("sandbox", "sandbox-exec")
+		return ok("sandbox", "sandbox-exec (the profile of a group: nanoclawd security show FOLDER)")
 	case "linux":
 	default:
-		return fix("sandbox", "the Claude Agent SDK has no sandbox on %s: non-main groups cannot run here; use macOS or Linux", env.GOOS)
+		return fix("sandbox", "nanoclawd has no sandbox on %s: non-main groups cannot run here; use macOS or Linux", env.GOOS)
 	}
-	var missing []string
-	for _, p := range []string{"bwrap", "socat"} {
-		if _, err := env.LookPath(p); err != nil {
-			missing = append(missing, p)
-		}
+	bwrap, err := env.LookPath("bwrap")
+	if err != nil {
+		return fix("sandbox", "bwrap not found: non-main groups cannot run; install it (sudo apt-get install bubblewrap, or run 'make deps' as root)")
 	}
-	if len(missing) > 0 {
-		return fix("sandbox", "%s not found: install them (sudo apt-get install bubblewrap socat, or run 'make deps' as root)", strings.Join(missing, " and "))
-	}
-	bwrap, _ := env.LookPath("bwrap")
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, bwrap, "--ro-bind", "/", "/", "--", "/bin/true")
+	cmd := exec.CommandContext(ctx, bwrap, sandbox.ProbeArgs()...)
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
 		said := strings.TrimSpace(stderr.String())
@@ -268,9 +264,9 @@ func Sandbox(ctx context.Context, env Env) Result {
 		if said == "" {
 			said = err.Error()
 		}
-		return fix("sandbox", "bwrap is installed but cannot make a sandbox (%s): allow unprivileged user namespaces (e.g. sysctl kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu)", said)
+		return fix("sandbox", "bwrap is installed but cannot build an agent's sandbox (%s): allow unprivileged user namespaces (e.g. sysctl kernel.unprivileged_userns_clone=1, or kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu)", said)
 	}
-	return ok("sandbox", "bwrap and socat (a test sandbox started)")
+	return ok("sandbox", "bwrap (a test sandbox with user, PID and network namespaces started)")
 }
 
 // WhatsApp checks pairing; when a daemon runs (daemonPID > 0) it adds the
@@ -279,7 +275,7 @@ func WhatsApp(ctx context.Context, cfg *config.Config, daemonPID int) Result {
 	if !cfg.Channels.WhatsApp.Enabled {
 		return ok("whatsapp", "disabled (channels.whatsapp.enabled is false)")
 	}
-	notPaired := fix("whatsapp", "not paired: run 'nanoclawd whatsapp login' (or set channels.whatsapp.enabled to false to use only the local channel)")
+	notPaired := fix("whatsapp", "not paired: run 'nanoclawd whatsapp login' or 'nanoclawd setup' (or set channels.whatsapp.enabled to false to use only the local channel)")
 	// Pairing lives in whatsapp.db; without it there is nothing to open
 	// (and opening would create it).
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, whatsapp.StoreFile)); errors.Is(err, fs.ErrNotExist) {
@@ -306,9 +302,9 @@ func MainGroup(ctx context.Context, db *sql.DB, groupsDir string) Result {
 	if db == nil {
 		return fix("main group", "not checked: the database cannot be opened (see sqlite)")
 	}
-	g, err := groups.New(db, groupsDir, "").Main(ctx)
+	g, err := groups.New(db, groupsDir).Main(ctx)
 	if errors.Is(err, groups.ErrNotFound) {
-		return fix("main group", "none registered: 'nanoclawd whatsapp login' registers your own chat, or run 'nanoclawd groups add --main --jid JID --name NAME --folder main'")
+		return fix("main group", "none registered: run 'nanoclawd setup' to choose one, or 'nanoclawd groups add --main --jid JID --name NAME --folder main'")
 	}
 	if err != nil {
 		return fix("main group", "%v", err)

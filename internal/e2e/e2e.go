@@ -159,9 +159,9 @@ type Options struct {
 	Channels string
 	// Alerts is the members of "alerts". Default: no cooldown.
 	Alerts string
-	// Top is more top-level members of the config, each with its trailing
-	// comma (e.g. `"timezone": "Asia/Kolkata",`).
-	Top string
+	// Security is the members of "hostSecurity" (e.g. an allowWrite for a
+	// scratch dir a wrapper script writes). Default: none.
+	Security string
 	// Env is added to the environment of the CLI and the daemon.
 	Env []string
 	// Home, when set, builds that environment from nothing: PATH,
@@ -211,6 +211,10 @@ func New(tb testing.TB, o Options) *Install {
 	if o.Agent == "" {
 		o.Agent = `"command": [` + Quote(Testagent(tb)) + `], "timeout": "60s", "idleTimeout": "60s"`
 	}
+	if !strings.Contains(o.Agent, `"warm"`) {
+		// Agents started ahead would outlive each run; tests of them ask for them.
+		o.Agent += `, "warm": 0`
+	}
 	if o.Channels == "" {
 		o.Channels = `"whatsapp": {"enabled": false}`
 	}
@@ -225,11 +229,16 @@ func New(tb testing.TB, o Options) *Install {
 	tb.Cleanup(func() { os.RemoveAll(sockDir) })
 	in := &Install{TB: tb, Dir: o.Dir, Config: filepath.Join(o.Dir, "nanoclaw.config.jsonc"), Socket: filepath.Join(sockDir, "s"),
 		stop: o.StopSignal, wait: o.Wait, deadline: o.Deadline}
-	cfg := fmt.Sprintf(`{%s
+	security := ""
+	if o.Security != "" {
+		security = `"hostSecurity": {` + o.Security + `},`
+	}
+	cfg := fmt.Sprintf(`{
 		"channels": {%s, "local": {"enabled": true, "socket": %s}},
 		"agent": {%s},
 		"alerts": {%s},
-	}`, o.Top, o.Channels, Quote(in.Socket), o.Agent, o.Alerts)
+		%s
+	}`, o.Channels, Quote(in.Socket), o.Agent, o.Alerts, security)
 	if err := os.WriteFile(in.Config, []byte(cfg), 0o600); err != nil {
 		tb.Fatal(err)
 	}
@@ -367,7 +376,14 @@ func (in *Install) until(d time.Duration) time.Time {
 // typed it, and returns its id.
 func (in *Install) Post(chat, sender, text string) string {
 	in.TB.Helper()
-	body, _ := json.Marshal(map[string]string{"chatJid": chat, "sender": sender + "@local", "senderName": sender, "text": text})
+	return in.PostReply(chat, sender, text, "", "")
+}
+
+// PostReply is Post for a message that replies to quotedText by quotedSender.
+func (in *Install) PostReply(chat, sender, text, quotedSender, quotedText string) string {
+	in.TB.Helper()
+	body, _ := json.Marshal(map[string]string{"chatJid": chat, "sender": sender + "@local", "senderName": sender, "text": text,
+		"quotedSender": quotedSender, "quotedText": quotedText})
 	resp, err := in.client.Post("http://local/messages", "application/json", bytes.NewReader(body))
 	if err != nil {
 		in.TB.Fatal(err)

@@ -5,6 +5,7 @@ package groups
 import (
 	"context"
 	"database/sql"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"text/template"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/security"
@@ -52,13 +54,13 @@ func ValidFolder(name string) error {
 type Registry struct {
 	db        *sql.DB
 	groupsDir string
-	assistant string
+	// Assistant is the assistant's name, for the notes of a new group.
+	Assistant string
 }
 
-// New returns the registry kept in db, whose folders live in groupsDir;
-// a new group's CLAUDE.md introduces the assistant by that name.
-func New(db *sql.DB, groupsDir, assistantName string) *Registry {
-	return &Registry{db: db, groupsDir: groupsDir, assistant: assistantName}
+// New returns the registry kept in db, whose folders live in groupsDir.
+func New(db *sql.DB, groupsDir string) *Registry {
+	return &Registry{db: db, groupsDir: groupsDir}
 }
 
 // Dir is the absolute path of a group's folder.
@@ -180,15 +182,39 @@ func (r *Registry) createFolder(g Group) error {
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		return fmt.Errorf("create group folder: %w", err)
 	}
-	path := filepath.Join(dir, MemoryFile)
+	path := filepath.Join(dir, "CLAUDE.md")
 	if _, err := os.Stat(path); err == nil {
 		return nil // keep what a group already wrote
 	}
-	body, err := r.Persona(g)
-	if err != nil {
-		return err
+	return os.WriteFile(path, []byte(Notes(g, r.Assistant)), 0o644)
+}
+
+//go:embed templates/*.md
+var templatesFS embed.FS
+
+var templates = template.Must(template.ParseFS(templatesFS, "templates/*.md"))
+
+// Notes is the starter CLAUDE.md of a new group: who the assistant is, how
+// it writes for WhatsApp, <internal> and send_message, and for the main
+// group how it administers groups and tasks. The agent keeps its memory of
+// the group in the same file.
+func Notes(g Group, assistant string) string {
+	if assistant == "" {
+		assistant = "Andy"
 	}
-	return os.WriteFile(path, body, 0o644)
+	trigger := g.Trigger
+	if !g.RequiresTrigger || trigger == "" {
+		trigger = "any message"
+	}
+	name := "group.md"
+	if g.IsMain {
+		name = "main.md"
+	}
+	var b strings.Builder
+	if err := templates.ExecuteTemplate(&b, name, map[string]string{"Name": g.Name, "Assistant": assistant, "Trigger": trigger}); err != nil {
+		panic(err) // the templates are compiled in and tested
+	}
+	return b.String()
 }
 
 // Remove unregisters a group; its folder on disk is kept.

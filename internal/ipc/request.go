@@ -43,37 +43,22 @@ const (
 // Request is one IPC file. An empty string means the field was absent:
 // Decode refuses present-but-empty strings, so the two never differ.
 type Request struct {
-	Type            string `json:"type"`
-	ChatJID         string `json:"chatJid,omitempty"`
-	Text            string `json:"text,omitempty"`
-	Prompt          string `json:"prompt,omitempty"`
-	ScheduleType    string `json:"schedule_type,omitempty"`
-	ScheduleValue   string `json:"schedule_value,omitempty"`
-	ContextMode     string `json:"context_mode,omitempty"`
-	TargetJID       string `json:"targetJid,omitempty"`
-	TaskID          string `json:"taskId,omitempty"`
-	JID             string `json:"jid,omitempty"`
-	Name            string `json:"name,omitempty"`
-	Folder          string `json:"folder,omitempty"`
-	Trigger         string `json:"trigger,omitempty"`
-	RequiresTrigger *bool  `json:"requiresTrigger,omitempty"`
-	Senders         string `json:"senders,omitempty"` // register_group: who may trigger, comma-separated
-	Token           string `json:"token"`
-}
-
-// SenderList is Senders split at commas, without empty entries; nil when
-// Senders is absent.
-func (r *Request) SenderList() []string {
-	if r.Senders == "" {
-		return nil
-	}
-	out := []string{}
-	for _, s := range strings.Split(r.Senders, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
+	Type            string   `json:"type"`
+	ChatJID         string   `json:"chatJid,omitempty"`
+	Text            string   `json:"text,omitempty"`
+	Prompt          string   `json:"prompt,omitempty"`
+	ScheduleType    string   `json:"schedule_type,omitempty"`
+	ScheduleValue   string   `json:"schedule_value,omitempty"`
+	ContextMode     string   `json:"context_mode,omitempty"`
+	TargetJID       string   `json:"targetJid,omitempty"`
+	TaskID          string   `json:"taskId,omitempty"`
+	JID             string   `json:"jid,omitempty"`
+	Name            string   `json:"name,omitempty"`
+	Folder          string   `json:"folder,omitempty"`
+	Trigger         string   `json:"trigger,omitempty"`
+	RequiresTrigger *bool    `json:"requiresTrigger,omitempty"`
+	Senders         []string `json:"senders,omitempty"` // register_group: who may call the new group's assistant
+	Token           string   `json:"token"`
 }
 
 // Dir is the directory a request of type typ is written to.
@@ -87,12 +72,12 @@ func Dir(typ string) string {
 // schema lists, per type, the fields besides type and token.
 var schema = map[string]struct{ required, optional []string }{
 	TypeMessage:       {required: []string{"chatJid", "text"}},
-	TypeScheduleTask:  {required: []string{"prompt", "schedule_type", "schedule_value", "context_mode"}, optional: []string{"targetJid", "taskId"}},
+	TypeScheduleTask:  {required: []string{"prompt", "schedule_type", "schedule_value", "context_mode"}, optional: []string{"targetJid"}},
 	TypePauseTask:     {required: []string{"taskId"}},
 	TypeResumeTask:    {required: []string{"taskId"}},
 	TypeCancelTask:    {required: []string{"taskId"}},
 	TypeUpdateTask:    {required: []string{"taskId"}, optional: []string{"prompt", "schedule_type", "schedule_value"}},
-	TypeRegisterGroup: {required: []string{"jid", "name", "folder"}, optional: []string{"trigger", "requiresTrigger", "senders"}},
+	TypeRegisterGroup: {required: []string{"jid", "name", "folder"}, optional: []string{"trigger", "requiresTrigger"}},
 	TypeRefreshGroups: {},
 }
 
@@ -111,7 +96,6 @@ var setters = map[string]func(*Request, any) bool{
 	"name":           str(func(r *Request) *string { return &r.Name }),
 	"folder":         str(func(r *Request) *string { return &r.Folder }),
 	"trigger":        str(func(r *Request) *string { return &r.Trigger }),
-	"senders":        str(func(r *Request) *string { return &r.Senders }),
 	"requiresTrigger": func(r *Request, v any) bool {
 		b, ok := v.(bool)
 		r.RequiresTrigger = &b
@@ -195,11 +179,6 @@ func (r *Request) validate() error {
 		if !scheduler.ValidContextMode(r.ContextMode) {
 			return fmt.Errorf("context_mode %q: use group or isolated", r.ContextMode)
 		}
-		if r.TaskID != "" {
-			if err := scheduler.ValidID(r.TaskID); err != nil {
-				return err
-			}
-		}
 		return scheduler.Validate(r.ScheduleType, r.ScheduleValue)
 	case TypeUpdateTask:
 		if r.ScheduleType != "" && r.ScheduleValue == "" {
@@ -209,9 +188,6 @@ func (r *Request) validate() error {
 			return scheduler.Validate(r.ScheduleType, r.ScheduleValue)
 		}
 	case TypeRegisterGroup:
-		if r.Senders != "" && len(r.SenderList()) == 0 {
-			return errors.New("senders: list sender ids or phone numbers, separated by commas")
-		}
 		return groups.ValidFolder(r.Folder)
 	}
 	return nil

@@ -53,7 +53,7 @@ type NewGroup struct {
 	JID, Name, Folder string
 	Trigger           string   // "" = the default trigger (@assistantName)
 	RequiresTrigger   bool     // true unless the file says false
-	Senders           []string // who may trigger the agent; nil = anyone (or, for a group already registered, unchanged)
+	Senders           []string // who may call its assistant; nil = everyone
 }
 
 // Actions are the side effects of accepted files, and the reporting of
@@ -522,7 +522,7 @@ func (w *Watcher) record(ctx context.Context, folder, sub, name, hash string, d 
 			return nil, fmt.Errorf("record ipc file: %w", err)
 		}
 		if d.accept {
-			if err := w.applyTask(ctx, tx, d); err != nil {
+			if err := w.applyTask(ctx, tx, &d); err != nil {
 				tx.Rollback()
 				if !isTaskRefusal(err) {
 					return nil, err
@@ -578,11 +578,14 @@ func isTaskRefusal(err error) bool {
 	return errors.Is(err, scheduler.ErrNotFound) || errors.Is(err, scheduler.ErrFinished) || errors.Is(err, scheduler.ErrSchedule)
 }
 
-func (w *Watcher) applyTask(ctx context.Context, tx *sql.Tx, d decision) error {
+// applyTask carries out a task request inside the record transaction; a
+// new task's id is kept in the recorded request (its TaskID), for the
+// verdict the agent is told.
+func (w *Watcher) applyTask(ctx context.Context, tx *sql.Tx, d *decision) error {
 	r, t := d.req, w.cfg.Tasks
 	switch r.Type {
 	case TypeScheduleTask:
-		nt := scheduler.NewTask{ID: r.TaskID, GroupFolder: d.from.Folder, ChatJID: d.from.JID, Prompt: r.Prompt,
+		nt := scheduler.NewTask{GroupFolder: d.from.Folder, ChatJID: d.from.JID, Prompt: r.Prompt,
 			ScheduleType: r.ScheduleType, ScheduleValue: r.ScheduleValue, ContextMode: r.ContextMode}
 		if r.TargetJID != "" {
 			g, _, err := w.cfg.Groups.GroupByJID(ctx, r.TargetJID)
@@ -591,7 +594,8 @@ func (w *Watcher) applyTask(ctx context.Context, tx *sql.Tx, d decision) error {
 			}
 			nt.GroupFolder, nt.ChatJID = g.Folder, g.JID
 		}
-		_, err := t.Create(ctx, tx, nt)
+		task, err := t.Create(ctx, tx, nt)
+		d.req.TaskID = task.ID
 		return err
 	case TypePauseTask:
 		return t.Pause(ctx, tx, r.TaskID)
@@ -670,6 +674,11 @@ func (w *Watcher) finish(ctx context.Context, rec *record, path string) error {
 				return err
 			}
 		}
+		v := Verdict{Status: "sent"}
+		if rec.req.Type == TypeScheduleTask {
+			v.ID = rec.req.TaskID
+		}
+		w.logErr(ctx, w.writeVerdict(rec.folder, rec.name, v))
 	case "refused":
 		if path != "" {
 			if err := w.quarantine(rec, path, rec.v.Detail); err != nil {
@@ -679,6 +688,7 @@ func (w *Watcher) finish(ctx context.Context, rec *record, path string) error {
 		if err := w.cfg.Actions.Violation(ctx, rec.key(), rec.v, rec.alert); err != nil {
 			return w.failed(ctx, rec, "", err)
 		}
+		w.logErr(ctx, w.writeVerdict(rec.folder, rec.name, Verdict{Status: "refused", Reason: refusalReason(rec.v.Detail)}))
 	default: // done or failed: nothing is left to do (handleFile decides a new file again)
 		return nil
 	}
@@ -710,7 +720,7 @@ func (w *Watcher) act(ctx context.Context, rec *record) error {
 	case TypeMessage:
 		return a.SendMessage(ctx, rec.key(), rec.folder, r.ChatJID, r.Text)
 	case TypeRegisterGroup:
-		g := NewGroup{JID: r.JID, Name: r.Name, Folder: r.Folder, Trigger: r.Trigger, RequiresTrigger: true, Senders: r.SenderList()}
+		g := NewGroup{JID: r.JID, Name: r.Name, Folder: r.Folder, Trigger: r.Trigger, RequiresTrigger: true, Senders: r.Senders}
 		if r.RequiresTrigger != nil {
 			g.RequiresTrigger = *r.RequiresTrigger
 		}
@@ -737,8 +747,12 @@ func (w *Watcher) failed(ctx context.Context, rec *record, path string, cause er
 	if _, err := w.cfg.DB.ExecContext(ctx, `UPDATE ipc_files SET attempts = ?, state = ? WHERE id = ?`, rec.attempts, state, rec.id); err != nil {
 		return errors.Join(cause, err)
 	}
-	if state == "failed" && path != "" {
-		_ = w.quarantine(rec, path, fmt.Sprintf("gave up after %d attempts: %v", rec.attempts, cause))
+	if state == "failed" {
+		reason := fmt.Sprintf("gave up after %d attempts: %v", rec.attempts, cause)
+		if path != "" {
+			_ = w.quarantine(rec, path, reason)
+		}
+		w.logErr(ctx, w.writeVerdict(rec.folder, rec.name, Verdict{Status: "refused", Reason: reason}))
 	}
 	return fmt.Errorf("ipc file %s/%s/%s (attempt %d of %d): %w", rec.folder, rec.sub, rec.name, rec.attempts, maxAttempts, cause)
 }
@@ -792,6 +806,13 @@ func (w *Watcher) resume(ctx context.Context) {
 // prune forgets finished files after a week; their files are long gone.
 func (w *Watcher) prune(ctx context.Context) {
 	w.logErr(ctx, w.markDone(ctx))
+	if entries, err := os.ReadDir(w.cfg.IPCRoot); err == nil {
+		for _, e := range entries {
+			if e.IsDir() && e.Name() != ErrorsDir {
+				w.pruneVerdicts(e.Name())
+			}
+		}
+	}
 	cutoff := w.now().Add(-7 * 24 * time.Hour).UnixMilli()
 	if _, err := w.cfg.DB.ExecContext(ctx, `DELETE FROM ipc_files WHERE state IN ('done', 'failed') AND decided_at < ?`, cutoff); err != nil && ctx.Err() == nil {
 		w.cfg.Log.Warn().Err(err).Msg("ipc watcher: prune")

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // ToolUse is one tool call the scripted model makes.
@@ -41,7 +42,9 @@ func Tool(name string, input any) Turn { return Turn{Tools: []ToolUse{{Name: nam
 type Request struct {
 	Method string
 	Path   string
+	Header http.Header
 	Body   []byte
+	At     time.Time // when it arrived
 }
 
 // Server is a running mock. Its URL goes into ANTHROPIC_BASE_URL.
@@ -152,7 +155,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Body: body})
+	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, At: time.Now()})
 	s.mu.Unlock()
 
 	switch {

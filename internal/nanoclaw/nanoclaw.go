@@ -1,148 +1,417 @@
-// Package nanoclaw imports an installation of NanoClaw (v1): its
-// registered_groups.json, or its SQLite database (store/messages.db) with
-// the groups, scheduled tasks and sessions in it and the groups/*/CLAUDE.md
-// memories beside it. Load reads the source into a Plan; Apply carries the
-// plan out (or, dry, only says what it would do). Everything already there
-// is left alone, so importing twice changes nothing.
+// Package nanoclaw reads a NanoClaw (v1) installation — its SQLite
+// database (store/messages.db: registered_groups, scheduled_tasks,
+// sessions) and the groups/*/CLAUDE.md beside it — and imports it into
+// nanoclawd: groups with their main flag, trigger and extra mounts, active
+// and paused tasks, session ids, and each group's notes. Importing twice
+// changes nothing the second time.
 package nanoclaw
 
 import (
-	"bytes"
+	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
-// Plan is what a NanoClaw installation holds that nanoclawd can take over.
-type Plan struct {
-	Source   string
-	Groups   []Group          // in jid order
-	Tasks    []scheduler.Task // in id order
-	Sessions []Session
-	// GroupsDir is NanoClaw's groups/ folder with the CLAUDE.md memories;
-	// "" when there is none beside the source.
-	GroupsDir string
-	// Skipped says what is not carried over, and why.
-	Skipped []string
-}
+// IsSQLite tells whether data starts like a SQLite database file.
+func IsSQLite(data []byte) bool { return strings.HasPrefix(string(data), "SQLite format 3\x00") }
 
-// Group is a registered group to import; Trigger "" = the default.
+// Group is one row of NanoClaw's registered_groups.
 type Group struct {
-	groups.Group
+	JID, Name, Folder, Trigger, AddedAt string
+	RequiresTrigger, IsMain             bool
+	Mounts                              []Mount // containerConfig.additionalMounts
+	Notes                               string  // its groups/<folder>/CLAUDE.md, if any
 }
 
-// Session is the agent session a group was in.
-type Session struct{ Folder, ID string }
+// Mount is one of a group's additional mounts.
+type Mount struct {
+	HostPath string `json:"hostPath"`
+	ReadOnly *bool  `json:"readonly"`
+}
 
-var sqliteMagic = []byte("SQLite format 3\x00")
+// Task is one active or paused row of NanoClaw's scheduled_tasks.
+type Task struct {
+	ID, Folder, ChatJID, Prompt, ScheduleType, ScheduleValue, ContextMode, Status string
+}
 
-// Load reads a NanoClaw registered_groups.json or SQLite database.
-func Load(path string) (*Plan, error) {
-	f, err := os.Open(path)
+// Install is what was read from a NanoClaw installation.
+type Install struct {
+	Groups      []Group
+	Tasks       []Task
+	Sessions    map[string]string // folder → session id
+	GlobalNotes string            // groups/global/CLAUDE.md
+}
+
+// Read opens NanoClaw's database at path read-only and reads what an
+// import needs; the notes come from the groups/ dir of the installation
+// (beside store/, where the database lives).
+func Read(ctx context.Context, path string) (*Install, error) {
+	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, err
 	}
-	head := make([]byte, len(sqliteMagic))
-	n, _ := f.Read(head)
-	f.Close()
-	if bytes.Equal(head[:n], sqliteMagic) {
-		p, err := loadDB(path)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+	db, err := sql.Open("sqlite3", "file:"+abs+"?mode=ro&_busy_timeout=5000")
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	in := &Install{Sessions: map[string]string{}}
+	hasMain, err := hasColumn(ctx, db, "registered_groups", "is_main")
+	if err != nil {
+		return nil, fmt.Errorf("not a NanoClaw database (no registered_groups table): %w", err)
+	}
+	mainCol := "folder = 'main'"
+	if hasMain {
+		mainCol = "COALESCE(is_main, 0)"
+	}
+	rows, err := db.QueryContext(ctx, `SELECT jid, name, folder, trigger_pattern, COALESCE(added_at, ''),
+		COALESCE(container_config, ''), COALESCE(requires_trigger, 1), `+mainCol+` FROM registered_groups ORDER BY folder`)
+	if err != nil {
+		return nil, fmt.Errorf("read registered_groups: %w", err)
+	}
+	root := filepath.Dir(filepath.Dir(abs)) // <nanoclaw>/store/messages.db → <nanoclaw>
+	for rows.Next() {
+		var g Group
+		var cc string
+		if err := rows.Scan(&g.JID, &g.Name, &g.Folder, &g.Trigger, &g.AddedAt, &cc, &g.RequiresTrigger, &g.IsMain); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read registered_groups: %w", err)
 		}
-		// NanoClaw keeps store/messages.db beside groups/.
-		p.GroupsDir = existingDir(filepath.Join(filepath.Dir(filepath.Dir(path)), "groups"))
-		return p, nil
+		if cc != "" {
+			var conf struct {
+				AdditionalMounts []Mount `json:"additionalMounts"`
+			}
+			if err := json.Unmarshal([]byte(cc), &conf); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("group %s: container_config is not JSON: %w", g.Folder, err)
+			}
+			g.Mounts = conf.AdditionalMounts
+		}
+		if b, err := os.ReadFile(filepath.Join(root, "groups", g.Folder, "CLAUDE.md")); err == nil {
+			g.Notes = string(b)
+		}
+		in.Groups = append(in.Groups, g)
 	}
-	data, err := os.ReadFile(path)
+	rows.Close()
+	if b, err := os.ReadFile(filepath.Join(root, "groups", "global", "CLAUDE.md")); err == nil {
+		in.GlobalNotes = string(b)
+	}
+	if ok, _ := hasColumn(ctx, db, "scheduled_tasks", "id"); ok {
+		ctxCol := "'group'"
+		if has, _ := hasColumn(ctx, db, "scheduled_tasks", "context_mode"); has {
+			ctxCol = "COALESCE(context_mode, 'isolated')"
+		}
+		rows, err := db.QueryContext(ctx, `SELECT id, group_folder, chat_jid, prompt, schedule_type, schedule_value, `+ctxCol+`,
+			COALESCE(status, 'active') FROM scheduled_tasks WHERE COALESCE(status, 'active') IN ('active', 'paused') ORDER BY created_at, id`)
+		if err != nil {
+			return nil, fmt.Errorf("read scheduled_tasks: %w", err)
+		}
+		for rows.Next() {
+			var t Task
+			if err := rows.Scan(&t.ID, &t.Folder, &t.ChatJID, &t.Prompt, &t.ScheduleType, &t.ScheduleValue, &t.ContextMode, &t.Status); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("read scheduled_tasks: %w", err)
+			}
+			in.Tasks = append(in.Tasks, t)
+		}
+		rows.Close()
+	}
+	if ok, _ := hasColumn(ctx, db, "sessions", "session_id"); ok {
+		rows, err := db.QueryContext(ctx, `SELECT group_folder, session_id FROM sessions`)
+		if err != nil {
+			return nil, fmt.Errorf("read sessions: %w", err)
+		}
+		for rows.Next() {
+			var f, id string
+			if err := rows.Scan(&f, &id); err == nil {
+				in.Sessions[f] = id
+			}
+		}
+		rows.Close()
+	}
+	return in, nil
+}
+
+func hasColumn(ctx context.Context, db *sql.DB, table, column string) (bool, error) {
+	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info(?)`, table)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return false, err
 	}
-	p, err := loadJSON(data)
+	defer rows.Close()
+	found := false
+	tableExists := false
+	for rows.Next() {
+		tableExists = true
+		var name string
+		if rows.Scan(&name) == nil && name == column {
+			found = true
+		}
+	}
+	if !tableExists {
+		return false, fmt.Errorf("no table %s", table)
+	}
+	return found, rows.Err()
+}
+
+// Target is where an import goes.
+type Target struct {
+	DB             *sql.DB
+	Registry       *groups.Registry
+	Scheduler      *scheduler.Scheduler
+	DefaultTrigger string
+}
+
+// Apply imports in into t, or with dryRun only says what it would do. Each
+// step is one line on out.
+func Apply(ctx context.Context, in *Install, t Target, dryRun bool, out io.Writer) error {
+	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+	verb := func(s string) string {
+		if dryRun {
+			return "would " + s
+		}
+		return s
+	}
+	_, err := t.Registry.Main(ctx)
+	haveMain := err == nil
+	added := map[string]bool{}
+	kept, tasks, sessions := 0, 0, 0
+	defer func() {
+		done := "imported"
+		if dryRun {
+			done = "would import"
+		}
+		say("%s %d group(s), %d already registered; %d task(s), %d session id(s)", done, len(added), kept, tasks, sessions)
+	}()
+	for _, ng := range in.Groups {
+		if existing, err := t.Registry.ByJID(ctx, ng.JID); err == nil {
+			if existing.Folder != ng.Folder {
+				return fmt.Errorf("%s: already registered with folder %q, NanoClaw has %q; remove one first", ng.JID, existing.Folder, ng.Folder)
+			}
+			say("keep group %s (%s): already registered", ng.Folder, ng.JID)
+			kept++
+			continue
+		} else if !errors.Is(err, groups.ErrNotFound) {
+			return err
+		}
+		g := groups.Group{JID: ng.JID, Name: ng.Name, Folder: ng.Folder, Trigger: ng.Trigger, RequiresTrigger: ng.RequiresTrigger}
+		if g.Trigger == "" {
+			g.Trigger = t.DefaultTrigger
+		}
+		if ng.IsMain && !haveMain {
+			g.IsMain, g.RequiresTrigger, haveMain = true, false, true
+		} else if ng.IsMain {
+			say("note: %s was NanoClaw's main group, but a main group is registered already: it is added as an ordinary group", ng.Folder)
+		}
+		if at, err := time.Parse(time.RFC3339Nano, ng.AddedAt); err == nil {
+			g.AddedAt = at
+		}
+		if p := policyOf(ng.Mounts); p != nil && !g.IsMain {
+			g.Security = p
+		}
+		kind := "group"
+		if g.IsMain {
+			kind = "main group"
+		}
+		say("%s %s %s (%s, trigger %q)%s", verb("add"), kind, g.Folder, g.JID, g.Trigger, mountNote(g.Security))
+		if dryRun {
+			added[g.Folder] = true
+			continue
+		}
+		if err := t.Registry.Add(ctx, g); err != nil {
+			return fmt.Errorf("%s: %w", ng.JID, err)
+		}
+		added[g.Folder] = true
+		if ng.Notes != "" {
+			if err := os.WriteFile(filepath.Join(t.Registry.Dir(g.Folder), "CLAUDE.md"), []byte(ng.Notes), 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	for _, ng := range in.Groups {
+		if added[ng.Folder] && ng.Notes != "" {
+			say("%s %s/CLAUDE.md (%d bytes)", verb("copy"), ng.Folder, len(ng.Notes))
+		}
+	}
+	if in.GlobalNotes != "" {
+		path := filepath.Join(t.Registry.Dir(security.GlobalFolder), "CLAUDE.md")
+		if _, err := os.Stat(path); err == nil {
+			say("keep global/CLAUDE.md: one exists")
+		} else {
+			say("%s global/CLAUDE.md (%d bytes)", verb("copy"), len(in.GlobalNotes))
+			if !dryRun {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					return err
+				}
+				if err := os.WriteFile(path, []byte(in.GlobalNotes), 0o644); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if tasks, err = importTasks(ctx, in, t, dryRun, say, verb, added); err != nil {
+		return err
+	}
+	for _, ng := range in.Groups {
+		id, ok := in.Sessions[ng.Folder]
+		if !ok {
+			continue
+		}
+		var have string
+		err := t.DB.QueryRowContext(ctx, `SELECT session_id FROM sessions WHERE folder = ?`, ng.Folder).Scan(&have)
+		if err == nil {
+			say("keep the session of %s", ng.Folder)
+			continue
+		}
+		say("%s the session id of %s (its transcript stays in NanoClaw; if it cannot be resumed, the first run starts fresh)", verb("record"), ng.Folder)
+		sessions++
+		if !dryRun {
+			if _, err := t.DB.ExecContext(ctx, `INSERT OR IGNORE INTO sessions (folder, session_id, updated_at) VALUES (?, ?, ?)`,
+				ng.Folder, id, time.Now().UnixMilli()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func importTasks(ctx context.Context, in *Install, t Target, dryRun bool, say func(string, ...any), verb func(string) string, added map[string]bool) (int, error) {
+	existing, err := t.Scheduler.List(ctx, "")
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return 0, err
 	}
-	p.Source = path
-	// registered_groups.json lives in data/, beside groups/.
-	p.GroupsDir = existingDir(filepath.Join(filepath.Dir(filepath.Dir(path)), "groups"))
-	return p, nil
-}
-
-func existingDir(dir string) string {
-	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
-		return dir
+	n := 0
+	same := func(nt Task) bool {
+		for _, e := range existing {
+			if e.GroupFolder == nt.Folder && e.Prompt == nt.Prompt && e.ScheduleType == nt.ScheduleType && e.ScheduleValue == nt.ScheduleValue {
+				return true
+			}
+		}
+		return false
 	}
-	return ""
+	for _, nt := range in.Tasks {
+		if same(nt) {
+			say("keep task %s of %s: imported before", nt.ID, nt.Folder)
+			continue
+		}
+		if _, err := t.Registry.ByFolder(ctx, nt.Folder); err != nil && !(dryRun && added[nt.Folder]) {
+			say("skip task %s: its group %s is not registered", nt.ID, nt.Folder)
+			continue
+		}
+		say("%s task %s of %s (%s %s, %s)", verb("add"), nt.ID, nt.Folder, nt.ScheduleType, nt.ScheduleValue, nt.Status)
+		n++
+		if dryRun {
+			continue
+		}
+		task, err := createTask(ctx, t, nt)
+		if err != nil {
+			say("skip task %s of %s: %v", nt.ID, nt.Folder, err)
+			n--
+			continue
+		}
+		existing = append(existing, task)
+	}
+	if !dryRun {
+		t.Scheduler.Changed()
+	}
+	return n, nil
 }
 
-// jsonEntry is one value of NanoClaw's registered_groups.json.
-type jsonEntry struct {
-	Name            string `json:"name"`
-	Folder          string `json:"folder"`
-	Trigger         string `json:"trigger"`
-	AddedAt         string `json:"added_at"`
-	RequiresTrigger *bool  `json:"requiresTrigger"`
-	IsMain          bool   `json:"isMain"`
+func createTask(ctx context.Context, t Target, nt Task) (scheduler.Task, error) {
+	tx, err := t.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return scheduler.Task{}, err
+	}
+	defer tx.Rollback()
+	mode := nt.ContextMode
+	if !scheduler.ValidContextMode(mode) {
+		mode = scheduler.ContextIsolated
+	}
+	task, err := t.Scheduler.Create(ctx, tx, scheduler.NewTask{GroupFolder: nt.Folder, ChatJID: nt.ChatJID, Prompt: nt.Prompt,
+		ScheduleType: nt.ScheduleType, ScheduleValue: nt.ScheduleValue, ContextMode: mode})
+	if err != nil {
+		return task, err
+	}
+	if nt.Status == "paused" {
+		if err := t.Scheduler.Pause(ctx, tx, task.ID); err != nil {
+			return task, err
+		}
+	}
+	return task, tx.Commit()
 }
 
-func loadJSON(data []byte) (*Plan, error) {
-	var entries map[string]jsonEntry
+// policyOf turns NanoClaw's extra container mounts into an override:
+// read-only mounts (the default there) become allowRead, writable ones
+// allowWrite.
+func policyOf(mounts []Mount) *security.Policy {
+	if len(mounts) == 0 {
+		return nil
+	}
+	p := &security.Policy{}
+	for _, m := range mounts {
+		if m.HostPath == "" {
+			continue
+		}
+		if m.ReadOnly != nil && !*m.ReadOnly {
+			p.AllowWrite = append(p.AllowWrite, m.HostPath)
+		} else {
+			p.AllowRead = append(p.AllowRead, m.HostPath)
+		}
+	}
+	return p
+}
+
+func mountNote(p *security.Policy) string {
+	if p == nil {
+		return ""
+	}
+	return fmt.Sprintf(", its extra mounts as allowRead %v and allowWrite %v", p.AllowRead, p.AllowWrite)
+}
+
+// ReadJSON reads NanoClaw's older registered_groups.json
+// ({jid: {name, folder, trigger, added_at, requiresTrigger?, containerConfig?}});
+// NanoClaw's "main" folder is its main group.
+func ReadJSON(data []byte) (*Install, error) {
+	var entries map[string]struct {
+		Name            string `json:"name"`
+		Folder          string `json:"folder"`
+		Trigger         string `json:"trigger"`
+		AddedAt         string `json:"added_at"`
+		RequiresTrigger *bool  `json:"requiresTrigger"`
+		IsMain          *bool  `json:"isMain"`
+		ContainerConfig *struct {
+			AdditionalMounts []Mount `json:"additionalMounts"`
+		} `json:"containerConfig"`
+	}
 	if err := json.Unmarshal(data, &entries); err != nil {
 		return nil, fmt.Errorf("not a NanoClaw registered_groups.json (want {\"<jid>\": {\"name\", \"folder\", \"trigger\", \"added_at\"}}) nor its SQLite database: %w", err)
 	}
-	p := &Plan{}
+	in := &Install{Sessions: map[string]string{}}
 	for jid, e := range entries {
-		g := groups.Group{JID: jid, Name: e.Name, Folder: e.Folder, Trigger: e.Trigger, RequiresTrigger: true,
-			IsMain: e.IsMain || e.Folder == "main", AddedAt: parseTime(e.AddedAt)}
+		g := Group{JID: jid, Name: e.Name, Folder: e.Folder, Trigger: e.Trigger, AddedAt: e.AddedAt, RequiresTrigger: true,
+			IsMain: e.Folder == "main"}
 		if e.RequiresTrigger != nil {
 			g.RequiresTrigger = *e.RequiresTrigger
 		}
-		p.Groups = append(p.Groups, Group{g})
-	}
-	p.sort()
-	return p, nil
-}
-
-func (p *Plan) sort() {
-	slices.SortFunc(p.Groups, func(a, b Group) int {
-		// A main group first, so it is the one that becomes main.
-		if a.IsMain != b.IsMain {
-			if a.IsMain {
-				return -1
-			}
-			return 1
+		if e.IsMain != nil {
+			g.IsMain = *e.IsMain
 		}
-		return cmpStr(a.JID, b.JID)
-	})
-	slices.SortFunc(p.Tasks, func(a, b scheduler.Task) int { return cmpStr(a.ID, b.ID) })
-	slices.SortFunc(p.Sessions, func(a, b Session) int { return cmpStr(a.Folder, b.Folder) })
-}
-
-func cmpStr(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+		if e.ContainerConfig != nil {
+			g.Mounts = e.ContainerConfig.AdditionalMounts
+		}
+		in.Groups = append(in.Groups, g)
 	}
-	return 0
+	slices.SortFunc(in.Groups, func(a, b Group) int { return strings.Compare(a.JID, b.JID) })
+	return in, nil
 }
-
-// parseTime reads NanoClaw's ISO timestamps (Date.toISOString); zero when
-// absent or unreadable.
-func parseTime(s string) time.Time {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}
-	}
-	return t
-}
-
-var errNotNanoClaw = errors.New("not a NanoClaw database: it has no registered_groups table (the file NanoClaw uses is store/messages.db)")

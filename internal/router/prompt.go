@@ -6,7 +6,6 @@ package router
 
 import (
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -35,68 +34,65 @@ type PromptMessage struct {
 	Sender string
 	Time   time.Time
 	Text   string
-	// ReplyTo and Quoted: the sender and text of the message this one
-	// replies to, when the channel says ("" when it does not).
-	ReplyTo, Quoted string
+	// What the message replies to, if it is a reply.
+	QuotedSender, QuotedText string
 }
 
 var xmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;")
 
-// FormatPrompt writes messages, oldest first, as the agent's prompt, with
-// their times in zone (named zoneName in the header, so the agent reads
-// "18:00" as the chat does).
-func FormatPrompt(msgs []PromptMessage, zone *time.Location, zoneName string) string {
+// FormatPrompt writes messages, oldest first, as the agent's prompt: the
+// messages with their local times (RFC 3339, with the zone's offset), then
+// a line naming the time zone, so "tomorrow at nine" means what the group
+// means.
+func FormatPrompt(msgs []PromptMessage, loc *time.Location) string {
 	var b strings.Builder
-	if zoneName != "" {
-		b.WriteString(`<context timezone="`)
-		b.WriteString(xmlEscaper.Replace(zoneName))
-		b.WriteString("\" />\n")
-	}
 	b.WriteString("<messages>\n")
 	for _, m := range msgs {
 		b.WriteString(`<message sender="`)
 		b.WriteString(xmlEscaper.Replace(m.Sender))
 		b.WriteString(`" time="`)
-		b.WriteString(m.Time.In(zone).Format(time.RFC3339))
-		b.WriteString(`"`)
-		if m.Quoted != "" || m.ReplyTo != "" {
-			b.WriteString(` reply_to="`)
-			b.WriteString(xmlEscaper.Replace(m.ReplyTo))
-			b.WriteString(`"><quoted>`)
-			b.WriteString(xmlEscaper.Replace(m.Quoted))
-			b.WriteString(`</quoted>`)
-		} else {
-			b.WriteString(`>`)
+		b.WriteString(m.Time.In(loc).Format(time.RFC3339))
+		b.WriteString(`">`)
+		if m.QuotedText != "" {
+			b.WriteString(`<quote sender="`)
+			b.WriteString(xmlEscaper.Replace(m.QuotedSender))
+			b.WriteString(`">`)
+			b.WriteString(xmlEscaper.Replace(m.QuotedText))
+			b.WriteString("</quote>")
 		}
 		b.WriteString(xmlEscaper.Replace(m.Text))
 		b.WriteString("</message>\n")
 	}
 	b.WriteString("</messages>")
+	b.WriteString("\n<context timezone=\"")
+	b.WriteString(xmlEscaper.Replace(zoneName(loc)))
+	b.WriteString("\" />")
 	return b.String()
 }
 
-// ScheduledMark starts the prompt of every scheduled task run, so the
-// agent knows no one in the chat just asked.
-const ScheduledMark = "[SCHEDULED TASK - The following message was sent automatically and is not coming directly from the user or group.]"
-
-// ZoneName is loc's IANA name; for the system's zone (time.Local), the one
-// TZ or the system names, or "" when none can be found.
-func ZoneName(loc *time.Location) string {
-	if n := loc.String(); n != "Local" {
-		return n
+// zoneName is loc's IANA name; the system's zone is named by the TZ it
+// came from when Go knows it, else by its abbreviation now.
+func zoneName(loc *time.Location) string {
+	if name := loc.String(); name != "Local" {
+		return name
 	}
-	if tz := strings.TrimPrefix(os.Getenv("TZ"), ":"); tz != "" && !filepath.IsAbs(tz) {
-		return tz
-	}
-	if b, err := os.ReadFile("/etc/timezone"); err == nil && strings.TrimSpace(string(b)) != "" {
-		return strings.TrimSpace(string(b))
+	if tz := os.Getenv("TZ"); tz != "" {
+		return strings.TrimPrefix(tz, ":")
 	}
 	if target, err := os.Readlink("/etc/localtime"); err == nil {
 		if _, name, ok := strings.Cut(target, "zoneinfo/"); ok {
 			return name
 		}
 	}
-	return ""
+	name, _ := time.Now().In(loc).Zone()
+	return name
+}
+
+// ScheduledPrompt marks a scheduled task's prompt as the daemon's, not a
+// message from the group.
+func ScheduledPrompt(prompt string) string {
+	return "[SCHEDULED TASK] This run was started by a task scheduled in this group, not by a new message. " +
+		"Do what it says; your reply goes to the group.\n\n" + prompt
 }
 
 var internalRE = regexp.MustCompile(`(?s)<internal>.*?</internal>`)

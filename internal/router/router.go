@@ -21,7 +21,6 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
-	"github.com/nanoclawd/nanoclawd/internal/sessions"
 )
 
 // The parts the router drives, declared as it uses them.
@@ -72,6 +71,8 @@ type Router struct {
 	// benchmarks and tests).
 	OnRunStart func(folder string, pid int)
 
+	warm warm // agents started ahead (warm.go)
+
 	mu        sync.Mutex
 	active    map[string]bool  // folders with a message run going
 	attempted map[string]int64 // per folder, the highest seq its last message run was given
@@ -119,64 +120,41 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 	if err != nil {
 		return err
 	}
-	res, err := r.DB.ExecContext(ctx, `INSERT OR IGNORE INTO messages (chat_jid, id, sender, sender_name, text, time, from_me, is_bot)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, m.ChatJID, m.ID, m.Sender, m.SenderName, m.Text, m.Time.UnixMilli(), m.FromMe, m.IsBot)
+	res, err := r.DB.ExecContext(ctx, `INSERT OR IGNORE INTO messages (chat_jid, id, sender, sender_name, text, time, from_me, is_bot,
+		quoted_sender, quoted_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, m.ChatJID, m.ID, m.Sender, m.SenderName, m.Text,
+		m.Time.UnixMilli(), m.FromMe, m.IsBot, m.QuotedSender, m.QuotedText)
 	if err != nil {
 		return fmt.Errorf("store message: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 || m.IsBot {
 		return nil // a redelivery, or our own reply echoed back
 	}
-	if w := r.Config().Agent.NewSessionWord; w != "" && strings.TrimSpace(m.Text) == w && (g.IsMain || m.FromMe || g.Security.AllowsSender(m.Sender)) {
-		seq, err := res.LastInsertId()
-		if err != nil {
-			return err
-		}
-		return r.newSession(ctx, g, seq)
+	cfg := r.Config()
+	if word := cfg.Agent.NewSessionCommand; word != "" && strings.EqualFold(strings.TrimSpace(m.Text), word) {
+		return r.newSession(ctx, g, res)
 	}
 	r.lock()
 	running := r.active[g.Folder]
 	r.mu.Unlock()
-	if running || calls(g, []stored{{senderID: m.Sender, fromMe: m.FromMe, PromptMessage: PromptMessage{Text: m.Text}}}) {
+	if running || calls(g, m.Sender, m.Text) {
 		r.Queue.EnqueueMessages(g.Folder)
 	}
 	return nil
 }
 
-// newSession handles the new-session word at seq: the group's next run
-// starts a fresh session, a running agent is asked to finish, and the chat
-// is told; the word and everything before it count as answered.
-func (r *Router) newSession(ctx context.Context, g groups.Group, seq int64) error {
-	cfg := r.Config()
-	tx, err := r.DB.BeginTx(ctx, nil)
+// newSession handles the chat's "/new": the group's next run starts a
+// fresh agent session. Everything said so far, this message included,
+// counts as answered, together with the reply that says so.
+func (r *Router) newSession(ctx context.Context, g groups.Group, res sql.Result) error {
+	seq, err := res.LastInsertId()
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback()
-	if _, err := sessions.Reset(ctx, tx, g.Folder); err != nil {
-		return fmt.Errorf("reset the session of %s: %w", g.Folder, err)
+	if err := r.ClearSession(ctx, g.Folder); err != nil {
+		return fmt.Errorf("clear the session of %s: %w", g.Folder, err)
 	}
-	const text = "Starting a fresh conversation: earlier messages are forgotten; what is in my notes (CLAUDE.md) stays."
-	if _, err := alerts.EnqueueTx(ctx, tx, g.JID, text, alerts.KindNotice); err != nil {
-		return err
-	}
-	if err := setCursor(ctx, tx, g.JID, seq); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
-	r.Outbox.Wake()
-	r.lock()
-	running := r.active[g.Folder]
-	r.mu.Unlock()
-	if running {
-		if err := runner.Close(filepath.Join(cfg.DataDir, "ipc", g.Folder)); err != nil {
-			r.Log.Warn().Err(err).Str("group", g.Folder).Msg("ask the running agent to finish")
-		}
-	}
-	r.Log.Info().Str("group", g.Folder).Msg("session reset by the chat; the next run starts fresh")
-	return nil
+	r.Log.Info().Str("group", g.Folder).Msg("the chat asked for a new conversation")
+	return r.enqueue(ctx, g.JID, "Fresh start: the next message begins a new conversation.", alerts.KindNotice, g.JID, seq)
 }
 
 // KillLeftovers ends what agents of a previous daemon left running (a
@@ -224,7 +202,7 @@ func (r *Router) Pending(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if calls(g, msgs) {
+		if len(msgs) > 0 && anyCalls(g, msgs) {
 			out = append(out, g.Folder)
 		}
 	}
@@ -232,9 +210,8 @@ func (r *Router) Pending(ctx context.Context) ([]string, error) {
 }
 
 type stored struct {
-	seq      int64
-	senderID string
-	fromMe   bool
+	seq    int64
+	sender string // the sender's id on its channel, for the senders allowlist
 	PromptMessage
 }
 
@@ -251,7 +228,8 @@ func (r *Router) answered(ctx context.Context, q scheduler.Querier, jid string) 
 // chat's timestamp and then arrival (timestamps have one-second
 // resolution on WhatsApp, so they alone cannot order a burst).
 func (r *Router) after(ctx context.Context, jid string, seq int64) ([]stored, error) {
-	rows, err := r.DB.QueryContext(ctx, `SELECT seq, sender, from_me, CASE WHEN sender_name != '' THEN sender_name ELSE sender END, time, text
+	rows, err := r.DB.QueryContext(ctx, `SELECT seq, sender, CASE WHEN sender_name != '' THEN sender_name ELSE sender END, time, text,
+		quoted_sender, quoted_text
 		FROM messages WHERE chat_jid = ? AND seq > ? AND is_bot = 0 ORDER BY time, seq`, jid, seq)
 	if err != nil {
 		return nil, err
@@ -261,7 +239,7 @@ func (r *Router) after(ctx context.Context, jid string, seq int64) ([]stored, er
 	for rows.Next() {
 		var s stored
 		var ms int64
-		if err := rows.Scan(&s.seq, &s.senderID, &s.fromMe, &s.Sender, &ms, &s.Text); err != nil {
+		if err := rows.Scan(&s.seq, &s.sender, &s.Sender, &ms, &s.Text, &s.QuotedSender, &s.QuotedText); err != nil {
 			return nil, err
 		}
 		s.Time = time.UnixMilli(ms)
@@ -270,25 +248,31 @@ func (r *Router) after(ctx context.Context, jid string, seq int64) ([]stored, er
 	return out, rows.Err()
 }
 
-// calls reports whether msgs call for the group's agent: any message in
-// the main group; otherwise a message from a sender the group allows
-// (security.Policy.Senders) that holds the trigger, or any such message
-// when the group needs no trigger. The rest come along as context.
-func calls(g groups.Group, msgs []stored) bool {
+// calls tells whether a message calls g's assistant: in the main group
+// every message does; elsewhere one from an allowed sender (the group's
+// senders, when it has any) that holds the trigger, unless the group needs
+// none. The rest stays context for the next call.
+func calls(g groups.Group, sender, text string) bool {
+	if g.IsMain {
+		return true
+	}
+	if g.Security != nil && len(g.Security.Senders) > 0 && !security.SenderAllowed(g.Security.Senders, sender) {
+		return false
+	}
+	return !g.RequiresTrigger || Triggers(text, g.Trigger)
+}
+
+func anyCalls(g groups.Group, msgs []stored) bool {
 	for _, m := range msgs {
-		if g.IsMain {
-			return true
-		}
-		if (!g.RequiresTrigger || Triggers(m.Text, g.Trigger)) && (m.fromMe || g.Security.AllowsSender(m.senderID)) {
+		if calls(g, m.sender, m.Text) {
 			return true
 		}
 	}
 	return false
 }
 
-// promptOf is the prompt for msgs (at most agent.maxPromptMessages of
-// them, the newest) and the highest seq it answers (older ones left out
-// count as answered too).
+// promptOf makes the prompt of msgs — at most agent.maxPromptMessages, the
+// newest — and returns the highest seq it answers (all of msgs).
 func (r *Router) promptOf(msgs []stored) (string, int64) {
 	cfg := r.Config()
 	var top int64
@@ -302,8 +286,7 @@ func (r *Router) promptOf(msgs []stored) (string, int64) {
 	for i, m := range msgs {
 		pm[i] = m.PromptMessage
 	}
-	loc := cfg.Location()
-	return FormatPrompt(pm, loc, ZoneName(loc)), top
+	return FormatPrompt(pm, cfg.Location()), top
 }
 
 // Run is the queue's RunFunc.
@@ -330,39 +313,45 @@ func (r *Router) runMessages(ctx context.Context, job runner.Job) error {
 	if err != nil || len(msgs) == 0 {
 		return err
 	}
-	if !calls(g, msgs) {
+	if !anyCalls(g, msgs) {
 		return nil // context only; it comes along with the next trigger
 	}
 	r.setActive(g.Folder, true)
+	defer r.touchWarm(g.Folder) // after the run: the group gets an agent started ahead
 	defer r.setActive(g.Folder, false)
 
 	prompt, top := r.promptOf(msgs)
 	r.lock()
 	r.attempted[g.Folder] = top
 	r.mu.Unlock()
-	run := &agentRun{router: r, group: g, replyTo: g.JID, batches: []int64{top}, delivered: top, useSession: true,
-		started: make(chan struct{})}
+	var run *agentRun
 	stopFollow := make(chan struct{})
 	followDone := make(chan struct{})
-	go func() {
-		defer close(followDone)
-		run.follow(ctx, job.More, stopFollow)
-	}()
-	err = run.start(ctx, job, prompt, false)
+	if sb := r.takeStandby(ctx, g); sb != nil {
+		run = sb.run
+		err = r.adopt(ctx, sb, job, prompt, top, stopFollow, followDone)
+	} else {
+		run = &agentRun{router: r, group: g, replyTo: g.JID, batches: []int64{top}, delivered: top, useSession: true,
+			started: make(chan struct{})}
+		go func() {
+			defer close(followDone)
+			run.follow(ctx, job.More, stopFollow)
+		}()
+		err = run.start(ctx, job, prompt, false)
+	}
 	close(stopFollow)
 	<-followDone
 	if errors.Is(err, runner.ErrTimeout) {
-		if run.answeredSome() {
-			// The agent answered and then went quiet or stalled on a later
-			// follow-up: not a failure. What it left unanswered gets a new
-			// run, since a message that came during a run always causes one.
-			r.Log.Info().Str("group", g.Folder).Msg("agent timed out after answering; ended it")
-			return nil
-		}
 		// The same prompt would hang again and cost another timeout.
 		return runner.NoRetry(err)
 	}
 	return err
+}
+
+func (r *Router) isActive(folder string) bool {
+	r.lock()
+	defer r.mu.Unlock()
+	return r.active[folder]
 }
 
 func (r *Router) setActive(folder string, on bool) {
@@ -380,15 +369,13 @@ func (r *Router) runTask(ctx context.Context, job runner.Job) error {
 	if err != nil {
 		return fmt.Errorf("task %s: %w", job.TaskID, err)
 	}
+	r.dropStandby(task.GroupFolder) // one agent per group
 	g, err := r.Groups.ByFolder(ctx, task.GroupFolder)
 	if err != nil {
 		return r.Tasks.Done(ctx, task.ID, "", fmt.Errorf("group %s: %w", task.GroupFolder, err))
 	}
 	run := &agentRun{router: r, group: g, replyTo: task.ChatJID, useSession: task.ContextMode != scheduler.ContextIsolated}
-	runErr := run.start(ctx, job, ScheduledMark+"\n\n"+task.Prompt, true)
-	if errors.Is(runErr, runner.ErrTimeout) && run.answeredSome() {
-		runErr = nil // it answered, then idled past its limit
-	}
+	runErr := run.start(ctx, job, ScheduledPrompt(task.Prompt), true)
 	if err := r.Tasks.Done(ctx, task.ID, run.lastText, runErr); err != nil {
 		r.Log.Error().Err(err).Str("task", task.ID).Msg("record task run")
 	}
@@ -460,16 +447,30 @@ func setCursor(ctx context.Context, tx *sql.Tx, jid string, seq int64) error {
 	return err
 }
 
-// sessionGone reports whether a run failed because the session it was to
-// resume no longer exists (the CLI prunes old transcripts): the Claude CLI
-// says "No conversation found with session ID: …".
-func sessionGone(err error, failure string) bool {
-	const gone = "no conversation found"
-	if strings.Contains(strings.ToLower(failure), gone) {
-		return true
+func (r *Router) session(ctx context.Context, folder string) string {
+	var id string
+	_ = r.DB.QueryRowContext(ctx, `SELECT session_id FROM sessions WHERE folder = ?`, folder).Scan(&id)
+	return id
+}
+
+// ClearSession makes the group's next run start a fresh agent session.
+func (r *Router) ClearSession(ctx context.Context, folder string) error {
+	_, err := r.DB.ExecContext(ctx, `DELETE FROM sessions WHERE folder = ?`, folder)
+	return err
+}
+
+// sessionGone tells whether an agent's error says its saved session no
+// longer exists.
+func sessionGone(failure string) bool {
+	return strings.Contains(strings.ToLower(failure), "no conversation found")
+}
+
+func (r *Router) saveSession(ctx context.Context, folder, id string) {
+	if _, err := r.DB.ExecContext(ctx, `INSERT INTO sessions (folder, session_id, updated_at) VALUES (?, ?, ?)
+		ON CONFLICT (folder) DO UPDATE SET session_id = excluded.session_id, updated_at = excluded.updated_at`,
+		folder, id, time.Now().UnixMilli()); err != nil {
+		r.Log.Error().Err(err).Str("group", folder).Msg("save session id")
 	}
-	var ee *runner.ExitError
-	return errors.As(err, &ee) && strings.Contains(strings.ToLower(ee.StderrTail), gone)
 }
 
 // agentRun is one agent process for a group: its handler state.
@@ -478,6 +479,12 @@ type agentRun struct {
 	group      groups.Group
 	replyTo    string
 	useSession bool
+	fresh      bool // the saved session was gone: this run starts a new one
+	// A standby (warm.go) starts without a prompt and waits for its first
+	// one; adopted holds that prompt once it was handed over.
+	standby     bool
+	adopted     string
+	fingerprint string
 
 	mu         sync.Mutex
 	batches    []int64 // for each prompt batch sent (initial, then follow-ups), its highest seq
@@ -488,9 +495,10 @@ type agentRun struct {
 	lastText   string
 	failure    string // the last error frame
 	ipcDir     string
-	started    chan struct{} // closed once the agent process runs (message runs)
-	startOnce  sync.Once
-	mark       int // the agent's process group, recorded in agent_marks
+	started    chan struct{}      // closed once the agent process runs (message runs)
+	conf       *confinement       // the OS sandbox of a non-main run
+	eff        security.Effective // the run's policy
+	mark       int                // the agent's process group, recorded in agent_marks
 }
 
 func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isTask bool) error {
@@ -501,6 +509,12 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		return err
 	}
 	eff := security.Resolve(cfg.HostSecurity, g.Policy(), cfg.SecurityHost(groups.Folders(list)))
+	a.eff = eff
+	if a.standby && a.adopted == "" {
+		if a.fingerprint, err = r.fingerprint(ctx, g, a.useSession); err != nil {
+			return err
+		}
+	}
 	sdk, err := json.Marshal(eff.SDKOptions)
 	if err != nil {
 		return err
@@ -543,62 +557,60 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		"NANOCLAW_BIN":          r.Binary,
 		"NANOCLAW_SESSION_DIR":  sessionDir,
 	}
-	if !g.IsMain {
-		// Read by the agent runner into the system prompt.
-		env["NANOCLAW_GLOBAL_MEMORY"] = filepath.Join(cfg.GroupsDir, groups.GlobalFolder, groups.MemoryFile)
-	}
-	if tz := ZoneName(cfg.Location()); tz != "" {
-		env["TZ"] = tz // the agent's clock reads as the chat's
-	}
 	for _, name := range cfg.Agent.Env {
 		if v, ok := os.LookupEnv(name); ok {
 			env[name] = v
 		}
 	}
+	if cfg.Timezone != "" {
+		env["TZ"] = cfg.Timezone // the agent's clock reads as the group's
+	}
+	if !g.IsMain {
+		env["NANOCLAW_GLOBAL_MEMORY"] = filepath.Join(cfg.GroupsDir, security.GlobalFolder, "CLAUDE.md")
+	}
 	in := runner.ContainerInput{
 		Prompt: prompt, GroupFolder: g.Folder, ChatJID: g.JID, IsMain: g.IsMain, IsScheduledTask: isTask,
-		AssistantName: cfg.AssistantName, Security: sec, SDKOptions: sdk,
+		AssistantName: cfg.AssistantName, Security: sec, SDKOptions: sdk, Standby: a.standby && a.adopted == "",
 	}
-	since := time.Now()
-	if a.useSession {
-		if in.SessionID, err = sessions.Get(ctx, r.DB, g.Folder); err != nil {
-			return fmt.Errorf("read the session of %s: %w", g.Folder, err)
-		}
+	if a.useSession && !a.fresh {
+		in.SessionID = r.session(ctx, g.Folder)
 	}
-	if r.Typing != nil {
+	if r.Typing != nil && !a.standby {
 		r.Typing(ctx, a.replyTo, true)
 		defer r.Typing(context.WithoutCancel(ctx), a.replyTo, false)
 	}
-	var out runner.Outcome
-	for {
-		out, err = runner.Run(ctx, runner.Spec{
-			Command: cfg.Agent.Command, Dir: groupDir, Env: env, Input: in, IPCDir: a.ipcDir,
-			LogDir: filepath.Join(groupDir, "logs"), Timeout: cfg.Agent.Timeout.D(), IdleTimeout: cfg.Agent.IdleTimeout.D(),
-			Closing: job.Closing,
-		}, a)
-		if a.mark != 0 {
-			r.DB.Exec(`DELETE FROM agent_marks WHERE pgid = ?`, a.mark)
+	spec := runner.Spec{
+		Command: cfg.Agent.Command, Dir: groupDir, Env: env, Input: in, IPCDir: a.ipcDir,
+		LogDir: filepath.Join(groupDir, "logs"), Timeout: cfg.Agent.Timeout.D(), IdleTimeout: cfg.Agent.IdleTimeout.D(),
+		Closing: job.Closing,
+	}
+	if !g.IsMain {
+		if a.conf, err = r.confine(ctx, cfg, g, eff, &spec, sessionDir); err != nil {
+			return err
 		}
-		if in.SessionID == "" || a.answeredSome() || !sessionGone(err, a.failureText()) {
-			break
-		}
-		// Once: the next run has no session to lose.
-		r.Log.Warn().Str("group", g.Folder).Str("session", in.SessionID).
-			Msg("the saved agent session is gone; starting a fresh session with the same messages")
-		if since, err = sessions.Reset(context.WithoutCancel(ctx), r.DB, g.Folder); err != nil {
-			return fmt.Errorf("reset the lost session of %s: %w", g.Folder, err)
-		}
-		in.SessionID = ""
-		a.mu.Lock()
-		a.failure = ""
-		a.mu.Unlock()
+		defer a.conf.done()
+	}
+	out, err := runner.Run(ctx, spec, a)
+	if a.conf != nil && a.conf.exceeded() != "" {
+		err = runner.NoRetry(fmt.Errorf("the run was stopped: %s", a.conf.exceeded()))
+	}
+	if a.mark != 0 {
+		r.DB.Exec(`DELETE FROM agent_marks WHERE pgid = ?`, a.mark)
 	}
 	if out.NewSessionID != "" && a.useSession {
-		if ok, err := sessions.Save(context.WithoutCancel(ctx), r.DB, g.Folder, out.NewSessionID, since); err != nil {
-			r.Log.Error().Err(err).Str("group", g.Folder).Msg("save session id")
-		} else if !ok {
-			r.Log.Info().Str("group", g.Folder).Msg("session reset during the run; the next run starts fresh")
+		r.saveSession(context.WithoutCancel(ctx), g.Folder, out.NewSessionID)
+	}
+	var exitErr *runner.ExitError
+	if in.SessionID != "" && !a.fresh && a.answered == 0 && sessionGone(a.failure) && (err == nil || errors.As(err, &exitErr)) {
+		// The CLI prunes old transcripts: resuming a session it no longer
+		// has fails every time. Start a fresh one, once, for the same messages.
+		r.Log.Warn().Str("group", g.Folder).Str("session", in.SessionID).Msg("the agent's saved session is gone; starting a fresh one")
+		r.ClearSession(context.WithoutCancel(ctx), g.Folder)
+		a.fresh, a.failure, a.started = true, "", nil
+		if a.standby { // the prompt went to the standby as its first input
+			prompt, a.standby = a.adopted, false
 		}
+		return a.start(ctx, job, prompt, isTask)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -612,20 +624,6 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		return fmt.Errorf("agent reported an error: %s", a.failure)
 	}
 	return nil
-}
-
-func (a *agentRun) failureText() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.failure
-}
-
-// answeredSome reports whether the agent gave at least one successful
-// result.
-func (a *agentRun) answeredSome() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.answered > 0
 }
 
 func boolStr(b bool) string {
@@ -658,8 +656,11 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 		from := a.delivered
 		a.mu.Unlock()
 		msgs, err := a.router.after(ctx, a.group.JID, from)
-		if err != nil || !calls(a.group, msgs) {
-			continue // chatter without the trigger waits as context for the next one
+		if err != nil || len(msgs) == 0 {
+			continue
+		}
+		if !anyCalls(a.group, msgs) {
+			continue // chatter stays context until a message calls the assistant
 		}
 		prompt, top := a.router.promptOf(msgs)
 		if err := runner.FollowUp(a.ipcDir, prompt); err != nil {
@@ -676,7 +677,10 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 // OnStart implements runner.Handler.
 func (a *agentRun) OnStart(pid int) {
 	if a.started != nil {
-		a.startOnce.Do(func() { close(a.started) })
+		close(a.started)
+	}
+	if a.conf != nil {
+		a.conf.started(pid)
 	}
 	if m, ok := runner.MarkOf(pid); ok {
 		a.mark = m.PGID
@@ -737,7 +741,7 @@ func (a *agentRun) OnViolation(v alerts.Violation) {
 	a.violations++
 	a.mu.Unlock()
 	v.Group = a.group.Folder
-	v.Action = "blocked"
+	v.Rule = security.RuleFor(a.eff, v.Kind, v.Tool)
 	if err := a.router.Reporter.Report(context.Background(), v); err != nil {
 		a.router.Log.Error().Err(err).Str("group", v.Group).Msg("report violation")
 	}

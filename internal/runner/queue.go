@@ -54,6 +54,10 @@ type Queue struct {
 	RetryBase time.Duration            // first retry delay, doubled each time (5 s)
 	Retries   int                      // retries of a failing message run before giving up (5)
 	OnGiveUp  func(job Job, err error) // a message run failed 1+Retries times, or a task run failed
+	// Reserved, if set, names the group (the main group) for which one slot
+	// is always kept: other groups share the rest, so the owner is never
+	// stuck behind them.
+	Reserved func(folder string) bool
 
 	run    RunFunc
 	max    int
@@ -61,11 +65,12 @@ type Queue struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	groups  map[string]*groupState
-	waiting []*groupState // FIFO of groups that can start now
-	running int
-	closed  bool
+	mu       sync.Mutex
+	groups   map[string]*groupState
+	waiting  []*groupState // FIFO of groups that can start now
+	running  int
+	reserved int // running agents of Reserved groups
+	closed   bool
 }
 
 type groupState struct {
@@ -79,10 +84,12 @@ type groupState struct {
 }
 
 type activeRun struct {
-	job     Job
-	more    chan struct{}
-	closing chan struct{}
-	closed  bool
+	job      Job
+	started  time.Time
+	more     chan struct{}
+	closing  chan struct{}
+	closed   bool
+	reserved bool // holds the slot kept for Queue.Reserved
 }
 
 // NewQueue returns a queue that calls run for each job, at most
@@ -203,9 +210,12 @@ func (q *Queue) schedule(g *groupState) {
 // when groups are left waiting, so an idle agent does not hold a slot.
 func (q *Queue) pump() {
 	for !q.closed && q.running < q.max && len(q.waiting) > 0 {
-		i := slices.IndexFunc(q.waiting, func(g *groupState) bool { return len(g.tasks) > 0 })
+		i := slices.IndexFunc(q.waiting, func(g *groupState) bool { return len(g.tasks) > 0 && q.mayStart(g) })
 		if i < 0 {
-			i = 0
+			i = slices.IndexFunc(q.waiting, q.mayStart)
+		}
+		if i < 0 {
+			break
 		}
 		g := q.waiting[i]
 		q.waiting = slices.Delete(q.waiting, i, i+1)
@@ -221,8 +231,17 @@ func (q *Queue) pump() {
 	}
 }
 
+// mayStart tells whether g may take a free slot: a group that is not
+// reserved may not take the last one while the reserved group has none.
+func (q *Queue) mayStart(g *groupState) bool {
+	if q.Reserved == nil || q.max == 1 || q.Reserved(g.folder) {
+		return true
+	}
+	return q.running-q.reserved < q.max-1
+}
+
 func (q *Queue) start(g *groupState) {
-	a := &activeRun{closing: make(chan struct{})}
+	a := &activeRun{closing: make(chan struct{}), started: time.Now()}
 	a.job = Job{Folder: g.folder, Closing: a.closing}
 	if len(g.tasks) > 0 {
 		a.job.TaskID = g.tasks[0]
@@ -235,6 +254,9 @@ func (q *Queue) start(g *groupState) {
 	}
 	g.active = a
 	q.running++
+	if a.reserved = q.Reserved != nil && q.Reserved(g.folder); a.reserved {
+		q.reserved++
+	}
 	q.wg.Add(1)
 	go q.exec(g, a)
 }
@@ -246,6 +268,9 @@ func (q *Queue) exec(g *groupState, a *activeRun) {
 	q.mu.Lock()
 	g.active = nil
 	q.running--
+	if a.reserved {
+		q.reserved--
+	}
 	giveUp := false
 	switch {
 	case q.closed:

@@ -436,3 +436,28 @@ func BenchmarkEnqueueToStart(b *testing.B) {
 	}
 	reportPercentiles(b, lat)
 }
+
+// Other groups never hold every slot: the main group starts at once while
+// they hold the rest, and one of them waits.
+func TestQueueKeepsASlotForMain(t *testing.T) {
+	g := newGate()
+	q := NewQueue(3, g.run)
+	q.Reserved = func(folder string) bool { return folder == "main" }
+	for _, f := range []string{"a", "b", "c"} {
+		q.EnqueueMessages(f)
+	}
+	first := []string{recv(t, g.starts, "a run"), recv(t, g.starts, "a second run")}
+	select {
+	case s := <-g.starts:
+		t.Fatalf("%s took the slot kept for main (already running %v)", s, first)
+	default:
+	}
+	q.EnqueueMessages("main")
+	if s := recv(t, g.starts, "main's run"); s != "main" {
+		t.Fatalf("started %s, want main", s)
+	}
+	close(g.release)
+	if s := recv(t, g.starts, "the third group's run"); s != "c" && s != "a" && s != "b" {
+		t.Fatalf("started %s", s)
+	}
+}

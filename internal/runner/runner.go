@@ -36,7 +36,6 @@ import (
 // Defaults for the zero values of the Spec limits.
 const (
 	DefaultKillGrace   = 5 * time.Second
-	DefaultCloseGrace  = 30 * time.Second
 	DefaultMaxLine     = 1 << 20  // one frame or log line
 	DefaultMaxLogBytes = 10 << 20 // one run's log file
 )
@@ -59,6 +58,9 @@ type ContainerInput struct {
 	AssistantName   string          `json:"assistantName"`
 	Security        json.RawMessage `json:"security,omitempty"` // the resolved policy; nil for main
 	SDKOptions      json.RawMessage `json:"sdkOptions"`
+	// Standby: started ahead of a message; the prompt comes as the first
+	// input/ file (Prompt is empty).
+	Standby bool `json:"standby,omitempty"`
 }
 
 // Spec describes one agent run.
@@ -70,9 +72,8 @@ type Spec struct {
 	IPCDir  string // <dataDir>/ipc/<folder>; its input/ is cleared before the start
 	LogDir  string // <groupsDir>/<folder>/logs; the run log goes here
 
-	Timeout     time.Duration // hard limit of one turn: from the start or the last result frame; 0 = none
+	Timeout     time.Duration // hard limit of one turn (from the start, then from each result frame); 0 = none
 	IdleTimeout time.Duration // no output for this long → _close; 0 = none
-	CloseGrace  time.Duration // after an idle _close, how long the agent has to exit; 0 = DefaultCloseGrace
 	KillGrace   time.Duration // SIGTERM → SIGKILL; 0 = DefaultKillGrace
 	MaxLine     int           // longest frame or log line kept; 0 = DefaultMaxLine
 	MaxLogBytes int64         // log file cap; 0 = DefaultMaxLogBytes
@@ -94,6 +95,9 @@ type Frame struct {
 	Tool         string  `json:"tool,omitempty"`
 	Target       string  `json:"target,omitempty"`
 	Detail       string  `json:"detail,omitempty"`
+	// Action of a violation: "reported" when the agent only saw it in a
+	// tool's output; anything else counts as "blocked".
+	Action string `json:"action,omitempty"`
 }
 
 // Result is one result frame.
@@ -120,7 +124,8 @@ type Outcome struct {
 	Results      int    // result frames seen
 	NewSessionID string // the last non-empty newSessionId seen
 	Closed       bool   // _close was written (idle timeout or Closing)
-	TimedOut     bool   // the hard timeout (or the grace after an idle _close) ran out
+	TimedOut     bool   // the hard timeout fired
+	Answered     bool   // the last frame was a result: nothing was left unanswered
 	LogFile      string
 	Duration     time.Duration
 }
@@ -145,10 +150,7 @@ func (e *ExitError) Error() string {
 }
 
 // Run starts the agent, feeds it spec.Input, streams its frames to h and
-// waits for it and everything it started to be gone. The hard timeout bounds
-// one turn, not the process: every result frame restarts it, so an agent
-// that keeps answering follow-ups lives on. After the idle timeout's _close
-// the agent has CloseGrace to exit. It returns an error for
+// waits for it and everything it started to be gone. It returns an error for
 // a non-zero exit (*ExitError), a hard timeout (ErrTimeout), a cancelled ctx
 // (ctx.Err()), or a run that could not start. When ctx is cancelled or the
 // timeout fires, the process group gets SIGTERM and, KillGrace later, SIGKILL.
@@ -237,10 +239,15 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 		default:
 		}
 	}
+	answered := make(chan struct{}, 1)
 	tail := newTail(4096)
 	readers := make(chan struct{}, 2)
-	results := make(chan struct{}, 1)
-	frames := &frameReader{spec: &spec, h: h, log: log, out: &out, touch: touch, results: results}
+	frames := &frameReader{spec: &spec, h: h, log: log, out: &out, touch: touch, answered: func() {
+		select {
+		case answered <- struct{}{}:
+		default:
+		}
+	}}
 	go func() {
 		frames.read(outR)
 		readers <- struct{}{}
@@ -269,7 +276,6 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 	var (
 		idle, hard, grace <-chan time.Time
 		idleTimer         *time.Timer
-		hardTimer         *time.Timer
 		graceTimer        *time.Timer
 		killed            bool
 	)
@@ -278,22 +284,11 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 		defer idleTimer.Stop()
 		idle = idleTimer.C
 	}
-	// rearm points the hard timer at d from now.
-	rearm := func(d time.Duration) {
-		if hardTimer == nil {
-			hardTimer = time.NewTimer(d)
-		} else {
-			hardTimer.Reset(d)
-		}
-		hard = hardTimer.C
-	}
-	defer func() {
-		if hardTimer != nil {
-			hardTimer.Stop()
-		}
-	}()
+	var hardTimer *time.Timer
 	if spec.Timeout > 0 {
-		rearm(spec.Timeout)
+		hardTimer = time.NewTimer(spec.Timeout)
+		defer hardTimer.Stop()
+		hard = hardTimer.C
 	}
 	closing := spec.Closing
 	ctxDone := ctx.Done()
@@ -325,23 +320,22 @@ wait:
 			if idleTimer != nil && !out.Closed {
 				idleTimer.Reset(spec.IdleTimeout)
 			}
-		case <-results:
-			if spec.Timeout > 0 && !out.Closed && !out.TimedOut {
-				rearm(spec.Timeout)
+		case <-answered:
+			// The timeout bounds one turn: an agent that keeps answering
+			// a live conversation is not cut off mid-chat.
+			if hardTimer != nil && !out.TimedOut {
+				hardTimer.Reset(spec.Timeout)
 			}
 		case <-idle:
 			idle = nil
-			if !out.Closed && !out.TimedOut {
-				writeClose(fmt.Sprintf("no output for %s", spec.IdleTimeout))
-				rearm(spec.CloseGrace)
-			}
+			writeClose(fmt.Sprintf("no output for %s", spec.IdleTimeout))
 		case <-closing:
 			closing = nil
 			writeClose("asked to finish")
 		case <-hard:
 			hard = nil
 			out.TimedOut = true
-			terminate(fmt.Sprintf("hard timeout %s (or %s after _close)", spec.Timeout, spec.CloseGrace))
+			terminate(fmt.Sprintf("hard timeout %s", spec.Timeout))
 		case <-ctxDone:
 			ctxDone = nil
 			terminate("cancelled")
@@ -382,6 +376,11 @@ wait:
 	log.Printf("exit %s after %s (results=%d)", cmd.ProcessState, out.Duration.Round(time.Millisecond), out.Results)
 
 	switch {
+	case out.TimedOut && out.Results > 0 && out.Answered:
+		// Every prompt was answered: the run did its work; the timeout
+		// only ended what it was still doing after.
+		log.Printf("the hard timeout ended the agent after its answer: not a failure")
+		return out, nil
 	case out.TimedOut:
 		return out, fmt.Errorf("agent for %s after %s: %w", spec.Input.GroupFolder, spec.Timeout, ErrTimeout)
 	case killed && ctx.Err() != nil:
@@ -399,9 +398,6 @@ wait:
 func (s *Spec) defaults() {
 	if s.KillGrace <= 0 {
 		s.KillGrace = DefaultKillGrace
-	}
-	if s.CloseGrace <= 0 {
-		s.CloseGrace = DefaultCloseGrace
 	}
 	if s.MaxLine <= 0 {
 		s.MaxLine = DefaultMaxLine
@@ -453,13 +449,12 @@ func buildEnv(extra map[string]string) ([]string, error) {
 
 // frameReader turns the agent's stdout into frames and log lines.
 type frameReader struct {
-	spec  *Spec
-	h     Handler
-	log   *runLog
-	out   *Outcome
-	touch func()
-	// results receives (coalesced) after each result frame.
-	results chan<- struct{}
+	spec     *Spec
+	h        Handler
+	log      *runLog
+	out      *Outcome
+	touch    func()
+	answered func() // a result frame was read
 }
 
 const (
@@ -519,7 +514,12 @@ func (f *frameReader) read(r *os.File) {
 
 func (f *frameReader) frame(payload []byte, cut bool) {
 	if cut {
+		// Most likely a result too long to carry: the chat is told rather
+		// than left waiting for an answer that never comes.
 		f.log.Printf("frame dropped: payload longer than %d bytes", f.spec.MaxLine)
+		f.out.Results++
+		note := fmt.Sprintf("(The answer was longer than %d MiB and could not be sent. Ask for a shorter one.)", f.spec.MaxLine>>20)
+		f.h.OnResult(Result{Status: "success", Result: &note})
 		return
 	}
 	var fr Frame
@@ -539,19 +539,26 @@ func (f *frameReader) frame(payload []byte, cut bool) {
 		}
 		f.log.Printf("frame: result status=%s result=%dB newSessionId=%q error=%q", fr.Status, n, fr.NewSessionID, fr.Error)
 		f.h.OnResult(Result{Status: fr.Status, Result: fr.Result, NewSessionID: fr.NewSessionID, Error: fr.Error})
-		select {
-		case f.results <- struct{}{}:
-		default:
-		}
+		f.out.Answered = fr.Status == "success"
+		f.answered()
 	case "violation":
 		f.log.Printf("frame: violation kind=%s tool=%s target=%q", fr.Kind, fr.Tool, fr.Target)
 		f.h.OnViolation(alerts.Violation{
 			Time: time.Now().UTC(), Group: f.spec.Input.GroupFolder,
-			Kind: fr.Kind, Tool: fr.Tool, Target: fr.Target, Detail: fr.Detail, Action: "blocked",
+			Kind: fr.Kind, Tool: fr.Tool, Target: fr.Target, Detail: fr.Detail, Action: action(fr.Action),
 		})
 	default:
 		f.log.Printf("frame dropped: unknown type %q", fr.Type)
 	}
+}
+
+// action is a violation frame's action as recorded: "reported" when the
+// agent says it only saw the refusal in a tool's output, else "blocked".
+func action(a string) string {
+	if a == "reported" {
+		return a
+	}
+	return "blocked"
 }
 
 func clip(b []byte, n int) []byte {

@@ -393,7 +393,9 @@ func TestRunHardTimeoutKillsGroup(t *testing.T) {
 	spec.KillGrace = 200 * time.Millisecond
 	h := &recorder{}
 	out, err := run(t, spec, h)
-	if !errors.Is(err, ErrTimeout) || !out.TimedOut {
+	// The agent had answered ("forked …") before it hung: the timeout ends
+	// it without failing the run.
+	if err != nil || !out.TimedOut {
 		t.Fatalf("err %v, outcome %+v", err, out)
 	}
 	gone(t, out.PID)
@@ -442,7 +444,8 @@ func TestRunFloodIsCapped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := h.texts(); !slices.Equal(got, []string{"flooded"}) {
+	// The oversized frame is not dropped without a word: the chat is told.
+	if got := h.texts(); len(got) != 2 || !strings.HasPrefix(got[0], "(The answer was longer than 1 MiB") || got[1] != "flooded" {
 		t.Fatalf("results: %d, first bytes %.40q", len(got), got)
 	}
 	fi, err := os.Stat(out.LogFile)
@@ -572,33 +575,14 @@ func reportPercentiles(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(p(0.99), "p99-µs")
 }
 
-// The hard timeout bounds one turn: an agent that answers every 200 ms
-// lives well past a 1 s timeout, because each result frame restarts it.
-func TestRunTimeoutResetByResults(t *testing.T) {
-	spec := newSpec(t, "ticks 8 0.2")
-	spec.Timeout = time.Second
-	h := &recorder{}
-	out, err := run(t, spec, h)
-	if err != nil || out.TimedOut {
-		t.Fatalf("err %v, outcome %+v", err, out)
-	}
-	if got := h.texts(); len(got) != 8 || got[7] != "tick 8" {
-		t.Fatalf("results %q", got)
-	}
-}
-
-// An agent that answered, went quiet and ignores the idle _close is ended
-// CloseGrace after the _close, even with no hard timeout set.
-func TestRunIdleCloseGrace(t *testing.T) {
-	spec := newSpec(t, "fork hang")
-	spec.IdleTimeout = 100 * time.Millisecond
-	spec.CloseGrace = 200 * time.Millisecond
-	spec.KillGrace = 100 * time.Millisecond
-	h := &recorder{}
-	out, err := run(t, spec, h)
-	if !errors.Is(err, ErrTimeout) || !out.TimedOut || !out.Closed {
+// A turn that never answers is ended by the hard timeout and fails.
+func TestRunHardTimeoutWithoutAnswerFails(t *testing.T) {
+	spec := newSpec(t, "hang")
+	spec.Timeout = 300 * time.Millisecond
+	spec.KillGrace = 200 * time.Millisecond
+	out, err := run(t, spec, &recorder{})
+	if !errors.Is(err, ErrTimeout) || !out.TimedOut || out.Results != 0 {
 		t.Fatalf("err %v, outcome %+v", err, out)
 	}
 	gone(t, out.PID)
-	gone(t, forkedPID(t, h))
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
 	"sync"
 	"time"
 
@@ -87,9 +86,6 @@ func New(db *sql.DB, loc *time.Location, runner Runner, ipcRoot string, log zero
 
 // NewTask is what schedule_task asks for.
 type NewTask struct {
-	// ID, if given (NewID's form), is the task's id: the MCP tool picks it
-	// so that it can tell the agent at once. "" = a new one.
-	ID                                                                     string
 	GroupFolder, ChatJID, Prompt, ScheduleType, ScheduleValue, ContextMode string
 }
 
@@ -107,20 +103,7 @@ func (s *Scheduler) Create(ctx context.Context, q Querier, nt NewTask) (Task, er
 	if err != nil {
 		return Task{}, err
 	}
-	id := nt.ID
-	if id == "" {
-		id = NewID(now)
-	} else if err := ValidID(id); err != nil {
-		return Task{}, err
-	}
-	var taken int
-	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM scheduled_tasks WHERE id = ?`, id).Scan(&taken); err != nil {
-		return Task{}, err
-	}
-	if taken > 0 {
-		return Task{}, fmt.Errorf("%w: task id %q is taken; leave the id out to get a new one", ErrSchedule, id)
-	}
-	t := Task{ID: id, GroupFolder: nt.GroupFolder, ChatJID: nt.ChatJID, Prompt: nt.Prompt,
+	t := Task{ID: newID(now), GroupFolder: nt.GroupFolder, ChatJID: nt.ChatJID, Prompt: nt.Prompt,
 		ScheduleType: nt.ScheduleType, ScheduleValue: nt.ScheduleValue, ContextMode: nt.ContextMode,
 		Status: StatusActive, NextRun: &next, CreatedAt: now}
 	_, err = q.ExecContext(ctx, `INSERT INTO scheduled_tasks
@@ -134,18 +117,7 @@ func (s *Scheduler) Create(ctx context.Context, q Querier, nt NewTask) (Task, er
 	return t, nil
 }
 
-var idRE = regexp.MustCompile(`^task-[0-9]{1,20}-[0-9a-f]{12}$`)
-
-// ValidID checks that id has NewID's form.
-func ValidID(id string) error {
-	if !idRE.MatchString(id) {
-		return fmt.Errorf("%w: task id %.40q is not of the form task-<ms>-<12 hex digits>", ErrSchedule, id)
-	}
-	return nil
-}
-
-// NewID returns a fresh task id.
-func NewID(now time.Time) string {
+func newID(now time.Time) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("task-%d-%s", now.UnixMilli(), hex.EncodeToString(b[:]))
@@ -187,8 +159,16 @@ func (s *Scheduler) Get(ctx context.Context, q Querier, id string) (Task, error)
 
 // List returns the tasks of folder, or every task when folder is "".
 func (s *Scheduler) List(ctx context.Context, folder string) ([]Task, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+taskColumns+` FROM scheduled_tasks
-		WHERE ? = '' OR group_folder = ? ORDER BY created_at, id`, folder, folder)
+	return s.query(ctx, `WHERE ? = '' OR group_folder = ? ORDER BY created_at, id`, folder, folder)
+}
+
+// Next returns the n active tasks due soonest.
+func (s *Scheduler) Next(ctx context.Context, n int) ([]Task, error) {
+	return s.query(ctx, `WHERE status = ? AND next_run IS NOT NULL ORDER BY next_run, id LIMIT ?`, StatusActive, n)
+}
+
+func (s *Scheduler) query(ctx context.Context, where string, args ...any) ([]Task, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+taskColumns+` FROM scheduled_tasks `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
@@ -467,26 +447,4 @@ func (s *Scheduler) Runs(ctx context.Context, taskID string) ([]RunLog, error) {
 		logs = append(logs, l)
 	}
 	return logs, rows.Err()
-}
-
-// Insert stores t as it is (an import from NanoClaw), unless a task with
-// its id exists. It reports whether t was stored. Call Changed (or let the
-// daemon notice) afterwards.
-func Insert(ctx context.Context, q Querier, t Task) (bool, error) {
-	ms := func(p *time.Time) any {
-		if p == nil {
-			return nil
-		}
-		return p.UnixMilli()
-	}
-	res, err := q.ExecContext(ctx, `INSERT OR IGNORE INTO scheduled_tasks
-		(id, group_folder, chat_jid, prompt, schedule_type, schedule_value, context_mode, status, next_run, last_run, last_result, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''), ?)`,
-		t.ID, t.GroupFolder, t.ChatJID, t.Prompt, t.ScheduleType, t.ScheduleValue, t.ContextMode, t.Status,
-		ms(t.NextRun), ms(t.LastRun), t.LastResult, t.CreatedAt.UnixMilli())
-	if err != nil {
-		return false, fmt.Errorf("store task %s: %w", t.ID, err)
-	}
-	n, _ := res.RowsAffected()
-	return n > 0, nil
 }

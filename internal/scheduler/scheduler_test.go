@@ -255,23 +255,3 @@ func TestSnapshotsMainSeesAllOthersTheirOwn(t *testing.T) {
 		}
 	}
 }
-
-// A task may be created with the id its MCP tool already told the agent;
-// an id in another form, or one already taken, is refused.
-func TestCreateWithGivenID(t *testing.T) {
-	s, _ := newScheduler(t, nil)
-	ctx := context.Background()
-	id := NewID(time.Now())
-	nt := NewTask{ID: id, GroupFolder: "family", ChatJID: "f@g.us", Prompt: "p", ScheduleType: TypeInterval, ScheduleValue: "3600000"}
-	task, err := s.Create(ctx, s.db, nt)
-	if err != nil || task.ID != id {
-		t.Fatalf("Create = %+v, %v", task, err)
-	}
-	if _, err := s.Create(ctx, s.db, nt); !errors.Is(err, ErrSchedule) || !strings.Contains(err.Error(), "taken") {
-		t.Fatalf("a taken id: %v", err)
-	}
-	nt.ID = "task-1; DROP"
-	if _, err := s.Create(ctx, s.db, nt); !errors.Is(err, ErrSchedule) {
-		t.Fatalf("a malformed id: %v", err)
-	}
-}

@@ -13,25 +13,22 @@ type Policy struct {
 	Tools          []string `json:"tools,omitempty" validate:"omitempty,min=1,dive,required"`
 	PermissionMode string   `json:"permissionMode,omitempty" validate:"omitempty,oneof=default acceptEdits dontAsk"`
 	DenyRead       []string `json:"denyRead,omitempty" validate:"dive,required"`
+	AllowRead      []string `json:"allowRead,omitempty" validate:"dive,required"`
 	AllowWrite     []string `json:"allowWrite,omitempty" validate:"dive,required"`
 	Network        *Network `json:"network,omitempty"`
-	// Senders (per-group overrides only): who may trigger the agent, by
-	// sender id or phone number; others' messages are context. nil = anyone.
-	Senders []string `json:"senders,omitempty"`
+	// Senders, in a group's override, are who may call its assistant (their
+	// channel id, e.g. a phone number); others' messages stay context.
+	Senders []string `json:"senders,omitempty" validate:"dive,required"`
 }
 
-// AllowsSender reports whether the sender with id (a JID such as
-// "4915551234567@s.whatsapp.net", or any channel's id) may trigger the
-// agent: Senders is unset, or names id, its part before '@', or that
-// number with a leading '+'.
-func (p *Policy) AllowsSender(id string) bool {
-	if p == nil || p.Senders == nil {
-		return true
-	}
-	user, _, _ := strings.Cut(id, "@")
-	for _, s := range p.Senders {
-		s = strings.TrimPrefix(strings.TrimSpace(s), "+")
-		if s != "" && (s == id || s == user) {
+// SenderAllowed tells whether sender (a channel id such as
+// "4915551234567@s.whatsapp.net" or "alice") is one of allowed, which may
+// name it whole or by its part before "@", with or without a leading "+".
+func SenderAllowed(allowed []string, sender string) bool {
+	user, _, _ := strings.Cut(sender, "@")
+	for _, a := range allowed {
+		a = strings.TrimPrefix(strings.TrimSpace(a), "+")
+		if strings.EqualFold(a, sender) || strings.EqualFold(a, user) {
 			return true
 		}
 	}

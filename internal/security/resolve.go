@@ -43,6 +43,7 @@ type Effective struct {
 	SettingSources []string       `json:"settingSources"`
 	DenyRead       []string       `json:"denyRead"`
 	DenyWrite      []string       `json:"denyWrite"`
+	AllowRead      []string       `json:"allowRead"`
 	AllowWrite     []string       `json:"allowWrite"`
 	Network        Network        `json:"network"`
 	SecretEnv      []string       `json:"secretEnv"`
@@ -59,7 +60,7 @@ func Resolve(global Policy, g Group, h Host) Effective {
 		e := Effective{
 			Group: g.Folder, IsMain: true, Tools: slices.Clone(AllTools),
 			PermissionMode: "bypassPermissions", SettingSources: []string{"user", "project"},
-			DenyRead: []string{}, DenyWrite: []string{}, AllowWrite: []string{}, SecretEnv: []string{},
+			DenyRead: []string{}, DenyWrite: []string{}, AllowRead: []string{}, AllowWrite: []string{}, SecretEnv: []string{},
 			Network: Network{AllowedDomains: []string{}, DeniedDomains: []string{}},
 		}
 		e.SDKOptions = map[string]any{
@@ -101,7 +102,7 @@ func Resolve(global Policy, g Group, h Host) Effective {
 	// session. Its own IPC directory is reached only through the MCP tools.
 	deny := abs(global.DenyRead)
 	deny = append(deny, abs(o.DenyRead)...)
-	deny = append(deny, h.ConfigFile, filepath.Join(h.DataDir, "ipc"), filepath.Join(h.DataDir, "logs"), h.Socket)
+	deny = append(deny, h.ConfigFile, filepath.Join(h.ConfigDir, EnvFile), filepath.Join(h.DataDir, "ipc"), filepath.Join(h.DataDir, "logs"), h.Socket)
 	for _, f := range []string{"nanoclaw.db", "whatsapp.db"} {
 		for _, suffix := range []string{"", "-wal", "-shm"} {
 			deny = append(deny, filepath.Join(h.DataDir, f+suffix))
@@ -117,6 +118,8 @@ func Resolve(global Policy, g Group, h Host) Effective {
 	// project settings or its project MCP servers: those would loosen its
 	// own sandbox on the next run.
 	e.DenyWrite = []string{filepath.Join(groupDir, "logs"), filepath.Join(groupDir, ".claude"), filepath.Join(groupDir, ".mcp.json")}
+	// The shared memory every group reads (written only from the main group).
+	e.AllowRead = dedupe(append(append(abs(global.AllowRead), abs(o.AllowRead)...), filepath.Join(h.GroupsDir, GlobalFolder)))
 	e.AllowWrite = dedupe(append(append(abs(global.AllowWrite), abs(o.AllowWrite)...), groupDir))
 	e.SecretEnv = secretEnv(h.AgentEnv)
 	e.SDKOptions = sdkOptions(e, groupDir)
@@ -157,6 +160,10 @@ func sdkOptions(e Effective, groupDir string) map[string]any {
 	for _, p := range e.DenyWrite {
 		deny = append(deny, denyRules("Edit", p)...)
 	}
+	// Every run of a non-main group runs inside the daemon's OS sandbox
+	// (internal/sandbox), which is the boundary for Bash too. The SDK's own
+	// Bash sandbox cannot run inside it (bubblewrap cannot mount /proc in a
+	// bubblewrap sandbox; Seatbelt profiles do not nest), so it is off.
 	creds := make([]any, 0, len(e.SecretEnv))
 	for _, name := range e.SecretEnv {
 		creds = append(creds, map[string]any{"name": name, "mode": "deny"})
@@ -168,7 +175,7 @@ func sdkOptions(e Effective, groupDir string) map[string]any {
 		"permissionMode": e.PermissionMode,
 		"settingSources": e.SettingSources,
 		"sandbox": map[string]any{
-			"enabled":                  e.Sandbox,
+			"enabled":                  false,
 			"autoAllowBashIfSandboxed": true,
 			"allowUnsandboxedCommands": false,
 			"filesystem": map[string]any{
@@ -184,9 +191,21 @@ func sdkOptions(e Effective, groupDir string) map[string]any {
 		},
 		"settings": map[string]any{
 			"permissions": map[string]any{"deny": deny},
+			// WebFetch would first ask api.anthropic.com whether a domain is
+			// safe, a host no group may reach; the gateway's domain lists
+			// decide instead.
+			"skipWebFetchPreflight": true,
 		},
 	}
 }
+
+// GlobalFolder is the folder, beside the groups' own, of the memory every
+// group shares: GlobalFolder/CLAUDE.md.
+const GlobalFolder = "global"
+
+// EnvFile is the secrets file beside the config (nanoclawd.env), which no
+// confined agent may read.
+const EnvFile = "nanoclawd.env"
 
 // rulePath writes an absolute path as a permission-rule path ("//abs").
 func rulePath(p string) string {
@@ -284,4 +303,27 @@ func dedupe(list []string) []string {
 		}
 	}
 	return out
+}
+
+// RuleFor names the policy key behind a violation an agent reported under
+// the policy e, for the owner's fix hint: a tool the group was not given
+// is the tool list; a write the group may not make is allowWrite; any
+// other refusal of a granted tool is a deny rule.
+func RuleFor(e Effective, kind, tool string) string {
+	switch kind {
+	case "network":
+		return "hostSecurity.network.allowedDomains"
+	case "tool":
+		return "hostSecurity.tools"
+	case "filesystem", "permission":
+		if !strings.HasPrefix(tool, "mcp__") && !slices.Contains(e.Tools, tool) {
+			return "hostSecurity.tools"
+		}
+		switch tool {
+		case "Write", "Edit", "MultiEdit", "NotebookEdit":
+			return "hostSecurity.allowWrite"
+		}
+		return "hostSecurity.denyRead"
+	}
+	return ""
 }

@@ -4,8 +4,7 @@
 // stdout, follow-ups in $NANOCLAW_IPC_DIR/input/) and does what the last
 // message of its prompt says. The command is the text of the last
 // <message> element (unescaped, a leading @trigger word dropped), or the
-// whole prompt when it has no <message> (a scheduled task, its leading
-// "[SCHEDULED TASK …]" line dropped):
+// whole prompt when it has no <message> (a scheduled task):
 //
 //	echo TEXT         reply "echo: TEXT"; newSessionId = the sessionId it was
 //	                  given, or a fresh "sess-…" when it had none
@@ -15,12 +14,19 @@
 //	env               reply with its environment, sorted, one NAME=value a line
 //	sleep SECONDS     sleep (fractions allowed), then reply "slept SECONDS"
 //	hang              ignore SIGTERM and never finish (only SIGKILL ends it)
-//	ticks N SECONDS   reply "tick 1" … "tick N", SECONDS apart, then exit 0
+//	answer-then-hang  reply "answered", then hang
+//	ipc TEXT          write an IPC message "ipc TEXT" to its own chat (noted in
+//	                  $TESTAGENT_LOG if set), then reply "queued TEXT"
+//	forget            reply "forgot" with a newSessionId "gone-…": resuming it
+//	                  fails the way the CLI fails for a pruned transcript
 //	crash             print three lines to stderr and exit with status 3
 //	fail TEXT         a result frame with status "error" and error TEXT, exit 0
 //	silent            exit 0 without any frame
 //	violation KIND TARGET
 //	                  a violation frame (tool "Bash"), then reply "violation reported"
+//	violations N      N "reported" filesystem frames with distinct targets and one
+//	                  network frame carrying an attacker's instruction, then
+//	                  reply "violations reported"
 //	noise             stray stdout lines and broken frames around three good
 //	                  frames: "one", a null result, "two"
 //	flood [MIB]       an oversized frame, a 3 MiB line, then MIB MiB (default 16)
@@ -33,11 +39,6 @@
 //	                  appears; then reply "closed" and exit 0
 //
 // Anything else is answered like echo with the whole text: "echo: TEXT".
-//
-// Sessions live as files in $NANOCLAW_SESSION_DIR (when set): echo creates
-// one for a fresh session, and a sessionId without its file fails the run
-// the way the Claude CLI does ("No conversation found with session ID: …"
-// in an error frame, exit status 1).
 package main
 
 import (
@@ -60,6 +61,34 @@ import (
 type input struct {
 	Prompt    string `json:"prompt"`
 	SessionID string `json:"sessionId"`
+	Standby   bool   `json:"standby"`
+}
+
+// firstInput waits for the first input/*.json file (or _close, which ends
+// a standby that was never used) and returns its text.
+func firstInput() string {
+	dir := filepath.Join(os.Getenv("NANOCLAW_IPC_DIR"), "input")
+	for {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if e.Name() == "_close" {
+				os.Exit(0)
+			}
+			if strings.HasSuffix(e.Name(), ".json") {
+				p := filepath.Join(dir, e.Name())
+				b, err := os.ReadFile(p)
+				if err != nil {
+					continue
+				}
+				os.Remove(p)
+				var m struct{ Text string }
+				json.Unmarshal(b, &m)
+				fmt.Fprintf(os.Stderr, "testagent: standby got its prompt\n")
+				return m.Text
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func main() {
@@ -75,24 +104,28 @@ func main() {
 	if err := json.Unmarshal(raw, &in); err != nil {
 		fatal("stdin is not a ContainerInput: %v", err)
 	}
-	if dir := os.Getenv("NANOCLAW_SESSION_DIR"); in.SessionID != "" && dir != "" {
-		if _, err := os.Stat(filepath.Join(dir, in.SessionID)); err != nil {
-			frame(map[string]any{"status": "error", "result": nil, "error": "No conversation found with session ID: " + in.SessionID})
-			os.Exit(1)
-		}
+	if in.Standby {
+		in.Prompt = firstInput() // started ahead: the prompt comes as a follow-up
+	}
+	if strings.HasPrefix(in.SessionID, "gone-") {
+		// What the Claude CLI says when the transcript of a session is gone.
+		frame(map[string]any{"status": "error", "result": nil,
+			"error": "Claude Code returned an error result: No conversation found with session ID: " + in.SessionID})
+		os.Exit(1)
 	}
 	do(command(in.Prompt), in, raw)
 }
 
-var lastMessage = regexp.MustCompile(`(?s)<message(?:\s[^>]*)?>(.*?)</message>`)
+var lastMessage = regexp.MustCompile(`(?s)<message(?:\s[^>]*)?>(?:<quote[^>]*>.*?</quote>)?(.*?)</message>`)
 
 // command finds what the prompt asks for.
 func command(prompt string) string {
 	text := prompt
+	if strings.HasPrefix(text, "[SCHEDULED TASK]") {
+		_, text, _ = strings.Cut(text, "\n\n") // the daemon's marker, then the task's prompt
+	}
 	if m := lastMessage.FindAllStringSubmatch(prompt, -1); len(m) > 0 {
 		text = html.UnescapeString(m[len(m)-1][1])
-	} else if strings.HasPrefix(text, "[SCHEDULED TASK") {
-		_, text, _ = strings.Cut(text, "]\n\n")
 	}
 	text = strings.TrimSpace(text)
 	if strings.HasPrefix(text, "@") {
@@ -110,11 +143,6 @@ func do(text string, in input, raw []byte) {
 		session := in.SessionID
 		if session == "" {
 			session = fmt.Sprintf("sess-%d", time.Now().UnixNano())
-			if dir := os.Getenv("NANOCLAW_SESSION_DIR"); dir != "" {
-				if err := os.WriteFile(filepath.Join(dir, session), nil, 0o600); err != nil {
-					fatal("%v", err)
-				}
-			}
 		}
 		result("echo: "+arg, session)
 	case "session":
@@ -138,19 +166,33 @@ func do(text string, in input, raw []byte) {
 		}
 		time.Sleep(time.Duration(d * float64(time.Second)))
 		result("slept "+arg, "")
-	case "ticks":
-		ns, secs, _ := strings.Cut(arg, " ")
-		n, err1 := strconv.Atoi(ns)
-		d, err2 := strconv.ParseFloat(secs, 64)
-		if err1 != nil || err2 != nil {
-			fatal("ticks wants a count and seconds, got %q", arg)
+	case "ipc":
+		// A message through the IPC directory, as the nanoclaw MCP tools write
+		// it; recorded in $TESTAGENT_LOG (if set) once it is in place.
+		dir := filepath.Join(os.Getenv("NANOCLAW_IPC_DIR"), "messages")
+		name := fmt.Sprintf("%d-%s.json", time.Now().UnixNano(), strings.ReplaceAll(arg, " ", "_"))
+		b, _ := json.Marshal(map[string]string{"type": "message", "chatJid": os.Getenv("NANOCLAW_CHAT_JID"),
+			"text": "ipc " + arg, "token": os.Getenv("NANOCLAW_IPC_TOKEN")})
+		if err := os.WriteFile(filepath.Join(dir, name+".tmp"), b, 0o600); err != nil {
+			fatal("write IPC file: %v", err)
 		}
-		for i := 1; i <= n; i++ {
-			if i > 1 {
-				time.Sleep(time.Duration(d * float64(time.Second)))
+		if err := os.Rename(filepath.Join(dir, name+".tmp"), filepath.Join(dir, name)); err != nil {
+			fatal("publish IPC file: %v", err)
+		}
+		if log := os.Getenv("TESTAGENT_LOG"); log != "" {
+			f, err := os.OpenFile(log, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+			if err == nil {
+				fmt.Fprintf(f, "ipc %s\n", arg)
+				f.Close()
 			}
-			result(fmt.Sprintf("tick %d", i), "")
 		}
+		result("queued "+arg, "")
+	case "forget":
+		result("forgot", fmt.Sprintf("gone-%d", time.Now().UnixNano()))
+	case "answer-then-hang":
+		result("answered", "")
+		signal.Ignore(syscall.SIGTERM)
+		time.Sleep(1<<63 - 1)
 	case "hang":
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Fprintln(os.Stderr, "hanging")
@@ -167,6 +209,17 @@ func do(text string, in input, raw []byte) {
 		kind, target, _ := strings.Cut(arg, " ")
 		frame(map[string]any{"type": "violation", "kind": kind, "tool": "Bash", "target": target, "detail": "testagent"})
 		result("violation reported", "")
+	case "violations":
+		// Distinct fake denials, as an agent printing them in a loop makes:
+		// each a "reported" frame with its own target.
+		n, _ := strconv.Atoi(arg)
+		for i := range n {
+			frame(map[string]any{"type": "violation", "kind": "filesystem", "tool": "Bash", "action": "reported",
+				"target": fmt.Sprintf("/fake/%d", i), "detail": "Read-only file system"})
+		}
+		frame(map[string]any{"type": "violation", "kind": "network", "tool": "Bash", "action": "reported", "target": "wa.me",
+			"detail": "deny network-outbound wa.me:443 — reply to this bot with your 6-digit WhatsApp code " + strings.Repeat("!", 2000)})
+		result("violations reported", "")
 	case "noise":
 		noise()
 	case "flood":

@@ -83,13 +83,22 @@ func table(w io.Writer, f figures) (missing []string) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	fmt.Fprintf(tw, "measure\tnanoclawd (this machine)\tNanoClaw, its polling alone\n")
-	fmt.Fprintf(tw, "inbound → agent start\t%s\t%s (2 s message loop)\n", pct("BenchmarkInboundToAgentStart"), pollWait(messagePoll))
+	fmt.Fprintf(tw, "inbound → agent start (confined group)\t%s\t%s (2 s message loop)\n", pct("BenchmarkInboundToAgentStart"), pollWait(messagePoll))
+	fmt.Fprintf(tw, "inbound → agent start (main, unconfined)\t%s\t-\n", pct("BenchmarkInboundToMainAgentStart"))
 	fmt.Fprintf(tw, "IPC file → message sent\t%s\t%s (1 s IPC poll)\n", pct("BenchmarkIPCToSent"), pollWait(ipcPoll))
 	fmt.Fprintf(tw, "IPC sustained\t%s files/s\ta burst waits for the next 1 s poll\n", get("BenchmarkIPCThroughput/files/s"))
 	fmt.Fprintf(tw, "violation frame → alert sent\t%s\t%s (alerts ride the IPC poll)\n", pct("BenchmarkViolationToAlert"), pollWait(ipcPoll))
 	fmt.Fprintf(tw, "daemon start, 100 groups\tp50 %s ms  max %s ms\t-\n", get("BenchmarkStart100Groups/p50-ms"), get("BenchmarkStart100Groups/max-ms"))
 	fmt.Fprintf(tw, "idle wakeups\t%s /s\tat least %s /s (its two poll timers)\n", get("BenchmarkIdle/wakeups/s"), num(1/messagePoll.Seconds()+1/ipcPoll.Seconds()))
 	fmt.Fprintf(tw, "idle RSS\t%s MiB\t-\n", get("BenchmarkIdle/rss-MiB"))
+	fmt.Fprintf(tw, "real SDK: message → API request, cold\t%s\tthe same start-up, after its poll\n", pct("BenchmarkSDKColdMessageToAPI"))
+	fmt.Fprintf(tw, "real SDK: message → API request, agent started ahead\t%s\t-\n", pct("BenchmarkSDKWarmMessageToAPI"))
+	fmt.Fprintf(tw, "  memory of one agent started ahead\t%s MiB\t-\n", get("BenchmarkSDKWarmMessageToAPI/standby-rss-MiB"))
+	fmt.Fprintf(tw, "real SDK: follow-up → API request\t%s\t+ its 0.5 s input poll\n", pct("BenchmarkSDKFollowUpToAPI"))
+	fmt.Fprintf(tw, "real SDK: API answer → reply sent\tp50 %s ms  p99 %s ms\t-\n",
+		get("BenchmarkSDKColdMessageToAPI/answer-to-sent-p50-ms"), get("BenchmarkSDKColdMessageToAPI/answer-to-sent-p99-ms"))
+	fmt.Fprintf(tw, "  of which result frame → reply sent (nanoclawd)\tp50 %s ms  p99 %s ms\t-\n",
+		get("BenchmarkSDKColdMessageToAPI/frame-to-sent-p50-ms"), get("BenchmarkSDKColdMessageToAPI/frame-to-sent-p99-ms"))
 	tw.Flush()
 	return missing
 }

@@ -3,6 +3,7 @@
 // have JIDs that start with "local:".
 //
 //	POST /messages {"chatJid","sender","senderName","text"} → 202 {"id"}
+//	               (optional "quotedSender", "quotedText": the message it replies to)
 //	GET  /sent?after=SEQ&wait=SECONDS → 200 {"messages":[{"seq","chatJid","text","time"}]}
 //	GET  /health → 200 {"status":"ok",...}
 package local
@@ -135,6 +136,9 @@ type inbound struct {
 	Sender     string `json:"sender"`
 	SenderName string `json:"senderName"`
 	Text       string `json:"text"`
+	// Optional: the message this one replies to.
+	QuotedSender string `json:"quotedSender,omitempty"`
+	QuotedText   string `json:"quotedText,omitempty"`
 }
 
 // SentMessage is one entry of GET /sent.
@@ -172,6 +176,7 @@ func (c *Channel) handler(sink channel.Sink) http.Handler {
 		id := newID()
 		err := sink.OnMessage(req.Context(), channel.Message{
 			ID: id, ChatJID: in.ChatJID, Sender: in.Sender, SenderName: in.SenderName, Text: in.Text, Time: time.Now(),
+			QuotedSender: in.QuotedSender, QuotedText: in.QuotedText,
 		})
 		if err != nil {
 			httpError(w, http.StatusInternalServerError, "could not store the message: "+err.Error())

@@ -151,6 +151,9 @@ func TestKeepConnectedBacksOffAndStops(t *testing.T) {
 		recv(t, l.connects)
 		l.results <- errDial
 		tm := wantWait(want)
+		if next := c.NextRetry(); !next.Equal(clock.Now().Add(want)) {
+			t.Errorf("NextRetry = %v, want now + %v", next, want)
+		}
 		if first == "" {
 			first = c.Status()
 		}

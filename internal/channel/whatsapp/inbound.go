@@ -161,6 +161,15 @@ func (c *Channel) inbound(ctx context.Context, e *events.Message) (m channel.Mes
 		FromMe:     info.IsFromMe,
 		IsBot:      info.IsFromMe && c.isOwnReply(info.ID, text),
 	}
+	m.Text = c.mentionsToName(contextInfo(e.Message), m.Text)
+	if ci := contextInfo(e.Message); ci.GetQuotedMessage() != nil {
+		m.QuotedText = messageText(ci.GetQuotedMessage())
+		if p := ci.GetParticipant(); p != "" {
+			if jid, err := types.ParseJID(p); err == nil {
+				m.QuotedSender = jid.User
+			}
+		}
+	}
 	return m, chat, true
 }
 
@@ -198,6 +207,44 @@ func (c *Channel) phoneJID(ctx context.Context, jid, alt types.JID) types.JID {
 		}
 	}
 	return jid
+}
+
+// mentionsToName rewrites a mention of the assistant's own number (or
+// LID), which WhatsApp writes as "@<number>", to "@<assistantName>", so
+// that tagging the assistant calls it like its trigger does.
+func (c *Channel) mentionsToName(ci *waE2E.ContextInfo, text string) string {
+	if ci == nil || c.opts.AssistantName == "" {
+		return text
+	}
+	c.mu.Lock()
+	own, ownLID := c.own, c.ownLID
+	c.mu.Unlock()
+	for _, m := range ci.GetMentionedJID() {
+		jid, err := types.ParseJID(m)
+		if err != nil || jid.User == "" {
+			continue
+		}
+		if (!own.IsEmpty() && jid.User == own.User) || (!ownLID.IsEmpty() && jid.User == ownLID.User) {
+			text = strings.ReplaceAll(text, "@"+jid.User, "@"+c.opts.AssistantName)
+		}
+	}
+	return text
+}
+
+// contextInfo is the reply context of a text, image, video or document
+// message (nil when it has none).
+func contextInfo(msg *waE2E.Message) *waE2E.ContextInfo {
+	switch {
+	case msg.GetExtendedTextMessage() != nil:
+		return msg.GetExtendedTextMessage().GetContextInfo()
+	case msg.GetImageMessage() != nil:
+		return msg.GetImageMessage().GetContextInfo()
+	case msg.GetVideoMessage() != nil:
+		return msg.GetVideoMessage().GetContextInfo()
+	case msg.GetDocumentMessage() != nil:
+		return msg.GetDocumentMessage().GetContextInfo()
+	}
+	return nil
 }
 
 // messageText is the text a person typed: the body of a plain or extended

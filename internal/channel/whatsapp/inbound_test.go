@@ -126,6 +126,25 @@ func TestInbound(t *testing.T) {
 			want:     &channel.Message{ID: "A2", ChatJID: alicePN.String(), Sender: alicePN.String(), SenderName: "Alice", Text: "see https://example.com", Time: when},
 		},
 		{
+			name: "reply quoting an earlier message",
+			evt: msg(family, alicePN, false, "A8", &waE2E.Message{ExtendedTextMessage: &waE2E.ExtendedTextMessage{
+				Text: proto.String("@Andy is this right?"),
+				ContextInfo: &waE2E.ContextInfo{StanzaID: proto.String("B7"), Participant: proto.String("491700000002@s.whatsapp.net"),
+					QuotedMessage: text("dinner at 7")}}}),
+			wantChat: &channel.Chat{JID: family.String(), IsGroup: true, Time: when},
+			want: &channel.Message{ID: "A8", ChatJID: family.String(), Sender: alicePN.String(), SenderName: "Alice", Text: "@Andy is this right?", Time: when,
+				QuotedSender: "491700000002", QuotedText: "dinner at 7"},
+		},
+		{
+			name: "a mention of the assistant's number calls it by name",
+			evt: msg(family, alicePN, false, "A9", &waE2E.Message{ExtendedTextMessage: &waE2E.ExtendedTextMessage{
+				Text:        proto.String("@" + ownPN.User + " what's the plan? cc @491700000002"),
+				ContextInfo: &waE2E.ContextInfo{MentionedJID: []string{ownPN.String(), "491700000002@s.whatsapp.net"}}}}),
+			wantChat: &channel.Chat{JID: family.String(), IsGroup: true, Time: when},
+			want: &channel.Message{ID: "A9", ChatJID: family.String(), Sender: alicePN.String(), SenderName: "Alice",
+				Text: "@Andy what's the plan? cc @491700000002", Time: when},
+		},
+		{
 			name:     "image caption",
 			evt:      msg(family, alicePN, false, "A3", &waE2E.Message{ImageMessage: &waE2E.ImageMessage{Caption: proto.String("our new kitchen"), Mimetype: proto.String("image/jpeg")}}),
 			wantChat: &channel.Chat{JID: family.String(), IsGroup: true, Time: when},

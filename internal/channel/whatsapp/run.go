@@ -115,6 +115,7 @@ func (c *Channel) keepConnected(ctx context.Context, l link) error {
 		}
 		d := max(c.backoff.Delay(attempt, c.jitter()), wait)
 		attempt++
+		c.retryAt.Store(c.clock.Now().Add(d).UnixNano())
 		c.log.Info().Dur("in", d).Int("attempt", attempt).Msg("reconnecting to WhatsApp")
 		select {
 		case <-ctx.Done():

@@ -107,3 +107,12 @@ func ReadStatus(dataDir string) (line string, pid int, err error) {
 	}
 	return s.String(), s.PID, nil
 }
+
+// NextRetry is when the reconnect loop tries next after a failure (zero
+// before the first one); `nanoclawd status` shows it while disconnected.
+func (c *Channel) NextRetry() time.Time {
+	if ns := c.retryAt.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}

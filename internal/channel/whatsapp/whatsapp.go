@@ -79,6 +79,8 @@ type Channel struct {
 	own    types.JID // our phone-number JID
 	ownLID types.JID // our LID: the "message yourself" chat may arrive under it
 
+	retryAt atomic.Int64 // unix ns of the next reconnect attempt (NextRetry)
+
 	connected atomic.Bool
 	// Connection events from the handler to the reconnect loop. Buffered 1:
 	// one pending signal is all the loop needs.

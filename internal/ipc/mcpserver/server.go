@@ -103,30 +103,52 @@ type tools struct{ env Env }
 
 type none struct{}
 
-// write validates req exactly as the daemon will and writes it atomically:
-// a .tmp file renamed into place, so the watcher never reads half a file.
-func (t *tools) write(req ipc.Request) error {
+// VerdictWait bounds how long a tool waits for the daemon's answer.
+var VerdictWait = 5 * time.Second
+
+// write validates req as the daemon will (its form and size; whether the
+// group may do it is the daemon's to decide, and to record), writes it
+// atomically — a .tmp file renamed into place, so the watcher never reads
+// half a file — and waits up to VerdictWait for the daemon's answer. done
+// is what the agent is told when the daemon carried it out.
+func (t *tools) write(req ipc.Request, done string) (*mcp.CallToolResult, any, error) {
+	return t.writeFor(req, func(ipc.Verdict) string { return done })
+}
+
+// writeFor is write with the reply made from the daemon's verdict.
+func (t *tools) writeFor(req ipc.Request, done func(ipc.Verdict) string) (*mcp.CallToolResult, any, error) {
 	req.Token = t.env.Token
 	data, err := json.Marshal(req)
 	if err != nil {
-		return err
+		return nil, nil, err
+	}
+	if len(data) > ipc.MaxFileSize {
+		return nil, nil, fmt.Errorf("the request is %d bytes, over the limit of %d (1 MiB); send less text, or split it", len(data), ipc.MaxFileSize)
 	}
 	if _, err := ipc.Decode(data); err != nil {
-		return errors.New(strings.TrimPrefix(err.Error(), ipc.ErrField.Error()+": "))
+		return nil, nil, errors.New(strings.TrimPrefix(err.Error(), ipc.ErrField.Error()+": "))
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	dir := filepath.Join(t.env.IPCDir, ipc.Dir(req.Type))
 	name := fmt.Sprintf("%d-%s.json", time.Now().UnixNano(), hex.EncodeToString(b[:]))
+	_ = os.MkdirAll(filepath.Join(t.env.IPCDir, ipc.ResultsDir), 0o700)
 	tmp := filepath.Join(dir, name+".tmp")
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return fmt.Errorf("could not write the request (%w); the IPC directory may be missing, try again later", err)
+		return nil, nil, fmt.Errorf("could not write the request (%w); the IPC directory may be missing, try again later", err)
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("could not write the request (%w)", err)
+		return nil, nil, fmt.Errorf("could not write the request (%w)", err)
 	}
-	return nil
+	v, ok := ipc.AwaitVerdict(t.env.IPCDir, name, VerdictWait)
+	switch {
+	case !ok:
+		return text("Queued: nanoclawd has not handled it yet; it will when it can. Do not send it again."), nil, nil
+	case v.Status == "refused":
+		return nil, nil, fmt.Errorf("refused: %s", v.Reason)
+	}
+	return text(done(v)), nil, nil
 }
 
 func text(s string) *mcp.CallToolResult {
@@ -146,13 +168,9 @@ func (t *tools) sendMessage(_ context.Context, _ *mcp.CallToolRequest, in sendMe
 	if chat == "" {
 		chat = t.env.ChatJID
 	}
-	if !t.env.IsMain && chat != t.env.ChatJID {
-		return nil, nil, fmt.Errorf("this group may only send to its own chat %s; leave chatJid out", t.env.ChatJID)
-	}
-	if err := t.write(ipc.Request{Type: ipc.TypeMessage, ChatJID: chat, Text: in.Text}); err != nil {
-		return nil, nil, err
-	}
-	return text("Message sent."), nil, nil
+	// Whether this group may send there is the daemon's to decide: a
+	// refusal is then audited and alerted like any other.
+	return t.write(ipc.Request{Type: ipc.TypeMessage, ChatJID: chat, Text: in.Text}, "Message sent.")
 }
 
 type scheduleIn struct {
@@ -167,16 +185,11 @@ func (t *tools) scheduleTask(_ context.Context, _ *mcp.CallToolRequest, in sched
 	if in.ContextMode == "" {
 		in.ContextMode = scheduler.ContextGroup
 	}
-	if in.TargetJID != "" && !t.env.IsMain && in.TargetJID != t.env.ChatJID {
-		return nil, nil, errors.New("only the main group may schedule tasks for other groups; leave targetJid out")
-	}
-	id := scheduler.NewID(time.Now())
-	err := t.write(ipc.Request{Type: ipc.TypeScheduleTask, Prompt: in.Prompt, ScheduleType: in.ScheduleType,
-		ScheduleValue: in.ScheduleValue, ContextMode: in.ContextMode, TargetJID: in.TargetJID, TaskID: id})
-	if err != nil {
-		return nil, nil, err
-	}
-	return text(fmt.Sprintf("Task %s scheduled (%s %s).", id, in.ScheduleType, in.ScheduleValue)), nil, nil
+	return t.writeFor(ipc.Request{Type: ipc.TypeScheduleTask, Prompt: in.Prompt, ScheduleType: in.ScheduleType,
+		ScheduleValue: in.ScheduleValue, ContextMode: in.ContextMode, TargetJID: in.TargetJID},
+		func(v ipc.Verdict) string {
+			return fmt.Sprintf("Task %s scheduled (%s %s).", v.ID, in.ScheduleType, in.ScheduleValue)
+		})
 }
 
 type taskIn struct {
@@ -185,10 +198,7 @@ type taskIn struct {
 
 func (t *tools) taskOp(typ, done string) mcp.ToolHandlerFor[taskIn, any] {
 	return func(_ context.Context, _ *mcp.CallToolRequest, in taskIn) (*mcp.CallToolResult, any, error) {
-		if err := t.write(ipc.Request{Type: typ, TaskID: in.TaskID}); err != nil {
-			return nil, nil, err
-		}
-		return text(fmt.Sprintf("Task %s will be %s.", in.TaskID, done)), nil, nil
+		return t.write(ipc.Request{Type: typ, TaskID: in.TaskID}, fmt.Sprintf("Task %s %s.", in.TaskID, done))
 	}
 }
 
@@ -203,12 +213,8 @@ func (t *tools) updateTask(_ context.Context, _ *mcp.CallToolRequest, in updateI
 	if in.Prompt == "" && in.ScheduleType == "" && in.ScheduleValue == "" {
 		return nil, nil, errors.New("nothing to update; give prompt, or schedule_type with schedule_value")
 	}
-	err := t.write(ipc.Request{Type: ipc.TypeUpdateTask, TaskID: in.TaskID, Prompt: in.Prompt,
-		ScheduleType: in.ScheduleType, ScheduleValue: in.ScheduleValue})
-	if err != nil {
-		return nil, nil, err
-	}
-	return text(fmt.Sprintf("Task %s will be updated.", in.TaskID)), nil, nil
+	return t.write(ipc.Request{Type: ipc.TypeUpdateTask, TaskID: in.TaskID, Prompt: in.Prompt,
+		ScheduleType: in.ScheduleType, ScheduleValue: in.ScheduleValue}, fmt.Sprintf("Task %s updated.", in.TaskID))
 }
 
 type registerIn struct {
@@ -217,16 +223,12 @@ type registerIn struct {
 	Folder          string   `json:"folder" jsonschema:"folder name: 1-64 letters, digits, _ or -"`
 	Trigger         string   `json:"trigger,omitempty" jsonschema:"trigger word, default @ plus the assistant's name"`
 	RequiresTrigger *bool    `json:"requiresTrigger,omitempty" jsonschema:"false: every message reaches the agent"`
-	Senders         []string `json:"senders,omitempty" jsonschema:"only these senders (phone numbers or sender ids) may trigger the agent; others' messages are context. For a group already registered this changes its list."`
+	Senders         []string `json:"senders,omitempty" jsonschema:"only these may call the assistant there (phone numbers); others' messages stay context"`
 }
 
 func (t *tools) registerGroup(_ context.Context, _ *mcp.CallToolRequest, in registerIn) (*mcp.CallToolResult, any, error) {
-	err := t.write(ipc.Request{Type: ipc.TypeRegisterGroup, JID: in.JID, Name: in.Name, Folder: in.Folder,
-		Trigger: in.Trigger, RequiresTrigger: in.RequiresTrigger, Senders: strings.Join(in.Senders, ",")})
-	if err != nil {
-		return nil, nil, err
-	}
-	return text(fmt.Sprintf("Group %s will be registered in folder %s.", in.Name, in.Folder)), nil, nil
+	return t.write(ipc.Request{Type: ipc.TypeRegisterGroup, JID: in.JID, Name: in.Name, Folder: in.Folder,
+		Trigger: in.Trigger, RequiresTrigger: in.RequiresTrigger, Senders: in.Senders}, fmt.Sprintf("Group %s registered in folder %s.", in.Name, in.Folder))
 }
 
 func (t *tools) listTasks(_ context.Context, _ *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {

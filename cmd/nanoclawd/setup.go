@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/mattn/go-isatty"
+
+	"github.com/nanoclawd/nanoclawd/internal/channel/whatsapp"
+	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/service"
+	"github.com/nanoclawd/nanoclawd/internal/setup"
+	"github.com/nanoclawd/nanoclawd/internal/status"
+)
+
+func init() {
+	register("setup", "setup   guided first run: pair WhatsApp, choose the main chat, check the model credential", runSetup)
+}
+
+func runSetup(ctx context.Context, g *globals, args []string) error {
+	if _, err := parseFlags(flag.NewFlagSet("setup", flag.ContinueOnError), args, 0, 0, "setup"); err != nil {
+		return err
+	}
+	cfg, db, reg, err := g.openRegistry()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	fromFile, err := loadEnvFile(envFilePath(cfg))
+	if err != nil {
+		return err
+	}
+	guide := g.guide(cfg, reg, fromFile)
+	if err := guide.Run(ctx, false); err != nil {
+		return err
+	}
+	// A daemon that started before the pairing has no WhatsApp session.
+	if rep, err := status.Fetch(ctx, cfg.DataDir); err == nil && guide.PairedNow {
+		for _, c := range rep.Channels {
+			if c.Name == "whatsapp" && !c.Connected {
+				fmt.Fprintf(g.stdout, "The daemon running now (PID %d) started before the pairing: restart it to connect WhatsApp.\n", rep.PID)
+			}
+		}
+	}
+	return nil
+}
+
+// newPairer is the WhatsApp pairing the guide uses; the terminal tests
+// replace it with a fake.
+var newPairer = func(dataDir string) setup.Pairer { return whatsappPairer{dataDir} }
+
+// guide is the setup guide on this process's stdin and g.stdout.
+func (g *globals) guide(cfg *config.Config, reg *groups.Registry, fromFile []string) *setup.Guide {
+	gd := &setup.Guide{
+		Config: cfg, Groups: reg, Pairer: newPairer(cfg.DataDir),
+		Cred: setup.Credentials{
+			EnvFile: envFilePath(cfg), FromFile: fromFile, AgentEnv: cfg.Agent.Env,
+			Getenv: os.Getenv, Setenv: os.Setenv, APIBase: os.Getenv("ANTHROPIC_BASE_URL"),
+		},
+		Changed: func() { notifyDaemon(cfg) },
+		In:      bufio.NewReader(os.Stdin),
+		Out:     g.stdout,
+	}
+	if fd := int(os.Stdin.Fd()); isatty.IsTerminal(uintptr(fd)) {
+		gd.NoEcho = func() func() {
+			restore, err := noEcho(fd)
+			if err != nil {
+				return func() {}
+			}
+			return restore
+		}
+	}
+	return gd
+}
+
+func envFilePath(cfg *config.Config) string {
+	return filepath.Join(filepath.Dir(cfg.File), service.EnvFileName)
+}
+
+// interactive reports whether a person is at this process's terminal:
+// stdin and stdout both are one.
+func (g *globals) interactive() bool {
+	out, ok := g.stdout.(*os.File)
+	return ok && isatty.IsTerminal(out.Fd()) && isatty.IsTerminal(os.Stdin.Fd())
+}
+
+// whatsappPairer is the real pairing: the WhatsApp channel's login.
+type whatsappPairer struct{ dataDir string }
+
+func (p whatsappPairer) Paired(ctx context.Context) (string, bool, error) {
+	// Without whatsapp.db nothing is paired (and opening would create it).
+	if _, err := os.Stat(filepath.Join(p.dataDir, whatsapp.StoreFile)); errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	}
+	own, err := whatsapp.Paired(ctx, p.dataDir)
+	if errors.Is(err, whatsapp.ErrNotPaired) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return own.String(), true, nil
+}
+
+func (p whatsappPairer) Pair(ctx context.Context, phone string, out io.Writer) (string, error) {
+	own, err := whatsapp.Login(ctx, whatsapp.LoginOptions{DataDir: p.dataDir, Phone: phone, Out: out})
+	if errors.Is(err, whatsapp.ErrAlreadyPaired) {
+		err = nil
+	}
+	return own.String(), err
+}

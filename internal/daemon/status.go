@@ -1,0 +1,165 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/alerts"
+	"github.com/nanoclawd/nanoclawd/internal/runner"
+	"github.com/nanoclawd/nanoclawd/internal/status"
+)
+
+// runStarts remembers, per group, when the agent process of the run going
+// on started (a run that finds nothing to answer starts none).
+type runStarts map[string]time.Time
+
+// recordRuns wraps the queue's RunFunc: a run that failed, or that
+// started an agent, becomes the group's last run (a message run that
+// found nothing to answer is not a run to show).
+func (d *Daemon) recordRuns(run runner.RunFunc) runner.RunFunc {
+	return func(ctx context.Context, job runner.Job) error {
+		t0 := time.Now()
+		err := run(ctx, job)
+		d.mu.Lock()
+		started, ok := d.runs[job.Folder]
+		delete(d.runs, job.Folder)
+		d.mu.Unlock()
+		if !ok && err == nil {
+			return err
+		}
+		if !ok {
+			started = t0
+		}
+		r := runner.LastRun{Folder: job.Folder, Started: started, Finished: time.Now(), OK: err == nil, TaskID: job.TaskID}
+		if err != nil {
+			r.Error = err.Error()
+		}
+		if rerr := runner.RecordLastRun(context.WithoutCancel(ctx), d.db, r); rerr != nil {
+			d.log.Warn().Err(rerr).Str("group", job.Folder).Msg("status will not show this run")
+		}
+		return err
+	}
+}
+
+func (d *Daemon) agentStarted(folder string) {
+	d.mu.Lock()
+	d.runs[folder] = time.Now()
+	d.mu.Unlock()
+}
+
+// setPendingRestart records the keys edited in the config file that apply
+// only after a restart.
+func (d *Daemon) setPendingRestart(keys []string) {
+	d.mu.Lock()
+	d.pendingRestart = keys
+	d.mu.Unlock()
+}
+
+// Status reports what the daemon is doing; the control socket serves it.
+func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
+	cfg := d.Config()
+	now := time.Now()
+	r := status.Report{PID: os.Getpid(), Started: d.started, Time: now, ConfigFile: cfg.File,
+		Agents: status.Agents{MaxConcurrent: cfg.Agent.MaxConcurrent}}
+	for _, ch := range d.channels {
+		c := status.Channel{Name: ch.Name(), Connected: ch.Connected()}
+		if s, ok := ch.(interface{ Status() string }); ok {
+			c.State = s.Status()
+		} else if ch.Name() == "local" {
+			c.State = "serving " + cfg.Channels.Local.Socket
+		}
+		if b, ok := ch.(interface{ NextRetry() time.Time }); ok && !c.Connected {
+			if t := b.NextRetry(); t.After(now) {
+				c.RetryAt = &t
+			}
+		}
+		r.Channels = append(r.Channels, c)
+	}
+
+	list, err := d.reg.List(ctx)
+	if err != nil {
+		return r, err
+	}
+	last, err := runner.LastRuns(ctx, d.db)
+	if err != nil {
+		return r, err
+	}
+	standby := d.router.Standbys()
+	queue := map[string]runner.GroupState{}
+	for _, s := range d.queue.Snapshot() {
+		queue[s.Folder] = s
+	}
+	d.mu.Lock()
+	for _, g := range list {
+		q := queue[g.Folder]
+		sg := status.Group{Folder: g.Folder, Name: g.Name, JID: g.JID, IsMain: g.IsMain, Agent: "idle",
+			QueuedTasks: q.Tasks, Failures: q.Retries}
+		switch {
+		case q.Running:
+			sg.Agent, sg.RunningSince, sg.RunningTask = "running", &q.RunningSince, q.RunningTask
+			r.Agents.Running++
+		case q.Queued:
+			sg.Agent = "queued"
+			r.Agents.Queued++
+		case q.RetryWaiting:
+			sg.Agent = "retrying"
+		case standby[g.Folder]:
+			sg.Agent = "standby"
+			r.Agents.Standby++
+		}
+		if l, ok := last[g.Folder]; ok {
+			sg.LastRun = &status.Run{Started: l.Started, Finished: l.Finished, OK: l.OK, Error: l.Error, TaskID: l.TaskID}
+		}
+		r.Groups = append(r.Groups, sg)
+	}
+	r.PendingRestart = slices.Clone(d.pendingRestart)
+	d.mu.Unlock()
+
+	backlog, err := d.outbox.Backlog(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.Outbox = []status.Backlog{}
+	for _, b := range backlog {
+		sb := status.Backlog{ChatJID: b.ChatJID, Count: b.Count, Oldest: b.Oldest, Attempts: b.Attempts, LastError: b.LastError}
+		if !b.RetryAt.IsZero() {
+			sb.RetryAt = &b.RetryAt
+		}
+		r.Outbox = append(r.Outbox, sb)
+	}
+
+	tasks, err := d.sched.Next(ctx, 5)
+	if err != nil {
+		return r, err
+	}
+	r.NextTasks = []status.Task{}
+	for _, t := range tasks {
+		r.NextTasks = append(r.NextTasks, status.Task{ID: t.ID, Group: t.GroupFolder, NextRun: *t.NextRun,
+			Schedule: t.ScheduleType + " " + t.ScheduleValue, Prompt: t.Prompt})
+	}
+
+	counts, err := alerts.CountViolations(ctx, d.db, now.Add(-24*time.Hour))
+	if err != nil {
+		return r, err
+	}
+	r.Violations24h = []status.Violations{}
+	for grp, kinds := range counts {
+		for kind, n := range kinds {
+			r.Violations24h = append(r.Violations24h, status.Violations{Group: grp, Kind: kind, Count: n})
+		}
+	}
+	slices.SortFunc(r.Violations24h, func(a, b status.Violations) int {
+		return strings.Compare(a.Group+"\x00"+a.Kind, b.Group+"\x00"+b.Kind)
+	})
+	if r.Config, err = json.Marshal(cfg); err != nil {
+		return r, err
+	}
+	if r.PendingRestart == nil {
+		r.PendingRestart = []string{}
+	}
+	return r, nil
+}

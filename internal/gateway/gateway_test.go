@@ -1,0 +1,168 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/nanoclawd/nanoclawd/internal/alerts"
+)
+
+type reports struct {
+	mu sync.Mutex
+	vs []alerts.Violation
+}
+
+func (r *reports) Report(_ context.Context, v alerts.Violation) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.vs = append(r.vs, v)
+	return nil
+}
+
+func open(t *testing.T, cfg Config) (*Run, *http.Client) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "gw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "g.sock")
+	r, err := Open(sock, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	return r, client
+}
+
+// The relay hands the upstream the real key in place of the run's
+// placeholder, streams the answer, and refuses any other key, including
+// this run's once the run has ended.
+func TestRelaySwapsThePlaceholder(t *testing.T) {
+	var gotKey, gotPath string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotKey, gotPath = r.Header.Get("X-Api-Key"), r.URL.Path
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: message_start\n\n")
+	}))
+	defer up.Close()
+	run, client := open(t, Config{Group: "family", Upstream: up.URL, Secrets: map[string]string{"ANTHROPIC_API_KEY": "sk-real"}})
+	ph := run.Env()["ANTHROPIC_API_KEY"]
+	if ph == "" || strings.Contains(ph, "sk-real") {
+		t.Fatalf("placeholder %q", ph)
+	}
+	post := func(key string) *http.Response {
+		req, _ := http.NewRequest("POST", "http://127.0.0.1:3128/v1/messages", strings.NewReader("{}"))
+		req.Header.Set("X-Api-Key", key)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := post(ph)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || gotKey != "sk-real" || gotPath != "/v1/messages" || !strings.Contains(string(body), "message_start") {
+		t.Fatalf("relay: %d %q, upstream saw key %q path %q", resp.StatusCode, body, gotKey, gotPath)
+	}
+	gotKey = ""
+	if resp := post("sk-guess"); resp.StatusCode != http.StatusUnauthorized || gotKey != "" {
+		t.Errorf("a key that is no placeholder: %d, upstream saw %q", resp.StatusCode, gotKey)
+	}
+	other, _ := open(t, Config{Group: "work", Upstream: up.URL, Secrets: map[string]string{"ANTHROPIC_API_KEY": "sk-real"}})
+	other.Close()
+	if resp := post(other.Env()["ANTHROPIC_API_KEY"]); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("another run's placeholder: %d", resp.StatusCode)
+	}
+}
+
+// The proxy lets through only what allowedDomains names, reports every
+// refusal, and does not let a name lead back to this machine.
+func TestProxyAppliesTheDomainLists(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprint(c, "hello\n")
+			c.Close()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	rep := &reports{}
+	run, _ := open(t, Config{Group: "family", AllowedDomains: []string{"127.0.0.1", "localhost", "*.example.com"},
+		DeniedDomains: []string{"bad.example.com"}, Reporter: rep})
+	connect := func(host string) string {
+		c, err := net.Dial("unix", run.socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", host, host)
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return err.Error()
+		}
+		if resp.StatusCode != 200 {
+			return resp.Status
+		}
+		line, _ := br.ReadString('\n')
+		return line
+	}
+	if got := connect("127.0.0.1:" + port); got != "hello\n" {
+		t.Errorf("an allowed address literal: %q", got)
+	}
+	if got := connect("localhost:" + port); !strings.HasPrefix(got, "502") {
+		t.Errorf("an allowed name that leads to this machine: %q", got)
+	}
+	for _, host := range []string{"bad.example.com:443", "evil.test:443"} {
+		if got := connect(host); !strings.HasPrefix(got, "403") {
+			t.Errorf("%s: %q, want 403", host, got)
+		}
+	}
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	if len(rep.vs) != 2 || rep.vs[0].Target != "bad.example.com" || rep.vs[1].Target != "evil.test" || rep.vs[0].Kind != "network" || rep.vs[0].Group != "family" {
+		t.Errorf("reported: %+v", rep.vs)
+	}
+}
+
+func TestMatches(t *testing.T) {
+	for _, c := range []struct {
+		rule, host string
+		want       bool
+	}{
+		{"*", "anything.test", true},
+		{"example.com", "example.com", true},
+		{"example.com", "api.example.com", false},
+		{"*.example.com", "api.example.com", true},
+		{"*.example.com", "example.com", false},
+		{"*.example.com", "badexample.com", false},
+		{"Example.COM.", "example.com", true},
+	} {
+		if got := Matches(c.rule, c.host); got != c.want {
+			t.Errorf("Matches(%q, %q) = %v", c.rule, c.host, got)
+		}
+	}
+}

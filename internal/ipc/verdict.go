@@ -1,0 +1,87 @@
+package ipc
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// ResultsDir is where the daemon answers the nanoclaw MCP tools: for a
+// request file messages/NAME or tasks/NAME it writes results/NAME with its
+// Verdict, when the results directory exists (the MCP server makes it).
+const ResultsDir = "results"
+
+// Verdict is what became of one request.
+type Verdict struct {
+	Status string `json:"status"` // "sent" (carried out) or "refused"
+	Reason string `json:"reason,omitempty"`
+	ID     string `json:"id,omitempty"` // schedule_task: the new task's id
+}
+
+// writeVerdict answers the request file name of folder. The group's IPC
+// dir is the agent's to write, so the answer is written through an
+// os.Root: a results dir or file the agent made a symlink cannot send the
+// daemon's write anywhere else.
+func (w *Watcher) writeVerdict(folder, name string, v Verdict) error {
+	root, err := os.OpenRoot(filepath.Join(w.cfg.IPCRoot, folder))
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if fi, err := root.Lstat(ResultsDir); err != nil || !fi.IsDir() {
+		return nil // no MCP server waits for answers here
+	}
+	data, _ := json.Marshal(v)
+	f, err := root.OpenFile(filepath.Join(ResultsDir, name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// pruneVerdicts removes answers nobody picked up within a minute.
+func (w *Watcher) pruneVerdicts(folder string) {
+	dir := filepath.Join(w.cfg.IPCRoot, folder, ResultsDir)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	cutoff := w.now().Add(-time.Minute)
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && fi.ModTime().Before(cutoff) {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// AwaitVerdict waits up to wait for the daemon's answer to the request file
+// name written in ipcDir, removes it and returns it; ok is false when none
+// came in time (the file waits for the daemon).
+func AwaitVerdict(ipcDir, name string, wait time.Duration) (v Verdict, ok bool) {
+	path := filepath.Join(ipcDir, ResultsDir, name)
+	for deadline := time.Now().Add(wait); ; time.Sleep(20 * time.Millisecond) {
+		data, err := os.ReadFile(path)
+		if err == nil && json.Unmarshal(data, &v) == nil && v.Status != "" {
+			os.Remove(path)
+			return v, true
+		}
+		if (err != nil && !errors.Is(err, fs.ErrNotExist)) || time.Now().After(deadline) {
+			return v, false
+		}
+	}
+}
+
+// refusalReason is the part of a refusal the agent is told: the first
+// line of the daemon's reason.
+func refusalReason(detail string) string {
+	detail, _, _ = strings.Cut(detail, "\n")
+	return detail
+}

@@ -1,0 +1,142 @@
+package sandbox
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+)
+
+// Init is `nanoclawd sandbox-init`, the first process inside a run's
+// sandbox. It sets the run's limits, serves the gateway socket on a
+// loopback port (the sandbox has no other network), points the agent's
+// proxy and model-API variables at it, then runs the agent and exits with
+// its status. When it exits, the sandbox ends and every process in it.
+func Init(args []string) int {
+	fs := flag.NewFlagSet("sandbox-init", flag.ContinueOnError)
+	nproc := fs.Int("nproc", 0, "most processes the run may have")
+	fsize := fs.Int64("fsize", 0, "largest file the run may write, in bytes")
+	gateway := fs.String("gateway", "", "the daemon's gateway socket")
+	listen := fs.String("listen", "127.0.0.1:0", "where to offer the gateway")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		fmt.Fprintln(os.Stderr, "nanoclawd sandbox-init: no agent command after --; it is started by nanoclawd, not by people")
+		return 2
+	}
+	if err := setLimits(*nproc, *fsize); err != nil {
+		fmt.Fprintln(os.Stderr, "nanoclawd sandbox-init:", err)
+		return 126
+	}
+	env := os.Environ()
+	if *gateway != "" {
+		ln, err := net.Listen("tcp", *listen)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "nanoclawd sandbox-init: offering the gateway on %s: %v\n", *listen, err)
+			return 126
+		}
+		go bridge(ln, *gateway)
+		url := "http://" + ln.Addr().String()
+		env = setEnv(env, map[string]string{
+			"HTTP_PROXY": url, "HTTPS_PROXY": url, "http_proxy": url, "https_proxy": url,
+			"ALL_PROXY": url, "NO_PROXY": "localhost,127.0.0.1", "no_proxy": "localhost,127.0.0.1",
+			"ANTHROPIC_BASE_URL": url,
+		})
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = env
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "nanoclawd sandbox-init: starting %q inside the sandbox: %v (is it, and all it needs, inside agent.command's directory or the system runtime?)\n", argv[0], err)
+		return 127
+	}
+	go func() {
+		for s := range sigs {
+			cmd.Process.Signal(s)
+		}
+	}()
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return 1
+	}
+	return 0
+}
+
+// bridge hands every connection on ln to the gateway socket.
+func bridge(ln net.Listener, socket string) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			g, err := net.Dial("unix", socket)
+			if err != nil {
+				return
+			}
+			defer g.Close()
+			done := make(chan struct{}, 2)
+			go func() { io.Copy(g, c); g.(*net.UnixConn).CloseWrite(); done <- struct{}{} }()
+			go func() { io.Copy(c, g); c.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
+			<-done
+			<-done
+		}()
+	}
+}
+
+func setEnv(env []string, set map[string]string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		name := kv
+		for i := 0; i < len(kv); i++ {
+			if kv[i] == '=' {
+				name = kv[:i]
+				break
+			}
+		}
+		if _, ok := set[name]; !ok {
+			out = append(out, kv)
+		}
+	}
+	for k, v := range set {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+func setLimits(nproc int, fsize int64) error {
+	if nproc > 0 {
+		if err := setRlimit(rlimitNproc, uint64(nproc)); err != nil {
+			return fmt.Errorf("limit processes to %d: %w", nproc, err)
+		}
+	}
+	if fsize > 0 {
+		if err := setRlimit(syscall.RLIMIT_FSIZE, uint64(fsize)); err != nil {
+			return fmt.Errorf("limit file size to %d bytes: %w", fsize, err)
+		}
+		// A write past the limit fails with EFBIG instead of killing the writer.
+		signal.Ignore(syscall.SIGXFSZ)
+	}
+	return nil
+}
+
+func setRlimit(which int, v uint64) error {
+	return syscall.Setrlimit(which, &syscall.Rlimit{Cur: v, Max: v})
+}

@@ -1,0 +1,3 @@
+package sandbox
+
+const rlimitNproc = 6 // RLIMIT_NPROC

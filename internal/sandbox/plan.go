@@ -1,0 +1,398 @@
+// Package sandbox builds the OS confinement of one non-main agent run: an
+// allow-list of what the run may see, enforced by the kernel. On Linux the
+// plan becomes a bubblewrap command line (new user, mount, PID, IPC, UTS and
+// network namespaces); on macOS a Seatbelt (sandbox-exec) profile. Inside,
+// `nanoclawd sandbox-init` is the first process: it sets the run's limits,
+// offers the daemon's egress gateway on 127.0.0.1 and starts the agent.
+//
+// Everything the run may see is named here, read-only or read-write; what
+// is not named does not exist inside. denyRead cuts paths back out of what
+// is named, so an allowRead of the home does not open ~/.ssh.
+package sandbox
+
+import (
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+
+	"github.com/nanoclawd/nanoclawd/internal/security"
+)
+
+// Mount modes.
+const (
+	ReadOnly  = "ro"
+	ReadWrite = "rw"
+	Hidden    = "hidden" // cut out of a visible tree: an empty read-only directory or file
+	Private   = "tmpfs"  // an empty directory of the run's own (/tmp)
+)
+
+// Mount is one path the run sees.
+type Mount struct {
+	Path string `json:"path"`
+	Mode string `json:"mode"`
+	Why  string `json:"why"`
+	// Link is the target when Path is a symbolic link (recreated inside).
+	Link string `json:"link,omitempty"`
+	// Dir tells whether Path is (or, when absent, stands for) a directory.
+	Dir bool `json:"-"`
+	// Missing: Path did not exist; the mount creates an empty placeholder
+	// on the host, which Cleanup removes after the run.
+	Missing bool `json:"-"`
+}
+
+// Limits bound one run. Zero means no limit.
+type Limits struct {
+	Processes int   `json:"processes"`     // RLIMIT_NPROC inside the run's user namespace
+	FileSize  int64 `json:"fileSizeBytes"` // RLIMIT_FSIZE: the largest file one write may make
+	TmpSize   int64 `json:"tmpBytes"`      // size of the private /tmp
+	Memory    int64 `json:"memoryBytes"`   // resident memory of all the run's processes, measured (Watch)
+	Disk      int64 `json:"diskBytes"`     // files in the group's folder but its logs/, measured (Watch)
+}
+
+// GatewayAddr is where the daemon's egress gateway appears inside the
+// sandbox: the forward proxy and the model-API relay share it.
+const GatewayAddr = "127.0.0.1:3128"
+
+// Plan is the confinement of one run, as `security show` prints it.
+type Plan struct {
+	Mounts  []Mount `json:"mounts"`
+	Network string  `json:"network"`
+	Gateway string  `json:"gateway"`
+	Limits  Limits  `json:"limits"`
+	// Argv is agent.command with its program resolved in the daemon's PATH.
+	Argv []string `json:"command"`
+	// Workdir is the group's folder, the run's working directory.
+	Workdir string `json:"workdir"`
+	// Socket is the host path of the run's gateway socket, bound in at
+	// the same path; sandbox-init serves it on GatewayAddr.
+	Socket string `json:"socket,omitempty"`
+	// Profile is the macOS Seatbelt profile (set on macOS only).
+	Profile string `json:"profile,omitempty"`
+}
+
+// Input is what a plan is made from. Paths are absolute.
+type Input struct {
+	Command    []string // agent.command, Command[0] resolved to a path
+	Binary     string   // this nanoclawd
+	GroupDir   string
+	SessionDir string
+	IPCDir     string
+	Socket     string   // the run's gateway socket ("" in `security show`)
+	AllowRead  []string // hostSecurity.allowRead, expanded
+	AllowWrite []string // hostSecurity.allowWrite, expanded (the group's folder may be among them)
+	// DenyRead is what is cut out wherever an allowed path would show it:
+	// hostSecurity.denyRead expanded ("**/name" globs are looked for inside
+	// allowed trees), the daemon's own files, other groups' folders,
+	// sessions and IPC.
+	DenyRead []string
+	Limits   Limits
+}
+
+// System is the read-only runtime every run sees: programs and libraries,
+// and the few files of /etc they need (not /etc itself).
+var System = []string{
+	"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+	"/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+	"/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/hosts", "/etc/localtime", "/etc/timezone",
+	"/etc/ssl", "/etc/ca-certificates", "/etc/pki", "/etc/crypto-policies", "/etc/mime.types",
+}
+
+// Protected are the names in a group's folder that run code or change the
+// agent's own rules when someone else (the owner, git, an editor, the next
+// run) touches the folder: the group may read them, never create or change
+// them. Only the owner creates them.
+var Protected = []struct {
+	Name string
+	Dir  bool
+}{
+	{".git/config", false}, {".git/hooks", true},
+	{".envrc", false}, {".vscode", true}, {".idea", true},
+	{".claude", true}, {".mcp.json", false}, {"logs", true},
+}
+
+// New makes the plan for one run. It looks at the file system (what
+// exists, what is a link) but changes nothing.
+func New(in Input) Plan {
+	p := Plan{
+		Network: "none but the gateway",
+		Gateway: "http://" + GatewayAddr + " (HTTP(S) proxy applying network.allowedDomains, and the model-API relay)",
+		Limits:  in.Limits,
+		Argv:    in.Command,
+		Workdir: in.GroupDir,
+		Socket:  in.Socket,
+	}
+	add := func(path, mode, why string) {
+		if path == "" || slices.ContainsFunc(p.Mounts, func(m Mount) bool { return m.Path == path && m.Mode == mode }) {
+			return
+		}
+		fi, err := os.Lstat(path)
+		if err != nil {
+			return
+		}
+		m := Mount{Path: path, Mode: mode, Why: why, Dir: fi.IsDir()}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			m.Link, _ = os.Readlink(path)
+			if st, err := os.Stat(path); err == nil {
+				m.Dir = st.IsDir()
+			}
+		}
+		p.Mounts = append(p.Mounts, m)
+	}
+
+	p.Mounts = append(p.Mounts, Mount{Path: "/tmp", Mode: Private, Why: "private /tmp", Dir: true})
+	for _, s := range System {
+		add(s, ReadOnly, "system runtime")
+	}
+	for _, f := range commandFiles(in.Command) {
+		if !under(f, System) {
+			add(f, ReadOnly, "agent.command")
+		}
+	}
+	add(in.Binary, ReadOnly, "nanoclawd (MCP server, sandbox init)")
+	for _, r := range in.AllowRead {
+		add(r, ReadOnly, "allowRead")
+	}
+	// Read-only trees first, then what is cut out of them, then the
+	// writable dirs (which may lie inside a cut-out: the group's own IPC
+	// dir under the data dir), then what is cut out of those.
+	n := len(p.Mounts)
+	p.hide(in, roots(p.Mounts))
+	// The run's own dirs are made before it starts; `security show` lists
+	// them before they exist.
+	for _, d := range []struct{ path, why string }{
+		{in.GroupDir, "the group's folder"}, {in.SessionDir, "the group's agent session"}, {in.IPCDir, "the group's IPC directory"},
+	} {
+		if add(d.path, ReadWrite, d.why); !slices.ContainsFunc(p.Mounts, func(m Mount) bool { return m.Path == d.path }) {
+			p.Mounts = append(p.Mounts, Mount{Path: d.path, Mode: ReadWrite, Why: d.why, Dir: true})
+		}
+	}
+	for _, w := range in.AllowWrite {
+		add(w, ReadWrite, "allowWrite")
+	}
+	add(in.Socket, ReadWrite, "the egress gateway")
+	p.hide(in, roots(p.Mounts[n:]))
+	git := filepath.Join(in.GroupDir, ".git")
+	gitFI, err := os.Lstat(git)
+	hasRepo := err == nil && !placeholder(git, gitFI)
+	for _, pr := range Protected {
+		path := filepath.Join(in.GroupDir, pr.Name)
+		fi, err := os.Lstat(path)
+		exists := err == nil
+		if strings.HasPrefix(pr.Name, ".git/") {
+			if !hasRepo {
+				// No repository: the group may not make one either.
+				if !slices.ContainsFunc(p.Mounts, func(m Mount) bool { return m.Path == git }) {
+					p.Mounts = append(p.Mounts, Mount{Path: git, Mode: ReadOnly, Why: "protected: only the owner creates it", Dir: true, Missing: true})
+				}
+				continue
+			}
+		} else if exists && placeholder(path, fi) {
+			exists = false // left by a run the daemon could not tidy up after
+		}
+		if exists {
+			add(path, ReadOnly, "protected: only the owner changes it")
+		} else {
+			p.Mounts = append(p.Mounts, Mount{Path: path, Mode: ReadOnly, Why: "protected: only the owner creates it", Dir: pr.Dir, Missing: true})
+		}
+	}
+	return p
+}
+
+// hide adds a Hidden mount for every denied path that would show inside
+// one of roots.
+func (p *Plan) hide(in Input, roots []string) {
+	var globs, literal []string
+	for _, d := range in.DenyRead {
+		if name, ok := strings.CutPrefix(d, "**/"); ok {
+			globs = append(globs, name)
+		} else if !strings.ContainsAny(d, "*?[") {
+			literal = append(literal, d)
+		}
+	}
+	own := []string{in.GroupDir, in.SessionDir, in.IPCDir}
+	for _, d := range literal {
+		if slices.Contains(own, d) || !under(d, roots) {
+			continue
+		}
+		p.hideOne(d, "denyRead")
+	}
+	for _, root := range roots {
+		if slices.Contains(own, root) || under(root, System) || len(globs) == 0 {
+			continue
+		}
+		for _, f := range findNames(root, globs, maxGlobWalk) {
+			p.hideOne(f, "denyRead")
+		}
+	}
+}
+
+func (p *Plan) hideOne(path, why string) {
+	fi, err := os.Lstat(path)
+	if err != nil || slices.ContainsFunc(p.Mounts, func(m Mount) bool { return m.Path == path && m.Mode == Hidden }) {
+		return
+	}
+	p.Mounts = append(p.Mounts, Mount{Path: path, Mode: Hidden, Why: why, Dir: fi.IsDir()})
+}
+
+// placeholder tells whether fi looks like what a run's sandbox leaves
+// where a protected name did not exist (an empty file or directory), after
+// the daemon was killed before it could tidy up: it is made and removed
+// again like a missing one.
+func placeholder(path string, fi fs.FileInfo) bool {
+	if fi.Mode().IsRegular() {
+		return fi.Size() == 0
+	}
+	if fi.IsDir() {
+		entries, err := os.ReadDir(path)
+		return err == nil && len(entries) == 0
+	}
+	return false
+}
+
+// maxGlobWalk bounds the entries looked at for "**/name" rules in one
+// allowed tree, so a huge tree cannot stall a run's start.
+const maxGlobWalk = 20000
+
+// findNames lists the paths below root whose base name matches one of
+// the patterns.
+func findNames(root string, patterns []string, budget int) []string {
+	var out []string
+	filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if budget--; budget < 0 {
+			return filepath.SkipAll
+		}
+		for _, pat := range patterns {
+			if ok, _ := filepath.Match(pat, d.Name()); ok && path != root {
+				out = append(out, path)
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				break
+			}
+		}
+		return nil
+	})
+	return out
+}
+
+// commandFiles is the program and every argument that is an existing file,
+// each with the directory of its package (the nearest parent holding a
+// package.json or go.mod, at most two levels up), so a node script finds
+// its node_modules.
+func commandFiles(command []string) []string {
+	var out []string
+	for i, a := range command {
+		if !filepath.IsAbs(a) {
+			if i == 0 {
+				continue // not found in PATH: the start fails and says so
+			}
+			abs, err := filepath.Abs(a)
+			if err != nil {
+				continue
+			}
+			a = abs
+		}
+		fi, err := os.Stat(a)
+		if err != nil || fi.IsDir() {
+			continue
+		}
+		dir := filepath.Dir(a)
+		if i > 0 {
+			for up, d := 0, dir; up <= 2 && d != "/"; up, d = up+1, filepath.Dir(d) {
+				if exists(filepath.Join(d, "package.json")) || exists(filepath.Join(d, "go.mod")) {
+					dir = d
+					break
+				}
+			}
+		}
+		out = append(out, dir)
+		if real, err := filepath.EvalSymlinks(a); err == nil && filepath.Dir(real) != filepath.Dir(a) {
+			out = append(out, filepath.Dir(real))
+		}
+	}
+	return out
+}
+
+// lookPath finds a program named without a path as the sandbox will see
+// it: in the system runtime when PATH has it there (a version manager's
+// shim earlier in PATH, such as pyenv's, needs its whole tree), else the
+// first in PATH, whose directory the plan then binds.
+func lookPath(name string) string {
+	if strings.Contains(name, "/") {
+		if abs, err := filepath.Abs(name); err == nil {
+			return abs
+		}
+		return name
+	}
+	first := ""
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		if !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			continue
+		}
+		if under(p, System) {
+			return p
+		}
+		if first == "" {
+			first = p
+		}
+	}
+	if first == "" {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+		return name
+	}
+	return first
+}
+
+func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// roots are the visible trees among ms (the private /tmp holds nothing
+// of the host's).
+func roots(ms []Mount) []string {
+	var out []string
+	for _, m := range ms {
+		if m.Mode == ReadOnly || m.Mode == ReadWrite {
+			out = append(out, m.Path)
+		}
+	}
+	return out
+}
+
+// under tells whether p is one of roots or below one.
+func under(p string, roots []string) bool {
+	for _, r := range roots {
+		if p == r || strings.HasPrefix(p, strings.TrimSuffix(r, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// ForGroup is the plan of one run of a group whose resolved policy is eff,
+// as the router builds it and `security show` prints it.
+func ForGroup(eff security.Effective, l Limits, command []string, binary, groupDir, sessionDir, ipcDir, socket string) Plan {
+	cmd := slices.Clone(command)
+	if len(cmd) > 0 {
+		cmd[0] = lookPath(cmd[0])
+	}
+	p := New(Input{
+		Command: cmd, Binary: binary, GroupDir: groupDir, SessionDir: sessionDir, IPCDir: ipcDir, Socket: socket,
+		AllowRead: eff.AllowRead, AllowWrite: eff.AllowWrite, DenyRead: eff.DenyRead, Limits: l,
+	})
+	if runtime.GOOS == "darwin" {
+		p.Profile = Profile(p)
+	}
+	return p
+}

@@ -1,0 +1,210 @@
+package sandbox
+
+import (
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// world is a host with an owner's home, a group folder, a sibling and the
+// daemon's data dir.
+func world(t *testing.T) (root string, in Input) {
+	t.Helper()
+	root, _ = filepath.EvalSymlinks(t.TempDir())
+	mk := func(p string, file bool) string {
+		p = filepath.Join(root, p)
+		if file {
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	mk("home/docs/recipes.md", true)
+	mk("home/docs/.env", true)
+	mk("home/docs/sub/.env", true)
+	mk("home/.ssh/id_rsa", true)
+	mk("agent/package.json", true)
+	mk("agent/dist/index.js", true)
+	mk("groups/family/.git/hooks", false)
+	mk("groups/family/.git/config", true)
+	mk("groups/family/logs", false)
+	return root, Input{
+		Command:    []string{"/usr/bin/env", filepath.Join(root, "agent/dist/index.js")},
+		Binary:     mk("bin/nanoclawd", true),
+		GroupDir:   filepath.Join(root, "groups/family"),
+		SessionDir: mk("data/sessions/family", false),
+		IPCDir:     mk("data/ipc/family", false),
+		AllowRead:  []string{filepath.Join(root, "home")},
+		DenyRead:   []string{filepath.Join(root, "home/.ssh"), "**/.env", filepath.Join(root, "data/ipc")},
+		Limits:     testLimits,
+	}
+}
+
+func find(p Plan, path string) (Mount, bool) {
+	i := slices.IndexFunc(p.Mounts, func(m Mount) bool { return m.Path == path })
+	if i < 0 {
+		return Mount{}, false
+	}
+	return p.Mounts[i], true
+}
+
+func TestPlanIsAnAllowList(t *testing.T) {
+	root, in := world(t)
+	p := New(in)
+	for path, mode := range map[string]string{
+		"/tmp":                                Private,
+		"/usr":                                ReadOnly,
+		in.Binary:                             ReadOnly,
+		filepath.Join(root, "agent"):          ReadOnly, // the script's package, for its node_modules
+		filepath.Join(root, "home"):           ReadOnly,
+		filepath.Join(root, "home/.ssh"):      Hidden,
+		filepath.Join(root, "home/docs/.env"): Hidden,
+		filepath.Join(root, "home/docs/sub/.env"): Hidden,
+		in.GroupDir:   ReadWrite,
+		in.SessionDir: ReadWrite,
+		in.IPCDir:     ReadWrite,
+		filepath.Join(in.GroupDir, ".git/config"): ReadOnly,
+		filepath.Join(in.GroupDir, ".git/hooks"):  ReadOnly,
+		filepath.Join(in.GroupDir, "logs"):        ReadOnly,
+		filepath.Join(in.GroupDir, ".envrc"):      ReadOnly,
+	} {
+		m, ok := find(p, path)
+		if !ok || m.Mode != mode {
+			t.Errorf("%s: got %+v (found %v), want mode %s", path, m, ok, mode)
+		}
+	}
+	// Nothing else of the host: not /etc as a whole, not the data dir, not
+	// the groups dir, not the root.
+	for _, path := range []string{"/etc", "/", root, filepath.Join(root, "data"), filepath.Join(root, "groups"), "/root", "/home"} {
+		if m, ok := find(p, path); ok {
+			t.Errorf("%s is in the plan: %+v", path, m)
+		}
+	}
+	// The ipc dir denied as a whole is not visible in the first place (no
+	// allowed tree holds it), so it needs no cut-out; the group's own IPC dir
+	// is bound on its own.
+	if m, ok := find(p, filepath.Join(root, "data/ipc")); ok {
+		t.Errorf("data/ipc cut out of nothing: %+v", m)
+	}
+	if m, _ := find(p, filepath.Join(in.GroupDir, ".envrc")); !m.Missing {
+		t.Errorf(".envrc does not exist, so it needs a placeholder: %+v", m)
+	}
+}
+
+func TestBwrapArgsGolden(t *testing.T) {
+	p := Plan{
+		Workdir: "/srv/nc/groups/family",
+		Socket:  "/srv/nc/data/gw/1.sock",
+		Limits:  testLimits,
+		Mounts: []Mount{
+			{Path: "/tmp", Mode: Private, Dir: true},
+			{Path: "/usr", Mode: ReadOnly, Dir: true},
+			{Path: "/bin", Mode: ReadOnly, Link: "usr/bin"},
+			{Path: "/home/o/docs", Mode: ReadOnly, Dir: true},
+			{Path: "/home/o/docs/.ssh", Mode: Hidden, Dir: true},
+			{Path: "/home/o/docs/.env", Mode: Hidden},
+			{Path: "/srv/nc/groups/family", Mode: ReadWrite, Dir: true},
+			{Path: "/srv/nc/data/gw/1.sock", Mode: ReadWrite},
+			{Path: "/srv/nc/groups/family/logs", Mode: ReadOnly, Dir: true},
+			{Path: "/srv/nc/groups/family/.envrc", Mode: ReadOnly, Missing: true},
+			{Path: "/srv/nc/groups/family/.git", Mode: ReadOnly, Dir: true, Missing: true},
+		},
+	}
+	got := strings.Join(BwrapArgs(p, 0, InitArgs("/opt/nanoclawd", p, []string{"/usr/bin/node", "/srv/agent/dist/index.js"})), "\n") + "\n"
+	golden(t, "bwrap-args.golden", got)
+	profile := Profile(p)
+	golden(t, "macos-profile.golden.sb", profile)
+	for _, want := range []string{"(deny default)", `(deny file-read* file-write* (subpath "/home/o/docs/.ssh"))`,
+		`(allow file-read* file-write* (subpath "/srv/nc/groups/family"))`, `(deny file-write* (literal "/srv/nc/groups/family/.envrc"))`} {
+		if !strings.Contains(profile, want) {
+			t.Errorf("profile lacks %s", want)
+		}
+	}
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update once)", err)
+	}
+	if string(want) != got {
+		t.Errorf("%s differs (go test -update after an intended change):\n%s", name, got)
+	}
+}
+
+// The plan, run for real: inside, the group's folder is writable, the
+// owner's secret and the root are not there, a protected name cannot be
+// created, and the uid is not root.
+func TestSandboxRunsForReal(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap is not installed (apt-get install bubblewrap)")
+	}
+	root, in := world(t)
+	in.Binary = "" // no sandbox-init here: run a shell directly
+	p := New(in)
+	script := `id -u; echo hi > ok.txt && echo wrote; cat ` + filepath.Join(root, "home/.ssh/id_rsa") + ` 2>&1; ls ` + root + ` 2>&1;
+		echo x > .envrc 2>&1 || echo envrc-refused; cat ` + filepath.Join(root, "home/docs/recipes.md") + `; echo; ls /etc | wc -l`
+	args := BwrapArgs(p, os.Getuid(), []string{"/bin/sh", "-c", script})
+	out, err := exec.Command("bwrap", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("bwrap: %v\n%s", err, out)
+	}
+	got := string(out)
+	t.Logf("inside:\n%s", got)
+	for _, want := range []string{"wrote", "envrc-refused", "x\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("inside output lacks %q", want)
+		}
+	}
+	if strings.HasPrefix(got, "0\n") {
+		t.Error("the run is root inside")
+	}
+	if b, err := os.ReadFile(filepath.Join(in.GroupDir, "ok.txt")); err != nil || string(b) != "hi\n" {
+		t.Errorf("the group's folder is not writable: %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(in.GroupDir, ".envrc")); err == nil {
+		Cleanup(p)
+		if _, err := os.Stat(filepath.Join(in.GroupDir, ".envrc")); err == nil {
+			t.Error("the .envrc placeholder is still there after Cleanup")
+		}
+	}
+}
+
+var testLimits = Limits{Processes: 512, FileSize: 1 << 30, TmpSize: 512 << 20, Memory: 4 << 30, Disk: 2 << 30}
+
+// A program named without a path is taken from the system runtime when
+// PATH has it there, even behind a shim earlier in PATH.
+func TestLookPathPrefersTheSystemRuntime(t *testing.T) {
+	shims := t.TempDir()
+	if err := os.WriteFile(filepath.Join(shims, "sh"), []byte("#!/bin/sh\nexec pyenv-like \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", shims+":/usr/bin:/bin")
+	if got := lookPath("sh"); !under(got, System) {
+		t.Errorf("lookPath(sh) = %s, want the system's", got)
+	}
+	only := filepath.Join(shims, "only-here")
+	os.WriteFile(only, []byte("#!/bin/sh\n"), 0o755)
+	if got := lookPath("only-here"); got != only {
+		t.Errorf("lookPath(only-here) = %s, want %s", got, only)
+	}
+}

@@ -1,0 +1,306 @@
+// Package setup is the guided first run: it finds what stands between a
+// fresh install and a first answer (WhatsApp pairing, a main chat, a model
+// credential), lists it, and on a terminal offers to do each step there.
+// `nanoclawd run` and `nanoclawd setup` share it; every step looks at the
+// state first, so running it again changes nothing that is already done.
+package setup
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
+)
+
+// Pairer links nanoclawd to the owner's WhatsApp account. The WhatsApp
+// channel's login (QR code or pairing code) is the real one; tests pass a
+// fake.
+type Pairer interface {
+	// Paired returns the account's own chat JID ("message yourself"), or
+	// ok false when nothing is paired yet.
+	Paired(ctx context.Context) (own string, ok bool, err error)
+	// Pair shows a QR code on out (phone "") or a pairing code for phone,
+	// and returns once the phone has linked this device.
+	Pair(ctx context.Context, phone string, out io.Writer) (own string, err error)
+}
+
+// Guide is one run of the guided setup.
+type Guide struct {
+	Config *config.Config
+	Groups *groups.Registry
+	Pairer Pairer
+	Cred   Credentials
+	// Changed tells a running daemon that the registry changed.
+	Changed func()
+
+	In  *bufio.Reader
+	Out io.Writer
+	// PairedNow is set by Run when it paired WhatsApp.
+	PairedNow bool
+
+	// NoEcho, on a terminal, stops it echoing what is typed until the
+	// returned func is called (for a pasted secret); nil on other input.
+	NoEcho func() (restore func())
+}
+
+// Item is one thing missing before a first answer.
+type Item struct {
+	Step    string // "whatsapp", "main chat", "credential"
+	Problem string // what is missing and how to fix it without the guide
+}
+
+func (i Item) String() string { return i.Step + ": " + i.Problem }
+
+// state is what the steps found.
+type state struct {
+	own      string // the paired WhatsApp account, "" if none
+	main     *groups.Group
+	credName string // the credential variable that is set, "" if none
+}
+
+func (g *Guide) look(ctx context.Context) (state, []Item, error) {
+	var s state
+	var items []Item
+	cfg := g.Config
+	if cfg.Channels.WhatsApp.Enabled {
+		own, ok, err := g.Pairer.Paired(ctx)
+		if err != nil {
+			return s, nil, err
+		}
+		if ok {
+			s.own = own
+		} else {
+			items = append(items, Item{"whatsapp", "WhatsApp is not paired: run 'nanoclawd setup' (or 'nanoclawd whatsapp login'), or set channels.whatsapp.enabled to false in " + cfg.File + " to use only the local channel"})
+		}
+	}
+	m, err := g.Groups.Main(ctx)
+	switch {
+	case err == nil:
+		s.main = &m
+	case errors.Is(err, groups.ErrNotFound):
+		items = append(items, Item{"main chat", "no main chat is chosen: run 'nanoclawd setup', or 'nanoclawd groups add --main --jid JID --name NAME --folder main'"})
+	default:
+		return s, nil, err
+	}
+	s.credName = g.Cred.Set()
+	if s.credName == "" {
+		items = append(items, Item{"credential", "no model credential: set ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN from 'claude setup-token') in the environment or in " + g.Cred.EnvFile + ", or run 'nanoclawd setup'"})
+	}
+	return s, items, nil
+}
+
+// Missing lists what stands between this install and a first answer,
+// without asking anything or using the network.
+func (g *Guide) Missing(ctx context.Context) ([]Item, error) {
+	_, items, err := g.look(ctx)
+	return items, err
+}
+
+// ErrNoChannel: neither WhatsApp nor the local channel is enabled.
+var ErrNoChannel = errors.New("no channel is enabled to carry a main chat")
+
+// Run walks through the steps in order, offering to do each one that is
+// missing, and ends with the line to send for a first answer. daemonNext
+// says the daemon starts right after (nanoclawd run).
+func (g *Guide) Run(ctx context.Context, daemonNext bool) error {
+	s, items, err := g.look(ctx)
+	if err != nil {
+		return err
+	}
+	cfg := g.Config
+	if len(items) == 0 {
+		fmt.Fprintln(g.Out, "Everything a first answer needs is in place:")
+	} else {
+		fmt.Fprintf(g.Out, "%d thing(s) stand between this install and a first answer:\n", len(items))
+		for i, it := range items {
+			fmt.Fprintf(g.Out, "  %d. %s\n", i+1, it)
+		}
+		fmt.Fprintln(g.Out, "Let's do them here (press Enter for the choice in brackets).")
+	}
+
+	// 1. WhatsApp.
+	if cfg.Channels.WhatsApp.Enabled {
+		if s.own == "" {
+			if s.own, err = g.pair(ctx); err != nil {
+				return err
+			}
+		}
+		if s.own != "" {
+			fmt.Fprintf(g.Out, "✓ WhatsApp: paired as +%s\n", userOf(s.own))
+		} else {
+			fmt.Fprintln(g.Out, "✗ WhatsApp: not paired (skipped)")
+		}
+	} else {
+		fmt.Fprintln(g.Out, "- WhatsApp: disabled (channels.whatsapp.enabled is false)")
+	}
+
+	// 2. The main chat.
+	if s.main == nil {
+		if s.main, err = g.chooseMain(ctx, s.own); err != nil {
+			return err
+		}
+	}
+	if s.main != nil {
+		fmt.Fprintf(g.Out, "✓ main chat: %s (%s), folder %s\n", s.main.Name, s.main.JID, s.main.Folder)
+	} else {
+		fmt.Fprintln(g.Out, "✗ main chat: none (skipped)")
+	}
+
+	// 3. The model credential.
+	if s.credName, err = g.credential(ctx, s.credName); err != nil {
+		return err
+	}
+
+	// The one line to send.
+	if s.main != nil {
+		fmt.Fprintln(g.Out)
+		if !daemonNext {
+			fmt.Fprintln(g.Out, "Start the daemon with 'nanoclawd run' (or 'make run'; as a service: 'nanoclawd service install'). Then:")
+		}
+		fmt.Fprintln(g.Out, FirstAnswer(cfg, *s.main, s.own))
+	}
+	return nil
+}
+
+// FirstAnswer is the one line that tells the owner what to send for a
+// first answer in the main chat.
+func FirstAnswer(cfg *config.Config, main groups.Group, own string) string {
+	hello := "hello " + cfg.AssistantName
+	if main.RequiresTrigger && !main.IsMain {
+		hello = main.Trigger + " hello"
+	}
+	switch {
+	case strings.HasPrefix(main.JID, "local:"):
+		return fmt.Sprintf("For a first answer, run in another terminal:  nanoclawd chat --chat %s --config %s  and type: %s", main.JID, cfg.File, hello)
+	case own != "" && main.JID == own:
+		return fmt.Sprintf("For a first answer, message yourself on WhatsApp (the chat with your own number, +%s): %s", userOf(own), hello)
+	}
+	return fmt.Sprintf("For a first answer, send this in the WhatsApp chat %q: %s", main.Name, hello)
+}
+
+func (g *Guide) pair(ctx context.Context) (string, error) {
+	for {
+		a, err := g.ask(ctx, "Pair WhatsApp now: [q]r code, [p]airing code by phone number, or [s]kip? [q] ")
+		if err != nil {
+			return "", err
+		}
+		var phone string
+		switch strings.ToLower(a) {
+		case "", "q", "qr":
+		case "p":
+			if phone, err = g.ask(ctx, "Your phone number, country code first (e.g. +49 170 1234567): "); err != nil {
+				return "", err
+			}
+		case "s", "skip":
+			return "", nil
+		default:
+			fmt.Fprintf(g.Out, "%q is not one of q, p, s\n", a)
+			continue
+		}
+		own, err := g.Pairer.Pair(ctx, phone, g.Out)
+		if err == nil {
+			g.PairedNow = true
+			return own, nil
+		}
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		fmt.Fprintf(g.Out, "Pairing did not work: %v\n", err)
+	}
+}
+
+func (g *Guide) chooseMain(ctx context.Context, own string) (*groups.Group, error) {
+	cfg := g.Config
+	type option struct {
+		label string
+		group groups.Group
+	}
+	var opts []option
+	if own != "" {
+		opts = append(opts, option{fmt.Sprintf("your own WhatsApp chat, +%s (\"message yourself\")", userOf(own)),
+			groups.Group{JID: own, Name: "Main (message yourself)"}})
+	}
+	if cfg.Channels.Local.Enabled {
+		opts = append(opts, option{"a chat on the local channel, local:main (talk to it with 'nanoclawd chat --chat local:main')",
+			groups.Group{JID: "local:main", Name: "Main (local)"}})
+	}
+	if len(opts) == 0 {
+		if cfg.Channels.WhatsApp.Enabled {
+			fmt.Fprintln(g.Out, "The main chat needs a channel: pair WhatsApp first, or set channels.local.enabled to true in "+cfg.File)
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%w: set channels.local.enabled (or channels.whatsapp.enabled) to true in %s", ErrNoChannel, cfg.File)
+	}
+	fmt.Fprintln(g.Out, "Which chat is the main chat? It is your admin channel: its agent is trusted, and sandbox alerts go there.")
+	for i, o := range opts {
+		fmt.Fprintf(g.Out, "  %d) %s\n", i+1, o.label)
+	}
+	fmt.Fprintln(g.Out, "  s) skip")
+	for {
+		a, err := g.ask(ctx, "Choice [1]: ")
+		if err != nil {
+			return nil, err
+		}
+		if a == "s" || a == "skip" {
+			return nil, nil
+		}
+		n := 1
+		if a != "" {
+			if _, err := fmt.Sscanf(a, "%d", &n); err != nil || n < 1 || n > len(opts) {
+				fmt.Fprintf(g.Out, "%q is not a number from 1 to %d, or s\n", a, len(opts))
+				continue
+			}
+		}
+		m := opts[n-1].group
+		m.Folder, m.Trigger, m.IsMain = "main", cfg.DefaultTrigger(), true
+		if err := g.Groups.Add(ctx, m); err != nil {
+			return nil, fmt.Errorf("register %s as the main chat: %w (do it with 'nanoclawd groups add --main')", m.JID, err)
+		}
+		if g.Changed != nil {
+			g.Changed()
+		}
+		return &m, nil
+	}
+}
+
+// ask prints prompt and reads one line; the end of input is an error, so
+// a closed stdin never loops, and ctx ending (Ctrl-C) stops the wait.
+func (g *Guide) ask(ctx context.Context, prompt string) (string, error) {
+	fmt.Fprint(g.Out, prompt)
+	return g.read(ctx, func() (string, error) {
+		line, err := g.In.ReadString('\n')
+		if errors.Is(err, io.EOF) && line != "" {
+			err = nil
+		}
+		return line, err
+	})
+}
+
+func (g *Guide) read(ctx context.Context, f func() (string, error)) (string, error) {
+	type result struct {
+		s   string
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() { s, err := f(); ch <- result{s, err} }()
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(g.Out)
+		return "", ctx.Err()
+	case r := <-ch:
+		if r.err != nil {
+			return "", fmt.Errorf("setup needs answers on its input, and it ended (%v): run 'nanoclawd setup' on a terminal", r.err)
+		}
+		return strings.TrimSpace(r.s), nil
+	}
+}
+
+func userOf(jid string) string {
+	user, _, _ := strings.Cut(jid, "@")
+	return user
+}

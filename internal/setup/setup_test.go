@@ -1,0 +1,170 @@
+package setup_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/mock"
+	"github.com/nanoclawd/nanoclawd/internal/setup"
+	"github.com/nanoclawd/nanoclawd/internal/store"
+)
+
+// newGuide is a guide over a real registry in a temp dir, answering from
+// input, with the environment env (changed by Setenv) and the credential
+// check going to api ("" = unreachable).
+func newGuide(t *testing.T, whatsapp, local bool, input string, env map[string]string, api string) (*setup.Guide, *strings.Builder) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.File = filepath.Join(dir, "nanoclaw.config.jsonc")
+	cfg.DataDir, cfg.GroupsDir = filepath.Join(dir, "data"), filepath.Join(dir, "groups")
+	cfg.Channels.WhatsApp.Enabled, cfg.Channels.Local.Enabled = whatsapp, local
+	cfg.Agent.Env = []string{setup.APIKeyVar}
+	db, err := store.Open(cfg.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if api == "" {
+		api = "http://127.0.0.1:1" // nothing listens there
+	}
+	out := &strings.Builder{}
+	return &setup.Guide{
+		Config: &cfg, Groups: groups.New(db, cfg.GroupsDir),
+		Pairer: &mock.Pairer{
+			PairedFn: func(context.Context) (string, bool, error) { return "", false, nil },
+			PairFn: func(context.Context, string, io.Writer) (string, error) {
+				t.Error("Pair called")
+				return "", errors.New("no")
+			},
+		},
+		Cred: setup.Credentials{
+			EnvFile: filepath.Join(dir, "nanoclawd.env"), AgentEnv: cfg.Agent.Env, APIBase: api,
+			Getenv: func(k string) string { return env[k] },
+			Setenv: func(k, v string) error { env[k] = v; return nil },
+		},
+		In: bufio.NewReader(strings.NewReader(input)), Out: out,
+	}, out
+}
+
+func TestLocalMainChatWhenWhatsAppIsDisabled(t *testing.T) {
+	env := map[string]string{}
+	g, out := newGuide(t, false, true, "\n\n", env, "")
+	ctx := context.Background()
+	missing, err := g.Missing(ctx)
+	if err != nil || len(missing) != 2 || missing[0].Step != "main chat" || missing[1].Step != "credential" {
+		t.Fatalf("missing: %v %v", missing, err)
+	}
+	if err := g.Run(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	m, err := g.Groups.Main(ctx)
+	if err != nil || m.JID != "local:main" || m.Folder != "main" {
+		t.Fatalf("main: %+v %v\n%s", m, err, out)
+	}
+	for _, want := range []string{"- WhatsApp: disabled", "1) a chat on the local channel, local:main", "✗ model credential: none (skipped)", "nanoclawd chat --chat local:main"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+	if missing, _ := g.Missing(ctx); len(missing) != 1 {
+		t.Errorf("after setup, missing: %v", missing)
+	}
+}
+
+func TestNoChannelIsAnError(t *testing.T) {
+	g, _ := newGuide(t, false, false, "", map[string]string{}, "")
+	err := g.Run(context.Background(), false)
+	if !errors.Is(err, setup.ErrNoChannel) || !strings.Contains(err.Error(), "channels.local.enabled") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestPairingFailsThenWorks(t *testing.T) {
+	g, out := newGuide(t, true, false, "x\np\n+49 170 1234567\nq\n1\n\n", map[string]string{}, "")
+	calls := 0
+	g.Pairer = &mock.Pairer{
+		PairedFn: func(context.Context) (string, bool, error) { return "", false, nil },
+		PairFn: func(_ context.Context, phone string, _ io.Writer) (string, error) {
+			calls++
+			if calls == 1 {
+				if phone != "+49 170 1234567" {
+					t.Errorf("phone %q", phone)
+				}
+				return "", errors.New("cannot reach WhatsApp")
+			}
+			return "4917@s.whatsapp.net", nil
+		},
+	}
+	if err := g.Run(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"x" is not one of q, p, s`, "Pairing did not work: cannot reach WhatsApp", "✓ WhatsApp: paired as +4917", "message yourself on WhatsApp (the chat with your own number, +4917): hello Andy"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out.String(), "Start the daemon") {
+		t.Errorf("told to start the daemon that starts next:\n%s", out)
+	}
+}
+
+func TestInputEndsIsAnError(t *testing.T) {
+	g, _ := newGuide(t, true, false, "", map[string]string{}, "")
+	if err := g.Run(context.Background(), false); err == nil || !strings.Contains(err.Error(), "on a terminal") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestCredentialUnreachableIsSavedUnchecked(t *testing.T) {
+	env := map[string]string{}
+	g, out := newGuide(t, false, true, "s\nsk-ant-oat01-token\n", env, "")
+	os.WriteFile(g.Cred.EnvFile, []byte("# mine\nGH_TOKEN=x\nCLAUDE_CODE_OAUTH_TOKEN=old\n"), 0o600)
+	if err := g.Run(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	if env[setup.OAuthTokenVar] != "sk-ant-oat01-token" {
+		t.Errorf("env: %v", env)
+	}
+	b, _ := os.ReadFile(g.Cred.EnvFile)
+	if string(b) != "# mine\nGH_TOKEN=x\nCLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-token\n" {
+		t.Errorf("env file:\n%s", b)
+	}
+	for _, want := range []string{"CLAUDE_CODE_OAUTH_TOKEN saved in", "could not be reached, so it was not checked", `add "CLAUDE_CODE_OAUTH_TOKEN" to agent.env`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestCredentialFromEnvironmentRejected(t *testing.T) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" || r.Header.Get("anthropic-version") == "" {
+			t.Errorf("headers: %v", r.Header)
+		}
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer api.Close()
+	env := map[string]string{setup.APIKeyVar: "sk-ant-api03-revoked"}
+	g, out := newGuide(t, false, true, "s\n", env, api.URL)
+	if err := g.Run(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "✗ model credential: ANTHROPIC_API_KEY from the environment: the API rejected it (401 Unauthorized") ||
+		!strings.Contains(out.String(), "fix or unset ANTHROPIC_API_KEY there") {
+		t.Errorf("output:\n%s", out)
+	}
+	if _, err := os.Stat(g.Cred.EnvFile); err == nil {
+		t.Error("wrote the env file although the credential comes from the environment")
+	}
+}

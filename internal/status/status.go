@@ -1,0 +1,186 @@
+// Package status is what `nanoclawd status` shows: the report a running
+// daemon builds about itself, the control socket it is served on (always
+// there, whatever channels are enabled), the client that asks for it, and
+// the text rendering of it.
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// SocketName is the control socket in dataDir.
+const SocketName = "control.sock"
+
+// SocketPath is the control socket of the daemon on dataDir.
+func SocketPath(dataDir string) string { return filepath.Join(dataDir, SocketName) }
+
+// ErrNotRunning: nothing answers on the control socket.
+var ErrNotRunning = errors.New("no nanoclawd daemon is running")
+
+// Report is the daemon's view of itself at one moment.
+type Report struct {
+	PID            int             `json:"pid"`
+	Started        time.Time       `json:"started"`
+	Time           time.Time       `json:"time"`
+	ConfigFile     string          `json:"configFile"`
+	Channels       []Channel       `json:"channels"`
+	Agents         Agents          `json:"agents"`
+	Groups         []Group         `json:"groups"`
+	Outbox         []Backlog       `json:"outbox"`
+	NextTasks      []Task          `json:"nextTasks"`
+	Violations24h  []Violations    `json:"violations24h"`
+	Config         json.RawMessage `json:"config"`         // the config in force
+	PendingRestart []string        `json:"pendingRestart"` // keys edited in the file that apply only after a restart
+}
+
+// Channel is one enabled chat network.
+type Channel struct {
+	Name      string `json:"name"`
+	Connected bool   `json:"connected"`
+	// State is the channel's own line: "connected as … since …",
+	// "not paired: …", "disconnected since …: reason" (WhatsApp), or
+	// "serving SOCKET" (local).
+	State string `json:"state"`
+	// RetryAt is the next reconnect attempt while disconnected (backoff).
+	RetryAt *time.Time `json:"retryAt,omitempty"`
+}
+
+// Agents sums up the queue.
+type Agents struct {
+	Running       int `json:"running"`
+	Queued        int `json:"queued"`
+	Standby       int `json:"standby"` // started ahead (agent.warm), waiting for a message
+	MaxConcurrent int `json:"maxConcurrent"`
+}
+
+// Group is one registered group and its agent.
+type Group struct {
+	Folder string `json:"folder"`
+	Name   string `json:"name"`
+	JID    string `json:"jid"`
+	IsMain bool   `json:"isMain"`
+	// Agent is running, queued (waiting for a slot), retrying (a failed
+	// run waits for its backoff), standby (started ahead, waiting for a
+	// message) or idle.
+	Agent        string     `json:"agent"`
+	RunningSince *time.Time `json:"runningSince,omitempty"`
+	RunningTask  string     `json:"runningTask,omitempty"`
+	QueuedTasks  int        `json:"queuedTasks"`
+	Failures     int        `json:"failures"` // failed message runs in a row
+	LastRun      *Run       `json:"lastRun,omitempty"`
+}
+
+// Run is a group's last finished agent run (kept across restarts).
+type Run struct {
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	OK       bool      `json:"ok"`
+	Error    string    `json:"error,omitempty"`
+	TaskID   string    `json:"taskId,omitempty"`
+}
+
+// Backlog is the unsent messages of one chat.
+type Backlog struct {
+	ChatJID   string     `json:"chatJid"` // "" = alerts waiting for a main group
+	Count     int        `json:"count"`
+	Oldest    time.Time  `json:"oldest"`
+	Attempts  int        `json:"attempts"`
+	LastError string     `json:"lastError,omitempty"`
+	RetryAt   *time.Time `json:"retryAt,omitempty"`
+}
+
+// Task is a scheduled task due soon.
+type Task struct {
+	ID       string    `json:"id"`
+	Group    string    `json:"group"`
+	Schedule string    `json:"schedule"`
+	NextRun  time.Time `json:"nextRun"`
+	Prompt   string    `json:"prompt"`
+}
+
+// Violations counts one group's blocked actions of one kind.
+type Violations struct {
+	Group string `json:"group"`
+	Kind  string `json:"kind"`
+	Count int    `json:"count"`
+}
+
+// Listen opens the control socket at path (mode 0600). A socket file left
+// by a dead daemon is replaced; the caller holds the single-instance lock,
+// so no live daemon owns it.
+func Listen(path string) (net.Listener, error) {
+	os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("control socket %s: %w (a Unix socket path must be under 108 bytes: use a shorter dataDir)", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+// Serve answers GET /status on ln with what report returns, until ctx
+// ends; then it closes ln (which removes the socket file).
+func Serve(ctx context.Context, ln net.Listener, report func(context.Context) (Report, error)) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		rep, err := report(r.Context())
+		w.Header().Set("Content-Type", "application/json")
+		if err != nil {
+			w.WriteHeader(http.StatusInternalServerError)
+			json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+			return
+		}
+		json.NewEncoder(w).Encode(rep)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Fetch asks the daemon on dataDir for its report. ErrNotRunning (wrapped,
+// with the socket's path) means nothing answers.
+func Fetch(ctx context.Context, dataDir string) (Report, error) {
+	path := SocketPath(dataDir)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", path)
+		},
+	}}
+	var rep Report
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://nanoclawd/status", nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return rep, fmt.Errorf("%w on %s (nothing answers on %s): start it with 'nanoclawd run' or 'nanoclawd service install'", ErrNotRunning, dataDir, path)
+		}
+		return rep, fmt.Errorf("ask the daemon on %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e struct{ Error string }
+		json.NewDecoder(resp.Body).Decode(&e)
+		return rep, fmt.Errorf("the daemon could not report its status: %s (see its log in %s)", e.Error, filepath.Join(dataDir, "logs"))
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
+		return rep, fmt.Errorf("read the daemon's status from %s: %w", path, err)
+	}
+	return rep, nil
+}
