@@ -158,3 +158,45 @@ func TestQuotedReplyInPrompt(t *testing.T) {
 		return strings.Contains(s, `<quote sender="Bob">dinner at 7?</quote>prompt</message>`)
 	})
 }
+
+// A reset while an agent runs holds: "/new" asks the running agent (which
+// holds the old conversation) to finish and hands it nothing more, and
+// neither "/new" nor `groups reset-session` is undone when that agent ends
+// and reports its old session.
+func TestSessionResetDuringARun(t *testing.T) {
+	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "idleTimeout": "2s", "warm": 0`})
+	in.AddGroup("local:main", "main", "--main")
+	in.Start()
+	isSession := func(s string) bool { return strings.HasPrefix(s, "session: ") }
+
+	// "/new" while the agent of the old session runs.
+	in.Post("local:main", "Owner", "echo one")
+	in.WaitNext("local:main", e2e.Equals("echo: one"))
+	in.Post("local:main", "Owner", "followup")
+	in.WaitNext("local:main", e2e.Equals("ready"))
+	in.Post("local:main", "Owner", "/new")
+	in.WaitNext("local:main", func(s string) bool { return strings.HasPrefix(s, "Fresh start") })
+	in.Post("local:main", "Owner", "session")
+	if got := in.WaitNext("local:main", func(s string) bool { return isSession(s) || strings.HasPrefix(s, "followup: ") }).Text; got != "session: none" {
+		t.Errorf("after /new the next message got %q, want a fresh run's \"session: none\"", got)
+	}
+	for _, s := range e2e.InChat(in.AllSent(), "local:main") {
+		if strings.HasPrefix(s, "followup: ") {
+			t.Errorf("a message after /new went to the old conversation: %q", s)
+		}
+	}
+
+	// reset-session while the agent of the old session runs; it ends
+	// (idle) and reports that session.
+	in.Post("local:main", "Owner", "echo two")
+	in.WaitNext("local:main", e2e.Equals("echo: two"))
+	in.Post("local:main", "Owner", "followup")
+	in.WaitNext("local:main", e2e.Equals("ready"))
+	in.CLI("groups", "reset-session", "main")
+	in.WaitNext("local:main", e2e.Equals("closed"))
+	e2e.WaitNoProcs(t, e2e.Testagent(t), "stand-in agents")
+	in.Post("local:main", "Owner", "session")
+	if got := in.WaitNext("local:main", isSession).Text; got != "session: none" {
+		t.Errorf("the run going during reset-session saved its old session back: next run got %q", got)
+	}
+}
