@@ -200,3 +200,23 @@ func TestSessionResetDuringARun(t *testing.T) {
 		t.Errorf("the run going during reset-session saved its old session back: next run got %q", got)
 	}
 }
+
+// With agent.timeout equal to agent.idleTimeout (both 30m by default), an
+// agent that answered and went quiet is ended by the idle _close, cleanly
+// (it says goodbye and exits), not by SIGTERM from the hard timeout that
+// its last answer restarted at the same moment.
+func TestIdleCloseIsCleanWithEqualTimeouts(t *testing.T) {
+	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "timeout": "2s", "idleTimeout": "2s", "warm": 0`})
+	in.AddGroup("local:main", "main", "--main")
+	in.Start()
+	in.Post("local:main", "Owner", "followup")
+	in.WaitNext("local:main", e2e.Equals("ready"))
+	in.WaitNext("local:main", e2e.Equals("closed"))
+	e2e.WaitNoProcs(t, e2e.Testagent(t), "stand-in agents")
+	logs, _ := filepath.Glob(filepath.Join(in.Dir, "groups", "main", "logs", "agent-*.log"))
+	for _, l := range logs {
+		if b, _ := os.ReadFile(l); strings.Contains(string(b), "SIGTERM") {
+			t.Errorf("the quiet agent was terminated, not closed (%s):\n%s", l, b)
+		}
+	}
+}
