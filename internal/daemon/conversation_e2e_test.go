@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -145,6 +146,16 @@ func TestSendersAllowlist(t *testing.T) {
 	got := e2e.InChat(all, "local:family")
 	if len(got) != 1 || !strings.Contains(got[0], "echo from bob") {
 		t.Errorf("bob's call ran the agent, or did not come along as context: %q", got)
+	}
+
+	// Nor may bob reset the conversation the allowed senders are having.
+	in.Post("local:family", "alice", "@Andy echo keep")
+	in.WaitFor("local:family", e2e.Equals("echo: keep"))
+	in.Post("local:family", "bob", "/new")
+	in.Post("local:family", "alice", "@Andy session")
+	all = in.WaitFor("local:family", func(s string) bool { return strings.HasPrefix(s, "session: ") })
+	if got := e2e.InChat(all, "local:family"); !strings.HasPrefix(got[len(got)-1], "session: sess-") || slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, "Fresh start") }) {
+		t.Errorf("a sender not on the allowlist reset the session: %q", got)
 	}
 }
 

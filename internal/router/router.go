@@ -130,7 +130,7 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 		return nil // a redelivery, or our own reply echoed back
 	}
 	cfg := r.Config()
-	if word := cfg.Agent.NewSessionCommand; word != "" && strings.EqualFold(strings.TrimSpace(m.Text), word) {
+	if word := cfg.Agent.NewSessionCommand; word != "" && strings.EqualFold(strings.TrimSpace(m.Text), word) && mayReset(g, m.Sender) {
 		return r.newSession(ctx, g, res)
 	}
 	r.lock()
@@ -267,6 +267,12 @@ func calls(g groups.Group, sender, text string) bool {
 		return false
 	}
 	return !g.RequiresTrigger || Triggers(text, g.Trigger)
+}
+
+// mayReset tells whether sender may start the group's conversation afresh:
+// who may call its assistant, whatever the trigger.
+func mayReset(g groups.Group, sender string) bool {
+	return g.IsMain || g.Security == nil || len(g.Security.Senders) == 0 || security.SenderAllowed(g.Security.Senders, sender)
 }
 
 func anyCalls(g groups.Group, msgs []stored) bool {
