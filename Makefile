@@ -4,7 +4,7 @@ BIN     := bin/nanoclawd
 RUNNER  := agent-runner/dist/index.js
 GOFILES := $(shell find cmd internal migrations -name '*.go' -o -name '*.sql' 2>/dev/null) go.mod go.sum
 
-.PHONY: build run test bench deps clean
+.PHONY: build run test bench chaos deps clean
 
 build: $(BIN) $(RUNNER)
 
@@ -40,6 +40,13 @@ bench: deps build
 	@mkdir -p bin
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m ./internal/bench/ | tee bin/bench.txt
 	@$(GO) run ./internal/bench/report < bin/bench.txt
+
+# The fault suite, long: CHAOS_CYCLES=200 by default; CHAOS_MINUTES=30 for a soak.
+chaos: deps build
+	@mkdir -p bin
+	CHAOS_CYCLES=$${CHAOS_CYCLES:-200} CHAOS_REPORT=$(CURDIR)/bin/chaos-report.txt \
+	  $(GO) test -count=1 -run TestChaos -timeout 120m -v ./internal/chaos/ > bin/chaos.txt 2>&1; rc=$$?; \
+	  grep -E '^(=== RUN|--- |ok|FAIL)|chaos_test.go' bin/chaos.txt | grep -v '^        {' ; cat bin/chaos-report.txt 2>/dev/null; exit $$rc
 
 clean:
 	rm -rf bin agent-runner/dist

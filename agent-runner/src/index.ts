@@ -16,7 +16,7 @@ import {
   type Options,
   type SDKMessage,
 } from "@anthropic-ai/claude-agent-sdk";
-import { PromptQueue, watchInput } from "./prompts.js";
+import { PromptQueue, userContent, watchInput } from "./prompts.js";
 import { ViolationDetector, permissionRulePaths, textOf, type Violation } from "./violations.js";
 
 interface ContainerInput {
@@ -241,7 +241,8 @@ async function run(): Promise<number> {
   if (input.sessionId) options.resume = input.sessionId;
   if (!isMain) options.systemPrompt = appendToSystemPrompt(systemPromptWithNote(opts.systemPrompt), globalMemory());
 
-  const prompts = new PromptQueue();
+  const groupDir = process.env.NANOCLAW_GROUP_DIR || process.cwd();
+  const prompts = new PromptQueue((text) => userContent(text, groupDir, log));
   if (!input.standby) prompts.push(input.prompt);
   const stopWatching = watchInput(path.join(ipcDir, "input"), prompts, log);
 

@@ -5,7 +5,48 @@ import fs from "node:fs";
 import path from "node:path";
 import type { SDKUserMessage } from "@anthropic-ai/claude-agent-sdk";
 
+type Content = SDKUserMessage["message"]["content"];
+
+// The daemon stores a received photo in the group's folder and marks it in
+// the message text as "[image media/<id>.<ext>]". Those files go to the
+// model as image blocks, before the text that mentions them.
+const IMAGE_MARK = /\[image (media\/[A-Za-z0-9_-]+\.(jpg|png|gif|webp))\]/g;
+const MEDIA_TYPES: Record<string, "image/jpeg" | "image/png" | "image/gif" | "image/webp"> = {
+  jpg: "image/jpeg",
+  png: "image/png",
+  gif: "image/gif",
+  webp: "image/webp",
+};
+const MAX_IMAGE_BYTES = 5 << 20; // the Messages API's limit per image
+const MAX_IMAGES = 20; // the newest ones of a prompt
+
+// userContent is text as the content of a user message: plain text, or the
+// images it marks followed by the text. The pattern allows no "..", so
+// only files in <groupDir>/media are read, and only regular files.
+export function userContent(text: string, groupDir: string, log: (s: string) => void): Content {
+  const marks = [...text.matchAll(IMAGE_MARK)].slice(-MAX_IMAGES);
+  const blocks: object[] = [];
+  for (const m of marks) {
+    const file = path.join(groupDir, m[1]);
+    try {
+      const st = fs.lstatSync(file);
+      if (!st.isFile() || st.size > MAX_IMAGE_BYTES) {
+        log(`not sending ${file} to the model: not a regular file of at most ${MAX_IMAGE_BYTES} bytes`);
+        continue;
+      }
+      const data = fs.readFileSync(file).toString("base64");
+      blocks.push({ type: "image", source: { type: "base64", media_type: MEDIA_TYPES[m[2]], data } });
+    } catch (err) {
+      log(`cannot read image ${file}: ${(err as Error).message}`);
+    }
+  }
+  if (blocks.length === 0) return text;
+  blocks.push({ type: "text", text });
+  return blocks as Exclude<Content, string>;
+}
+
 // PromptQueue is an async iterable of user messages that ends when closed.
+// toContent turns each pushed text into the message content.
 export class PromptQueue implements AsyncIterable<SDKUserMessage> {
   private items: SDKUserMessage[] = [];
   private waiting: ((r: IteratorResult<SDKUserMessage>) => void) | null = null;
@@ -14,12 +55,14 @@ export class PromptQueue implements AsyncIterable<SDKUserMessage> {
   // onClose is called once the queue is closed.
   onClose: () => void = () => {};
 
+  constructor(private toContent: (text: string) => Content = (t) => t) {}
+
   push(text: string): void {
     if (this.closed) return;
     this.count++;
     const msg: SDKUserMessage = {
       type: "user",
-      message: { role: "user", content: text },
+      message: { role: "user", content: this.toContent(text) },
       parent_tool_use_id: null,
     };
     if (this.waiting) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // The tests run the built binary, as an operator types it. The terminal
@@ -224,4 +225,39 @@ func TestWhatsAppLoginOffline(t *testing.T) {
 	}
 	t.Logf("failed after %v: %s", time.Since(start), errs)
 	failCLI(t, dir, "--phone wants the full international number", "whatsapp", "login", "--phone", "+49 (170) abc", "--config", cfg)
+}
+
+// `whatsapp groups` lists the WhatsApp groups the daemon has cached (with
+// the registered folder, if any); `whatsapp logout` without a pairing is a
+// no-op; a bad --owner is refused before anything else happens.
+func TestWhatsAppGroupsLogoutOwner(t *testing.T) {
+	dir, cfg := newInstall(t)
+	if out := mustCLI(t, dir, "whatsapp", "groups", "--config", cfg); !strings.Contains(out, "no WhatsApp groups known yet") {
+		t.Errorf("empty cache: %q", out)
+	}
+	db, err := store.Open(filepath.Join(dir, "conf", "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range [][]any{{"120363000000000009@g.us", "Family", 1}, {"491700000002@s.whatsapp.net", "Alice", 0}, {"local:x", "X", 1}} {
+		if _, err := db.Exec(`INSERT INTO chats (jid, name, is_group, last_activity) VALUES (?, ?, ?, 0)`, c...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	mustCLI(t, dir, "groups", "add", "--jid", "120363000000000009@g.us", "--name", "Family", "--folder", "family", "--config", cfg)
+	var got []struct{ JID, Name, Folder string }
+	if err := json.Unmarshal([]byte(mustCLI(t, dir, "--config", cfg, "whatsapp", "groups", "--json")), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].JID != "120363000000000009@g.us" || got[0].Name != "Family" || got[0].Folder != "family" {
+		t.Errorf("whatsapp groups --json = %+v, want only the Family group, registered as family", got)
+	}
+	if out := mustCLI(t, dir, "whatsapp", "logout", "--config", cfg); !strings.Contains(out, "not paired") {
+		t.Errorf("logout unpaired: %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "conf", "state", "whatsapp.db")); err == nil {
+		t.Error("logout created a WhatsApp store")
+	}
+	failCLI(t, dir, "--owner wants your full international number", "whatsapp", "login", "--owner", "0170 123", "--config", cfg)
 }

@@ -323,8 +323,8 @@ func runAsNanoclawd(t *testing.T, dir string, env []string, args ...string) (std
 }
 
 // TestSetupWhileDaemonRuns: setup done beside a running daemon registers
-// the main chat in it at once, and says that the pairing needs a restart
-// of a daemon that started unpaired.
+// the main chat in it at once, and says that a daemon that started
+// unpaired connects with the new pairing by itself.
 func TestSetupWhileDaemonRuns(t *testing.T) {
 	in := e2e.New(t, e2e.Options{Channels: `"whatsapp": {"enabled": true}`, Home: t.TempDir()})
 	in.Start()
@@ -336,7 +336,7 @@ func TestSetupWhileDaemonRuns(t *testing.T) {
 	setupTerm.Expect("Press Enter to skip: ")
 	setupTerm.Type("")
 	setupTerm.Expect("✗ model credential: none (skipped)")
-	setupTerm.Expect("started before the pairing: restart it to connect WhatsApp")
+	setupTerm.Expect("started before the pairing: it connects WhatsApp with it within a few seconds")
 	if code := setupTerm.Exit(); code != 0 {
 		t.Fatalf("setup: exit %d", code)
 	}

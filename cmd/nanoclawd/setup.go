@@ -42,11 +42,12 @@ func runSetup(ctx context.Context, g *globals, args []string) error {
 	if err := guide.Run(ctx, false); err != nil {
 		return err
 	}
-	// A daemon that started before the pairing has no WhatsApp session.
+	// A daemon that started before the pairing waits for one and connects
+	// by itself.
 	if rep, err := status.Fetch(ctx, cfg.DataDir); err == nil && guide.PairedNow {
 		for _, c := range rep.Channels {
 			if c.Name == "whatsapp" && !c.Connected {
-				fmt.Fprintf(g.stdout, "The daemon running now (PID %d) started before the pairing: restart it to connect WhatsApp.\n", rep.PID)
+				fmt.Fprintf(g.stdout, "The daemon running now (PID %d) started before the pairing: it connects WhatsApp with it within a few seconds.\n", rep.PID)
 			}
 		}
 	}

@@ -5,19 +5,30 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel/whatsapp"
+	"github.com/nanoclawd/nanoclawd/internal/doctor"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/router"
 )
 
 func init() {
-	register("whatsapp login", "whatsapp login [--phone NUMBER]   pair WhatsApp by QR code, or by pairing code", whatsappLogin)
+	register("whatsapp login", "whatsapp login [--phone NUMBER] [--owner NUMBER]   pair WhatsApp by QR code, or by pairing code; --owner: the owner's chat with the assistant's own number becomes main", whatsappLogin)
+	register("whatsapp logout", "whatsapp logout   unlink this device from WhatsApp and delete the session", whatsappLogout)
+	register("whatsapp groups", "whatsapp groups [--json]   the WhatsApp groups (JID, name) to register", whatsappGroups)
 }
 
 func whatsappLogin(ctx context.Context, g *globals, args []string) error {
+	const usage = "whatsapp login [--phone NUMBER] [--owner NUMBER]"
 	fs := flag.NewFlagSet("whatsapp login", flag.ContinueOnError)
 	phone := fs.String("phone", "", "")
-	if _, err := parseFlags(fs, args, 0, 0, "whatsapp login [--phone NUMBER]"); err != nil {
+	owner := fs.String("owner", "", "")
+	if _, err := parseFlags(fs, args, 0, 0, usage); err != nil {
 		return err
 	}
 	cfg, db, reg, err := g.openRegistry()
@@ -25,25 +36,135 @@ func whatsappLogin(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer db.Close()
+	var ownerChat string
+	if *owner != "" {
+		jid, err := whatsapp.OwnerJID(*owner)
+		if err != nil {
+			return err
+		}
+		ownerChat = jid.String()
+	}
 	own, err := whatsapp.Login(ctx, whatsapp.LoginOptions{DataDir: cfg.DataDir, Phone: *phone, Out: g.stdout})
 	switch {
 	case errors.Is(err, whatsapp.ErrAlreadyPaired):
-		fmt.Fprintf(g.stdout, "WhatsApp is already paired as %s; to pair again, unlink this device on the phone (Linked devices) and run this again\n", own)
+		fmt.Fprintf(g.stdout, "WhatsApp is already paired as %s; to pair again, run 'nanoclawd whatsapp logout' first\n", own)
 	case err != nil:
 		return err
 	default:
 		fmt.Fprintf(g.stdout, "paired as %s\n", own)
 	}
-	// The owner's "message yourself" chat becomes the main group when there
-	// is none yet, so the owner can talk to the assistant straight away.
-	if _, err := reg.Main(ctx); errors.Is(err, groups.ErrNotFound) {
-		main := groups.Group{JID: own.String(), Name: "Main (message yourself)", Folder: "main", Trigger: cfg.DefaultTrigger(), IsMain: true}
+	// The main group, when there is none yet: with --owner (the assistant
+	// has a number of its own) the owner's chat with it; on a shared number
+	// the owner's "message yourself" chat. With ownNumber and no --owner,
+	// the bot's own chat would be a main group nobody writes in.
+	main := groups.Group{JID: own.String(), Name: "Main (message yourself)", Folder: "main", Trigger: cfg.DefaultTrigger(), IsMain: true}
+	switch {
+	case ownerChat != "":
+		main.JID, main.Name = ownerChat, "Main (owner)"
+		if !cfg.Channels.WhatsApp.OwnNumber {
+			fmt.Fprintf(g.stderr, "note: --owner is meant for an assistant with its own number; set channels.whatsapp.ownNumber to true in %s\n", cfg.File)
+		}
+	case cfg.Channels.WhatsApp.OwnNumber:
+		fmt.Fprintln(g.stdout, "no main group registered: run 'nanoclawd whatsapp login --owner YOUR_NUMBER' to make your chat with the assistant the main group")
+		return nil
+	}
+	existing, err := reg.Main(ctx)
+	switch {
+	case errors.Is(err, groups.ErrNotFound):
 		if err := reg.Add(ctx, main); err != nil {
-			return fmt.Errorf("register your own chat as the main group: %w (do it with 'nanoclawd groups add --main')", err)
+			return fmt.Errorf("register %s as the main group: %w (do it with 'nanoclawd groups add --main')", main.JID, err)
 		}
 		notifyDaemon(cfg)
-		fmt.Fprintf(g.stdout, "registered your own chat (%s) as the main group \"main\": message yourself on WhatsApp to talk to %s\n", own, cfg.AssistantName)
+		if ownerChat != "" {
+			fmt.Fprintf(g.stdout, "registered your chat with the assistant (%s) as the main group \"main\": write to %s on WhatsApp to talk to %s\n", ownerChat, own.User, cfg.AssistantName)
+		} else {
+			fmt.Fprintf(g.stdout, "registered your own chat (%s) as the main group \"main\": message yourself on WhatsApp to talk to %s\n", own, cfg.AssistantName)
+		}
+	case err != nil:
+		return err
+	case existing.JID != main.JID && ownerChat != "":
+		fmt.Fprintf(g.stdout, "a main group is already registered (%s, %s); to make %s main, remove it first with 'nanoclawd groups remove %s'\n", existing.Folder, existing.JID, ownerChat, existing.Folder)
 	}
-	fmt.Fprintln(g.stdout, "restart the daemon (or start it with 'nanoclawd run') to connect")
+	fmt.Fprintln(g.stdout, "a running daemon connects with the new pairing by itself; otherwise start it with 'nanoclawd run'")
 	return nil
+}
+
+func whatsappLogout(ctx context.Context, g *globals, args []string) error {
+	fs := flag.NewFlagSet("whatsapp logout", flag.ContinueOnError)
+	if _, err := parseFlags(fs, args, 0, 0, "whatsapp logout"); err != nil {
+		return err
+	}
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return err
+	}
+	if pid, _ := doctor.Daemon(cfg.DataDir); pid > 0 {
+		return fmt.Errorf("the daemon (PID %d) is using the WhatsApp session in %s: stop it first, then run 'nanoclawd whatsapp logout' again", pid, cfg.DataDir)
+	}
+	own, err := whatsapp.Logout(ctx, cfg.DataDir, zerolog.Nop())
+	switch {
+	case errors.Is(err, whatsapp.ErrNotPaired):
+		fmt.Fprintln(g.stdout, "WhatsApp is not paired; nothing to do")
+		return nil
+	case err != nil:
+		return err
+	}
+	fmt.Fprintf(g.stdout, "unlinked %s and deleted the session; pair again with 'nanoclawd whatsapp login'\n", own)
+	return nil
+}
+
+// whatsappGroup is one line of `whatsapp groups`.
+type whatsappGroup struct {
+	JID          string    `json:"jid"`
+	Name         string    `json:"name"`
+	LastActivity time.Time `json:"lastActivity"`
+	Folder       string    `json:"folder"` // "" when not registered
+}
+
+func whatsappGroups(ctx context.Context, g *globals, args []string) error {
+	fs := flag.NewFlagSet("whatsapp groups", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "")
+	if _, err := parseFlags(fs, args, 0, 0, "whatsapp groups [--json]"); err != nil {
+		return err
+	}
+	_, db, reg, err := g.openRegistry()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	chats, err := router.ListChats(ctx, db)
+	if err != nil {
+		return fmt.Errorf("read the chat list: %w", err)
+	}
+	registered, err := reg.List(ctx)
+	if err != nil {
+		return err
+	}
+	folders := map[string]string{}
+	for _, gr := range registered {
+		folders[gr.JID] = gr.Folder
+	}
+	list := []whatsappGroup{}
+	for _, c := range chats {
+		if c.IsGroup && strings.HasSuffix(c.JID, "@g.us") {
+			list = append(list, whatsappGroup{JID: c.JID, Name: c.Name, LastActivity: c.Time.UTC(), Folder: folders[c.JID]})
+		}
+	}
+	if *asJSON {
+		return writeJSON(g.stdout, list)
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(g.stdout, "no WhatsApp groups known yet: the daemon fetches the list when it connects (start it with 'nanoclawd run' after 'nanoclawd whatsapp login')")
+		return nil
+	}
+	tw := tabwriter.NewWriter(g.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JID\tNAME\tREGISTERED")
+	for _, w := range list {
+		reg := "no: nanoclawd groups add --jid " + w.JID + " --name NAME --folder FOLDER"
+		if w.Folder != "" {
+			reg = "as " + w.Folder
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", w.JID, w.Name, reg)
+	}
+	return tw.Flush()
 }

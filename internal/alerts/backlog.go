@@ -18,14 +18,14 @@ type Backlog struct {
 	RetryAt   time.Time // zero when no backoff holds the chat
 }
 
-// Backlog lists the chats with unsent messages, the chat with the oldest
-// waiting message first.
+// Backlog lists the chats with unsent messages (not those given up on),
+// the chat with the oldest waiting message first.
 func (o *Outbox) Backlog(ctx context.Context) ([]Backlog, error) {
 	rows, err := o.db.QueryContext(ctx, `
 		SELECT COALESCE(chat_jid, ''), COUNT(*), MIN(created_at), MAX(attempts),
-		       COALESCE((SELECT last_error FROM outbox o2 WHERE o2.sent_at IS NULL AND o2.last_error IS NOT NULL
+		       COALESCE((SELECT last_error FROM outbox o2 WHERE o2.sent_at IS NULL AND o2.failed_at IS NULL AND o2.last_error IS NOT NULL
 		                 AND COALESCE(o2.chat_jid, '') = COALESCE(outbox.chat_jid, '') ORDER BY id DESC LIMIT 1), '')
-		FROM outbox WHERE sent_at IS NULL GROUP BY chat_jid ORDER BY MIN(created_at)`)
+		FROM outbox WHERE sent_at IS NULL AND failed_at IS NULL GROUP BY chat_jid ORDER BY MIN(created_at)`)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: backlog: %w", err)
 	}

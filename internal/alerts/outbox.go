@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -39,9 +38,13 @@ const (
 // ErrNoChat is returned by Enqueue for an empty chat JID.
 var ErrNoChat = errors.New("outbox: no chat JID given")
 
-// sentRetention is how long sent rows are kept (for the record) before Run
-// deletes them.
+// sentRetention is how long sent (and failed) rows are kept (for the
+// record) before Run deletes them.
 const sentRetention = 7 * 24 * time.Hour
+
+// tellAgain is how long after telling the main group that a chat cannot be
+// reached the outbox stays quiet about further failures to that chat.
+const tellAgain = 24 * time.Hour
 
 // Outbox is the durable queue of every outgoing message. Enqueue commits a
 // row; Run sends rows in id order per chat and marks each sent only after
@@ -57,6 +60,18 @@ type Outbox struct {
 	// Send failed: MinBackoff doubled per consecutive failure, capped.
 	// Set them before Run.
 	MinBackoff, MaxBackoff time.Duration
+	// GiveUpAfter bounds how long a message whose sends keep failing with an
+	// unexplained error is retried before it is marked failed, so one bad
+	// message cannot hold up its chat forever. Errors wrapping
+	// channel.ErrUnavailable (the channel is down) never count: those
+	// messages wait for the channel. Set before Run.
+	GiveUpAfter time.Duration
+	// Main names the main group, told once when messages to a chat are
+	// dropped. Nil: failures are only logged. Set before Run.
+	Main func(ctx context.Context) (folder, jid string, ok bool)
+
+	installMu sync.Mutex
+	install   string // the install id, once read
 
 	wake chan struct{} // capacity 1: "look at the table again"
 
@@ -76,13 +91,14 @@ type chatState struct {
 // through sender. Nothing is sent until Run is called.
 func NewOutbox(db *sql.DB, sender Sender, log zerolog.Logger) *Outbox {
 	return &Outbox{
-		db:         db,
-		send:       sender,
-		log:        log,
-		MinBackoff: 500 * time.Millisecond,
-		MaxBackoff: time.Minute,
-		wake:       make(chan struct{}, 1),
-		chats:      map[string]*chatState{},
+		db:          db,
+		send:        sender,
+		log:         log,
+		MinBackoff:  500 * time.Millisecond,
+		MaxBackoff:  time.Minute,
+		GiveUpAfter: time.Hour,
+		wake:        make(chan struct{}, 1),
+		chats:       map[string]*chatState{},
 	}
 }
 
@@ -162,8 +178,8 @@ func retargetTx(ctx context.Context, tx *sql.Tx, chatJID string) (int64, error) 
 // Each chat gets its own sender goroutine, so a chat whose channel is down
 // does not hold up the others; within a chat, order is id order.
 func (o *Outbox) Run(ctx context.Context) error {
-	if _, err := o.db.ExecContext(ctx, `DELETE FROM outbox WHERE sent_at IS NOT NULL AND sent_at < ?`,
-		time.Now().Add(-sentRetention).UnixNano()); err != nil {
+	old := time.Now().Add(-sentRetention).UnixNano()
+	if _, err := o.db.ExecContext(ctx, `DELETE FROM outbox WHERE sent_at < ? OR failed_at < ?`, old, old); err != nil {
 		o.log.Warn().Err(err).Msg("outbox: pruning old sent messages failed")
 	}
 	var wg sync.WaitGroup
@@ -190,7 +206,7 @@ func (o *Outbox) Run(ctx context.Context) error {
 // are backing off (zero if none).
 func (o *Outbox) dispatch(ctx context.Context, wg *sync.WaitGroup) time.Time {
 	rows, err := o.db.QueryContext(ctx,
-		`SELECT DISTINCT chat_jid FROM outbox WHERE sent_at IS NULL AND chat_jid IS NOT NULL`)
+		`SELECT DISTINCT chat_jid FROM outbox WHERE sent_at IS NULL AND failed_at IS NULL AND chat_jid IS NOT NULL`)
 	if err != nil {
 		if ctx.Err() == nil {
 			o.log.Error().Err(err).Msg("outbox: reading queued messages failed; retrying")
@@ -245,16 +261,24 @@ func (o *Outbox) state(chat string) *chatState {
 }
 
 // drain sends the chat's unsent rows in order until none is left or one
-// fails. The caller holds st.lock.
+// fails and will be retried. A row given up on (undeliverable, or failing
+// for longer than GiveUpAfter) is marked failed and the chat moves on.
+// The caller holds st.lock.
 func (o *Outbox) drain(ctx context.Context, chat string, st *chatState) error {
+	install, err := o.installID(ctx)
+	if err != nil {
+		return o.failed(ctx, chat, st, 0, err)
+	}
 	for {
 		var (
-			id   int64
-			text string
+			id        int64
+			text      string
+			firstFail sql.NullInt64
 		)
 		err := o.db.QueryRowContext(ctx,
-			`SELECT id, text FROM outbox WHERE chat_jid = ? AND sent_at IS NULL ORDER BY id LIMIT 1`,
-			chat).Scan(&id, &text)
+			`SELECT id, text, first_error_at FROM outbox
+			 WHERE chat_jid = ? AND sent_at IS NULL AND failed_at IS NULL ORDER BY id LIMIT 1`,
+			chat).Scan(&id, &text, &firstFail)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
@@ -264,7 +288,14 @@ func (o *Outbox) drain(ctx context.Context, chat string, st *chatState) error {
 		o.mu.Lock()
 		gen := o.notifies
 		o.mu.Unlock()
-		if err := o.send.Send(ctx, channel.Outgoing{ID: strconv.FormatInt(id, 10), ChatJID: chat, Text: text}); err != nil {
+		out := channel.Outgoing{ID: MessageKey(install, id), ChatJID: chat, Text: text}
+		if err := o.send.Send(ctx, out); err != nil {
+			if ctx.Err() == nil && o.hopeless(err, firstFail) {
+				if gerr := o.giveUp(ctx, chat, id, err); gerr != nil {
+					return o.failed(ctx, chat, st, 0, gerr)
+				}
+				continue
+			}
 			o.failed(ctx, chat, st, id, err)
 			o.mu.Lock()
 			if o.notifies != gen {
@@ -287,36 +318,13 @@ func (o *Outbox) drain(ctx context.Context, chat string, st *chatState) error {
 	}
 }
 
-// failed records a failed attempt and sets the chat's backoff.
-func (o *Outbox) failed(ctx context.Context, chat string, st *chatState, id int64, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err() // shutting down: not the channel's fault
-	}
-	if id != 0 {
-		if _, uerr := o.db.ExecContext(ctx,
-			`UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE id = ?`, err.Error(), id); uerr != nil {
-			o.log.Warn().Err(uerr).Int64("id", id).Msg("outbox: recording failed attempt")
-		}
-	}
-	o.mu.Lock()
-	st.fails++
-	wait := o.MinBackoff << min(st.fails-1, 30)
-	if wait > o.MaxBackoff || wait <= 0 {
-		wait = o.MaxBackoff
-	}
-	st.retryAt = time.Now().Add(wait)
-	o.mu.Unlock()
-	o.log.Warn().Err(err).Str("chat", chat).Int64("id", id).Dur("retry_in", wait).Msg("outbox: send failed; will retry")
-	return err
-}
-
 // Flush tries once, now, to send everything queued (ignoring backoffs),
 // waiting for senders already at work. It is meant for shutdown, with a
 // deadline in ctx, and works whether or not Run is still running. What it
 // cannot send stays queued for the next start; the error says how much.
 func (o *Outbox) Flush(ctx context.Context) error {
 	rows, err := o.db.QueryContext(ctx,
-		`SELECT DISTINCT chat_jid FROM outbox WHERE sent_at IS NULL AND chat_jid IS NOT NULL`)
+		`SELECT DISTINCT chat_jid FROM outbox WHERE sent_at IS NULL AND failed_at IS NULL AND chat_jid IS NOT NULL`)
 	if err != nil {
 		return fmt.Errorf("outbox: flush: %w", err)
 	}
@@ -346,7 +354,7 @@ func (o *Outbox) Flush(ctx context.Context) error {
 	}
 	if len(errs) > 0 {
 		var n int
-		o.db.QueryRow(`SELECT count(*) FROM outbox WHERE sent_at IS NULL`).Scan(&n)
+		o.db.QueryRow(`SELECT count(*) FROM outbox WHERE sent_at IS NULL AND failed_at IS NULL`).Scan(&n)
 		return fmt.Errorf("outbox: %d messages still queued (they are sent at the next start): %w", n, errors.Join(errs...))
 	}
 	return nil

@@ -5,7 +5,21 @@ package channel
 
 import (
 	"context"
+	"errors"
 	"time"
+)
+
+// Errors a Channel's Send wraps so the outbox knows what a failure means.
+// A Send error wrapping neither is unexplained: retried with backoff, for a
+// bounded time.
+var (
+	// ErrUndeliverable: retrying cannot help (the chat is gone, the account
+	// is not in it, the address is malformed). The message is dropped and
+	// the owner told; later messages to the chat still go out.
+	ErrUndeliverable = errors.New("the message can never be delivered")
+	// ErrUnavailable: the channel is down (not connected, not paired).
+	// The message waits, however long the outage lasts.
+	ErrUnavailable = errors.New("the channel is down for now")
 )
 
 // Message is one inbound chat message.
@@ -21,6 +35,20 @@ type Message struct {
 	// A reply to an earlier message: who wrote it and what it said.
 	QuotedSender string
 	QuotedText   string
+	// Replaces is the ID of an earlier message of the chat that this one
+	// edits (Text is the new text); Revokes the ID of one its sender
+	// deleted (Text is empty). Both empty for an ordinary message.
+	Replaces, Revokes string
+	// Image is a photo sent with the message (Text is its caption). It is
+	// fetched only for a registered chat, by whoever stores it.
+	Image *Image
+}
+
+// Image is an inbound photo, downloaded on demand.
+type Image struct {
+	MimeType string                                    // e.g. image/jpeg
+	Size     int64                                     // as announced by the sender; 0 if unknown
+	Fetch    func(ctx context.Context) ([]byte, error) // the decrypted bytes
 }
 
 // Chat is metadata about a chat seen on a channel, registered or not.
@@ -54,8 +82,9 @@ type Channel interface {
 	// Run connects and delivers inbound traffic to sink until ctx ends.
 	Run(ctx context.Context, sink Sink) error
 	// Send delivers m. It returns nil only once the network accepted the
-	// message; on error the caller keeps it and retries. m.ID is stable
-	// across retries, so a channel that can uses it to drop a repeat.
+	// message; on error the caller keeps it and retries, unless the error
+	// wraps ErrUndeliverable. m.ID is stable across retries, so a channel
+	// that can uses it to drop a repeat.
 	Send(ctx context.Context, m Outgoing) error
 	// SetTyping shows or clears a typing indicator in jid (best effort).
 	SetTyping(ctx context.Context, jid string, on bool) error

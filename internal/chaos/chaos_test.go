@@ -7,14 +7,24 @@
 // no agent left running, the database intact.
 //
 // `make chaos` runs the long version: CHAOS_CYCLES (default here 25, so
-// `go test ./...` stays short) and CHAOS_SEED to replay a run.
+// `go test ./...` stays short) and CHAOS_SEED to replay a run. CHAOS_MINUTES
+// makes it a soak instead: the same load and faults for that long, but the
+// daemon itself is never killed, so its memory and file descriptors can be
+// watched over the whole time (open descriptors must not grow).
 package chaos
 
 import (
+	"bytes"
+	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -47,6 +57,10 @@ var tokenRE = regexp.MustCompile(`tok-[0-9]+-[0-9]+`)
 
 func TestChaos(t *testing.T) {
 	cycles := envInt("CHAOS_CYCLES", 25)
+	soak := time.Duration(envInt("CHAOS_MINUTES", 0)) * time.Minute
+	if soak > 0 {
+		cycles = 1 << 30
+	}
 	seed := uint64(envInt("CHAOS_SEED", int(time.Now().UnixNano()%1_000_000)))
 	rng := rand.New(rand.NewPCG(seed, seed))
 	t.Logf("chaos: %d cycles, seed %d (CHAOS_SEED=%d replays it)", cycles, seed, seed)
@@ -81,7 +95,8 @@ func TestChaos(t *testing.T) {
 	n := 0
 	token := func() string { n++; return fmt.Sprintf("tok-%d-%d", seed, n) }
 
-	for cycle := 1; cycle <= cycles; cycle++ {
+	end := time.Now().Add(soak)
+	for cycle := 1; cycle <= cycles && (soak == 0 || time.Now().Before(end)); cycle++ {
 		for range 3 + rng.IntN(6) {
 			chat := chats[rng.IntN(len(chats))]
 			tok := token()
@@ -105,11 +120,14 @@ func TestChaos(t *testing.T) {
 		}
 		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond) // the fault lands anywhere in the work
 		switch f := rng.IntN(10); {
-		case f < 4:
+		case f < 4 && soak == 0:
 			h.faults["kill -9 daemon"]++
 			p.Kill9()
 			p = in.Start()
 		case f < 6:
+			if f < 4 {
+				break // soak: the daemon stays up
+			}
 			if killAnAgent(agent) {
 				h.faults["kill -9 agent"]++
 			}
@@ -152,6 +170,13 @@ func TestChaos(t *testing.T) {
 	}
 	time.Sleep(3 * time.Second) // the 2 s alert windows end and their summaries go out
 	h.check(t, in, agentLog)
+	if soak > 0 && len(h.fds) >= 8 {
+		q := len(h.fds) / 4
+		if first, last := maxOf(h.fds[:q]), maxOf(h.fds[len(h.fds)-q:]); last > first+20 {
+			t.Errorf("the daemon's open file descriptors grew over the soak: %d at most in the first quarter, %d in the last", first, last)
+		}
+	}
+	cycles = len(h.rss)
 	p.Stop()
 	e2e.WaitNoProcs(t, agent, "agents after the daemon stopped")
 	integrity(t, filepath.Join(in.Dir, "data", "nanoclaw.db"))
@@ -173,6 +198,7 @@ func (h *history) check(t *testing.T, in *e2e.Install, agentLog string) {
 		case c == 0 && ps.call && !failedIn(sent, ps.chat):
 			lost++
 			t.Errorf("call %s in %s never answered (nor reported failed)", ps.token, ps.chat)
+			dumpFor(t, in, strings.TrimPrefix(ps.chat, "local:"), ps.token)
 		}
 	}
 	written := map[string]bool{}
@@ -234,6 +260,34 @@ func (h *history) check(t *testing.T, in *e2e.Install, agentLog string) {
 		len(h.posted), calls(h.posted), len(written), total, alerted, lost, doubled)
 }
 
+// dumpFor logs what the daemon and the group's runs said, to find where
+// a message went.
+func dumpFor(t *testing.T, in *e2e.Install, folder, token string) {
+	logs, _ := filepath.Glob(filepath.Join(in.Dir, "data", "logs", "*.log*"))
+	for _, l := range logs {
+		data, _ := os.ReadFile(l)
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, `"`+folder+`"`) || strings.Contains(line, "running") || strings.Contains(line, "error") {
+				t.Logf("daemon: %s", line)
+			}
+		}
+	}
+	runs, _ := filepath.Glob(filepath.Join(in.Dir, "groups", folder, "logs", "agent-*.log"))
+	for _, r := range runs {
+		data, _ := os.ReadFile(r)
+		if strings.Contains(string(data), token) || len(runs) < 20 {
+			t.Logf("run log %s:\n%s", filepath.Base(r), data)
+		}
+	}
+	var sent []string
+	for _, m := range in.AllSent() {
+		if m.ChatJID == "local:"+folder {
+			sent = append(sent, m.Text)
+		}
+	}
+	t.Logf("sent to %s: %q", folder, sent)
+}
+
 func (h *history) sample(pid int) {
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
@@ -260,6 +314,14 @@ func (h *history) report(t *testing.T, cycles int, seed uint64) {
 	if out := os.Getenv("CHAOS_REPORT"); out != "" {
 		os.WriteFile(out, []byte(b.String()), 0o644)
 	}
+}
+
+func maxOf(xs []int) int {
+	m := 0
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
 }
 
 func calls(ps []posted) int {
@@ -341,4 +403,85 @@ func envInt(name string, def int) int {
 		return v
 	}
 	return def
+}
+
+// The data dir fills up (a small tmpfs here): messages the daemon cannot
+// store are refused at once with a 500 that says so — never accepted and
+// then lost — and once space is back everything accepted is answered.
+func TestChaosDiskFull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs for the data dir")
+	}
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	os.MkdirAll(data, 0o755)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", data).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", data).Run() })
+	in := e2e.New(t, e2e.Options{Dir: dir})
+	in.AddGroup("local:main", "main", "--main")
+	p := in.Start()
+	filler := filepath.Join(data, "filler")
+	fill := exec.Command("dd", "if=/dev/zero", "of="+filler, "bs=1M", "count=64")
+	fill.Run() // stops at ENOSPC, which is the point
+	var accepted []string
+	refused := 0
+	for i := range 40 {
+		tok := fmt.Sprintf("full-%d", i)
+		if code, body := tryPost(t, in, "local:main", "prompt "+tok); code == 202 {
+			accepted = append(accepted, tok)
+		} else {
+			refused++
+			if i == 0 {
+				t.Logf("while the disk is full, a message gets %d: %s", code, body)
+			}
+		}
+	}
+	os.Remove(filler)
+	for i := range 5 {
+		tok := fmt.Sprintf("after-%d", i)
+		if code, body := tryPost(t, in, "local:main", "prompt "+tok); code != 202 {
+			t.Fatalf("after the disk has space again a message gets %d: %s", code, body)
+		}
+		accepted = append(accepted, tok)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		missing := 0
+		sent := in.AllSent()
+		for _, tok := range accepted {
+			if countIn(sent, "local:main", tok) == 0 {
+				missing++
+			}
+		}
+		if missing == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d accepted messages were never answered after the disk had space again", missing, len(accepted))
+		}
+	}
+	for _, tok := range accepted {
+		if c := countIn(in.AllSent(), "local:main", tok); c != 1 {
+			t.Errorf("%s answered %d times", tok, c)
+		}
+	}
+	t.Logf("disk full: %d messages refused with an error while full, %d accepted and answered", refused, len(accepted))
+	p.Stop()
+	integrity(t, filepath.Join(data, "nanoclaw.db"))
+}
+
+// tryPost posts a message and returns the status and body, whatever they are.
+func tryPost(t *testing.T, in *e2e.Install, chat, text string) (int, string) {
+	c := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", in.Socket)
+	}}, Timeout: 30 * time.Second}
+	body, _ := json.Marshal(map[string]string{"chatJid": chat, "sender": "u@local", "senderName": "U", "text": text})
+	resp, err := c.Post("http://local/messages", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(b))
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/ipc"
+	"github.com/nanoclawd/nanoclawd/internal/router"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
@@ -120,22 +121,7 @@ func (a actions) Violation(ctx context.Context, key string, v alerts.Violation, 
 type chats struct{ d *Daemon }
 
 func (c chats) ListChats(ctx context.Context) ([]channel.Chat, error) {
-	rows, err := c.d.db.QueryContext(ctx, `SELECT jid, name, is_group, last_activity FROM chats`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []channel.Chat
-	for rows.Next() {
-		var ch channel.Chat
-		var ms int64
-		if err := rows.Scan(&ch.JID, &ch.Name, &ch.IsGroup, &ms); err != nil {
-			return nil, err
-		}
-		ch.Time = time.UnixMilli(ms)
-		out = append(out, ch)
-	}
-	return out, rows.Err()
+	return router.ListChats(ctx, c.d.db)
 }
 
 func (c chats) IsRegistered(ctx context.Context, jid string) (bool, error) {

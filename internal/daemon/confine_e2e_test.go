@@ -240,3 +240,17 @@ func TestNoSandboxFailsClosed(t *testing.T) {
 		t.Error("main's agent did not run the same command, so the check above proves nothing")
 	}
 }
+
+// A kill -9 of the daemon ends a confined run at once, with nothing
+// restarted to clean up: bubblewrap drops the parent-death signal, so the
+// run's first process watches a pipe only the daemon holds.
+func TestKill9EndsConfinedAgents(t *testing.T) {
+	in := e2e.New(t, e2e.Options{})
+	in.AddGroup("local:main", "main", "--main")
+	in.AddGroup("local:family", "family", "--no-trigger")
+	p := in.Start()
+	in.Post("local:family", "Ann", "fork sleep 30")
+	in.WaitFor("local:family", func(s string) bool { return strings.HasPrefix(s, "forked ") })
+	p.Kill9()
+	e2e.WaitNoProcs(t, e2e.Testagent(t), "confined agents after a kill -9 of their daemon")
+}

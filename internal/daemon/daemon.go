@@ -93,16 +93,17 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	}
 	d.reg = groups.New(d.db, cfg.GroupsDir)
 	d.reg.Assistant = cfg.AssistantName
+	d.outbox = alerts.NewOutbox(d.db, alerts.SenderFunc(d.send), log.With().Str("part", "outbox").Logger())
+	d.outbox.Main = d.mainGroup
 	if cfg.Channels.Local.Enabled {
 		d.channels = append(d.channels, local.New(cfg.Channels.Local.Socket, d.db))
 	}
 	if cfg.Channels.WhatsApp.Enabled {
 		d.channels = append(d.channels, whatsapp.New(whatsapp.Options{
 			DataDir: cfg.DataDir, AssistantName: cfg.AssistantName, OwnNumber: cfg.Channels.WhatsApp.OwnNumber,
-			Logger: log.With().Str("part", "whatsapp").Logger(),
+			Logger: log.With().Str("part", "whatsapp").Logger(), Outbox: d.outbox,
 		}))
 	}
-	d.outbox = alerts.NewOutbox(d.db, alerts.SenderFunc(d.send), log.With().Str("part", "outbox").Logger())
 	d.reporter = alerts.NewReporter(d.db, cfg.GroupsDir, d.outbox, d.mainGroup, cfg.Alerts.Cooldown.D(), nil)
 	d.reporter.MaxPerGroup = cfg.Alerts.MaxPerGroup
 	if d.tokens, err = ipc.OpenTokens(ctx, d.db); err != nil {

@@ -13,25 +13,31 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/status"
 )
 
-// runStarts remembers, per group, when the agent process of the run going
-// on started (a run that finds nothing to answer starts none).
-type runStarts map[string]time.Time
+// runStarts remembers, per group with a queue job going on, when an agent
+// process started in it (a run that finds nothing to answer starts none).
+type runStarts map[string]*time.Time
 
 // recordRuns wraps the queue's RunFunc: a run that failed, or that
-// started an agent, becomes the group's last run (a message run that
-// found nothing to answer is not a run to show).
+// started an agent or took one started ahead (a standby), becomes the
+// group's last run. A message run that found nothing to answer is not a
+// run to show.
 func (d *Daemon) recordRuns(run runner.RunFunc) runner.RunFunc {
 	return func(ctx context.Context, job runner.Job) error {
 		t0 := time.Now()
+		standby := d.router.Standbys()[job.Folder]
+		d.mu.Lock()
+		d.runs[job.Folder] = new(time.Time)
+		d.mu.Unlock()
 		err := run(ctx, job)
 		d.mu.Lock()
-		started, ok := d.runs[job.Folder]
+		started := *d.runs[job.Folder]
 		delete(d.runs, job.Folder)
 		d.mu.Unlock()
-		if !ok && err == nil {
-			return err
+		tookStandby := standby != nil && d.router.Standbys()[job.Folder] != standby
+		if started.IsZero() && !tookStandby && err == nil {
+			return nil
 		}
-		if !ok {
+		if started.IsZero() {
 			started = t0
 		}
 		r := runner.LastRun{Folder: job.Folder, Started: started, Finished: time.Now(), OK: err == nil, TaskID: job.TaskID}
@@ -45,9 +51,13 @@ func (d *Daemon) recordRuns(run runner.RunFunc) runner.RunFunc {
 	}
 }
 
+// agentStarted notes an agent process start inside a queue job (standbys
+// start outside one and are counted when a job takes them).
 func (d *Daemon) agentStarted(folder string) {
 	d.mu.Lock()
-	d.runs[folder] = time.Now()
+	if t := d.runs[folder]; t != nil && t.IsZero() {
+		*t = time.Now()
+	}
 	d.mu.Unlock()
 }
 
@@ -107,7 +117,7 @@ func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
 			r.Agents.Queued++
 		case q.RetryWaiting:
 			sg.Agent = "retrying"
-		case standby[g.Folder]:
+		case standby[g.Folder] != nil:
 			sg.Agent = "standby"
 			r.Agents.Standby++
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,13 +52,16 @@ func TestStatusOfABusyDaemon(t *testing.T) {
 	in := e2e.New(t, e2e.Options{
 		Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "maxConcurrent": 1, "timeout": "120s", "warm": 0`,
 		Env:   []string{"NANOCLAWD_RETRY_BASE=1h"}, // a failed run waits to retry while we look
+		// Stopped with SIGTERM at the end, so the sleeping confined agent is
+		// ended with the daemon and no later test sees it.
+		StopSignal: syscall.SIGTERM,
 	})
 	// The main chat is on WhatsApp, which is disabled: alerts wait in the outbox.
 	in.AddGroup("491701234567@s.whatsapp.net", "main", "--main")
 	for _, f := range []string{"failing", "busy", "waiting", "risky"} {
 		in.AddGroup("local:"+f, f, "--no-trigger")
 	}
-	p := in.Start()
+	in.Start()
 
 	in.Post("local:risky", "Ann", "violation network evil.example")
 	in.WaitFor("local:risky", e2e.Equals("violation reported"))
@@ -140,14 +144,6 @@ func TestStatusOfABusyDaemon(t *testing.T) {
 		}
 	}
 
-	// The last runs outlive a kill -9: risky has nothing to do after the
-	// restart, and still shows its run.
-	p.Kill9()
-	in.Start()
-	rep = statusUntil(t, in, "the daemon after the restart", func(r status.Report) bool { return r.PID != p.Cmd.Process.Pid })
-	if g := group(rep, "risky"); g.LastRun == nil || !g.LastRun.OK {
-		t.Errorf("risky after a restart: %+v", g)
-	}
 }
 
 // TestStatusShowsStandby: with agent.warm, the group last active keeps an
@@ -155,7 +151,7 @@ func TestStatusOfABusyDaemon(t *testing.T) {
 func TestStatusShowsStandby(t *testing.T) {
 	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "warm": 1`})
 	in.AddGroup("local:main", "main", "--main")
-	in.Start()
+	p := in.Start()
 	in.Post("local:main", "Owner", "echo hi")
 	in.WaitFor("local:main", e2e.Equals("echo: hi"))
 	rep := statusUntil(t, in, "a standby", func(r status.Report) bool { return group(r, "main").Agent == "standby" })
@@ -164,6 +160,25 @@ func TestStatusShowsStandby(t *testing.T) {
 	}
 	if !strings.Contains(in.CLI("status"), "1 standby") {
 		t.Error("the text lacks the standby")
+	}
+	// A run that takes the standby is the group's last run.
+	first := *group(rep, "main").LastRun
+	in.Post("local:main", "Owner", "echo again")
+	in.WaitFor("local:main", e2e.Equals("echo: again"))
+	rep = statusUntil(t, in, "the run of the standby", func(r status.Report) bool {
+		l := group(r, "main").LastRun
+		return l != nil && l.Finished.After(first.Finished)
+	})
+	if l := group(rep, "main").LastRun; !l.OK || l.Started.Before(first.Finished) {
+		t.Errorf("last run after the standby's run: %+v", l)
+	}
+	// The last run outlives a kill -9 of the daemon.
+	last := *group(rep, "main").LastRun
+	p.Kill9()
+	in.Start()
+	rep = statusUntil(t, in, "the daemon after the restart", func(r status.Report) bool { return r.PID != p.Cmd.Process.Pid })
+	if l := group(rep, "main").LastRun; l == nil || !l.Finished.Equal(last.Finished) {
+		t.Errorf("last run after a restart: %+v, want %+v", l, last)
 	}
 }
 

@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,23 +24,21 @@ func TestWarmAgentAnswersAndIsReplacedOnPolicyChange(t *testing.T) {
 	in.Start()
 	in.Post("local:family", "Ann", "echo one")
 	in.WaitFor("local:family", e2e.Equals("echo: one"))
-	// The daemon's own word that family has an agent started ahead (a count
-	// of processes also sees the last run's agent still exiting, or what an
-	// earlier test left).
+	// A standby is the one agent running, and its run log shows it started
+	// without a prompt and has answered nothing yet.
 	waitStandby := func() {
 		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			var st struct {
-				Groups []struct{ Folder, Agent string }
-			}
-			if err := json.Unmarshal([]byte(in.CLI("status", "--json")), &st); err != nil {
-				t.Fatal(err)
-			}
-			if slices.ContainsFunc(st.Groups, func(g struct{ Folder, Agent string }) bool { return g.Folder == "family" && g.Agent == "standby" }) {
-				return
+			logs, _ := filepath.Glob(filepath.Join(in.Dir, "groups", "family", "logs", "agent-*.log"))
+			slices.Sort(logs)
+			if len(logs) > 0 && e2e.CountProcs(agent) == 1 {
+				if b, _ := os.ReadFile(logs[len(logs)-1]); strings.Contains(string(b), "prompt=0B") && strings.Contains(string(b), "runner: pid ") &&
+					!strings.Contains(string(b), "frame: result") {
+					return
+				}
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("no agent was started ahead for family: %+v", st.Groups)
+				t.Fatalf("no agent was started ahead (%d running)", e2e.CountProcs(agent))
 			}
 		}
 	}

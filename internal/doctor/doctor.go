@@ -288,13 +288,25 @@ func WhatsApp(ctx context.Context, cfg *config.Config, daemonPID int) Result {
 	if err != nil {
 		return fix("whatsapp", "%v", err)
 	}
-	r := ok("whatsapp", "paired as %s", own)
+	r := ok("whatsapp", "paired as %s; %s", own, clientVersion(cfg.DataDir))
 	if daemonPID > 0 {
 		if line, pid, err := whatsapp.ReadStatus(cfg.DataDir); err == nil && pid == daemonPID {
 			r.Detail += "; daemon: " + line
 		}
 	}
 	return r
+}
+
+// clientVersion says which WhatsApp Web version the daemon announces.
+func clientVersion(dataDir string) string {
+	v, err := whatsapp.SavedVersion(dataDir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Sprintf("client version: none accepted yet (the daemon fetches the current one at start; built in: %s)", whatsapp.BuiltinVersion())
+	case err != nil:
+		return err.Error()
+	}
+	return fmt.Sprintf("client version %s (the last one WhatsApp accepted; the daemon fetches the current one at every start)", v)
 }
 
 // MainGroup checks that a main group is registered.

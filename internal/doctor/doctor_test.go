@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/nanoclawd/nanoclawd/internal/channel/whatsapp"
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 )
@@ -258,3 +259,14 @@ func TestDaemon(t *testing.T) {
 }
 
 func second(_ int, r Result) Result { return r }
+
+func TestWhatsAppClientVersion(t *testing.T) {
+	dir := t.TempDir()
+	if got := clientVersion(dir); !strings.Contains(got, "none accepted yet") || !strings.Contains(got, whatsapp.BuiltinVersion().String()) {
+		t.Errorf("no version file: %q", got)
+	}
+	os.WriteFile(filepath.Join(dir, whatsapp.VersionFile), []byte("2.3000.1029999999\n"), 0o600)
+	if got := clientVersion(dir); !strings.Contains(got, "client version 2.3000.1029999999") {
+		t.Errorf("with a version file: %q", got)
+	}
+}

@@ -73,6 +73,7 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 		return nil, runner.NoRetry(err)
 	}
 	spec.Command = cmd
+	spec.Lifeline = true
 	return &confinement{router: r, group: g.Folder, plan: plan, gw: gw, stop: make(chan struct{})}, nil
 }
 

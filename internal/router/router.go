@@ -120,6 +120,14 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 	if err != nil {
 		return err
 	}
+	if m.Image != nil {
+		m.Text = r.saveImage(ctx, g, m)
+	}
+	if m.Replaces != "" || m.Revokes != "" {
+		if done, err := r.onChange(ctx, g, &m); done || err != nil {
+			return err
+		}
+	}
 	res, err := r.DB.ExecContext(ctx, `INSERT OR IGNORE INTO messages (chat_jid, id, sender, sender_name, text, time, from_me, is_bot,
 		quoted_sender, quoted_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, m.ChatJID, m.ID, m.Sender, m.SenderName, m.Text,
 		m.Time.UnixMilli(), m.FromMe, m.IsBot, m.QuotedSender, m.QuotedText)
@@ -133,12 +141,7 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 	if word := cfg.Agent.NewSessionCommand; word != "" && strings.EqualFold(strings.TrimSpace(m.Text), word) && mayReset(g, m.Sender) {
 		return r.newSession(ctx, g, res)
 	}
-	r.lock()
-	running := r.active[g.Folder]
-	r.mu.Unlock()
-	if running || calls(g, m.Sender, m.Text) {
-		r.Queue.EnqueueMessages(g.Folder)
-	}
+	r.maybeRun(g, m.Sender, m.Text)
 	return nil
 }
 

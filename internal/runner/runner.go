@@ -83,6 +83,12 @@ type Spec struct {
 	// Closing, when closed, makes the runner write <ipc>/input/_close so the
 	// agent finishes what it is doing and exits (Queue's Job.Closing fits here).
 	Closing <-chan struct{}
+
+	// Lifeline passes the agent the read end of a pipe as fd 3, whose
+	// write end only this daemon holds: EOF there means the daemon is gone
+	// (a kill -9 included). Pdeathsig cannot say so through bubblewrap,
+	// which clears it when it changes its credentials.
+	Lifeline bool
 }
 
 // Frame is the JSON of any stdout frame: a result (no Type) or a
@@ -187,6 +193,15 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 	cmd.Dir = spec.Dir
 	cmd.Env = env
 	cmd.SysProcAttr = sysProcAttr()
+	if spec.Lifeline {
+		lr, lw, err := os.Pipe()
+		if err != nil {
+			return out, fmt.Errorf("agent lifeline pipe: %w", err)
+		}
+		defer lw.Close() // held until the run is over: its closing is the daemon's death
+		defer lr.Close()
+		cmd.ExtraFiles = []*os.File{lr}
+	}
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return out, fmt.Errorf("agent stdin pipe: %w", err)

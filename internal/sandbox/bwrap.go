@@ -70,7 +70,7 @@ func BwrapArgs(p Plan, uid int, argv []string) []string {
 // InitArgs is the command line of `nanoclawd sandbox-init` that starts
 // command inside the sandbox.
 func InitArgs(binary string, p Plan, command []string) []string {
-	a := []string{binary, "sandbox-init",
+	a := []string{binary, "sandbox-init", "--lifeline", "3",
 		"--nproc", strconv.Itoa(p.Limits.Processes),
 		"--fsize", strconv.FormatInt(p.Limits.FileSize, 10),
 	}

@@ -23,6 +23,7 @@ func Init(args []string) int {
 	fsize := fs.Int64("fsize", 0, "largest file the run may write, in bytes")
 	gateway := fs.String("gateway", "", "the daemon's gateway socket")
 	listen := fs.String("listen", "127.0.0.1:0", "where to offer the gateway")
+	lifeline := fs.Int("lifeline", 0, "fd whose EOF means the daemon is gone")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -64,6 +65,15 @@ func Init(args []string) int {
 			cmd.Process.Signal(s)
 		}
 	}()
+	if *lifeline > 0 {
+		// The daemon holds the other end; when it is gone (a kill -9 too),
+		// the run ends: leaving this process ends the sandbox and all in it.
+		go func() {
+			io.Copy(io.Discard, os.NewFile(uintptr(*lifeline), "lifeline"))
+			fmt.Fprintln(os.Stderr, "nanoclawd sandbox-init: the daemon is gone; ending the run")
+			os.Exit(137)
+		}()
+	}
 	err := cmd.Wait()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {

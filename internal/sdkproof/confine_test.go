@@ -58,7 +58,7 @@ func TestDaemonConfinesTheRealSDK(t *testing.T) {
 		mockapi.Text("family done"),
 	)
 	mock.Script("HOLD-SLOT",
-		mockapi.Tool("Bash", map[string]any{"command": "perl -e 'sleep 25'", "description": "hold the slot", "timeout": 60000}),
+		mockapi.Tool("Bash", map[string]any{"command": "perl -e 'sleep 12'", "description": "hold the slot", "timeout": 60000}),
 		mockapi.Text("held"),
 	)
 	mock.Script("WORK-LOOK",
@@ -169,6 +169,8 @@ func TestDaemonConfinesTheRealSDK(t *testing.T) {
 			t.Error("main was answered only after hold's run, which held a slot, had ended")
 		}
 	}
+	// Let hold's run end before the test's files go.
+	in.WaitFor("local:hold", e2e.Equals("held"))
 }
 
 var taskIDRE = regexp.MustCompile(`Task task-\d+-[0-9a-f]+ scheduled \(cron 0 9 \* \* \*\)`)

@@ -163,6 +163,8 @@ func (g *Guide) Run(ctx context.Context, daemonNext bool) error {
 			fmt.Fprintln(g.Out, "Start the daemon with 'nanoclawd run' (or 'make run'; as a service: 'nanoclawd service install'). Then:")
 		}
 		fmt.Fprintln(g.Out, FirstAnswer(cfg, *s.main, s.own))
+	} else {
+		fmt.Fprintln(g.Out, "\nNo first answer yet without a main chat: run 'nanoclawd setup' again when you are ready.")
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,7 +87,7 @@ func (f *fakeClock) next(t *testing.T) fakeTimer {
 	t.Helper()
 	for {
 		tm := recv(t, f.timers)
-		if tm.d != groupSyncInterval {
+		if tm.d != groupSyncInterval && tm.d != watchdogInterval {
 			return tm
 		}
 	}
@@ -97,6 +98,7 @@ type fakeLink struct {
 	results     chan error
 	connects    chan struct{}
 	disconnects chan struct{}
+	gone        atomic.Bool // the socket died without an event
 }
 
 func newFakeLink() *fakeLink {
@@ -109,6 +111,8 @@ func (l *fakeLink) ConnectContext(ctx context.Context) error {
 }
 
 func (l *fakeLink) Disconnect() { l.disconnects <- struct{}{} }
+
+func (l *fakeLink) IsConnected() bool { return !l.gone.Load() }
 
 func recv[T any](t *testing.T, ch <-chan T) T {
 	t.Helper()
@@ -200,7 +204,6 @@ func TestKeepConnectedTerminalEvents(t *testing.T) {
 		want error
 	}{
 		{&events.StreamReplaced{}, ErrStreamReplaced},
-		{&events.ClientOutdated{}, ErrClientOutdated},
 		{&events.LoggedOut{Reason: events.ConnectFailureMainDeviceGone}, ErrLoggedOut},
 	} {
 		t.Run(fmt.Sprintf("%T", tc.evt), func(t *testing.T) {
@@ -217,6 +220,100 @@ func TestKeepConnectedTerminalEvents(t *testing.T) {
 			recv(t, l.disconnects)
 		})
 	}
+}
+
+// A 405 "client outdated" makes the loop fetch the current version and
+// reconnect once, at once; a second 405 ends it.
+func TestKeepConnectedRefetchesVersionOnceOn405(t *testing.T) {
+	clock := newFakeClock()
+	fetched := make(chan struct{}, 4)
+	c := New(Options{Clock: clock, FetchVersion: func(context.Context) (wastore.WAVersionContainer, error) {
+		fetched <- struct{}{}
+		return wastore.WAVersionContainer{}, errors.New("offline")
+	}})
+	l := newFakeLink()
+	done := make(chan error, 1)
+	go func() { done <- c.keepConnected(context.Background(), l) }()
+	recv(t, l.connects)
+	l.results <- nil
+	c.handleEvent(&events.ClientOutdated{})
+	recv(t, l.disconnects)
+	recv(t, fetched)
+	recv(t, l.connects) // at once: no backoff timer was needed
+	l.results <- nil
+	c.handleEvent(&events.ClientOutdated{})
+	if err := recv(t, done); !errors.Is(err, ErrClientOutdated) {
+		t.Fatalf("keepConnected after a second 405 = %v, want ErrClientOutdated", err)
+	}
+	if len(fetched) != 0 {
+		t.Error("the version was fetched more than once")
+	}
+}
+
+// watchdog returns the next watchdog tick the loop started.
+func (f *fakeClock) watchdog(t *testing.T) fakeTimer {
+	t.Helper()
+	for {
+		if tm := recv(t, f.timers); tm.d == watchdogInterval {
+			return tm
+		}
+	}
+}
+
+// The watchdog reconnects when the socket died without an event, and when
+// a connection never logs in; while all is well it does nothing.
+func TestKeepConnectedWatchdog(t *testing.T) {
+	clock := newFakeClock()
+	c := New(Options{Clock: clock})
+	c.jitter = func() float64 { return 0 }
+	l := newFakeLink()
+	go c.keepConnected(t.Context(), l)
+
+	recv(t, l.connects)
+	l.results <- nil
+	c.handleEvent(&events.Connected{})
+	clock.fire(clock.watchdog(t)) // healthy: keeps watching, with a new tick
+	tick := clock.watchdog(t)
+	l.gone.Store(true)
+	clock.fire(tick)
+	recv(t, l.disconnects)
+	if s := c.Status(); !contains(s, "watchdog") {
+		t.Errorf("status = %q, want the watchdog named", s)
+	}
+	clock.fire(clock.next(t)) // the backoff wait
+	l.gone.Store(false)
+
+	// Connected socket, but no login: the second tick gives up on it.
+	recv(t, l.connects)
+	l.results <- nil
+	clock.fire(clock.watchdog(t))
+	select {
+	case <-l.disconnects:
+		t.Fatal("disconnected after one tick without login")
+	default:
+	}
+	clock.fire(clock.watchdog(t))
+	recv(t, l.disconnects)
+	if s := c.Status(); !contains(s, "not logged in") {
+		t.Errorf("status = %q", s)
+	}
+}
+
+// A 515 stream error with whatsmeow's own reconnect disabled arrives as
+// ManualLoginReconnect; the loop reconnects.
+func TestKeepConnectedManualLoginReconnect(t *testing.T) {
+	clock := newFakeClock()
+	c := New(Options{Clock: clock})
+	l := newFakeLink()
+	go c.keepConnected(t.Context(), l)
+	recv(t, l.connects)
+	l.results <- nil
+	c.handleEvent(&events.Connected{})
+	c.handleEvent(&events.ManualLoginReconnect{})
+	recv(t, l.disconnects)
+	clock.fire(clock.next(t))
+	recv(t, l.connects)
+	l.results <- errDial
 }
 
 func TestKeepConnectedDeletedDeviceIsLoggedOut(t *testing.T) {

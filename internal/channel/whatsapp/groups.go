@@ -60,9 +60,27 @@ func (c *Channel) syncGroupsNow() {
 	if cli == nil || !c.Connected() {
 		return
 	}
-	if err := c.syncGroups(ctx, cli.GetJoinedGroups); err != nil {
-		c.log.Warn().Err(err).Msg("WhatsApp group name sync failed; retrying with the next daily sync")
+	c.syncGroupsWith(ctx, cli.GetJoinedGroups)
+}
+
+// syncGroupsWith syncs and remembers when it last succeeded.
+func (c *Channel) syncGroupsWith(ctx context.Context, list func(context.Context) ([]*types.GroupInfo, error)) {
+	if err := c.syncGroups(ctx, list); err != nil {
+		c.log.Warn().Err(err).Msg("WhatsApp group name sync failed; retrying at the next connect or daily sync")
+		return
 	}
+	c.groupMu.Lock()
+	c.groupsSynced = c.clock.Now()
+	c.groupMu.Unlock()
+}
+
+// groupsStale says whether the cached group list is older than a day: a
+// reconnect then fetches it again, else it is kept (every fetch is an IQ
+// WhatsApp counts, and reconnects can come often).
+func (c *Channel) groupsStale() bool {
+	c.groupMu.Lock()
+	defer c.groupMu.Unlock()
+	return c.groupsSynced.IsZero() || c.clock.Now().Sub(c.groupsSynced) >= groupSyncInterval
 }
 
 // syncGroupsDaily refreshes group names once a day until ctx ends.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"go.mau.fi/whatsmeow"
 	"go.mau.fi/whatsmeow/proto/waE2E"
 	"go.mau.fi/whatsmeow/types"
 	"go.mau.fi/whatsmeow/types/events"
@@ -39,11 +40,37 @@ func (c *Channel) handleEvent(evt any) bool {
 		c.noteGroup(e.JID, e.Name, c.clock.Now())
 	case *events.Connected:
 		c.connected.Store(true)
+		if err := saveVersion(c.opts.DataDir); err != nil {
+			c.log.Warn().Err(err).Msg("could not keep the client version WhatsApp accepted")
+		}
 		c.setStatus(stateConnected, c.ownJID().String())
 		signal(c.up, struct{}{})
-		go c.syncGroupsNow()
+		if c.groupsStale() {
+			go c.syncGroupsNow()
+		}
+		if c.opts.Outbox != nil {
+			c.opts.Outbox.Notify() // replies queued during the outage go now
+		}
+		if cli := c.currentClient(); cli != nil {
+			ctx, _ := c.sinkContext()
+			go c.announceUnavailable(ctx, cli)
+		}
+	case *events.PushNameSetting:
+		if cli := c.currentClient(); cli != nil && c.connected.Load() {
+			ctx, _ := c.sinkContext()
+			go c.announceUnavailable(ctx, cli)
+		}
+	case *events.UndecryptableMessage:
+		// whatsmeow has already sent a retry receipt to the sender and, with
+		// AutomaticMessageRerequestFromPhone, asked our phone for the
+		// content; if either answers, the message arrives as usual.
+		c.log.Warn().Str("chat", e.Info.Chat.String()).Str("sender", e.Info.Sender.String()).Str("id", e.Info.ID).
+			Bool("unavailable", e.IsUnavailable).Str("type", string(e.UnavailableType)).
+			Msg("a WhatsApp message could not be decrypted; asked the sender and the phone to send it again")
 	case *events.Disconnected:
 		c.lost("connection closed", 0)
+	case *events.ManualLoginReconnect:
+		c.lost("WhatsApp asked for a reconnect (stream error 515)", 0)
 	case *events.KeepAliveTimeout:
 		// whatsmeow leaves a dead socket alone; after a few missed pings
 		// drop it so the reconnect loop can take over.
@@ -108,7 +135,7 @@ func (c *Channel) onMessage(e *events.Message) error {
 	if err := sink.OnChat(ctx, chat); err != nil {
 		return fmt.Errorf("store chat %s: %w", chat.JID, err)
 	}
-	if m.Text == "" {
+	if m.Text == "" && m.Revokes == "" && m.Image == nil {
 		return nil
 	}
 	if err := sink.OnMessage(ctx, m); err != nil {
@@ -143,7 +170,17 @@ func (c *Channel) inbound(ctx context.Context, e *events.Message) (m channel.Mes
 		chatJID = c.phoneJID(ctx, chatJID, alt)
 	}
 	sender := c.phoneJID(ctx, info.Sender, info.SenderAlt)
-	text := messageText(e.Message)
+	msg := e.Message
+	var replaces, revokes string
+	if pm := msg.GetProtocolMessage(); pm != nil {
+		switch pm.GetType() {
+		case waE2E.ProtocolMessage_REVOKE:
+			revokes = pm.GetKey().GetID()
+		case waE2E.ProtocolMessage_MESSAGE_EDIT:
+			replaces, msg = pm.GetKey().GetID(), pm.GetEditedMessage()
+		}
+	}
+	text := messageText(msg)
 
 	chat = channel.Chat{JID: chatJID.String(), IsGroup: isGroup, Time: info.Timestamp}
 	if isGroup {
@@ -160,9 +197,24 @@ func (c *Channel) inbound(ctx context.Context, e *events.Message) (m channel.Mes
 		Time:       info.Timestamp,
 		FromMe:     info.IsFromMe,
 		IsBot:      info.IsFromMe && c.isOwnReply(info.ID, text),
+		Replaces:   replaces,
+		Revokes:    revokes,
 	}
-	m.Text = c.mentionsToName(contextInfo(e.Message), m.Text)
-	if ci := contextInfo(e.Message); ci.GetQuotedMessage() != nil {
+	if img := msg.GetImageMessage(); img != nil {
+		m.Image = &channel.Image{
+			MimeType: img.GetMimetype(),
+			Size:     int64(img.GetFileLength()),
+			Fetch: func(ctx context.Context) ([]byte, error) {
+				d := c.mediaDownloader()
+				if d == nil {
+					return nil, ErrNotConnected
+				}
+				return d.Download(ctx, img)
+			},
+		}
+	}
+	m.Text = c.mentionsToName(contextInfo(msg), m.Text)
+	if ci := contextInfo(msg); ci.GetQuotedMessage() != nil {
 		m.QuotedText = messageText(ci.GetQuotedMessage())
 		if p := ci.GetParticipant(); p != "" {
 			if jid, err := types.ParseJID(p); err == nil {
@@ -268,4 +320,21 @@ func messageText(msg *waE2E.Message) string {
 		return msg.GetDocumentMessage().GetCaption()
 	}
 	return ""
+}
+
+// downloader is the part of whatsmeow's client that fetches media.
+type downloader interface {
+	Download(ctx context.Context, msg whatsmeow.DownloadableMessage) ([]byte, error)
+}
+
+func (c *Channel) mediaDownloader() downloader {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.media != nil {
+		return c.media
+	}
+	if c.client != nil {
+		return c.client
+	}
+	return nil
 }

@@ -144,17 +144,7 @@ func TestInbound(t *testing.T) {
 			want: &channel.Message{ID: "A9", ChatJID: family.String(), Sender: alicePN.String(), SenderName: "Alice",
 				Text: "@Andy what's the plan? cc @491700000002", Time: when},
 		},
-		{
-			name:     "image caption",
-			evt:      msg(family, alicePN, false, "A3", &waE2E.Message{ImageMessage: &waE2E.ImageMessage{Caption: proto.String("our new kitchen"), Mimetype: proto.String("image/jpeg")}}),
-			wantChat: &channel.Chat{JID: family.String(), IsGroup: true, Time: when},
-			want:     &channel.Message{ID: "A3", ChatJID: family.String(), Sender: alicePN.String(), SenderName: "Alice", Text: "our new kitchen", Time: when},
-		},
-		{
-			name:     "image without caption: chat activity only",
-			evt:      msg(family, alicePN, false, "A4", &waE2E.Message{ImageMessage: &waE2E.ImageMessage{Mimetype: proto.String("image/jpeg")}}),
-			wantChat: &channel.Chat{JID: family.String(), IsGroup: true, Time: when},
-		},
+		// Photos: TestInboundImage.
 		{
 			name: "status broadcast ignored",
 			evt:  msg(types.StatusBroadcastJID, alicePN, false, "A5", text("my holiday")),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -26,6 +27,8 @@ type LoginOptions struct {
 	Out     io.Writer      // QR codes, the pairing code and instructions
 	Timeout time.Duration  // 0 = 5 minutes
 	Logger  zerolog.Logger // whatsmeow's logs; the zero value discards them
+	// FetchVersion as in Options; nil asks web.whatsapp.com.
+	FetchVersion VersionFetcher
 }
 
 // pairedSettle is how long Login waits, after the phone accepted, for the
@@ -63,6 +66,7 @@ func Login(ctx context.Context, o LoginOptions) (own types.JID, err error) {
 		return own, fmt.Errorf("%w as %s: to pair again, stop the daemon and delete %s", ErrAlreadyPaired, own, filepath.Join(o.DataDir, StoreFile))
 	}
 
+	useCurrentVersion(ctx, o.DataDir, o.FetchVersion) // an outdated version cannot even pair
 	for {
 		own, again, err := loginRound(ctx, newClient(device, o.Logger), phone, o.Out)
 		if !again {
@@ -176,4 +180,55 @@ func normalizePhone(s string) (string, error) {
 		return "", fmt.Errorf("%w; got %q", ErrBadPhone, s)
 	}
 	return digits, nil
+}
+
+// OwnerJID is the chat of the owner's number as the assistant's own account
+// sees it (own-number mode: the owner's chat with the bot).
+func OwnerJID(number string) (types.JID, error) {
+	digits, err := normalizePhone(number)
+	if err != nil || digits == "" {
+		return types.JID{}, fmt.Errorf("--owner wants your full international number, country code first (e.g. 491701234567 for +49 170 1234567); got %q", number)
+	}
+	return types.NewJID(digits, types.DefaultUserServer), nil
+}
+
+// Logout unlinks this device from the WhatsApp account (it disappears from
+// the phone's "Linked devices") and deletes the session in dataDir. When
+// WhatsApp cannot be reached, the local session is deleted anyway and the
+// error says to remove the device on the phone. Not paired: ErrNotPaired.
+// The daemon must not be running: a second connection would replace its.
+func Logout(ctx context.Context, dataDir string, log zerolog.Logger) (types.JID, error) {
+	if _, err := os.Stat(filepath.Join(dataDir, StoreFile)); errors.Is(err, os.ErrNotExist) {
+		return types.JID{}, ErrNotPaired
+	}
+	container, device, err := openStore(ctx, dataDir, log)
+	if err != nil {
+		return types.JID{}, err
+	}
+	defer container.Close()
+	if device.ID == nil {
+		return types.JID{}, ErrNotPaired
+	}
+	own := device.ID.ToNonAD()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	useCurrentVersion(ctx, dataDir, nil)
+	cli := newClient(device, log)
+	err = cli.ConnectContext(ctx)
+	if err == nil {
+		err = cli.Logout(ctx) // on success whatsmeow deletes the device from the store
+		cli.Disconnect()
+	}
+	if err != nil {
+		container.Close()
+		if cerr := clearStore(dataDir); cerr != nil {
+			return own, fmt.Errorf("could not reach WhatsApp (%v) nor delete %s (%v): delete it by hand", describeConnectError(err), filepath.Join(dataDir, StoreFile), cerr)
+		}
+		return own, fmt.Errorf("deleted the session here, but could not tell WhatsApp (%v): remove \"nanoclawd\" under Linked devices on the phone", describeConnectError(err))
+	}
+	container.Close()
+	if err := clearStore(dataDir); err != nil {
+		return own, fmt.Errorf("unlinked, but could not delete %s: %w (delete it by hand)", filepath.Join(dataDir, StoreFile), err)
+	}
+	return own, nil
 }

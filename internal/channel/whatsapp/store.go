@@ -39,7 +39,7 @@ func openStore(ctx context.Context, dataDir string, log zerolog.Logger) (*sqlsto
 		return nil, nil, fmt.Errorf("create data directory: %w", err)
 	}
 	path := filepath.Join(dataDir, StoreFile)
-	container, err := sqlstore.New(ctx, "sqlite3", store.DSN(path), waLog.Zerolog(log).Sub("Store"))
+	container, err := sqlstore.New(ctx, "sqlite3", store.DSN(path), waLog.Zerolog(atMostInfo(log)).Sub("Store"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("open WhatsApp store %s: %w", path, err)
 	}
@@ -81,9 +81,18 @@ func Paired(ctx context.Context, dataDir string) (types.JID, error) {
 // newClient makes a whatsmeow client whose websocket dials give up after
 // dialTimeout (proxies from the environment still apply).
 func newClient(device *wastore.Device, log zerolog.Logger) *whatsmeow.Client {
-	cli := whatsmeow.NewClient(device, waLog.Zerolog(log).Sub("Client"))
+	cli := whatsmeow.NewClient(device, waLog.Zerolog(atMostInfo(log)).Sub("Client"))
 	hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: dialTimeout}
 	cli.SetWebsocketHTTPClient(hc)
 	cli.SetPreLoginHTTPClient(hc)
 	return cli
+}
+
+// atMostInfo keeps whatsmeow's debug output (a line per message and
+// frame) out of the log, whatever level nanoclawd itself logs at.
+func atMostInfo(log zerolog.Logger) zerolog.Logger {
+	if log.GetLevel() < zerolog.InfoLevel {
+		return log.Level(zerolog.InfoLevel)
+	}
+	return log
 }

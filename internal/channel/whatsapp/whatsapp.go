@@ -36,7 +36,7 @@ var (
 	// ErrStreamReplaced: another process connected with the same session.
 	ErrStreamReplaced = errors.New("another program connected to WhatsApp with this session (is a second nanoclawd running on the same dataDir?); stopped WhatsApp here so the two do not keep kicking each other off")
 	// ErrClientOutdated: WhatsApp refuses this client version.
-	ErrClientOutdated = errors.New("WhatsApp rejected this client as outdated: update nanoclawd (it pins the whatsmeow library)")
+	ErrClientOutdated = errors.New("WhatsApp rejected this client version as outdated, also after fetching the current version from web.whatsapp.com: update nanoclawd (it pins the whatsmeow library)")
 	// ErrNotConnected: Send or SetTyping while the connection is down; the
 	// outbox keeps the message and retries.
 	ErrNotConnected = errors.New("WhatsApp is not connected")
@@ -58,7 +58,16 @@ type Options struct {
 	Logger        zerolog.Logger // whatsmeow's logs go here too, with a "sublogger" field
 	Clock         Clock          // nil = real time
 	Backoff       Backoff        // zero = DefaultBackoff
+	// Outbox is told each time the connection is up, so queued replies go
+	// out at once instead of after their backoff. Nil: nobody is told.
+	Outbox Notifier
+	// FetchVersion returns the current WhatsApp Web client version; nil =
+	// ask web.whatsapp.com. Tests replace it.
+	FetchVersion VersionFetcher
 }
+
+// Notifier is told that sending may work again (the daemon's outbox).
+type Notifier interface{ Notify() }
 
 // Channel is the WhatsApp channel. Create it with New; it implements
 // channel.Channel.
@@ -76,8 +85,9 @@ type Channel struct {
 	sink   channel.Sink
 	ctx    context.Context // Run's context, for sink calls from whatsmeow's goroutines
 	lids   lidResolver
-	own    types.JID // our phone-number JID
-	ownLID types.JID // our LID: the "message yourself" chat may arrive under it
+	media  downloader // tests' stand-in for client.Download; nil = the client
+	own    types.JID  // our phone-number JID
+	ownLID types.JID  // our LID: the "message yourself" chat may arrive under it
 
 	retryAt atomic.Int64 // unix ns of the next reconnect attempt (NextRetry)
 
@@ -87,12 +97,18 @@ type Channel struct {
 	dropped  chan time.Duration // the connection is gone; the value is a minimum wait
 	terminal chan error         // reconnecting cannot help
 	up       chan struct{}      // logged in; the backoff starts over
+	lastWait time.Duration      // the minimum wait of the last drop (keepConnected's own)
 
-	groupMu    sync.Mutex
-	groupNames map[types.JID]string
+	groupMu      sync.Mutex
+	groupNames   map[types.JID]string
+	groupsSynced time.Time // last successful fetch of the group list
 
-	sentMu  sync.Mutex
-	sentIDs map[types.MessageID]struct{} // our own recent sends, to flag their echoes
+	sentMu    sync.Mutex
+	sentIDs   map[types.MessageID]struct{} // our own recent sends, to flag their echoes
+	delivered map[types.MessageID]struct{} // parts of split messages WhatsApp accepted
+
+	typingMu sync.Mutex
+	typing   map[types.JID]chan struct{} // chats with "typing…" kept up: closing stops it
 
 	statusMu sync.Mutex
 	status   status
@@ -112,6 +128,8 @@ func New(opts Options) *Channel {
 		up:         make(chan struct{}, 1),
 		groupNames: map[types.JID]string{},
 		sentIDs:    map[types.MessageID]struct{}{},
+		delivered:  map[types.MessageID]struct{}{},
+		typing:     map[types.JID]chan struct{}{},
 		ctx:        context.Background(),
 		jitter:     rand.Float64,
 	}
@@ -170,44 +188,72 @@ func (c *Channel) outgoingText(text string) string {
 	return c.prefix + text
 }
 
-// Send implements channel.Channel.
+// outgoingBody is the text Send hands to WhatsApp: the agent's Markdown in
+// WhatsApp's formatting, with the prefix.
+func (c *Channel) outgoingBody(text string) string {
+	return c.outgoingText(ToWhatsApp(text))
+}
+
+// sender is the part of whatsmeow's client Send uses.
+type sender interface {
+	SendMessage(ctx context.Context, to types.JID, message *waE2E.Message, extra ...whatsmeow.SendRequestExtra) (whatsmeow.SendResponse, error)
+}
+
+// Send implements channel.Channel. A text longer than maxPart is sent as
+// several messages split between paragraphs; part i has the id of
+// m.ID + "/i", so a resend repeats the same ids, and parts WhatsApp already
+// took are not sent again.
 func (c *Channel) Send(ctx context.Context, m channel.Outgoing) error {
 	to, err := parseJID(m.ChatJID)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", err, channel.ErrUndeliverable)
 	}
 	cli := c.currentClient()
 	if cli == nil || !c.Connected() {
-		return fmt.Errorf("send to %s: %w", m.ChatJID, ErrNotConnected)
+		return fmt.Errorf("send to %s: %w: %w", m.ChatJID, ErrNotConnected, channel.ErrUnavailable)
 	}
-	id := MessageID(m.ID)
-	c.rememberSent(id)
-	_, err = cli.SendMessage(ctx, to, &waE2E.Message{Conversation: proto.String(c.outgoingText(m.Text))},
-		whatsmeow.SendRequestExtra{ID: id})
-	if err != nil {
-		return fmt.Errorf("send to %s: %w", m.ChatJID, err)
+	return c.sendText(ctx, cli, to, m)
+}
+
+func (c *Channel) sendText(ctx context.Context, cli sender, to types.JID, m channel.Outgoing) error {
+	parts := splitText(c.outgoingBody(m.Text), maxPart)
+	for i, part := range parts {
+		id := MessageID(m.ID)
+		if len(parts) > 1 {
+			id = MessageID(fmt.Sprintf("%s/%d", m.ID, i))
+		}
+		if c.wasDelivered(id) {
+			continue
+		}
+		c.rememberSent(id)
+		if _, err := cli.SendMessage(ctx, to, &waE2E.Message{Conversation: proto.String(part)},
+			whatsmeow.SendRequestExtra{ID: id}); err != nil {
+			return fmt.Errorf("send to %s: %w", to, classifySendError(err))
+		}
+		if len(parts) > 1 {
+			c.markDelivered(id)
+		}
 	}
 	return nil
 }
 
-// SetTyping implements channel.Channel.
-func (c *Channel) SetTyping(ctx context.Context, jid string, on bool) error {
-	to, err := parseJID(jid)
-	if err != nil {
-		return err
+// classifySendError marks what whatsmeow's SendMessage returned for the
+// outbox: errors no retry can fix wrap channel.ErrUndeliverable, a lost
+// connection channel.ErrUnavailable; the rest stay unexplained.
+func classifySendError(err error) error {
+	switch {
+	case errors.Is(err, whatsmeow.ErrNotInGroup), errors.Is(err, whatsmeow.ErrGroupNotFound),
+		errors.Is(err, whatsmeow.ErrUnknownServer), errors.Is(err, whatsmeow.ErrRecipientADJID),
+		errors.Is(err, whatsmeow.ErrBroadcastListUnsupported),
+		strings.Contains(err.Error(), "no LID found for"): // whatsmeow has no sentinel for it
+		return fmt.Errorf("%w: %w", err, channel.ErrUndeliverable)
+	case errors.Is(err, whatsmeow.ErrNotConnected), errors.Is(err, whatsmeow.ErrNotLoggedIn),
+		// Timeouts are the network's trouble, not the message's: wait.
+		errors.Is(err, whatsmeow.ErrMessageTimedOut), errors.Is(err, whatsmeow.ErrIQTimedOut),
+		errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w: %w", err, channel.ErrUnavailable)
 	}
-	cli := c.currentClient()
-	if cli == nil || !c.Connected() {
-		return fmt.Errorf("typing in %s: %w", jid, ErrNotConnected)
-	}
-	state := types.ChatPresencePaused
-	if on {
-		state = types.ChatPresenceComposing
-	}
-	if err := cli.SendChatPresence(ctx, to, state, types.ChatPresenceMediaText); err != nil {
-		return fmt.Errorf("typing in %s: %w", jid, err)
-	}
-	return nil
+	return err
 }
 
 func parseJID(s string) (types.JID, error) {
@@ -227,6 +273,25 @@ func (c *Channel) rememberSent(id types.MessageID) {
 		clear(c.sentIDs)
 	}
 	c.sentIDs[id] = struct{}{}
+}
+
+// markDelivered records a part of a split message WhatsApp accepted, so a
+// retry of the whole message after a later part failed skips it. Bounded
+// like sentIDs.
+func (c *Channel) markDelivered(id types.MessageID) {
+	c.sentMu.Lock()
+	defer c.sentMu.Unlock()
+	if len(c.delivered) >= 4096 {
+		clear(c.delivered)
+	}
+	c.delivered[id] = struct{}{}
+}
+
+func (c *Channel) wasDelivered(id types.MessageID) bool {
+	c.sentMu.Lock()
+	defer c.sentMu.Unlock()
+	_, ok := c.delivered[id]
+	return ok
 }
 
 func (c *Channel) wasSent(id types.MessageID) bool {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"go.mau.fi/whatsmeow"
 	"go.mau.fi/whatsmeow/proto/waAdv"
 	"go.mau.fi/whatsmeow/socket"
+	wastore "go.mau.fi/whatsmeow/store"
 	"go.mau.fi/whatsmeow/types"
 	"go.mau.fi/whatsmeow/types/events"
 
@@ -90,14 +92,24 @@ func TestSendWhileDisconnected(t *testing.T) {
 	}
 }
 
-// Not paired: Run returns at once with ErrNotPaired, and the state is
-// visible in-process and to `nanoclawd doctor` through the status file.
-func TestRunNotPaired(t *testing.T) {
+// Not paired: Run says how to pair (log, in-process status and the status
+// file `nanoclawd doctor` reads), waits, and goes on to connect as soon as
+// `whatsapp login` (another process) has written a pairing.
+func TestRunWaitsForPairing(t *testing.T) {
 	dir := t.TempDir()
-	var logs bytes.Buffer
-	c := New(Options{DataDir: dir, AssistantName: "Andy", Logger: zerolog.New(&logs)})
-	if err := c.Run(context.Background(), &fakeSink{}); !errors.Is(err, ErrNotPaired) {
-		t.Fatalf("Run = %v, want ErrNotPaired", err)
+	var logs syncBuffer
+	clock := newFakeClock()
+	c := New(Options{DataDir: dir, AssistantName: "Andy", Logger: zerolog.New(&logs), Clock: clock,
+		FetchVersion: func(context.Context) (wastore.WAVersionContainer, error) {
+			return wastore.WAVersionContainer{}, errors.New("offline")
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, &fakeSink{}) }()
+
+	poll := recv(t, clock.timers)
+	if poll.d != pairingPoll {
+		t.Fatalf("first wait %v, want the pairing poll", poll.d)
 	}
 	if !strings.Contains(logs.String(), "nanoclawd whatsapp login") {
 		t.Errorf("log does not tell the operator how to pair:\n%s", logs.String())
@@ -109,13 +121,38 @@ func TestRunNotPaired(t *testing.T) {
 	if err != nil || line != c.Status() || pid != os.Getpid() {
 		t.Errorf("ReadStatus = %q, %d, %v", line, pid, err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, StoreFile)); err != nil {
-		t.Errorf("whatsmeow store not created: %v", err)
-	}
 	if _, err := Paired(context.Background(), dir); !errors.Is(err, ErrNotPaired) {
 		t.Errorf("Paired = %v, want ErrNotPaired", err)
 	}
+	clock.fire(poll) // still nothing: it keeps waiting
+	poll = recv(t, clock.timers)
+
+	fakePair(t, dir)
+	clock.fire(poll)
+	// Paired: Run starts its daily group sync and connects.
+	for tm := recv(t, clock.timers); tm.d != groupSyncInterval; tm = recv(t, clock.timers) {
+	}
+	if !strings.Contains(logs.String(), "WhatsApp was paired; connecting") {
+		t.Errorf("log lacks the pairing being picked up:\n%s", logs.String())
+	}
+	cancel()
+	if err := recv(t, done); err != nil {
+		t.Errorf("Run after cancel = %v", err)
+	}
 }
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // fakePair stores a device with a JID, as pairing would, so Run and Login
 // see a paired store. The keys are real, the account is not.
@@ -237,8 +274,17 @@ func TestRunLoggedOutClearsStore(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, StoreFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("session store still there: %v", err)
 	}
-	if err := New(Options{DataDir: dir}).Run(context.Background(), &fakeSink{}); !errors.Is(err, ErrNotPaired) {
-		t.Errorf("next Run = %v, want ErrNotPaired", err)
+	next := New(Options{DataDir: dir, Clock: clock})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { done <- next.Run(ctx, &fakeSink{}) }()
+	for tm := recv(t, clock.timers); tm.d != pairingPoll; tm = recv(t, clock.timers) {
+	}
+	if s := next.Status(); !strings.HasPrefix(s, "not paired") {
+		t.Errorf("next start: Status() = %q, want not paired", s)
+	}
+	cancel()
+	if err := recv(t, done); err != nil {
+		t.Errorf("next Run after cancel = %v", err)
 	}
 }
 
