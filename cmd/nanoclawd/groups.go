@@ -14,6 +14,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/nanoclaw"
+	"github.com/nanoclawd/nanoclawd/internal/router"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
@@ -40,11 +41,11 @@ func groupsResetSession(ctx context.Context, g *globals, args []string) error {
 	if _, err := reg.ByFolder(ctx, pos[0]); err != nil {
 		return fmt.Errorf("%w: %s (see 'nanoclawd groups list')", err, pos[0])
 	}
-	res, err := db.ExecContext(ctx, `DELETE FROM sessions WHERE folder = ?`, pos[0])
+	had, err := router.ResetSession(ctx, db, pos[0])
 	if err != nil {
 		return err
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if !had {
 		fmt.Fprintf(g.stdout, "%s has no saved session; its next run starts fresh anyway\n", pos[0])
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -146,6 +147,16 @@ func TestSendersAllowlist(t *testing.T) {
 	if len(got) != 1 || !strings.Contains(got[0], "echo from bob") {
 		t.Errorf("bob's call ran the agent, or did not come along as context: %q", got)
 	}
+
+	// Nor may bob reset the conversation the allowed senders are having.
+	in.Post("local:family", "alice", "@Andy echo keep")
+	in.WaitFor("local:family", e2e.Equals("echo: keep"))
+	in.Post("local:family", "bob", "/new")
+	in.Post("local:family", "alice", "@Andy session")
+	all = in.WaitFor("local:family", func(s string) bool { return strings.HasPrefix(s, "session: ") })
+	if got := e2e.InChat(all, "local:family"); !strings.HasPrefix(got[len(got)-1], "session: sess-") || slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, "Fresh start") }) {
+		t.Errorf("a sender not on the allowlist reset the session: %q", got)
+	}
 }
 
 // A reply carries what it quotes into the prompt.
@@ -157,4 +168,66 @@ func TestQuotedReplyInPrompt(t *testing.T) {
 	in.WaitFor("local:main", func(s string) bool {
 		return strings.Contains(s, `<quote sender="Bob">dinner at 7?</quote>prompt</message>`)
 	})
+}
+
+// A reset while an agent runs holds: "/new" asks the running agent (which
+// holds the old conversation) to finish and hands it nothing more, and
+// neither "/new" nor `groups reset-session` is undone when that agent ends
+// and reports its old session.
+func TestSessionResetDuringARun(t *testing.T) {
+	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "idleTimeout": "2s", "warm": 0`})
+	in.AddGroup("local:main", "main", "--main")
+	in.Start()
+	isSession := func(s string) bool { return strings.HasPrefix(s, "session: ") }
+
+	// "/new" while the agent of the old session runs.
+	in.Post("local:main", "Owner", "echo one")
+	in.WaitNext("local:main", e2e.Equals("echo: one"))
+	in.Post("local:main", "Owner", "followup")
+	in.WaitNext("local:main", e2e.Equals("ready"))
+	in.Post("local:main", "Owner", "/new")
+	in.WaitNext("local:main", func(s string) bool { return strings.HasPrefix(s, "Fresh start") })
+	in.Post("local:main", "Owner", "session")
+	if got := in.WaitNext("local:main", func(s string) bool { return isSession(s) || strings.HasPrefix(s, "followup: ") }).Text; got != "session: none" {
+		t.Errorf("after /new the next message got %q, want a fresh run's \"session: none\"", got)
+	}
+	for _, s := range e2e.InChat(in.AllSent(), "local:main") {
+		if strings.HasPrefix(s, "followup: ") {
+			t.Errorf("a message after /new went to the old conversation: %q", s)
+		}
+	}
+
+	// reset-session while the agent of the old session runs; it ends
+	// (idle) and reports that session.
+	in.Post("local:main", "Owner", "echo two")
+	in.WaitNext("local:main", e2e.Equals("echo: two"))
+	in.Post("local:main", "Owner", "followup")
+	in.WaitNext("local:main", e2e.Equals("ready"))
+	in.CLI("groups", "reset-session", "main")
+	in.WaitNext("local:main", e2e.Equals("closed"))
+	e2e.WaitNoProcs(t, e2e.Testagent(t), "stand-in agents")
+	in.Post("local:main", "Owner", "session")
+	if got := in.WaitNext("local:main", isSession).Text; got != "session: none" {
+		t.Errorf("the run going during reset-session saved its old session back: next run got %q", got)
+	}
+}
+
+// With agent.timeout equal to agent.idleTimeout (both 30m by default), an
+// agent that answered and went quiet is ended by the idle _close, cleanly
+// (it says goodbye and exits), not by SIGTERM from the hard timeout that
+// its last answer restarted at the same moment.
+func TestIdleCloseIsCleanWithEqualTimeouts(t *testing.T) {
+	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "timeout": "2s", "idleTimeout": "2s", "warm": 0`})
+	in.AddGroup("local:main", "main", "--main")
+	in.Start()
+	in.Post("local:main", "Owner", "followup")
+	in.WaitNext("local:main", e2e.Equals("ready"))
+	in.WaitNext("local:main", e2e.Equals("closed"))
+	e2e.WaitNoProcs(t, e2e.Testagent(t), "stand-in agents")
+	logs, _ := filepath.Glob(filepath.Join(in.Dir, "groups", "main", "logs", "agent-*.log"))
+	for _, l := range logs {
+		if b, _ := os.ReadFile(l); strings.Contains(string(b), "SIGTERM") {
+			t.Errorf("the quiet agent was terminated, not closed (%s):\n%s", l, b)
+		}
+	}
 }

@@ -138,7 +138,7 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 		return nil // a redelivery, or our own reply echoed back
 	}
 	cfg := r.Config()
-	if word := cfg.Agent.NewSessionCommand; word != "" && strings.EqualFold(strings.TrimSpace(m.Text), word) {
+	if word := cfg.Agent.NewSessionCommand; word != "" && strings.EqualFold(strings.TrimSpace(m.Text), word) && mayReset(g, m.Sender) {
 		return r.newSession(ctx, g, res)
 	}
 	r.maybeRun(g, m.Sender, m.Text)
@@ -157,6 +157,13 @@ func (r *Router) newSession(ctx context.Context, g groups.Group, res sql.Result)
 		return fmt.Errorf("clear the session of %s: %w", g.Folder, err)
 	}
 	r.Log.Info().Str("group", g.Folder).Msg("the chat asked for a new conversation")
+	if r.isActive(g.Folder) {
+		// The agent going now holds the old conversation: ask it to finish,
+		// so the next message gets the fresh one without waiting for idle.
+		if err := runner.Close(filepath.Join(r.Config().DataDir, "ipc", g.Folder)); err != nil {
+			r.Log.Warn().Err(err).Str("group", g.Folder).Msg("ask the running agent to finish")
+		}
+	}
 	return r.enqueue(ctx, g.JID, "Fresh start: the next message begins a new conversation.", alerts.KindNotice, g.JID, seq)
 }
 
@@ -263,6 +270,12 @@ func calls(g groups.Group, sender, text string) bool {
 		return false
 	}
 	return !g.RequiresTrigger || Triggers(text, g.Trigger)
+}
+
+// mayReset tells whether sender may start the group's conversation afresh:
+// who may call its assistant, whatever the trigger.
+func mayReset(g groups.Group, sender string) bool {
+	return g.IsMain || g.Security == nil || len(g.Security.Senders) == 0 || security.SenderAllowed(g.Security.Senders, sender)
 }
 
 func anyCalls(g groups.Group, msgs []stored) bool {
@@ -458,8 +471,28 @@ func (r *Router) session(ctx context.Context, folder string) string {
 
 // ClearSession makes the group's next run start a fresh agent session.
 func (r *Router) ClearSession(ctx context.Context, folder string) error {
-	_, err := r.DB.ExecContext(ctx, `DELETE FROM sessions WHERE folder = ?`, folder)
+	_, err := ResetSession(ctx, r.DB, folder)
 	return err
+}
+
+// ResetSession makes the group's next run start a fresh agent session and
+// reports whether it had one. The row stays, empty, with the time of the
+// reset: a run that started before it must not save its old session back
+// when it ends (saveSession), nor take more follow-ups (resetSince).
+func ResetSession(ctx context.Context, db *sql.DB, folder string) (bool, error) {
+	var had string
+	_ = db.QueryRowContext(ctx, `SELECT session_id FROM sessions WHERE folder = ?`, folder).Scan(&had)
+	_, err := db.ExecContext(ctx, `INSERT INTO sessions (folder, session_id, updated_at) VALUES (?, '', ?)
+		ON CONFLICT (folder) DO UPDATE SET session_id = '', updated_at = excluded.updated_at`, folder, time.Now().UnixMilli())
+	return had != "", err
+}
+
+// resetSince reports whether the group's session was reset after since.
+func (r *Router) resetSince(ctx context.Context, folder string, since time.Time) bool {
+	var n int
+	_ = r.DB.QueryRowContext(ctx, `SELECT count(*) FROM sessions WHERE folder = ? AND session_id = '' AND updated_at > ?`,
+		folder, since.UnixMilli()).Scan(&n)
+	return n > 0
 }
 
 // sessionGone tells whether an agent's error says its saved session no
@@ -468,11 +501,19 @@ func sessionGone(failure string) bool {
 	return strings.Contains(strings.ToLower(failure), "no conversation found")
 }
 
-func (r *Router) saveSession(ctx context.Context, folder, id string) {
-	if _, err := r.DB.ExecContext(ctx, `INSERT INTO sessions (folder, session_id, updated_at) VALUES (?, ?, ?)
-		ON CONFLICT (folder) DO UPDATE SET session_id = excluded.session_id, updated_at = excluded.updated_at`,
-		folder, id, time.Now().UnixMilli()); err != nil {
+// saveSession records id as the group's session, unless the session was
+// reset after since (when the run that produced id started).
+func (r *Router) saveSession(ctx context.Context, folder, id string, since time.Time) {
+	res, err := r.DB.ExecContext(ctx, `INSERT INTO sessions (folder, session_id, updated_at) VALUES (?, ?, ?)
+		ON CONFLICT (folder) DO UPDATE SET session_id = excluded.session_id, updated_at = excluded.updated_at
+		WHERE sessions.session_id != '' OR sessions.updated_at <= ?`,
+		folder, id, time.Now().UnixMilli(), since.UnixMilli())
+	if err != nil {
 		r.Log.Error().Err(err).Str("group", folder).Msg("save session id")
+		return
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		r.Log.Info().Str("group", folder).Msg("the session was reset during the run; the next run starts fresh")
 	}
 }
 
@@ -482,7 +523,8 @@ type agentRun struct {
 	group      groups.Group
 	replyTo    string
 	useSession bool
-	fresh      bool // the saved session was gone: this run starts a new one
+	fresh      bool      // the saved session was gone: this run starts a new one
+	since      time.Time // when the run read its session
 	// A standby (warm.go) starts without a prompt and waits for its first
 	// one; adopted holds that prompt once it was handed over.
 	standby     bool
@@ -575,6 +617,7 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		Prompt: prompt, GroupFolder: g.Folder, ChatJID: g.JID, IsMain: g.IsMain, IsScheduledTask: isTask,
 		AssistantName: cfg.AssistantName, Security: sec, SDKOptions: sdk, Standby: a.standby && a.adopted == "",
 	}
+	a.since = time.Now()
 	if a.useSession && !a.fresh {
 		in.SessionID = r.session(ctx, g.Folder)
 	}
@@ -601,7 +644,7 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		r.DB.Exec(`DELETE FROM agent_marks WHERE pgid = ?`, a.mark)
 	}
 	if out.NewSessionID != "" && a.useSession {
-		r.saveSession(context.WithoutCancel(ctx), g.Folder, out.NewSessionID)
+		r.saveSession(context.WithoutCancel(ctx), g.Folder, out.NewSessionID, a.since)
 	}
 	var exitErr *runner.ExitError
 	if in.SessionID != "" && !a.fresh && a.answered == 0 && sessionGone(a.failure) && (err == nil || errors.As(err, &exitErr)) {
@@ -664,6 +707,9 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 		}
 		if !anyCalls(a.group, msgs) {
 			continue // chatter stays context until a message calls the assistant
+		}
+		if a.useSession && a.router.resetSince(ctx, a.group.Folder, a.since) {
+			continue // after a /new they belong to the fresh session of the next run
 		}
 		prompt, top := a.router.promptOf(msgs)
 		if err := runner.FollowUp(a.ipcDir, prompt); err != nil {

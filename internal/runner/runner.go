@@ -36,6 +36,7 @@ import (
 // Defaults for the zero values of the Spec limits.
 const (
 	DefaultKillGrace   = 5 * time.Second
+	DefaultCloseGrace  = 30 * time.Second
 	DefaultMaxLine     = 1 << 20  // one frame or log line
 	DefaultMaxLogBytes = 10 << 20 // one run's log file
 )
@@ -75,6 +76,7 @@ type Spec struct {
 	Timeout     time.Duration // hard limit of one turn (from the start, then from each result frame); 0 = none
 	IdleTimeout time.Duration // no output for this long → _close; 0 = none
 	KillGrace   time.Duration // SIGTERM → SIGKILL; 0 = DefaultKillGrace
+	CloseGrace  time.Duration // after the idle _close, time to exit before SIGTERM; 0 = DefaultCloseGrace
 	MaxLine     int           // longest frame or log line kept; 0 = DefaultMaxLine
 	MaxLogBytes int64         // log file cap; 0 = DefaultMaxLogBytes
 
@@ -294,12 +296,15 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 		graceTimer        *time.Timer
 		killed            bool
 	)
+	var idleDeadline time.Time
 	if spec.IdleTimeout > 0 {
+		idleDeadline = time.Now().Add(spec.IdleTimeout)
 		idleTimer = time.NewTimer(spec.IdleTimeout)
 		defer idleTimer.Stop()
 		idle = idleTimer.C
 	}
 	var hardTimer *time.Timer
+	idleClosed := false // the hard timer now measures CloseGrace
 	if spec.Timeout > 0 {
 		hardTimer = time.NewTimer(spec.Timeout)
 		defer hardTimer.Stop()
@@ -326,29 +331,63 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 			log.Printf("writing _close: %v", err)
 		}
 	}
+	resetIdle := func() {
+		if idleTimer != nil && !out.Closed {
+			idleTimer.Reset(spec.IdleTimeout)
+			idleDeadline = time.Now().Add(spec.IdleTimeout)
+		}
+	}
+	// closeIdle ends a quiet agent cleanly: _close, then CloseGrace to
+	// exit, whatever the hard timer (restarted by its last answer, so often
+	// due at this same moment) says.
+	closeIdle := func() {
+		if out.Closed || out.TimedOut {
+			return
+		}
+		idleClosed = true
+		writeClose(fmt.Sprintf("no output for %s", spec.IdleTimeout))
+		if hardTimer == nil {
+			hardTimer = time.NewTimer(spec.CloseGrace)
+		} else {
+			hardTimer.Reset(spec.CloseGrace)
+		}
+		hard = hardTimer.C
+	}
+	defer func() {
+		if hardTimer != nil {
+			hardTimer.Stop()
+		}
+	}()
 wait:
 	for {
 		select {
 		case <-exited:
 			break wait
 		case <-activity:
-			if idleTimer != nil && !out.Closed {
-				idleTimer.Reset(spec.IdleTimeout)
-			}
+			resetIdle()
 		case <-answered:
 			// The timeout bounds one turn: an agent that keeps answering
-			// a live conversation is not cut off mid-chat.
-			if hardTimer != nil && !out.TimedOut {
+			// a live conversation is not cut off mid-chat. An answer is
+			// output too; the idle deadline moves first, so with equal
+			// limits it is never later than the hard one.
+			resetIdle()
+			if hardTimer != nil && !out.TimedOut && !idleClosed {
 				hardTimer.Reset(spec.Timeout)
 			}
 		case <-idle:
 			idle = nil
-			writeClose(fmt.Sprintf("no output for %s", spec.IdleTimeout))
+			closeIdle()
 		case <-closing:
 			closing = nil
 			writeClose("asked to finish")
 		case <-hard:
 			hard = nil
+			if idleTimer != nil && !idleClosed && !out.Closed && !time.Now().Before(idleDeadline) {
+				// Quiet for the idle timeout as well: the clean way out.
+				idle = nil
+				closeIdle()
+				continue
+			}
 			out.TimedOut = true
 			terminate(fmt.Sprintf("hard timeout %s", spec.Timeout))
 		case <-ctxDone:
@@ -411,6 +450,9 @@ wait:
 }
 
 func (s *Spec) defaults() {
+	if s.CloseGrace <= 0 {
+		s.CloseGrace = DefaultCloseGrace
+	}
 	if s.KillGrace <= 0 {
 		s.KillGrace = DefaultKillGrace
 	}

@@ -586,3 +586,21 @@ func TestRunHardTimeoutWithoutAnswerFails(t *testing.T) {
 	}
 	gone(t, out.PID)
 }
+
+// An agent that answered, went quiet and ignores the idle _close is ended
+// CloseGrace after it, even with no hard timeout set.
+func TestRunIdleCloseGrace(t *testing.T) {
+	spec := newSpec(t, "fork hang")
+	spec.Timeout = 0
+	spec.IdleTimeout = 100 * time.Millisecond
+	spec.CloseGrace = 200 * time.Millisecond
+	spec.KillGrace = 100 * time.Millisecond
+	h := &recorder{}
+	out, err := run(t, spec, h)
+	// It had answered, so the timeout is no failure.
+	if err != nil || !out.TimedOut || !out.Closed {
+		t.Fatalf("err %v, outcome %+v", err, out)
+	}
+	gone(t, out.PID)
+	gone(t, forkedPID(t, h))
+}

@@ -36,7 +36,9 @@
 //	                  then do COMMAND (default: exit 0 at once)
 //	followup          reply "ready", then answer each input/*.json file with
 //	                  "followup: TEXT" (deleting it) until input/_close
-//	                  appears; then reply "closed" and exit 0
+//	                  appears; then reply "closed" and exit 0. Each result
+//	                  carries the sessionId it was given as newSessionId, as
+//	                  the real runner's do
 //
 // Anything else is answered like echo with the whole text: "echo: TEXT".
 package main
@@ -232,7 +234,7 @@ func do(text string, in input, raw []byte) {
 	case "fork":
 		fork(arg, in, raw)
 	case "followup":
-		followup()
+		followup(in.SessionID)
 	default:
 		result("echo: "+text, "")
 	}
@@ -303,9 +305,9 @@ func fork(next string, in input, raw []byte) {
 	}
 }
 
-func followup() {
+func followup(session string) {
 	dir := filepath.Join(os.Getenv("NANOCLAW_IPC_DIR"), "input")
-	result("ready", "")
+	result("ready", session)
 	for {
 		ents, err := os.ReadDir(dir)
 		if err != nil {
@@ -333,11 +335,11 @@ func followup() {
 			if err := json.Unmarshal(b, &m); err != nil || m.Type != "message" {
 				fatal("bad follow-up %s: %s", f, b)
 			}
-			result("followup: "+m.Text, "")
+			result("followup: "+m.Text, session)
 		}
 		if closing && len(files) == 0 {
 			os.Remove(filepath.Join(dir, "_close"))
-			result("closed", "")
+			result("closed", session)
 			return
 		}
 		time.Sleep(10 * time.Millisecond) // a stand-in agent may poll; the daemon never does
