@@ -682,3 +682,29 @@ func TestFloodOfDistinctViolationsPerGroup(t *testing.T) {
 		}
 	}
 }
+
+// A crash after the audit line was written but before its row was marked
+// written: the replay at the next start does not write the line twice,
+// and still writes one that is missing.
+func TestAuditReplayWritesEachLineOnce(t *testing.T) {
+	e := newEnv(t, "", time.Minute, nil, false)
+	ctx := context.Background()
+	for _, target := range []string{"a.example", "b.example"} {
+		if err := e.rep.Report(ctx, netViolation("family", target)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(e.groupsDir, "family", "logs", "security.jsonl")
+	lines := readLines(t, path)
+	// As if the crash came after a.example's line, and before b.example's.
+	os.WriteFile(path, []byte(lines[0]+"\n"), 0o600)
+	if _, err := e.db.Exec(`UPDATE violations SET logged = 0`); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rep.replayLog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := readLines(t, path); len(got) != 2 || got[0] != lines[0] || got[1] != lines[1] {
+		t.Errorf("after the replay:\n%s", strings.Join(got, "\n"))
+	}
+}

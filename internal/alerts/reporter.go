@@ -1,6 +1,7 @@
 package alerts
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -131,7 +132,7 @@ func (r *Reporter) record(ctx context.Context, v Violation, alert bool, claim fu
 	} else {
 		r.out.Wake()
 	}
-	return r.logLine(ctx, id, v)
+	return r.logLine(ctx, id, v, false)
 }
 
 // raiseTx queues an alert for v, or counts it into its group's open
@@ -367,7 +368,7 @@ func (r *Reporter) Kick(ctx context.Context) error {
 // logLine appends v to its group's security.jsonl (fsync'd) and marks the
 // row written. The check of the mark under fileMu keeps Run's replay and a
 // concurrent Report from writing one row twice.
-func (r *Reporter) logLine(ctx context.Context, id int64, v Violation) error {
+func (r *Reporter) logLine(ctx context.Context, id int64, v Violation, replay bool) error {
 	r.fileMu.Lock()
 	defer r.fileMu.Unlock()
 	var logged int
@@ -377,7 +378,7 @@ func (r *Reporter) logLine(ctx context.Context, id int64, v Violation) error {
 	if logged != 0 {
 		return nil
 	}
-	if err := r.appendLine(v); err != nil {
+	if err := r.appendLine(v, replay); err != nil {
 		if errors.Is(err, errBadFolder) {
 			// Nothing will ever fix it; the SQLite row is the record.
 			r.db.ExecContext(ctx, `UPDATE violations SET logged = 1 WHERE id = ?`, id)
@@ -392,7 +393,7 @@ func (r *Reporter) logLine(ctx context.Context, id int64, v Violation) error {
 
 var errBadFolder = errors.New("not a valid group folder name")
 
-func (r *Reporter) appendLine(v Violation) error {
+func (r *Reporter) appendLine(v Violation, replay bool) error {
 	if groups.ValidFolder(v.Group) != nil {
 		return fmt.Errorf("alerts: audit line for %q: %w", v.Group, errBadFolder)
 	}
@@ -405,11 +406,17 @@ func (r *Reporter) appendLine(v Violation) error {
 		return fmt.Errorf("alerts: encode violation: %w", err)
 	}
 	path := filepath.Join(dir, "security.jsonl")
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("alerts: open audit log: %w", err)
 	}
-	if _, err := f.Write(append(line, '\n')); err != nil {
+	line = append(line, '\n')
+	if replay && endsWith(f, line) {
+		// Written before a crash that came before the row was marked: the
+		// line (its time has nanoseconds) is there already.
+		return f.Close()
+	}
+	if _, err := f.Write(line); err != nil {
 		f.Close()
 		return fmt.Errorf("alerts: write %s: %w", path, err)
 	}
@@ -421,6 +428,24 @@ func (r *Reporter) appendLine(v Violation) error {
 		return fmt.Errorf("alerts: close %s: %w", path, err)
 	}
 	return nil
+}
+
+// auditTail is how much of an audit log's end replay looks at for a line
+// already written; a crash leaves at most the lines in flight unmarked.
+const auditTail = 256 << 10
+
+// endsWith tells whether line is among the last auditTail bytes of f.
+func endsWith(f *os.File, line []byte) bool {
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	off := max(fi.Size()-auditTail, 0)
+	buf := make([]byte, fi.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		return false
+	}
+	return bytes.Contains(buf, line)
 }
 
 // replayLog writes the audit lines of rows a crash left unwritten.
@@ -450,7 +475,7 @@ func (r *Reporter) replayLog(ctx context.Context) error {
 	rows.Close()
 	var errs []error
 	for _, x := range todo {
-		if err := r.logLine(ctx, x.id, x.v); err != nil {
+		if err := r.logLine(ctx, x.id, x.v, true); err != nil {
 			errs = append(errs, err)
 		}
 	}
