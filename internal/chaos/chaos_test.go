@@ -120,15 +120,12 @@ func TestChaos(t *testing.T) {
 			}
 		}
 		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond) // the fault lands anywhere in the work
+		// Every cycle ends in a kill -9 of the daemon (but in a soak); one
+		// more fault may land before it.
 		switch f := rng.IntN(10); {
-		case f < 4 && soak == 0:
-			h.faults["kill -9 daemon"]++
-			p.Kill9()
-			p = in.Start()
+		case f < 4:
+			// none besides the kill
 		case f < 6:
-			if f < 4 {
-				break // soak: the daemon stays up
-			}
 			if killAnAgent(agent) {
 				h.faults["kill -9 agent"]++
 			}
@@ -150,6 +147,12 @@ func TestChaos(t *testing.T) {
 			os.WriteFile(in.Config, append(cfg, []byte("\n// edited by the chaos test\n")...), 0o600)
 		}
 		h.sample(p.Cmd.Process.Pid)
+		if soak == 0 {
+			time.Sleep(time.Duration(rng.IntN(200)) * time.Millisecond)
+			h.faults["kill -9 daemon"]++
+			p.Kill9()
+			p = in.Start()
+		}
 	}
 
 	// Every call is answered once the faults stop; give the last alert
