@@ -91,6 +91,13 @@ func Command(p Plan, binary string, uid int, command []string) ([]string, error)
 		}
 		return append([]string{bwrap}, BwrapArgs(p, uid, inner)...), nil
 	case "darwin":
+		// No network namespace: every run would want the same loopback
+		// port, so each takes a free one (sandbox-init tells its agent which).
+		for i, a := range inner {
+			if a == GatewayAddr {
+				inner[i] = "127.0.0.1:0"
+			}
+		}
 		return append([]string{"/usr/bin/sandbox-exec", "-p", Profile(p)}, inner...), nil
 	}
 	return nil, fmt.Errorf("%w: no sandbox for %s (only Linux with bubblewrap and macOS)", ErrUnavailable, runtime.GOOS)
