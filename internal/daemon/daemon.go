@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
@@ -280,34 +279,20 @@ func (d *Daemon) beforeRun(ctx context.Context, g groups.Group) {
 	}
 }
 
-// watchRegistry applies registry changes made by the CLI (which touches
-// groups.ChangedFile) at once: new groups are watched, removed ones are
-// not, and alerts waiting for a main group go out.
+// watchRegistry applies registry changes made by the CLI at once: new
+// groups are watched, removed ones are not, and alerts waiting for a main
+// group go out.
 func (d *Daemon) watchRegistry(ctx context.Context) error {
-	cfg := d.Config()
-	fsw, err := fsnotify.NewWatcher()
+	changes, err := groups.WatchChanges(ctx, d.Config().DataDir)
 	if err != nil {
 		return err
 	}
-	defer fsw.Close()
-	if err := fsw.Add(cfg.DataDir); err != nil {
-		return err
-	}
-	marker := groups.ChangedFile(cfg.DataDir)
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case err := <-fsw.Errors:
-			d.log.Warn().Err(err).Msg("registry watch")
-		case ev := <-fsw.Events:
-			if ev.Name == marker && ev.Has(fsnotify.Write|fsnotify.Create) {
-				if _, err := d.syncGroups(ctx); err != nil {
-					d.log.Error().Err(err).Msg("reload groups")
-				}
-			}
+	for range changes {
+		if _, err := d.syncGroups(ctx); err != nil {
+			d.log.Error().Err(err).Msg("reload groups")
 		}
 	}
+	return nil
 }
 
 func (d *Daemon) syncGroups(ctx context.Context) (int, error) {

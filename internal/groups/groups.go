@@ -12,10 +12,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/fswatch"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
@@ -256,6 +258,17 @@ func encodePolicy(p *security.Policy) (any, error) {
 // ChangedFile is the file the CLI touches after changing the registry; the
 // running daemon watches it and reloads the groups.
 func ChangedFile(dataDir string) string { return filepath.Join(dataDir, "groups.changed") }
+
+// NotifyChanged tells a running daemon that the registry changed, so the
+// change takes effect without a restart.
+func NotifyChanged(dataDir string) error {
+	return os.WriteFile(ChangedFile(dataDir), []byte(strconv.Itoa(os.Getpid())), 0o600)
+}
+
+// WatchChanges returns a channel that receives after NotifyChanged.
+func WatchChanges(ctx context.Context, dataDir string) (<-chan struct{}, error) {
+	return fswatch.File(ctx, ChangedFile(dataDir), 0)
+}
 
 // Policy is what policy resolution needs to know of g.
 func (g Group) Policy() security.Group {
