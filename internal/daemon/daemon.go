@@ -49,7 +49,7 @@ type Daemon struct {
 	log      zerolog.Logger
 	db       *sql.DB
 	reg      *groups.Registry
-	channels []channel.Channel
+	channels channel.Set
 	outbox   *alerts.Outbox
 	reporter *alerts.Reporter
 	tokens   *ipc.Tokens
@@ -92,7 +92,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	}
 	d.reg = groups.New(d.db, cfg.GroupsDir)
 	d.reg.Assistant = cfg.AssistantName
-	d.outbox = alerts.NewOutbox(d.db, alerts.SenderFunc(d.send), log.With().Str("part", "outbox").Logger())
+	d.outbox = alerts.NewOutbox(d.db, &d.channels, log.With().Str("part", "outbox").Logger())
 	d.outbox.Main = d.mainGroup
 	if cfg.Channels.Local.Enabled {
 		d.channels = append(d.channels, local.New(cfg.Channels.Local.Socket, d.db))
@@ -114,7 +114,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	}
 	d.router = &router.Router{
 		DB: d.db, Groups: d.reg, Config: d.Config, Outbox: d.outbox, Reporter: d.reporter, Tokens: d.tokens,
-		Typing: d.typing, Binary: binary, Log: log.With().Str("part", "router").Logger(),
+		Typing: d.channels.SetTyping, Binary: binary, Log: log.With().Str("part", "router").Logger(),
 		BeforeRun: d.beforeRun,
 		OnRunStart: func(folder string, pid int) {
 			d.agentStarted(folder)
@@ -240,24 +240,6 @@ func (d *Daemon) close() {
 	}
 	if d.lock != nil {
 		d.lock.Close()
-	}
-}
-
-// send is the outbox's Sender: the channel that owns the chat sends.
-func (d *Daemon) send(ctx context.Context, m channel.Outgoing) error {
-	for _, ch := range d.channels {
-		if ch.Owns(m.ChatJID) {
-			return ch.Send(ctx, m)
-		}
-	}
-	return fmt.Errorf("no enabled channel handles chat %s (enable it under channels in the config)", m.ChatJID)
-}
-
-func (d *Daemon) typing(ctx context.Context, jid string, on bool) {
-	for _, ch := range d.channels {
-		if ch.Owns(jid) {
-			ch.SetTyping(ctx, jid, on)
-		}
 	}
 }
 
