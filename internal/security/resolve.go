@@ -51,7 +51,7 @@ type Effective struct {
 	SDKOptions     map[string]any `json:"sdkOptions,omitempty"`
 }
 
-// Resolve merges the global policy with a group's override (CONTRACT §3.3)
+// Resolve merges the global policy with a group's override (docs/configuration.md, "Per-group overrides")
 // and translates the result into the Claude Agent SDK options.
 func Resolve(global Policy, g Group, h Host) Effective {
 	groupDir := h.Layout.Group(g.Folder)
