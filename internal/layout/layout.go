@@ -37,6 +37,11 @@ import (
 	"strings"
 )
 
+// EnvFile, beside the config file, holds secrets (NAME=value lines) that
+// `nanoclawd run` reads at start and a service manager loads; no confined
+// agent may read it.
+const EnvFile = "nanoclawd.env"
+
 // Defaults of dataDir, groupsDir and channels.local.socket, relative to
 // the config file's directory.
 const (

@@ -104,7 +104,7 @@ func Resolve(global Policy, g Group, h Host) Effective {
 	// group's folder and session.
 	deny := abs(global.DenyRead)
 	deny = append(deny, abs(o.DenyRead)...)
-	deny = append(deny, h.ConfigFile, filepath.Join(h.ConfigDir, EnvFile), h.Socket)
+	deny = append(deny, h.ConfigFile, filepath.Join(h.ConfigDir, layout.EnvFile), h.Socket)
 	deny = append(deny, h.Layout.StateFiles()...)
 	for _, f := range h.Folders {
 		if f != g.Folder {
@@ -201,10 +201,6 @@ func sdkOptions(e Effective, groupDir string) map[string]any {
 // group shares.
 // Deprecated: kept until the router names layout.Layout.GlobalMemory.
 const GlobalFolder = layout.GlobalFolder
-
-// EnvFile is the secrets file beside the config (nanoclawd.env), which no
-// confined agent may read.
-const EnvFile = "nanoclawd.env"
 
 // rulePath writes an absolute path as a permission-rule path ("//abs").
 func rulePath(p string) string {

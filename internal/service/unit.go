@@ -24,7 +24,7 @@ const (
 
 // EnvFileName is the file next to the config that systemd reads secrets
 // from (EnvironmentFile=); it is never written by nanoclawd.
-const EnvFileName = "nanoclawd.env"
+const EnvFileName = layout.EnvFile
 
 // throttle is the minimum time between restarts, in seconds: long enough
 // not to spin on a crash at start, short enough to come back quickly.
