@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
@@ -137,11 +138,11 @@ func Default() Config {
 	sandbox := true
 	return Config{
 		AssistantName: "Andy",
-		DataDir:       "data",
-		GroupsDir:     "groups",
+		DataDir:       layout.DefaultDataDir,
+		GroupsDir:     layout.DefaultGroupsDir,
 		Channels: Channels{
 			WhatsApp: WhatsApp{Enabled: true},
-			Local:    Local{Socket: "data/local.sock"},
+			Local:    Local{Socket: layout.DefaultLocalSocket},
 		},
 		Agent: Agent{
 			Command:           []string{"node", "agent-runner/dist/index.js"},
@@ -187,6 +188,9 @@ func (c *Config) Location() *time.Location {
 	return time.Local
 }
 
+// Layout names the files of this installation's data and groups dirs.
+func (c *Config) Layout() layout.Layout { return layout.New(c.DataDir, c.GroupsDir) }
+
 // SecurityHost describes this installation to policy resolution.
 func (c *Config) SecurityHost(folders []string) security.Host {
 	home, _ := os.UserHomeDir()
@@ -194,8 +198,7 @@ func (c *Config) SecurityHost(folders []string) security.Host {
 		Home:       home,
 		ConfigFile: c.File,
 		ConfigDir:  filepath.Dir(c.File),
-		DataDir:    c.DataDir,
-		GroupsDir:  c.GroupsDir,
+		Layout:     c.Layout(),
 		Socket:     c.Channels.Local.Socket,
 		Folders:    folders,
 		AgentEnv:   c.Agent.Env,

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/fswatch"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
@@ -46,8 +46,8 @@ var folderRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 // ValidFolder checks a folder name: it becomes a directory name under
 // groupsDir and dataDir/ipc, so it may not contain path tricks.
 func ValidFolder(name string) error {
-	if !folderRE.MatchString(name) || strings.EqualFold(name, "global") || name == "errors" {
-		return fmt.Errorf("%w %q: use 1-64 letters, digits, '_' or '-', starting with a letter or digit, and not \"global\"", ErrInvalidFolder, name)
+	if !folderRE.MatchString(name) || layout.Reserved(name) {
+		return fmt.Errorf("%w %q: use 1-64 letters, digits, '_' or '-', starting with a letter or digit, and not \"global\" or \"errors\"", ErrInvalidFolder, name)
 	}
 	return nil
 }
@@ -66,7 +66,9 @@ func New(db *sql.DB, groupsDir string) *Registry {
 }
 
 // Dir is the absolute path of a group's folder.
-func (r *Registry) Dir(folder string) string { return filepath.Join(r.groupsDir, folder) }
+func (r *Registry) Dir(folder string) string { return r.layout().Group(folder) }
+
+func (r *Registry) layout() layout.Layout { return layout.New("", r.groupsDir) }
 
 const columns = `jid, name, folder, trigger, requires_trigger, is_main, security, added_at`
 
@@ -180,11 +182,10 @@ func (r *Registry) Add(ctx context.Context, g Group) error {
 }
 
 func (r *Registry) createFolder(g Group) error {
-	dir := r.Dir(g.Folder)
-	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+	if err := os.MkdirAll(r.layout().GroupLogs(g.Folder), 0o755); err != nil {
 		return fmt.Errorf("create group folder: %w", err)
 	}
-	path := filepath.Join(dir, "CLAUDE.md")
+	path := r.layout().GroupMemory(g.Folder)
 	if _, err := os.Stat(path); err == nil {
 		return nil // keep what a group already wrote
 	}
@@ -257,7 +258,7 @@ func encodePolicy(p *security.Policy) (any, error) {
 
 // ChangedFile is the file the CLI touches after changing the registry; the
 // running daemon watches it and reloads the groups.
-func ChangedFile(dataDir string) string { return filepath.Join(dataDir, "groups.changed") }
+func ChangedFile(dataDir string) string { return layout.New(dataDir, "").GroupsChanged() }
 
 // NotifyChanged tells a running daemon that the registry changed, so the
 // change takes effect without a restart.
