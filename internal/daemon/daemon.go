@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -133,10 +132,10 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		d.queue.RetryBase = v
 	}
 	d.router.Queue = d.queue
-	d.sched = scheduler.New(d.db, cfg.Location(), taskRunner{d.queue}, filepath.Join(cfg.DataDir, "ipc"), log.With().Str("part", "scheduler").Logger())
+	d.sched = scheduler.New(d.db, cfg.Location(), taskRunner{d.queue}, cfg.Layout().IPCRoot(), log.With().Str("part", "scheduler").Logger())
 	d.router.Tasks = d.sched
 	if d.watcher, err = ipc.NewWatcher(ipc.Config{
-		IPCRoot: filepath.Join(cfg.DataDir, "ipc"), DB: d.db, Tokens: d.tokens, Groups: ipcGroups{d.reg},
+		IPCRoot: cfg.Layout().IPCRoot(), DB: d.db, Tokens: d.tokens, Groups: ipcGroups{d.reg},
 		Tasks: d.sched, Actions: actions{d}, Log: log.With().Str("part", "ipc").Logger(),
 	}); err != nil {
 		return nil, err
@@ -256,7 +255,7 @@ func (d *Daemon) beforeRun(ctx context.Context, g groups.Group) {
 	if err := d.sched.WriteTasksSnapshot(ctx, g.Folder, g.IsMain); err != nil {
 		d.log.Warn().Err(err).Str("group", g.Folder).Msg("write current_tasks.json")
 	}
-	if err := scheduler.WriteGroupsSnapshot(ctx, filepath.Join(d.Config().DataDir, "ipc"), g.Folder, g.IsMain, chats{d}, time.Now()); err != nil {
+	if err := scheduler.WriteGroupsSnapshot(ctx, d.Config().Layout().IPCRoot(), g.Folder, g.IsMain, chats{d}, time.Now()); err != nil {
 		d.log.Warn().Err(err).Str("group", g.Folder).Msg("write available_groups.json")
 	}
 }
