@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
 )
 
 // StatusFile, in dataDir, holds the running daemon's connection state so
@@ -80,13 +82,8 @@ func (c *Channel) setStatus(state, detail string) {
 		return
 	}
 	body, _ := json.Marshal(s)
-	path := filepath.Join(c.opts.DataDir, StatusFile)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, body, 0o600); err == nil {
-		err = os.Rename(tmp, path)
-		if err != nil {
-			c.log.Debug().Err(err).Msg("write status file")
-		}
+	if err := atomicfile.Write(filepath.Join(c.opts.DataDir, StatusFile), body, 0o600); err != nil {
+		c.log.Debug().Err(err).Msg("write status file")
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
 	"go.mau.fi/whatsmeow"
 	wastore "go.mau.fi/whatsmeow/store"
 )
@@ -70,12 +71,7 @@ func saveVersion(dataDir string) error {
 	if dataDir == "" {
 		return nil
 	}
-	path := filepath.Join(dataDir, VersionFile)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(wastore.GetWAVersion().String()+"\n"), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(filepath.Join(dataDir, VersionFile), []byte(wastore.GetWAVersion().String()+"\n"), 0o600)
 }
 
 // SavedVersion is the client version of the last accepted connection, as
