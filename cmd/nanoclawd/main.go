@@ -13,9 +13,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 
-	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 )
 
@@ -121,43 +119,4 @@ func joinFirst(rest []string) string {
 		return rest[0] + " " + rest[1]
 	}
 	return rest[0]
-}
-
-// verbsOf is the verbs of a noun ("groups": list, add, ...).
-func verbsOf(noun string) []string {
-	var verbs []string
-	for _, c := range commands {
-		if v, ok := strings.CutPrefix(c.name, noun+" "); ok {
-			verbs = append(verbs, v)
-		}
-	}
-	return verbs
-}
-
-// summary is what the verb name does, in one line.
-func summary(name string) string {
-	for _, c := range commands {
-		if c.name == name {
-			return c.summary
-		}
-	}
-	return ""
-}
-
-// help lists the commands whose name starts with prefix ("": all of them)
-// with what each does.
-func (g *globals) help(prefix string) {
-	if prefix == "" {
-		fmt.Fprint(g.stdout, "nanoclawd puts a Claude assistant into WhatsApp group chats, with a sandbox policy per group.\n\n")
-	}
-	fmt.Fprintf(g.stdout, "usage: nanoclawd [--config FILE] %sCOMMAND [flags] [arguments]\n\ncommands:\n", prefix)
-	tw := tabwriter.NewWriter(g.stdout, 0, 4, 3, ' ', 0)
-	for _, c := range commands {
-		if strings.HasPrefix(c.name, prefix) {
-			fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.summary)
-		}
-	}
-	tw.Flush()
-	fmt.Fprintf(g.stdout, "\nEvery command takes --config FILE (default %s), before or after the verb;\n"+
-		"flags and arguments may come in any order. 'nanoclawd COMMAND --help' shows a command's flags.\n", config.DefaultFile)
 }
