@@ -13,11 +13,12 @@ import (
 
 // Write replaces path with data, with exactly the permission bits mode
 // (the umask does not apply). It writes a new file beside path, named
-// ".<base>.<random>.tmp" so that no reader looking for path's own suffix
-// (*.json) picks it up, syncs it to disk and renames it over path. The
-// sync before the rename is what keeps a crash from leaving an empty file
-// under path's name. A symlink at path is replaced, never followed. On
-// error path is unchanged and the temp file is gone.
+// ".<random>.<base>.tmp" (so an IPC file is written as *.json.tmp, as
+// CONTRACT §5 says, which no reader of *.json picks up), syncs it to disk
+// and renames it over path. The sync before the rename is what keeps a
+// crash from leaving an empty file under path's name. A symlink at path is
+// replaced, never followed. On error path is unchanged and the temp file
+// is gone.
 func Write(path string, data []byte, mode fs.FileMode) error {
 	dir, err := os.OpenRoot(filepath.Dir(path))
 	if err != nil {
@@ -34,7 +35,7 @@ func Write(path string, data []byte, mode fs.FileMode) error {
 // write to (an agent's IPC directory), where a symlink planted anywhere on
 // the way must not send the write outside root.
 func WriteIn(root *os.Root, name string, data []byte, mode fs.FileMode) error {
-	tmp := filepath.Join(filepath.Dir(name), "."+filepath.Base(name)+"."+rand.Text()[:10]+".tmp")
+	tmp := filepath.Join(filepath.Dir(name), "."+rand.Text()[:10]+"."+filepath.Base(name)+".tmp")
 	// O_EXCL: a name planted in advance (a symlink) fails instead of being
 	// written through; 0600 until the data is complete.
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
