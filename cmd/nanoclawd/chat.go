@@ -2,15 +2,8 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
-	"flag"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -18,20 +11,20 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/channel/local"
 )
 
-func init() {
-	register("chat", "chat --chat JID [--as NAME]   talk to the daemon over the local channel", chat)
-}
+// chatCommand is 'nanoclawd chat': a person in a chat of the local channel.
+type chatCommand struct{}
 
-func chat(ctx context.Context, g *globals, args []string) error {
-	const usage = "chat --chat JID [--as NAME]"
-	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
-	jid := fs.String("chat", "", "")
-	as := fs.String("as", "", "")
-	if _, err := parseFlags(fs, args, 0, 0, usage); err != nil {
+func (chatCommand) Usage() string { return "chat --chat JID [--as NAME]" }
+
+func (c chatCommand) Run(ctx context.Context, g *globals, args []string) error {
+	fs := g.flags()
+	jid := fs.String("chat", "", "the chat to talk in, by its `JID` local:NAME, registered with 'nanoclawd groups add' (required)")
+	as := fs.String("as", "", "the sender `NAME` the agent sees (default $USER)")
+	if _, err := g.parse(c, fs, args, 0); err != nil {
 		return err
 	}
 	if !strings.HasPrefix(*jid, local.Prefix) {
-		return fmt.Errorf("--chat must be a local chat JID such as local:family; usage: nanoclawd %s", usage)
+		return g.usageError(c, "--chat must be a local chat JID such as local:family")
 	}
 	if *as == "" {
 		*as = os.Getenv("USER")
@@ -43,12 +36,8 @@ func chat(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return err
 	}
-	client := &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", cfg.Channels.Local.Socket)
-		},
-	}}
-	if _, err := client.Get("http://local/health"); err != nil {
+	client := local.NewClient(cfg.Channels.Local.Socket)
+	if err := client.Health(ctx); err != nil {
 		return fmt.Errorf("cannot reach the daemon at %s: set channels.local.enabled to true and start 'nanoclawd run' (%v)", cfg.Channels.Local.Socket, err)
 	}
 	// Show only what is sent from now on.
@@ -60,11 +49,11 @@ func chat(ctx context.Context, g *globals, args []string) error {
 	defer cancel()
 	go func() {
 		for ctx.Err() == nil {
-			msgs, err := fetchSent(ctx, client, after, *jid, 30)
+			msgs, err := client.Sent(ctx, after, 30*time.Second, *jid)
 			if err != nil {
 				if ctx.Err() == nil {
 					fmt.Fprintln(g.stderr, "nanoclawd chat:", err)
-					time.Sleep(time.Second)
+					time.Sleep(time.Second) // the daemon may be restarting: ask again soon, not in a tight loop
 				}
 				continue
 			}
@@ -81,15 +70,8 @@ func chat(ctx context.Context, g *globals, args []string) error {
 		if text == "" {
 			continue
 		}
-		body, _ := json.Marshal(map[string]string{"chatJid": *jid, "sender": *as, "senderName": *as, "text": text})
-		resp, err := client.Post("http://local/messages", "application/json", bytes.NewReader(body))
-		if err != nil {
-			return fmt.Errorf("send: %w", err)
-		}
-		msg, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusAccepted {
-			fmt.Fprintf(g.stderr, "nanoclawd chat: not accepted: %s\n", strings.TrimSpace(string(msg)))
+		if _, err := client.Post(ctx, local.Message{ChatJID: *jid, Sender: *as, SenderName: *as, Text: text}); err != nil {
+			fmt.Fprintln(g.stderr, "nanoclawd chat: not sent:", err)
 		}
 	}
 	// Give a reply to the last line a moment to arrive before leaving.
@@ -100,27 +82,11 @@ func chat(ctx context.Context, g *globals, args []string) error {
 	return in.Err()
 }
 
-func fetchSent(ctx context.Context, client *http.Client, after int64, jid string, wait int) ([]local.SentMessage, error) {
-	u := fmt.Sprintf("http://local/sent?after=%d&wait=%d&chatJid=%s", after, wait, url.QueryEscape(jid))
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var page struct {
-		Messages []local.SentMessage `json:"messages"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
-		return nil, fmt.Errorf("read replies: %w", err)
-	}
-	return page.Messages, nil
-}
-
-func latestSeq(ctx context.Context, client *http.Client, jid string) (int64, error) {
+// latestSeq is the seq of the last message sent to jid so far.
+func latestSeq(ctx context.Context, client *local.Client, jid string) (int64, error) {
 	var after int64
 	for {
-		msgs, err := fetchSent(ctx, client, after, jid, 0)
+		msgs, err := client.Sent(ctx, after, 0, jid)
 		if err != nil || len(msgs) == 0 {
 			return after, err
 		}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -260,4 +261,93 @@ func TestWhatsAppGroupsLogoutOwner(t *testing.T) {
 		t.Error("logout created a WhatsApp store")
 	}
 	failCLI(t, dir, "--owner wants your full international number", "whatsapp", "login", "--owner", "0170 123", "--config", cfg)
+}
+
+// flagLine is one flag in a command's help: the flag, its argument's name
+// if it takes one, and a description.
+var flagLine = regexp.MustCompile(`^  --[a-z-]+( [A-Z][A-Za-z.]*)?   +\S`)
+
+// Every verb of the table is in 'nanoclawd help' with its summary; each
+// one's --help (and -h, and 'help VERB') prints its usage line and every
+// flag with a description, exits 0 and touches nothing, not even the
+// config.
+func TestHelp(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "nanoclaw.config.jsonc"), []byte(`{"not a key": 1}`), 0o600)
+	list := mustCLI(t, dir, "help")
+	for _, c := range commands {
+		if !regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(c.name) + ` +` + regexp.QuoteMeta(c.summary) + `$`).MatchString(list) {
+			t.Errorf("'nanoclawd help' lacks the line of %s:\n%s", c.name, list)
+		}
+		if u := c.cmd.Usage(); u != c.name && !strings.HasPrefix(u, c.name+" ") {
+			t.Errorf("the usage of %s is %q: it does not start with the verb", c.name, u)
+		}
+	}
+	if out := mustCLI(t, dir, "--help"); out != list {
+		t.Errorf("--help differs from help:\n%s", out)
+	}
+	for _, c := range commands {
+		verb := strings.Fields(c.name)
+		help := mustCLI(t, dir, append(verb, "--help")...)
+		if !strings.HasPrefix(help, "usage: nanoclawd "+c.cmd.Usage()+"\n\n"+c.summary+"\n\nflags:\n") {
+			t.Errorf("%s --help:\n%s", c.name, help)
+		}
+		flags := strings.Split(strings.TrimRight(help[strings.Index(help, "flags:\n")+7:], "\n"), "\n")
+		for _, l := range flags {
+			if !flagLine.MatchString(l) {
+				t.Errorf("%s --help: flag line %q has no argument name or description", c.name, l)
+			}
+		}
+		// Every flag the usage line names is explained.
+		for _, f := range regexp.MustCompile(`--[a-z-]+`).FindAllString(c.cmd.Usage(), -1) {
+			if !strings.Contains(help, "\n  "+f+" ") {
+				t.Errorf("%s --help does not explain %s:\n%s", c.name, f, help)
+			}
+		}
+		if !strings.Contains(help, "\n  --config FILE ") {
+			t.Errorf("%s --help does not mention --config", c.name)
+		}
+		if h := mustCLI(t, dir, append(verb, "-h", "--config", "elsewhere.jsonc")...); h != help {
+			t.Errorf("%s -h differs from --help:\n%s", c.name, h)
+		}
+	}
+	if h, want := mustCLI(t, dir, "help", "groups", "add"), mustCLI(t, dir, "groups", "add", "--help"); h != want {
+		t.Errorf("help groups add differs from groups add --help:\n%s", h)
+	}
+	groups := mustCLI(t, dir, "groups", "--help")
+	if !strings.Contains(groups, "  groups reset-session ") || strings.Contains(groups, "whatsapp") {
+		t.Errorf("groups --help:\n%s", groups)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("help created files: %v", entries)
+	}
+}
+
+// A flag a command does not have fails with one line that names it and
+// points at --help, before anything else happens; so do a missing verb, a
+// missing argument and a flag without its value.
+func TestUsageErrors(t *testing.T) {
+	dir, cfg := newInstall(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"groups", "add", "--jid", "local:x", "--frob", "--folder", "x"}, "groups add: unknown flag --frob; see 'nanoclawd groups add --help'"},
+		{[]string{"status", "-bogus"}, "status: unknown flag --bogus; see 'nanoclawd status --help'"},
+		{[]string{"security", "show", "family", "--jsn"}, "security show: unknown flag --jsn; see 'nanoclawd security show --help'"},
+		{[]string{"run", "--dry-run"}, "run: unknown flag --dry-run; see 'nanoclawd run --help'"},
+		{[]string{"groups", "add", "--folder", "x", "--jid"}, "groups add: a value is missing after --jid; see 'nanoclawd groups add --help'"},
+		{[]string{"groups", "remove"}, "groups remove: an argument is missing; usage: nanoclawd groups remove FOLDER"},
+		{[]string{"groups", "list", "extra"}, `groups list: unexpected argument "extra"; usage: nanoclawd groups list [--json]`},
+		{[]string{"groups"}, "groups needs a verb: nanoclawd groups takes one of list, add, remove, set-security, import, reset-session"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate": run 'nanoclawd help' for the list`},
+	} {
+		out, errs, code := e2e.Run(t, dir, nil, append(tc.args, "--config", cfg)...)
+		if code == 0 || out != "" || errs != "nanoclawd: "+tc.want+"\n" && !strings.HasPrefix(errs, "nanoclawd: "+tc.want+" ") {
+			t.Errorf("nanoclawd %v: exit %d, stdout %q, stderr %q; want one line %q", tc.args, code, out, errs, tc.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "conf", "state")); err == nil {
+		t.Error("a command line that was refused opened the data dir")
+	}
 }

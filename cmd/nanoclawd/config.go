@@ -2,17 +2,17 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 )
 
-func init() {
-	register("config check", "config check   validate the config file", configCheck)
-}
+// configCheck is 'nanoclawd config check'.
+type configCheck struct{}
 
-func configCheck(ctx context.Context, g *globals, args []string) error {
-	if _, err := parseFlags(flag.NewFlagSet("config check", flag.ContinueOnError), args, 0, 0, "config check"); err != nil {
+func (configCheck) Usage() string { return "config check" }
+
+func (c configCheck) Run(ctx context.Context, g *globals, args []string) error {
+	if _, err := g.parse(c, g.flags(), args, 0); err != nil {
 		return err
 	}
 	cfg, err := g.loadConfig()

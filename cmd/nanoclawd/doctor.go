@@ -2,18 +2,18 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 
 	"github.com/nanoclawd/nanoclawd/internal/doctor"
 )
 
-func init() {
-	register("doctor", "doctor   check everything a run needs and say how to fix what is missing", runDoctor)
-}
+// doctorCommand is 'nanoclawd doctor'.
+type doctorCommand struct{}
 
-func runDoctor(ctx context.Context, g *globals, args []string) error {
-	if _, err := parseFlags(flag.NewFlagSet("doctor", flag.ContinueOnError), args, 0, 0, "doctor"); err != nil {
+func (doctorCommand) Usage() string { return "doctor" }
+
+func (c doctorCommand) Run(ctx context.Context, g *globals, args []string) error {
+	if _, err := g.parse(c, g.flags(), args, 0); err != nil {
 		return err
 	}
 	failed := 0

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -19,17 +18,13 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
-func init() {
-	register("groups list", "groups list [--json]   registered groups", groupsList)
-	register("groups add", "groups add --jid JID --name NAME --folder FOLDER [--main] [--trigger TEXT] [--no-trigger]", groupsAdd)
-	register("groups remove", "groups remove FOLDER   unregister (the folder on disk is kept)", groupsRemove)
-	register("groups set-security", "groups set-security FOLDER --file OVERRIDE.json | --clear", groupsSetSecurity)
-	register("groups import", "groups import FILE [--dry-run]   import from NanoClaw: its SQLite database (store/messages.db) or registered_groups.json", groupsImport)
-	register("groups reset-session", "groups reset-session FOLDER   the group's next run starts a fresh agent session", groupsResetSession)
-}
+// groupsResetSession is 'nanoclawd groups reset-session'.
+type groupsResetSession struct{}
 
-func groupsResetSession(ctx context.Context, g *globals, args []string) error {
-	pos, err := parseFlags(flag.NewFlagSet("groups reset-session", flag.ContinueOnError), args, 1, 1, "groups reset-session FOLDER")
+func (groupsResetSession) Usage() string { return "groups reset-session FOLDER" }
+
+func (c groupsResetSession) Run(ctx context.Context, g *globals, args []string) error {
+	pos, err := g.parse(c, g.flags(), args, 1)
 	if err != nil {
 		return err
 	}
@@ -53,10 +48,15 @@ func groupsResetSession(ctx context.Context, g *globals, args []string) error {
 	return nil
 }
 
-func groupsList(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("groups list", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "")
-	if _, err := parseFlags(fs, args, 0, 0, "groups list [--json]"); err != nil {
+// groupsList is 'nanoclawd groups list'.
+type groupsList struct{}
+
+func (groupsList) Usage() string { return "groups list [--json]" }
+
+func (c groupsList) Run(ctx context.Context, g *globals, args []string) error {
+	fs := g.flags()
+	asJSON := fs.Bool("json", false, "print JSON: an array of {jid, name, folder, isMain, trigger, requiresTrigger, security, ...}")
+	if _, err := g.parse(c, fs, args, 0); err != nil {
 		return err
 	}
 	_, list, err := g.listGroups(ctx)
@@ -89,21 +89,27 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-func groupsAdd(ctx context.Context, g *globals, args []string) error {
-	const usage = "groups add --jid JID --name NAME --folder FOLDER [--main] [--trigger TEXT] [--no-trigger]"
-	fs := flag.NewFlagSet("groups add", flag.ContinueOnError)
-	jid := fs.String("jid", "", "")
-	name := fs.String("name", "", "")
-	folder := fs.String("folder", "", "")
-	isMain := fs.Bool("main", false, "")
-	trigger := fs.String("trigger", "", "")
-	noTrigger := fs.Bool("no-trigger", false, "")
-	if _, err := parseFlags(fs, args, 0, 0, usage); err != nil {
+// groupsAdd is 'nanoclawd groups add'.
+type groupsAdd struct{}
+
+func (groupsAdd) Usage() string {
+	return "groups add --jid JID --name NAME --folder FOLDER [--main] [--trigger TEXT] [--no-trigger]"
+}
+
+func (c groupsAdd) Run(ctx context.Context, g *globals, args []string) error {
+	fs := g.flags()
+	jid := fs.String("jid", "", "the chat, by its `JID`: a WhatsApp group (see 'nanoclawd whatsapp groups') or local:NAME on the local channel (required)")
+	name := fs.String("name", "", "the group's display `NAME`")
+	folder := fs.String("folder", "", "the group's `FOLDER` under groupsDir: letters, digits, _ and -, up to 64 (required)")
+	isMain := fs.Bool("main", false, "make it the main group: the owner's admin chat, unsandboxed and needing no trigger (at most one)")
+	trigger := fs.String("trigger", "", "the `TEXT` a message starts with to reach the agent (default @ and the assistantName)")
+	noTrigger := fs.Bool("no-trigger", false, "every message reaches the agent, without a trigger")
+	if _, err := g.parse(c, fs, args, 0); err != nil {
 		return err
 	}
 	for flagName, v := range map[string]string{"--jid": *jid, "--folder": *folder} {
 		if strings.TrimSpace(v) == "" {
-			return fmt.Errorf("%s is required; usage: nanoclawd %s", flagName, usage)
+			return g.usageError(c, "%s is required", flagName)
 		}
 	}
 	cfg, db, reg, err := g.openRegistry()
@@ -124,8 +130,13 @@ func groupsAdd(ctx context.Context, g *globals, args []string) error {
 	return nil
 }
 
-func groupsRemove(ctx context.Context, g *globals, args []string) error {
-	pos, err := parseFlags(flag.NewFlagSet("groups remove", flag.ContinueOnError), args, 1, 1, "groups remove FOLDER")
+// groupsRemove is 'nanoclawd groups remove'.
+type groupsRemove struct{}
+
+func (groupsRemove) Usage() string { return "groups remove FOLDER" }
+
+func (c groupsRemove) Run(ctx context.Context, g *globals, args []string) error {
+	pos, err := g.parse(c, g.flags(), args, 1)
 	if err != nil {
 		return err
 	}
@@ -142,17 +153,23 @@ func groupsRemove(ctx context.Context, g *globals, args []string) error {
 	return nil
 }
 
-func groupsSetSecurity(ctx context.Context, g *globals, args []string) error {
-	const usage = "groups set-security FOLDER --file OVERRIDE.json | --clear"
-	fs := flag.NewFlagSet("groups set-security", flag.ContinueOnError)
-	file := fs.String("file", "", "")
-	clear := fs.Bool("clear", false, "")
-	pos, err := parseFlags(fs, args, 1, 1, usage)
+// groupsSetSecurity is 'nanoclawd groups set-security'.
+type groupsSetSecurity struct{}
+
+func (groupsSetSecurity) Usage() string {
+	return "groups set-security FOLDER --file OVERRIDE.json | --clear"
+}
+
+func (c groupsSetSecurity) Run(ctx context.Context, g *globals, args []string) error {
+	fs := g.flags()
+	file := fs.String("file", "", "set the override from `OVERRIDE.json`: an object with any of "+overrideKeys)
+	clear := fs.Bool("clear", false, "remove the override: the group follows hostSecurity again")
+	pos, err := g.parse(c, fs, args, 1)
 	if err != nil {
 		return err
 	}
 	if (*file == "") == !*clear {
-		return fmt.Errorf("give exactly one of --file OVERRIDE.json or --clear; usage: nanoclawd %s", usage)
+		return g.usageError(c, "give exactly one of --file OVERRIDE.json or --clear")
 	}
 	var override *security.Policy
 	if *file != "" {
@@ -162,7 +179,7 @@ func groupsSetSecurity(ctx context.Context, g *globals, args []string) error {
 				for _, e := range errs {
 					fmt.Fprintln(g.stderr, e.Error())
 				}
-				fmt.Fprintf(g.stderr, "nanoclawd: %s is not a valid override (keys: sandbox, tools, permissionMode, denyRead, allowWrite, network); nothing changed\n", *file)
+				fmt.Fprintf(g.stderr, "nanoclawd: %s is not a valid override (keys: %s); nothing changed\n", *file, overrideKeys)
 				return errPrinted
 			}
 			return err
@@ -192,6 +209,9 @@ func groupsSetSecurity(ctx context.Context, g *globals, args []string) error {
 	return nil
 }
 
+// overrideKeys are the keys of a per-group override (CONTRACT §3.2).
+const overrideKeys = "sandbox, tools, permissionMode, denyRead, allowRead, allowWrite, network, senders"
+
 // readOverride reads and validates a per-group override file, with the
 // same strictness and FILE:LINE:COL errors as the config.
 func readOverride(path string) (*security.Policy, error) {
@@ -218,11 +238,15 @@ func readOverride(path string) (*security.Policy, error) {
 	return &p, nil
 }
 
-func groupsImport(ctx context.Context, g *globals, args []string) error {
-	const usage = "groups import FILE [--dry-run]"
-	fs := flag.NewFlagSet("groups import", flag.ContinueOnError)
-	dryRun := fs.Bool("dry-run", false, "")
-	pos, err := parseFlags(fs, args, 1, 1, usage)
+// groupsImport is 'nanoclawd groups import'.
+type groupsImport struct{}
+
+func (groupsImport) Usage() string { return "groups import FILE [--dry-run]" }
+
+func (c groupsImport) Run(ctx context.Context, g *globals, args []string) error {
+	fs := g.flags()
+	dryRun := fs.Bool("dry-run", false, "say what would be imported, and change nothing")
+	pos, err := g.parse(c, fs, args, 1)
 	if err != nil {
 		return err
 	}

@@ -6,24 +6,45 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 )
 
-// command is one verb (or "noun verb") of the CLI.
-type command struct {
-	usage string
-	run   func(ctx context.Context, g *globals, args []string) error
-}
-
-var commands = map[string]command{}
-
-func register(name, usage string, run func(context.Context, *globals, []string) error) {
-	commands[name] = command{usage: usage, run: run}
+// commands is the whole CLI, in the order 'nanoclawd help' lists it: each
+// verb, the type that runs it and what it does, in one line.
+var commands = []struct {
+	name    string // the verb as typed: one word, or a noun and a verb
+	cmd     command
+	summary string
+}{
+	{"run", runCommand{}, "the daemon (also what nanoclawd does without a verb)"},
+	{"config check", configCheck{}, "validate the config file: one FILE:LINE:COL line per problem"},
+	{"groups list", groupsList{}, "the registered groups"},
+	{"groups add", groupsAdd{}, "register a chat as a group, with its own folder, session and policy"},
+	{"groups remove", groupsRemove{}, "unregister a group (its folder on disk is kept)"},
+	{"groups set-security", groupsSetSecurity{}, "set or clear a group's security override, validated like the config"},
+	{"groups import", groupsImport{}, "import groups, tasks and sessions from NanoClaw: its SQLite database or registered_groups.json"},
+	{"groups reset-session", groupsResetSession{}, "start the group's next run with a fresh agent session"},
+	{"security show", securityShow{}, "a group's effective policy and the exact agent options and confinement it produces"},
+	{"violations", violations{}, "the audit trail of blocked actions"},
+	{"whatsapp login", whatsappLogin{}, "pair WhatsApp by QR code or pairing code, and register the main chat"},
+	{"whatsapp logout", whatsappLogout{}, "unlink this device from WhatsApp and delete the session"},
+	{"whatsapp groups", whatsappGroups{}, "the WhatsApp groups (JID, name) there are to register"},
+	{"setup", setupCommand{}, "guided first run: pair WhatsApp, choose the main chat, check the model credential"},
+	{"status", statusCommand{}, "what the running daemon is doing: channels, agents, outbox, next tasks, violations"},
+	{"service install", serviceInstall{}, "run nanoclawd as a LaunchAgent (macOS) or systemd user unit (Linux)"},
+	{"service uninstall", serviceUninstall{}, "stop the service and remove its file"},
+	{"service status", serviceStatus{}, "whether the service is installed and running"},
+	{"doctor", doctorCommand{}, "check everything a run needs and say how to fix what is missing"},
+	{"chat", chatCommand{}, "talk to the daemon in a chat of the local channel"},
+	{"mcp", mcpCommand{}, "stdio MCP server with the nanoclaw tools (started by the agent runner, not by people)"},
 }
 
 func main() {
@@ -59,21 +80,39 @@ func Main(ctx context.Context, args []string) error {
 	if len(rest) == 0 {
 		rest = []string{"run"}
 	}
-	if rest[0] == "help" || rest[0] == "-h" || rest[0] == "--help" {
-		printUsage()
-		return nil
+	if isHelp(rest[0]) {
+		if len(rest) == 1 {
+			g.help("")
+			return nil
+		}
+		rest = append(rest[1:], "--help") // help VERB: the verb's own help
 	}
-	// Two-word commands ("groups add") first, then one-word ones.
-	if len(rest) > 1 {
-		if c, ok := commands[rest[0]+" "+rest[1]]; ok {
-			return c.run(ctx, g, rest[2:])
+	for _, c := range commands {
+		words := strings.Fields(c.name)
+		if len(rest) >= len(words) && slices.Equal(rest[:len(words)], words) {
+			g.verb = c.name
+			err := c.cmd.Run(ctx, g, rest[len(words):])
+			if errors.Is(err, flag.ErrHelp) {
+				return nil // the help asked for is printed
+			}
+			return err
 		}
 	}
-	if c, ok := commands[rest[0]]; ok {
-		return c.run(ctx, g, rest[1:])
+	if verbs := verbsOf(rest[0]); len(verbs) > 0 {
+		if len(rest) > 1 && isHelp(rest[1]) {
+			g.help(rest[0] + " ")
+			return nil
+		}
+		what := fmt.Sprintf("unknown command %q", joinFirst(rest))
+		if len(rest) == 1 {
+			what = rest[0] + " needs a verb"
+		}
+		return fmt.Errorf("%s: nanoclawd %s takes one of %s (see 'nanoclawd %s --help')", what, rest[0], strings.Join(verbs, ", "), rest[0])
 	}
-	return fmt.Errorf("unknown command %q: run 'nanoclawd help' for the list", joinFirst(rest))
+	return fmt.Errorf("unknown command %q: run 'nanoclawd help' for the list", rest[0])
 }
+
+func isHelp(arg string) bool { return arg == "help" || arg == "-h" || arg == "--help" }
 
 func joinFirst(rest []string) string {
 	if len(rest) > 1 && !isFlag(rest[1]) {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -26,12 +25,13 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
-func init() {
-	register("run", "run   the daemon (also the default)", runDaemon)
-}
+// runCommand is 'nanoclawd run', the daemon.
+type runCommand struct{}
 
-func runDaemon(ctx context.Context, g *globals, args []string) error {
-	if _, err := parseFlags(flag.NewFlagSet("run", flag.ContinueOnError), args, 0, 0, "run"); err != nil {
+func (runCommand) Usage() string { return "run" }
+
+func (c runCommand) Run(ctx context.Context, g *globals, args []string) error {
+	if _, err := g.parse(c, g.flags(), args, 0); err != nil {
 		return err
 	}
 	cfg, err := g.loadConfig()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,14 +13,15 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
-func init() {
-	register("security show", "security show FOLDER [--json]   effective policy and agent options of a group", securityShow)
-}
+// securityShow is 'nanoclawd security show'.
+type securityShow struct{}
 
-func securityShow(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("security show", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "")
-	pos, err := parseFlags(fs, args, 1, 1, "security show FOLDER [--json]")
+func (securityShow) Usage() string { return "security show FOLDER [--json]" }
+
+func (c securityShow) Run(ctx context.Context, g *globals, args []string) error {
+	fs := g.flags()
+	asJSON := fs.Bool("json", false, "print JSON: the effective policy, sdkOptions (what the agent runner hands the SDK) and confinement")
+	pos, err := g.parse(c, fs, args, 1)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,12 +10,6 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/service"
 )
-
-func init() {
-	register("service install", "service install [--dry-run]   run nanoclawd as a LaunchAgent (macOS) or systemd user unit (Linux)", serviceInstall)
-	register("service uninstall", "service uninstall   stop the service and remove its file", serviceUninstall)
-	register("service status", "service status   whether the service is installed and running", serviceStatus)
-}
 
 func serviceManager(g *globals) (*service.Manager, error) {
 	home, err := os.UserHomeDir()
@@ -26,10 +19,15 @@ func serviceManager(g *globals) (*service.Manager, error) {
 	return &service.Manager{GOOS: runtime.GOOS, Home: home, UID: os.Getuid(), Out: g.stdout}, nil
 }
 
-func serviceInstall(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("service install", flag.ContinueOnError)
-	dry := fs.Bool("dry-run", false, "")
-	if _, err := parseFlags(fs, args, 0, 0, "service install [--dry-run]"); err != nil {
+// serviceInstall is 'nanoclawd service install'.
+type serviceInstall struct{}
+
+func (serviceInstall) Usage() string { return "service install [--dry-run]" }
+
+func (c serviceInstall) Run(ctx context.Context, g *globals, args []string) error {
+	fs := g.flags()
+	dry := fs.Bool("dry-run", false, "print the service file and the commands that would load it, and change nothing")
+	if _, err := g.parse(c, fs, args, 0); err != nil {
 		return err
 	}
 	cfg, err := g.loadConfig()
@@ -51,8 +49,13 @@ func serviceInstall(ctx context.Context, g *globals, args []string) error {
 	return m.Install(ctx, spec, cfg.Agent.Env, *dry)
 }
 
-func serviceUninstall(ctx context.Context, g *globals, args []string) error {
-	if _, err := parseFlags(flag.NewFlagSet("service uninstall", flag.ContinueOnError), args, 0, 0, "service uninstall"); err != nil {
+// serviceUninstall is 'nanoclawd service uninstall'.
+type serviceUninstall struct{}
+
+func (serviceUninstall) Usage() string { return "service uninstall" }
+
+func (c serviceUninstall) Run(ctx context.Context, g *globals, args []string) error {
+	if _, err := g.parse(c, g.flags(), args, 0); err != nil {
 		return err
 	}
 	m, err := serviceManager(g)
@@ -62,8 +65,14 @@ func serviceUninstall(ctx context.Context, g *globals, args []string) error {
 	return m.Uninstall(ctx)
 }
 
-func serviceStatus(ctx context.Context, g *globals, args []string) error {
-	if _, err := parseFlags(flag.NewFlagSet("service status", flag.ContinueOnError), args, 0, 0, "service status"); err != nil {
+// serviceStatus is 'nanoclawd service status'; it exits 3 when the
+// service is not installed or not running.
+type serviceStatus struct{}
+
+func (serviceStatus) Usage() string { return "service status" }
+
+func (c serviceStatus) Run(ctx context.Context, g *globals, args []string) error {
+	if _, err := g.parse(c, g.flags(), args, 0); err != nil {
 		return err
 	}
 	m, err := serviceManager(g)

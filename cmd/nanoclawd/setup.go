@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -21,12 +20,13 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/status"
 )
 
-func init() {
-	register("setup", "setup   guided first run: pair WhatsApp, choose the main chat, check the model credential", runSetup)
-}
+// setupCommand is 'nanoclawd setup'.
+type setupCommand struct{}
 
-func runSetup(ctx context.Context, g *globals, args []string) error {
-	if _, err := parseFlags(flag.NewFlagSet("setup", flag.ContinueOnError), args, 0, 0, "setup"); err != nil {
+func (setupCommand) Usage() string { return "setup" }
+
+func (c setupCommand) Run(ctx context.Context, g *globals, args []string) error {
+	if _, err := g.parse(c, g.flags(), args, 0); err != nil {
 		return err
 	}
 	cfg, db, reg, err := g.openRegistry()

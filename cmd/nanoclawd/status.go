@@ -2,19 +2,19 @@ package main
 
 import (
 	"context"
-	"flag"
 
 	"github.com/nanoclawd/nanoclawd/internal/status"
 )
 
-func init() {
-	register("status", "status [--json]   what the running daemon is doing: channels, agents, outbox, next tasks, violations", runStatus)
-}
+// statusCommand is 'nanoclawd status'.
+type statusCommand struct{}
 
-func runStatus(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "")
-	if _, err := parseFlags(fs, args, 0, 0, "status [--json]"); err != nil {
+func (statusCommand) Usage() string { return "status [--json]" }
+
+func (c statusCommand) Run(ctx context.Context, g *globals, args []string) error {
+	fs := g.flags()
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if _, err := g.parse(c, fs, args, 0); err != nil {
 		return err
 	}
 	cfg, err := g.loadConfig()

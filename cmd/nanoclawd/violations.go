@@ -2,24 +2,23 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
 )
 
-func init() {
-	register("violations", "violations [--group FOLDER] [--since DURATION] [--json]   the audit trail of blocked actions", violations)
-}
+// violations is 'nanoclawd violations'.
+type violations struct{}
 
-func violations(ctx context.Context, g *globals, args []string) error {
-	const usage = "violations [--group FOLDER] [--since DURATION] [--json]"
-	fs := flag.NewFlagSet("violations", flag.ContinueOnError)
-	group := fs.String("group", "", "")
-	since := fs.String("since", "", "")
-	asJSON := fs.Bool("json", false, "")
-	if _, err := parseFlags(fs, args, 0, 0, usage); err != nil {
+func (violations) Usage() string { return "violations [--group FOLDER] [--since DURATION] [--json]" }
+
+func (c violations) Run(ctx context.Context, g *globals, args []string) error {
+	fs := g.flags()
+	group := fs.String("group", "", "only the violations of the group in `FOLDER`")
+	since := fs.String("since", "", "only those of the last `DURATION`, such as 30m, 24h or 168h")
+	asJSON := fs.Bool("json", false, "print them as JSON: an array of {time, group, kind, tool, target, detail, action}")
+	if _, err := g.parse(c, fs, args, 0); err != nil {
 		return err
 	}
 	var f alerts.Filter

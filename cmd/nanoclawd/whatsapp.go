@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -17,18 +16,16 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/router"
 )
 
-func init() {
-	register("whatsapp login", "whatsapp login [--phone NUMBER] [--owner NUMBER]   pair WhatsApp by QR code, or by pairing code; --owner: the owner's chat with the assistant's own number becomes main", whatsappLogin)
-	register("whatsapp logout", "whatsapp logout   unlink this device from WhatsApp and delete the session", whatsappLogout)
-	register("whatsapp groups", "whatsapp groups [--json]   the WhatsApp groups (JID, name) to register", whatsappGroups)
-}
+// whatsappLogin is 'nanoclawd whatsapp login'.
+type whatsappLogin struct{}
 
-func whatsappLogin(ctx context.Context, g *globals, args []string) error {
-	const usage = "whatsapp login [--phone NUMBER] [--owner NUMBER]"
-	fs := flag.NewFlagSet("whatsapp login", flag.ContinueOnError)
-	phone := fs.String("phone", "", "")
-	owner := fs.String("owner", "", "")
-	if _, err := parseFlags(fs, args, 0, 0, usage); err != nil {
+func (whatsappLogin) Usage() string { return "whatsapp login [--phone NUMBER] [--owner NUMBER]" }
+
+func (c whatsappLogin) Run(ctx context.Context, g *globals, args []string) error {
+	fs := g.flags()
+	phone := fs.String("phone", "", "pair by a code typed on the phone of this full international `NUMBER`, instead of a QR code")
+	owner := fs.String("owner", "", "own-number mode: the owner's full international `NUMBER`; their chat with the assistant becomes the main group")
+	if _, err := g.parse(c, fs, args, 0); err != nil {
 		return err
 	}
 	cfg, db, reg, err := g.openRegistry()
@@ -89,9 +86,13 @@ func whatsappLogin(ctx context.Context, g *globals, args []string) error {
 	return nil
 }
 
-func whatsappLogout(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("whatsapp logout", flag.ContinueOnError)
-	if _, err := parseFlags(fs, args, 0, 0, "whatsapp logout"); err != nil {
+// whatsappLogout is 'nanoclawd whatsapp logout'.
+type whatsappLogout struct{}
+
+func (whatsappLogout) Usage() string { return "whatsapp logout" }
+
+func (c whatsappLogout) Run(ctx context.Context, g *globals, args []string) error {
+	if _, err := g.parse(c, g.flags(), args, 0); err != nil {
 		return err
 	}
 	cfg, err := g.loadConfig()
@@ -121,10 +122,15 @@ type whatsappGroup struct {
 	Folder       string    `json:"folder"` // "" when not registered
 }
 
-func whatsappGroups(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("whatsapp groups", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "")
-	if _, err := parseFlags(fs, args, 0, 0, "whatsapp groups [--json]"); err != nil {
+// whatsappGroups is 'nanoclawd whatsapp groups'.
+type whatsappGroups struct{}
+
+func (whatsappGroups) Usage() string { return "whatsapp groups [--json]" }
+
+func (c whatsappGroups) Run(ctx context.Context, g *globals, args []string) error {
+	fs := g.flags()
+	asJSON := fs.Bool("json", false, "print JSON: an array of {jid, name, lastActivity, folder}")
+	if _, err := g.parse(c, fs, args, 0); err != nil {
 		return err
 	}
 	_, db, reg, err := g.openRegistry()

@@ -14,15 +14,10 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +29,7 @@ import (
 
 	_ "github.com/mattn/go-sqlite3"
 
+	"github.com/nanoclawd/nanoclawd/internal/channel/local"
 	"github.com/nanoclawd/nanoclawd/internal/e2e"
 )
 
@@ -450,20 +446,20 @@ func TestChaosDiskFull(t *testing.T) {
 	refused := 0
 	for i := range 40 {
 		tok := fmt.Sprintf("full-%d", i)
-		if code, body := tryPost(t, in, "local:main", "prompt "+tok); code == 202 {
+		if err := tryPost(in, "local:main", "prompt "+tok); err == nil {
 			accepted = append(accepted, tok)
 		} else {
 			refused++
 			if i == 0 {
-				t.Logf("while the disk is full, a message gets %d: %s", code, body)
+				t.Logf("while the disk is full, a message gets: %v", err)
 			}
 		}
 	}
 	os.Remove(filler)
 	for i := range 5 {
 		tok := fmt.Sprintf("after-%d", i)
-		if code, body := tryPost(t, in, "local:main", "prompt "+tok); code != 202 {
-			t.Fatalf("after the disk has space again a message gets %d: %s", code, body)
+		if err := tryPost(in, "local:main", "prompt "+tok); err != nil {
+			t.Fatalf("after the disk has space again a message gets: %v", err)
 		}
 		accepted = append(accepted, tok)
 	}
@@ -492,17 +488,10 @@ func TestChaosDiskFull(t *testing.T) {
 	integrity(t, filepath.Join(data, "nanoclaw.db"))
 }
 
-// tryPost posts a message and returns the status and body, whatever they are.
-func tryPost(t *testing.T, in *e2e.Install, chat, text string) (int, string) {
-	c := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", in.Socket)
-	}}, Timeout: 30 * time.Second}
-	body, _ := json.Marshal(map[string]string{"chatJid": chat, "sender": "u@local", "senderName": "U", "text": text})
-	resp, err := c.Post("http://local/messages", "application/json", bytes.NewReader(body))
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, strings.TrimSpace(string(b))
+// tryPost posts a message and returns why it was not accepted, if it was not.
+func tryPost(in *e2e.Install, chat, text string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := in.Local.Post(ctx, local.Message{ChatJID: chat, Sender: "u@local", SenderName: "U", Text: text})
+	return err
 }

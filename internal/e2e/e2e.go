@@ -13,8 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/channel/local"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
@@ -195,11 +194,12 @@ type Install struct {
 	// Env is the CLI's and the daemon's environment; add to it before
 	// Start.
 	Env []string
+	// Local is a client of the local channel on Socket.
+	Local *local.Client
 
 	stop     os.Signal
 	wait     time.Duration
 	deadline time.Time
-	client   *http.Client
 	pending  []Sent // fetched from /sent, not yet passed by WaitNext
 	fetched  int64  // the last seq WaitNext fetched
 }
@@ -229,8 +229,9 @@ func New(tb testing.TB, o Options) *Install {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { os.RemoveAll(sockDir) })
-	in := &Install{TB: tb, Dir: o.Dir, Config: filepath.Join(o.Dir, "nanoclaw.config.jsonc"), Socket: filepath.Join(sockDir, "s"),
-		stop: o.StopSignal, wait: o.Wait, deadline: o.Deadline}
+	sock := filepath.Join(sockDir, "s")
+	in := &Install{TB: tb, Dir: o.Dir, Config: filepath.Join(o.Dir, "nanoclaw.config.jsonc"), Socket: sock,
+		Local: local.NewClient(sock), stop: o.StopSignal, wait: o.Wait, deadline: o.Deadline}
 	security := ""
 	if o.Security != "" {
 		security = `"hostSecurity": {` + o.Security + `},`
@@ -251,11 +252,6 @@ func New(tb testing.TB, o Options) *Install {
 		base = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + o.Home}
 	}
 	in.Env = slices.Concat(base, []string{"NANOCLAWD_RETRY_BASE=200ms"}, o.Env)
-	in.client = &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", in.Socket)
-		},
-	}}
 	return in
 }
 
@@ -351,14 +347,9 @@ func (in *Install) Start() *Proc {
 		if int64(len(b)) < logged {
 			logged = 0 // rotated since
 		}
-		if bytes.Contains(b[logged:], []byte(`"nanoclawd running"`)) {
-			if resp, err := in.client.Get("http://local/health"); err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					p.Ready = time.Since(t0)
-					return p
-				}
-			}
+		if bytes.Contains(b[logged:], []byte(`"nanoclawd running"`)) && in.Local.Health(context.Background()) == nil {
+			p.Ready = time.Since(t0)
+			return p
 		}
 		select {
 		case <-p.Done:
@@ -390,28 +381,16 @@ func (in *Install) Post(chat, sender, text string) string {
 // PostReply is Post for a message that replies to quotedText by quotedSender.
 func (in *Install) PostReply(chat, sender, text, quotedSender, quotedText string) string {
 	in.TB.Helper()
-	body, _ := json.Marshal(map[string]string{"chatJid": chat, "sender": sender + "@local", "senderName": sender, "text": text,
-		"quotedSender": quotedSender, "quotedText": quotedText})
-	resp, err := in.client.Post("http://local/messages", "application/json", bytes.NewReader(body))
+	id, err := in.Local.Post(context.Background(), local.Message{ChatJID: chat, Sender: sender + "@local", SenderName: sender, Text: text,
+		QuotedSender: quotedSender, QuotedText: quotedText})
 	if err != nil {
 		in.TB.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var out struct{ ID string }
-	json.NewDecoder(resp.Body).Decode(&out)
-	if resp.StatusCode != http.StatusAccepted || out.ID == "" {
-		in.TB.Fatalf("POST /messages to %s: status %d, id %q", chat, resp.StatusCode, out.ID)
-	}
-	return out.ID
+	return id
 }
 
 // Sent is one message the daemon sent, from GET /sent.
-type Sent struct {
-	Seq     int64  `json:"seq"`
-	ChatJID string `json:"chatJid"`
-	Text    string `json:"text"`
-	Time    string `json:"time"`
-}
+type Sent local.SentMessage
 
 // At is when the daemon sent it.
 func (s Sent) At(tb testing.TB) time.Time {
@@ -427,16 +406,15 @@ func (s Sent) At(tb testing.TB) time.Time {
 // the first message.
 func (in *Install) SentAfter(after int64, wait time.Duration) []Sent {
 	in.TB.Helper()
-	resp, err := in.client.Get(fmt.Sprintf("http://local/sent?after=%d&wait=%g", after, wait.Seconds()))
+	page, err := in.Local.Sent(context.Background(), after, wait, "")
 	if err != nil {
 		in.TB.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var page struct{ Messages []Sent }
-	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
-		in.TB.Fatal(err)
+	out := make([]Sent, len(page))
+	for i, m := range page {
+		out[i] = Sent(m)
 	}
-	return page.Messages
+	return out
 }
 
 // AllSent is everything on /sent so far.

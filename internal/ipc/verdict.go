@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
 )
 
 // ResultsDir is where the daemon answers the nanoclaw MCP tools: for a
@@ -36,15 +38,7 @@ func (w *Watcher) writeVerdict(folder, name string, v Verdict) error {
 		return nil // no MCP server waits for answers here
 	}
 	data, _ := json.Marshal(v)
-	f, err := root.OpenFile(filepath.Join(ResultsDir, name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return atomicfile.WriteIn(root, filepath.Join(ResultsDir, name), data, 0o600)
 }
 
 // pruneVerdicts removes answers nobody picked up within a minute.

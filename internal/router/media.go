@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 )
@@ -50,20 +51,13 @@ func (r *Router) saveImage(ctx context.Context, g groups.Group, m channel.Messag
 	}
 	name := MediaDir + "/" + unsafeName.ReplaceAllString(m.ID, "_") + ext
 	path := filepath.Join(r.Config().GroupsDir, g.Folder, filepath.FromSlash(name))
-	if err := writeFileAtomic(path, data); err != nil {
+	err = os.MkdirAll(filepath.Dir(path), 0o755)
+	if err == nil {
+		err = atomicfile.Write(path, data, 0o644)
+	}
+	if err != nil {
 		r.Log.Error().Err(err).Str("group", g.Folder).Msg("saving an image failed")
 		return with("[image could not be saved: " + err.Error() + "]")
 	}
 	return with("[image " + name + "]")
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
 )
@@ -27,13 +28,7 @@ func FollowUp(ipcDir, text string) error {
 		return fmt.Errorf("follow-up: %w", err)
 	}
 	name := fmt.Sprintf("%019d-%s.json", time.Now().UnixNano(), strings.ToLower(rand.Text()[:8]))
-	final := filepath.Join(in, name)
-	tmp := final + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("follow-up: writing %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, final); err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.Write(filepath.Join(in, name), b, 0o644); err != nil {
 		return fmt.Errorf("follow-up: %w", err)
 	}
 	return nil

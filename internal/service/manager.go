@@ -12,6 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
 )
 
 var (
@@ -88,7 +90,7 @@ func (m *Manager) Install(ctx context.Context, s Spec, secrets []string, dryRun 
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", filepath.Dir(file), err)
 	}
-	if err := writeAtomic(file, body); err != nil {
+	if err := atomicfile.Write(file, body, 0o644); err != nil {
 		return err
 	}
 	for i, c := range cmds {
@@ -212,18 +214,6 @@ func (m *Manager) run(ctx context.Context, args ...string) ([]byte, error) {
 		return out, fmt.Errorf("%s failed: %s", strings.Join(args, " "), said)
 	}
 	return out, nil
-}
-
-func writeAtomic(path string, body []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, body, 0o644); err != nil {
-		return fmt.Errorf("write service file: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write service file: %w", err)
-	}
-	return nil
 }
 
 // fields reads "key<sep>value" lines (trimmed), the first of each key.

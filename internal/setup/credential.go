@@ -8,10 +8,11 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
 )
 
 // The credential variables the Claude Agent SDK authenticates with.
@@ -113,14 +114,7 @@ func (c Credentials) Save(name, value string) error {
 		}
 	}
 	lines = append(lines, name+"="+value)
-	tmp := filepath.Join(filepath.Dir(c.EnvFile), "."+filepath.Base(c.EnvFile)+".tmp")
-	if err := os.WriteFile(tmp, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", c.EnvFile, err)
-	}
-	if err := os.Rename(tmp, c.EnvFile); err != nil {
-		return fmt.Errorf("write %s: %w", c.EnvFile, err)
-	}
-	return nil
+	return atomicfile.Write(c.EnvFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600)
 }
 
 // credential checks the credential that is set (name), or asks for one.

@@ -5,7 +5,10 @@
 //	POST /messages {"chatJid","sender","senderName","text"} → 202 {"id"}
 //	               (optional "quotedSender", "quotedText": the message it replies to)
 //	GET  /sent?after=SEQ&wait=SECONDS → 200 {"messages":[{"seq","chatJid","text","time"}]}
+//	               (optional "chatJid=JID": only what was sent to that chat)
 //	GET  /health → 200 {"status":"ok",...}
+//
+// Client is the other end: 'nanoclawd chat' and the end-to-end tests.
 package local
 
 import (
@@ -131,7 +134,9 @@ func listen(path string) (net.Listener, error) {
 	return ln, nil
 }
 
-type inbound struct {
+// Message is the body of POST /messages: an inbound message, as if Sender
+// typed Text in ChatJID.
+type Message struct {
 	ChatJID    string `json:"chatJid"`
 	Sender     string `json:"sender"`
 	SenderName string `json:"senderName"`
@@ -152,7 +157,7 @@ type SentMessage struct {
 func (c *Channel) handler(sink channel.Sink) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /messages", func(w http.ResponseWriter, req *http.Request) {
-		var in inbound
+		var in Message
 		dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, maxBody))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&in); err != nil {

@@ -3,7 +3,6 @@ package local
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -36,7 +35,9 @@ func (s *fakeSink) OnMessage(_ context.Context, m channel.Message) error {
 
 func (s *fakeSink) OnChat(context.Context, channel.Chat) error { return nil }
 
-func serve(t *testing.T, sink channel.Sink) (*Channel, *http.Client, string) {
+// serve runs a channel on a new socket and returns it, a client of it and
+// a plain HTTP client of the socket (for bodies Client never sends).
+func serve(t *testing.T, sink channel.Sink) (*Channel, *Client, *http.Client, string) {
 	t.Helper()
 	dir, _ := os.MkdirTemp("", "lc")
 	t.Cleanup(func() { os.RemoveAll(dir) })
@@ -51,21 +52,18 @@ func serve(t *testing.T, sink channel.Sink) (*Channel, *http.Client, string) {
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx, sink) }()
 	t.Cleanup(func() { cancel(); <-done })
-	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+	client := NewClient(sock)
+	raw := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 	}}}
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if resp, err := client.Get("http://x/health"); err == nil {
-			resp.Body.Close()
-			break
-		}
+	for client.Health(context.Background()) != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("socket never answered")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return c, client, sock
+	return c, client, raw, sock
 }
 
 func post(t *testing.T, c *http.Client, body string) (int, string) {
@@ -81,7 +79,7 @@ func post(t *testing.T, c *http.Client, body string) (int, string) {
 }
 
 func TestSocketIsPrivate(t *testing.T) {
-	_, _, sock := serve(t, &fakeSink{})
+	_, _, _, sock := serve(t, &fakeSink{})
 	fi, err := os.Stat(sock)
 	if err != nil {
 		t.Fatal(err)
@@ -93,12 +91,14 @@ func TestSocketIsPrivate(t *testing.T) {
 
 func TestPostMessage(t *testing.T) {
 	sink := &fakeSink{}
-	_, c, _ := serve(t, sink)
-	code, body := post(t, c, `{"chatJid":"local:family","sender":"alice@x","senderName":"Alice","text":"@Andy hi"}`)
-	if code != 202 || !strings.Contains(body, `"id":"`) {
-		t.Fatalf("%d %s", code, body)
+	_, client, c, _ := serve(t, sink)
+	ctx := context.Background()
+	id, err := client.Post(ctx, Message{ChatJID: "local:family", Sender: "alice@x", SenderName: "Alice", Text: "@Andy hi", QuotedSender: "Bob", QuotedText: "lunch?"})
+	if err != nil || id == "" {
+		t.Fatalf("post: id %q, %v", id, err)
 	}
-	if len(sink.msgs) != 1 || sink.msgs[0].SenderName != "Alice" || sink.msgs[0].Text != "@Andy hi" || sink.msgs[0].ID == "" {
+	if len(sink.msgs) != 1 || sink.msgs[0].SenderName != "Alice" || sink.msgs[0].Text != "@Andy hi" || sink.msgs[0].ID != id ||
+		sink.msgs[0].QuotedSender != "Bob" || sink.msgs[0].QuotedText != "lunch?" {
 		t.Errorf("stored %+v", sink.msgs)
 	}
 	for _, bad := range []struct{ body, want string }{
@@ -113,27 +113,27 @@ func TestPostMessage(t *testing.T) {
 			t.Errorf("%.40s: %d %s", bad.body, code, body)
 		}
 	}
+	// The client's error says what the channel said.
+	if _, err := client.Post(ctx, Message{ChatJID: "120363@g.us", Text: "x"}); err == nil || !strings.Contains(err.Error(), "400 Bad Request: chatJid") {
+		t.Errorf("post to a foreign chat: %v", err)
+	}
 	sink.fail = fmt.Errorf("disk full")
-	if code, body := post(t, c, `{"chatJid":"local:a","text":"x"}`); code != 500 || !strings.Contains(body, "disk full") {
-		t.Errorf("a message that was not stored was accepted: %d %s", code, body)
+	if _, err := client.Post(ctx, Message{ChatJID: "local:a", Text: "x"}); err == nil || !strings.Contains(err.Error(), "500 Internal Server Error: could not store the message: disk full") {
+		t.Errorf("a message that was not stored was accepted: %v", err)
 	}
 }
 
 func TestSentLongPollAndDedupe(t *testing.T) {
-	ch, c, _ := serve(t, &fakeSink{})
+	ch, client, c, _ := serve(t, &fakeSink{})
+	ctx := context.Background()
 	got := make(chan []SentMessage, 1)
 	go func() {
-		resp, err := c.Get("http://x/sent?after=0&wait=30")
+		msgs, err := client.Sent(ctx, 0, 30*time.Second, "")
 		if err != nil {
-			got <- nil
-			return
+			t.Error(err)
 		}
-		defer resp.Body.Close()
-		var page struct{ Messages []SentMessage }
-		json.NewDecoder(resp.Body).Decode(&page)
-		got <- page.Messages
+		got <- msgs
 	}()
-	ctx := context.Background()
 	// The waiting request returns as soon as something is sent.
 	if err := ch.Send(ctx, channel.Outgoing{ID: "1", ChatJID: "local:a", Text: "hello"}); err != nil {
 		t.Fatal(err)
@@ -148,14 +148,18 @@ func TestSentLongPollAndDedupe(t *testing.T) {
 	// A retried send (same outbox id) is not shown twice.
 	ch.Send(ctx, channel.Outgoing{ID: "1", ChatJID: "local:a", Text: "hello"})
 	ch.Send(ctx, channel.Outgoing{ID: "2", ChatJID: "local:b", Text: "second"})
-	resp, _ := c.Get("http://x/sent?after=1")
-	var page struct{ Messages []SentMessage }
-	json.NewDecoder(resp.Body).Decode(&page)
-	resp.Body.Close()
-	if len(page.Messages) != 1 || page.Messages[0].Text != "second" {
-		t.Errorf("after=1: %+v", page.Messages)
+	second, err := client.Sent(ctx, 1, 0, "")
+	if err != nil || len(second) != 1 || second[0].Text != "second" {
+		t.Fatalf("after=1: %+v, %v", second, err)
 	}
-	resp, _ = c.Get("http://x/sent?after=abc")
+	// Only one chat's messages, and none yet after the last: no wait.
+	if msgs, err := client.Sent(ctx, 0, 0, "local:a"); err != nil || len(msgs) != 1 || msgs[0].Text != "hello" {
+		t.Errorf("chat local:a: %+v, %v", msgs, err)
+	}
+	if msgs, err := client.Sent(ctx, second[0].Seq, 0, ""); err != nil || len(msgs) != 0 {
+		t.Errorf("after the last: %+v, %v", msgs, err)
+	}
+	resp, _ := c.Get("http://x/sent?after=abc")
 	if resp.StatusCode != 400 {
 		t.Errorf("bad after: %d", resp.StatusCode)
 	}
@@ -163,7 +167,7 @@ func TestSentLongPollAndDedupe(t *testing.T) {
 }
 
 func TestLiveSocketNotStolen(t *testing.T) {
-	_, _, sock := serve(t, &fakeSink{})
+	_, _, _, sock := serve(t, &fakeSink{})
 	db, _ := store.Open(t.TempDir())
 	defer db.Close()
 	err := New(sock, db).Run(context.Background(), &fakeSink{})

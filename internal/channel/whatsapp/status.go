@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
@@ -81,13 +82,8 @@ func (c *Channel) setStatus(state, detail string) {
 		return
 	}
 	body, _ := json.Marshal(s)
-	path := statusFile(c.opts.DataDir)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, body, 0o600); err == nil {
-		err = os.Rename(tmp, path)
-		if err != nil {
-			c.log.Debug().Err(err).Msg("write status file")
-		}
+	if err := atomicfile.Write(statusFile(c.opts.DataDir), body, 0o600); err != nil {
+		c.log.Debug().Err(err).Msg("write status file")
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"go.mau.fi/whatsmeow"
 	wastore "go.mau.fi/whatsmeow/store"
 
+	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
@@ -71,12 +72,7 @@ func saveVersion(dataDir string) error {
 	if dataDir == "" {
 		return nil
 	}
-	path := versionFile(dataDir)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(wastore.GetWAVersion().String()+"\n"), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(versionFile(dataDir), []byte(wastore.GetWAVersion().String()+"\n"), 0o600)
 }
 
 // SavedVersion is the client version of the last accepted connection, as

@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
 	"github.com/nanoclawd/nanoclawd/internal/ipc"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
@@ -117,13 +118,8 @@ func (t *tools) writeFor(req ipc.Request, done func(ipc.Verdict) string) (*mcp.C
 	dir := filepath.Join(t.env.IPCDir, ipc.Dir(req.Type))
 	name := fmt.Sprintf("%d-%s.json", time.Now().UnixNano(), hex.EncodeToString(b[:]))
 	_ = os.MkdirAll(layout.IPCDir(t.env.IPCDir).Results(), 0o700)
-	tmp := filepath.Join(dir, name+".tmp")
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, name), data, 0o600); err != nil {
 		return nil, nil, fmt.Errorf("could not write the request (%w); the IPC directory may be missing, try again later", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		os.Remove(tmp)
-		return nil, nil, fmt.Errorf("could not write the request (%w)", err)
 	}
 	v, ok := ipc.AwaitVerdict(t.env.IPCDir, name, VerdictWait)
 	switch {

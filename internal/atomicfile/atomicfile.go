@@ -1,0 +1,62 @@
+// Package atomicfile replaces a file's contents all at once: a reader (the
+// daemon, an agent, a status command) sees the old file or the new one,
+// never half of either, also after a crash in the middle of the write.
+package atomicfile
+
+import (
+	"crypto/rand"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Write replaces path with data, with exactly the permission bits mode
+// (the umask does not apply). It writes a new file beside path, named
+// ".<random>.<base>.tmp" (so an IPC file is written as *.json.tmp, as
+// CONTRACT §5 says, which no reader of *.json picks up), syncs it to disk
+// and renames it over path. The sync before the rename is what keeps a
+// crash from leaving an empty file under path's name. A symlink at path is
+// replaced, never followed. On error path is unchanged and the temp file
+// is gone.
+func Write(path string, data []byte, mode fs.FileMode) error {
+	dir, err := os.OpenRoot(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer dir.Close()
+	if err := WriteIn(dir, filepath.Base(path), data, mode); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// WriteIn is Write for name inside root: for directories someone else may
+// write to (an agent's IPC directory), where a symlink planted anywhere on
+// the way must not send the write outside root.
+func WriteIn(root *os.Root, name string, data []byte, mode fs.FileMode) error {
+	tmp := filepath.Join(filepath.Dir(name), "."+rand.Text()[:10]+"."+filepath.Base(name)+".tmp")
+	// O_EXCL: a name planted in advance (a symlink) fails instead of being
+	// written through; 0600 until the data is complete.
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Rename(tmp, name)
+	}
+	if err != nil {
+		root.Remove(tmp)
+	}
+	return err
+}
