@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -39,8 +38,9 @@ func (c securityShow) Run(ctx context.Context, g *globals, args []string) error 
 	var plan *sandbox.Plan
 	if !eff.IsMain {
 		bin, _ := os.Executable()
-		p := sandbox.ForGroup(eff, cfg.Agent.Limits.SandboxLimits(), cfg.Agent.Command, bin, filepath.Join(cfg.GroupsDir, target.Folder),
-			filepath.Join(cfg.DataDir, "sessions", target.Folder), filepath.Join(cfg.DataDir, "ipc", target.Folder), "")
+		l := cfg.Layout()
+		p := sandbox.ForGroup(eff, cfg.Agent.Limits.SandboxLimits(), cfg.Agent.Command, bin, l.Group(target.Folder),
+			l.Session(target.Folder), string(l.IPC(target.Folder)), "")
 		plan = &p
 	}
 	if *asJSON {
