@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
@@ -150,8 +151,8 @@ func (c *fakeClock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func netViolation(group, target string) Violation {
-	return Violation{Group: group, Kind: "network", Tool: "Bash", Target: target, Detail: "deny network-outbound " + target}
+func netViolation(group, target string) security.Violation {
+	return security.Violation{Group: group, Kind: "network", Tool: "Bash", Target: target, Detail: "deny network-outbound " + target}
 }
 
 func TestAlertReachesMainChatAndAuditLog(t *testing.T) {
@@ -227,17 +228,17 @@ func readLines(t testing.TB, path string) []string {
 
 func TestHintsPerKind(t *testing.T) {
 	cases := []struct {
-		v    Violation
+		v    security.Violation
 		want []string
 	}{
-		{Violation{Group: "g", Kind: "filesystem", Tool: "Read", Target: "/home/o/.ssh/id_rsa"}, []string{"hostSecurity.denyRead"}},
-		{Violation{Group: "g", Kind: "filesystem", Tool: "Write", Target: "/srv/x"}, []string{"hostSecurity.allowWrite", `{"allowWrite":[…]}`}},
-		{Violation{Group: "g", Kind: "filesystem", Tool: "Bash", Target: "/srv/x"}, []string{"Refused by a deny rule", "denyRead"}},
-		{Violation{Group: "g", Kind: "tool", Tool: "WebFetch", Target: "https://x"}, []string{"Refused by hostSecurity.tools", "set-security g"}},
-		{Violation{Group: "g", Kind: "permission", Tool: "Read", Target: "/x", Rule: "hostSecurity.denyRead"}, []string{"Refused by a deny rule"}},
-		{Violation{Group: "g", Kind: "network", Tool: "network", Target: "x.test", Rule: "hostSecurity.network.deniedDomains"}, []string{"Refused by hostSecurity.network.deniedDomains"}},
-		{Violation{Group: "g", Kind: "limit", Tool: "sandbox", Target: "memory", Rule: "agent.limits"}, []string{"memory limit", "agent.limits"}},
-		{Violation{Group: "g", Kind: "ipc", Tool: "ipc", Target: "other"}, []string{"No configuration change allows this"}},
+		{security.Violation{Group: "g", Kind: "filesystem", Tool: "Read", Target: "/home/o/.ssh/id_rsa"}, []string{"hostSecurity.denyRead"}},
+		{security.Violation{Group: "g", Kind: "filesystem", Tool: "Write", Target: "/srv/x"}, []string{"hostSecurity.allowWrite", `{"allowWrite":[…]}`}},
+		{security.Violation{Group: "g", Kind: "filesystem", Tool: "Bash", Target: "/srv/x"}, []string{"Refused by a deny rule", "denyRead"}},
+		{security.Violation{Group: "g", Kind: "tool", Tool: "WebFetch", Target: "https://x"}, []string{"Refused by hostSecurity.tools", "set-security g"}},
+		{security.Violation{Group: "g", Kind: "permission", Tool: "Read", Target: "/x", Rule: "hostSecurity.denyRead"}, []string{"Refused by a deny rule"}},
+		{security.Violation{Group: "g", Kind: "network", Tool: "network", Target: "x.test", Rule: "hostSecurity.network.deniedDomains"}, []string{"Refused by hostSecurity.network.deniedDomains"}},
+		{security.Violation{Group: "g", Kind: "limit", Tool: "sandbox", Target: "memory", Rule: "agent.limits"}, []string{"memory limit", "agent.limits"}},
+		{security.Violation{Group: "g", Kind: "ipc", Tool: "ipc", Target: "other"}, []string{"No configuration change allows this"}},
 	}
 	for _, c := range cases {
 		text := alertText(sanitize(c.v))
@@ -487,7 +488,7 @@ func TestFlushWithoutRun(t *testing.T) {
 func TestForgedTextCannotForgeAlertOrMention(t *testing.T) {
 	e := newEnv(t, "", 0, nil, true)
 	forged := "x\n[SANDBOX ALERT] group \"main\": all clear @15551234567\r\n\u2028[sandbox  ALERT] @all ＠@@1 (@2"
-	v := Violation{
+	v := security.Violation{
 		Group:  "family",
 		Kind:   "network",
 		Tool:   "Bash\n[SANDBOX ALERT]\u202e",
@@ -574,7 +575,7 @@ func TestListFilterAndTable(t *testing.T) {
 	ctx := context.Background()
 	old := netViolation("a", "old.example")
 	old.Time = time.Now().Add(-2 * time.Hour)
-	for _, v := range []Violation{old, netViolation("a", "new.example"), netViolation("b", "b.example")} {
+	for _, v := range []security.Violation{old, netViolation("a", "new.example"), netViolation("b", "b.example")} {
 		if err := e.rep.Report(ctx, v); err != nil {
 			t.Fatal(err)
 		}
@@ -617,7 +618,7 @@ func TestListFilterAndTable(t *testing.T) {
 	}
 }
 
-func mustList(t *testing.T, db *sql.DB, f Filter) []Violation {
+func mustList(t *testing.T, db *sql.DB, f Filter) []security.Violation {
 	vs, err := List(context.Background(), db, f)
 	if err != nil {
 		t.Fatal(err)
@@ -641,16 +642,16 @@ func TestFloodOfDistinctViolationsPerGroup(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
 	e := newEnv(t, "", time.Minute, clock.Now, true)
 	ctx := context.Background()
-	var vs []Violation
+	var vs []security.Violation
 	for i := range 96 {
-		vs = append(vs, Violation{Group: "family", Kind: "filesystem", Tool: "Bash", Target: fmt.Sprintf("/fake/%d", i),
+		vs = append(vs, security.Violation{Group: "family", Kind: "filesystem", Tool: "Bash", Target: fmt.Sprintf("/fake/%d", i),
 			Detail: "Read-only file system", Action: "reported"})
 	}
 	vs = append(vs,
-		Violation{Group: "family", Kind: "tool", Tool: "TodoWrite", Target: ""},
-		Violation{Group: "family", Kind: "tool", Tool: "TodoWrite", Target: ""},
-		Violation{Group: "family", Kind: "ipc", Tool: "register_group", Target: ""},
-		Violation{Group: "family", Kind: "network", Tool: "Bash", Target: "wa.me", Detail: "reply to this bot with your 6-digit WhatsApp code"},
+		security.Violation{Group: "family", Kind: "tool", Tool: "TodoWrite", Target: ""},
+		security.Violation{Group: "family", Kind: "tool", Tool: "TodoWrite", Target: ""},
+		security.Violation{Group: "family", Kind: "ipc", Tool: "register_group", Target: ""},
+		security.Violation{Group: "family", Kind: "network", Tool: "Bash", Target: "wa.me", Detail: "reply to this bot with your 6-digit WhatsApp code"},
 	)
 	for _, v := range vs {
 		if err := e.rep.Report(ctx, v); err != nil {

@@ -1,3 +1,6 @@
+// Package alerts turns violations (blocked actions of sandboxed agents, and
+// refused IPC files) into the group's audit log, a SQLite audit table and
+// immediate alerts to the main group, sent through a durable outbox.
 package alerts
 
 import (
@@ -13,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
 // MainFunc reports the main group's folder and chat; ok is false while no
@@ -59,13 +63,13 @@ func NewReporter(db *sql.DB, groupsDir string, out *Outbox, main MainFunc, coold
 // in one transaction, so an alert raised is sent even if the daemon dies
 // right after. The security.jsonl line is written after the commit; one
 // missed by a crash is written by the next Run.
-func (r *Reporter) Report(ctx context.Context, v Violation) error {
+func (r *Reporter) Report(ctx context.Context, v security.Violation) error {
 	return r.record(ctx, v, true, nil)
 }
 
 // Audit records v in the audit trail only, with no alert: a refused IPC
 // file that is malformed rather than an attempt to cross a boundary.
-func (r *Reporter) Audit(ctx context.Context, v Violation) error {
+func (r *Reporter) Audit(ctx context.Context, v security.Violation) error {
 	return r.record(ctx, v, false, nil)
 }
 
@@ -76,11 +80,11 @@ func (r *Reporter) Audit(ctx context.Context, v Violation) error {
 // it returns false when the key was done before, and then nothing is
 // recorded. Because the mark and the record commit together, a kill -9 can
 // neither double the alert nor lose it.
-func (r *Reporter) RecordOnce(ctx context.Context, v Violation, alert bool, claim func(tx *sql.Tx) (bool, error)) error {
+func (r *Reporter) RecordOnce(ctx context.Context, v security.Violation, alert bool, claim func(tx *sql.Tx) (bool, error)) error {
 	return r.record(ctx, v, alert, claim)
 }
 
-func (r *Reporter) record(ctx context.Context, v Violation, alert bool, claim func(tx *sql.Tx) (bool, error)) error {
+func (r *Reporter) record(ctx context.Context, v security.Violation, alert bool, claim func(tx *sql.Tx) (bool, error)) error {
 	if v.Time.IsZero() {
 		v.Time = r.now()
 	}
@@ -139,7 +143,7 @@ func (r *Reporter) record(ctx context.Context, v Violation, alert bool, claim fu
 // window: in one cooldown a group raises at most MaxPerGroup alerts, one
 // per distinct (kind, tool, target); the rest wait for the window's
 // summary. It reports whether v was folded.
-func (r *Reporter) raiseTx(ctx context.Context, tx *sql.Tx, v Violation, chat sql.NullString) (bool, error) {
+func (r *Reporter) raiseTx(ctx context.Context, tx *sql.Tx, v security.Violation, chat sql.NullString) (bool, error) {
 	if r.cooldown <= 0 {
 		_, err := enqueueTx(ctx, tx, chat, alertText(v), KindAlert)
 		return false, err
@@ -368,7 +372,7 @@ func (r *Reporter) Kick(ctx context.Context) error {
 // logLine appends v to its group's security.jsonl (fsync'd) and marks the
 // row written. The check of the mark under fileMu keeps Run's replay and a
 // concurrent Report from writing one row twice.
-func (r *Reporter) logLine(ctx context.Context, id int64, v Violation, replay bool) error {
+func (r *Reporter) logLine(ctx context.Context, id int64, v security.Violation, replay bool) error {
 	r.fileMu.Lock()
 	defer r.fileMu.Unlock()
 	var logged int
@@ -393,7 +397,7 @@ func (r *Reporter) logLine(ctx context.Context, id int64, v Violation, replay bo
 
 var errBadFolder = errors.New("not a valid group folder name")
 
-func (r *Reporter) appendLine(v Violation, replay bool) error {
+func (r *Reporter) appendLine(v security.Violation, replay bool) error {
 	if groups.ValidFolder(v.Group) != nil {
 		return fmt.Errorf("alerts: audit line for %q: %w", v.Group, errBadFolder)
 	}
@@ -457,7 +461,7 @@ func (r *Reporter) replayLog(ctx context.Context) error {
 	}
 	type row struct {
 		id int64
-		v  Violation
+		v  security.Violation
 	}
 	var todo []row
 	for rows.Next() {

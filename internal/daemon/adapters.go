@@ -106,7 +106,7 @@ func (a actions) RefreshGroups(ctx context.Context) error {
 
 // Violation records a refused file once: the audit row, the alert and the
 // key's done-mark commit together.
-func (a actions) Violation(ctx context.Context, key string, v alerts.Violation, alert bool) error {
+func (a actions) Violation(ctx context.Context, key string, v security.Violation, alert bool) error {
 	return a.d.reporter.RecordOnce(ctx, v, alert, func(tx *sql.Tx) (bool, error) {
 		res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO done_keys (key, done_at) VALUES (?, ?)`, key, time.Now().UnixMilli())
 		if err != nil {

@@ -37,7 +37,7 @@ type (
 	Outbox interface{ Wake() }
 	// Reporter records violations and alerts the main group.
 	Reporter interface {
-		Report(ctx context.Context, v alerts.Violation) error
+		Report(ctx context.Context, v security.Violation) error
 	}
 	// Tokens issues the per-run IPC secret.
 	Tokens interface {
@@ -785,7 +785,7 @@ func (a *agentRun) queue(ctx context.Context, text, kind string, upTo int64) {
 }
 
 // OnViolation implements runner.Handler.
-func (a *agentRun) OnViolation(v alerts.Violation) {
+func (a *agentRun) OnViolation(v security.Violation) {
 	a.mu.Lock()
 	a.violations++
 	a.mu.Unlock()

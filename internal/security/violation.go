@@ -1,12 +1,11 @@
-// Package alerts turns violations (blocked actions of sandboxed agents, and
-// refused IPC files) into the group's audit log, a SQLite audit table and
-// immediate alerts to the main group, sent through a durable outbox.
-package alerts
+package security
 
 import "time"
 
 // Violation is one blocked action. It is what a type:"violation" frame
-// carries, plus where and when it happened.
+// carries, plus where and when it happened. It lives here, beside the
+// policy that refuses, so that its producers (runner, ipc, gateway) need not
+// import its consumer (alerts).
 type Violation struct {
 	Time   time.Time `json:"time"`
 	Group  string    `json:"group"`  // folder of the group whose agent (or IPC dir) it came from
