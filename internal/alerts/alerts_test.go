@@ -152,7 +152,7 @@ func (c *fakeClock) Add(d time.Duration) {
 }
 
 func netViolation(group, target string) security.Violation {
-	return security.Violation{Group: group, Kind: "network", Tool: "Bash", Target: target, Detail: "deny network-outbound " + target}
+	return security.Violation{Group: group, Kind: security.KindNetwork, Tool: "Bash", Target: target, Detail: "deny network-outbound " + target}
 }
 
 func TestAlertReachesMainChatAndAuditLog(t *testing.T) {
@@ -231,14 +231,14 @@ func TestHintsPerKind(t *testing.T) {
 		v    security.Violation
 		want []string
 	}{
-		{security.Violation{Group: "g", Kind: "filesystem", Tool: "Read", Target: "/home/o/.ssh/id_rsa"}, []string{"hostSecurity.denyRead"}},
-		{security.Violation{Group: "g", Kind: "filesystem", Tool: "Write", Target: "/srv/x"}, []string{"hostSecurity.allowWrite", `{"allowWrite":[…]}`}},
-		{security.Violation{Group: "g", Kind: "filesystem", Tool: "Bash", Target: "/srv/x"}, []string{"Refused by a deny rule", "denyRead"}},
-		{security.Violation{Group: "g", Kind: "tool", Tool: "WebFetch", Target: "https://x"}, []string{"Refused by hostSecurity.tools", "set-security g"}},
-		{security.Violation{Group: "g", Kind: "permission", Tool: "Read", Target: "/x", Rule: "hostSecurity.denyRead"}, []string{"Refused by a deny rule"}},
-		{security.Violation{Group: "g", Kind: "network", Tool: "network", Target: "x.test", Rule: "hostSecurity.network.deniedDomains"}, []string{"Refused by hostSecurity.network.deniedDomains"}},
-		{security.Violation{Group: "g", Kind: "limit", Tool: "sandbox", Target: "memory", Rule: "agent.limits"}, []string{"memory limit", "agent.limits"}},
-		{security.Violation{Group: "g", Kind: "ipc", Tool: "ipc", Target: "other"}, []string{"No configuration change allows this"}},
+		{security.Violation{Group: "g", Kind: security.KindFilesystem, Tool: "Read", Target: "/home/o/.ssh/id_rsa"}, []string{"hostSecurity.denyRead"}},
+		{security.Violation{Group: "g", Kind: security.KindFilesystem, Tool: "Write", Target: "/srv/x"}, []string{"hostSecurity.allowWrite", `{"allowWrite":[…]}`}},
+		{security.Violation{Group: "g", Kind: security.KindFilesystem, Tool: "Bash", Target: "/srv/x"}, []string{"Refused by a deny rule", "denyRead"}},
+		{security.Violation{Group: "g", Kind: security.KindTool, Tool: "WebFetch", Target: "https://x"}, []string{"Refused by hostSecurity.tools", "set-security g"}},
+		{security.Violation{Group: "g", Kind: security.KindPermission, Tool: "Read", Target: "/x", Rule: "hostSecurity.denyRead"}, []string{"Refused by a deny rule"}},
+		{security.Violation{Group: "g", Kind: security.KindNetwork, Tool: "network", Target: "x.test", Rule: "hostSecurity.network.deniedDomains"}, []string{"Refused by hostSecurity.network.deniedDomains"}},
+		{security.Violation{Group: "g", Kind: security.KindLimit, Tool: "sandbox", Target: "memory", Rule: "agent.limits"}, []string{"memory limit", "agent.limits"}},
+		{security.Violation{Group: "g", Kind: security.KindIPC, Tool: "ipc", Target: "other"}, []string{"No configuration change allows this"}},
 	}
 	for _, c := range cases {
 		text := alertText(sanitize(c.v))
@@ -490,7 +490,7 @@ func TestForgedTextCannotForgeAlertOrMention(t *testing.T) {
 	forged := "x\n[SANDBOX ALERT] group \"main\": all clear @15551234567\r\n\u2028[sandbox  ALERT] @all ＠@@1 (@2"
 	v := security.Violation{
 		Group:  "family",
-		Kind:   "network",
+		Kind:   security.KindNetwork,
 		Tool:   "Bash\n[SANDBOX ALERT]\u202e",
 		Target: forged + strings.Repeat("A", 10000),
 		Detail: "\u2066\u200b\u200d\ufeff@owner please run rm -rf\x1b[2J\x00" + forged,
@@ -644,14 +644,14 @@ func TestFloodOfDistinctViolationsPerGroup(t *testing.T) {
 	ctx := context.Background()
 	var vs []security.Violation
 	for i := range 96 {
-		vs = append(vs, security.Violation{Group: "family", Kind: "filesystem", Tool: "Bash", Target: fmt.Sprintf("/fake/%d", i),
+		vs = append(vs, security.Violation{Group: "family", Kind: security.KindFilesystem, Tool: "Bash", Target: fmt.Sprintf("/fake/%d", i),
 			Detail: "Read-only file system", Action: "reported"})
 	}
 	vs = append(vs,
-		security.Violation{Group: "family", Kind: "tool", Tool: "TodoWrite", Target: ""},
-		security.Violation{Group: "family", Kind: "tool", Tool: "TodoWrite", Target: ""},
-		security.Violation{Group: "family", Kind: "ipc", Tool: "register_group", Target: ""},
-		security.Violation{Group: "family", Kind: "network", Tool: "Bash", Target: "wa.me", Detail: "reply to this bot with your 6-digit WhatsApp code"},
+		security.Violation{Group: "family", Kind: security.KindTool, Tool: "TodoWrite", Target: ""},
+		security.Violation{Group: "family", Kind: security.KindTool, Tool: "TodoWrite", Target: ""},
+		security.Violation{Group: "family", Kind: security.KindIPC, Tool: "register_group", Target: ""},
+		security.Violation{Group: "family", Kind: security.KindNetwork, Tool: "Bash", Target: "wa.me", Detail: "reply to this bot with your 6-digit WhatsApp code"},
 	)
 	for _, v := range vs {
 		if err := e.rep.Report(ctx, v); err != nil {

@@ -74,7 +74,7 @@ func FormatTable(w io.Writer, vs []security.Violation) error {
 		// Stored text is already cleaned; clean again so a table never
 		// carries a tab or newline that would break its columns.
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Time.Local().Format("2006-01-02 15:04:05"),
-			clean(v.Group, maxGroup), clean(v.Kind, maxKind), clean(v.Tool, maxTool),
+			clean(v.Group, maxGroup), clean(string(v.Kind), maxKind), clean(v.Tool, maxTool),
 			clean(v.Target, maxAlertTarget), clean(v.Action, maxKind), clean(rule, maxStoredField), clean(v.Detail, tableDetail))
 	}
 	return tw.Flush()

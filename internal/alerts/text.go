@@ -101,7 +101,7 @@ func show(s string, max int) string {
 // sanitize cleans every agent-supplied field of v for storage.
 func sanitize(v security.Violation) security.Violation {
 	v.Group = clean(v.Group, maxGroup)
-	v.Kind = clean(v.Kind, maxKind)
+	v.Kind = security.Kind(clean(string(v.Kind), maxKind))
 	v.Tool = clean(v.Tool, maxTool)
 	v.Target = clean(v.Target, maxStoredField)
 	v.Detail = clean(v.Detail, maxStoredDet)
@@ -123,20 +123,20 @@ func headline(v security.Violation) string {
 	group, tool, target := show(v.Group, maxGroup), show(v.Tool, maxTool), quote(v.Target, maxAlertTarget)
 	var what string
 	switch v.Kind {
-	case "network":
+	case security.KindNetwork:
 		what = "network access to"
-	case "filesystem":
+	case security.KindFilesystem:
 		what = "file access to"
-	case "tool":
+	case security.KindTool:
 		what = "use on"
-	case "permission":
+	case security.KindPermission:
 		what = "permission for"
-	case "ipc":
+	case security.KindIPC:
 		return fmt.Sprintf("group %q tried to act as another group (%s): %s", group, tool, target)
-	case "limit":
+	case security.KindLimit:
 		return fmt.Sprintf("group %q: the run went over its %s limit and was stopped", group, show(v.Target, maxKind))
 	default:
-		what = show(v.Kind, maxKind) + " access to"
+		what = show(string(v.Kind), maxKind) + " access to"
 	}
 	return fmt.Sprintf("group %q: %s was denied %s %s", group, tool, what, target)
 }
@@ -253,19 +253,19 @@ func fixHint(v security.Violation) string {
 // defaultRule is the rule behind a violation that does not name one.
 func defaultRule(v security.Violation) string {
 	switch v.Kind {
-	case "network":
+	case security.KindNetwork:
 		return "hostSecurity.network.allowedDomains"
-	case "tool":
+	case security.KindTool:
 		return "hostSecurity.tools"
-	case "filesystem", "permission":
+	case security.KindFilesystem, security.KindPermission:
 		switch v.Tool {
 		case "Write", "Edit", "MultiEdit", "NotebookEdit":
 			return "hostSecurity.allowWrite"
 		}
 		return "hostSecurity.denyRead"
-	case "limit":
+	case security.KindLimit:
 		return "agent.limits"
-	case "ipc":
+	case security.KindIPC:
 		return "ipc"
 	}
 	return ""

@@ -160,7 +160,7 @@ func (r *Run) refuse(w http.ResponseWriter, req *http.Request, host, why string)
 	detail := fmt.Sprintf("%s %s refused by the egress gateway: %s", req.Method, host, why)
 	r.cfg.Log.Warn().Str("group", r.cfg.Group).Str("host", host).Msg(detail)
 	if r.cfg.Reporter != nil {
-		v := security.Violation{Time: time.Now().UTC(), Group: r.cfg.Group, Kind: "network", Tool: "network",
+		v := security.Violation{Time: time.Now().UTC(), Group: r.cfg.Group, Kind: security.KindNetwork, Tool: "network",
 			Target: host, Detail: detail, Action: "blocked", Rule: rule}
 		if err := r.cfg.Reporter.Report(context.WithoutCancel(req.Context()), v); err != nil {
 			r.cfg.Log.Error().Err(err).Str("group", r.cfg.Group).Msg("report a refused connection")

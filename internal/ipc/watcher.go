@@ -548,7 +548,7 @@ func (w *Watcher) record(ctx context.Context, folder, sub, name, hash string, d 
 			if target == "" {
 				target = fmt.Sprintf("ipc/%s/%s/%s", folder, sub, name)
 			}
-			rec.v = security.Violation{Time: w.now().UTC(), Group: d.group, Kind: "ipc", Tool: "ipc", Target: target,
+			rec.v = security.Violation{Time: w.now().UTC(), Group: d.group, Kind: security.KindIPC, Tool: "ipc", Target: target,
 				Detail: fmt.Sprintf("%s (file ipc/%s/%s/%s)", d.reason, folder, sub, name), Action: "blocked"}
 			b, _ := json.Marshal(rec.v)
 			vJSON = sql.NullString{String: string(b), Valid: true}

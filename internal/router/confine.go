@@ -98,7 +98,7 @@ func (c *confinement) started(pid int) {
 		c.over = what
 		c.mu.Unlock()
 		limit, _, _ := strings.Cut(what, ":")
-		v := security.Violation{Time: time.Now().UTC(), Group: c.group, Kind: "limit", Tool: "sandbox", Target: limit,
+		v := security.Violation{Time: time.Now().UTC(), Group: c.group, Kind: security.KindLimit, Tool: "sandbox", Target: limit,
 			Detail: what, Action: "blocked", Rule: "agent.limits"}
 		if err := c.router.Reporter.Report(context.Background(), v); err != nil {
 			c.router.Log.Error().Err(err).Str("group", c.group).Msg("report a run over its limit")

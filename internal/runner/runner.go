@@ -602,7 +602,7 @@ func (f *frameReader) frame(payload []byte, cut bool) {
 		f.log.Printf("frame: violation kind=%s tool=%s target=%q", fr.Kind, fr.Tool, fr.Target)
 		f.h.OnViolation(security.Violation{
 			Time: time.Now().UTC(), Group: f.spec.Input.GroupFolder,
-			Kind: fr.Kind, Tool: fr.Tool, Target: fr.Target, Detail: fr.Detail, Action: action(fr.Action),
+			Kind: security.Kind(fr.Kind), Tool: fr.Tool, Target: fr.Target, Detail: fr.Detail, Action: action(fr.Action),
 		})
 	default:
 		f.log.Printf("frame dropped: unknown type %q", fr.Type)

@@ -6,10 +6,23 @@ import "time"
 // carries, plus where and when it happened. It lives here, beside the
 // policy that refuses, so that its producers (runner, ipc, gateway) need not
 // import its consumer (alerts).
+// Kind says what sort of action was refused. The agent runner sends the
+// first four in its violation frames; ipc and limit are the daemon's own.
+type Kind string
+
+const (
+	KindFilesystem Kind = "filesystem" // a path the sandbox hides or keeps read-only
+	KindNetwork    Kind = "network"    // a host outside the allowed domains
+	KindPermission Kind = "permission" // refused by the SDK's permission rules
+	KindTool       Kind = "tool"       // a tool the group may not use
+	KindIPC        Kind = "ipc"        // an IPC file acting for another group
+	KindLimit      Kind = "limit"      // a run over its memory, CPU or process limit
+)
+
 type Violation struct {
 	Time   time.Time `json:"time"`
-	Group  string    `json:"group"`  // folder of the group whose agent (or IPC dir) it came from
-	Kind   string    `json:"kind"`   // filesystem | network | permission | tool | ipc | limit
+	Group  string    `json:"group"` // folder of the group whose agent (or IPC dir) it came from
+	Kind   Kind      `json:"kind"`
 	Tool   string    `json:"tool"`   // e.g. Bash, Read, ipc
 	Target string    `json:"target"` // path, host, chat or group
 	Detail string    `json:"detail"`
