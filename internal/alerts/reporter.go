@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/rs/zerolog"
 )
 
 // MainFunc reports the main group's folder and chat; ok is false while no
@@ -27,7 +29,8 @@ type MainFunc func(ctx context.Context) (folder, jid string, ok bool)
 type Reporter struct {
 	db        *sql.DB
 	groupsDir string
-	out       *Outbox
+	out       *outbox.Outbox
+	log       zerolog.Logger
 	main      MainFunc
 	cooldown  time.Duration
 	now       func() time.Time
@@ -47,13 +50,13 @@ const DefaultMaxPerGroup = 3
 // audit rows and alerts into db, and queues alerts on out for the chat of
 // the main group as main reports it. Repeats of a (group, kind, target)
 // within cooldown are folded into one summary; cooldown 0 alerts every
-// violation. clock is time.Now when nil.
-func NewReporter(db *sql.DB, groupsDir string, out *Outbox, main MainFunc, cooldown time.Duration, clock func() time.Time) *Reporter {
+// violation. clock is time.Now when nil; log gets what fails in Run.
+func NewReporter(db *sql.DB, groupsDir string, out *outbox.Outbox, main MainFunc, cooldown time.Duration, clock func() time.Time, log zerolog.Logger) *Reporter {
 	if clock == nil {
 		clock = time.Now
 	}
 	return &Reporter{
-		db: db, groupsDir: groupsDir, out: out, main: main, cooldown: cooldown, now: clock,
+		db: db, groupsDir: groupsDir, out: out, log: log, main: main, cooldown: cooldown, now: clock,
 		wake: make(chan struct{}, 1),
 	}
 }
@@ -120,7 +123,7 @@ func (r *Reporter) record(ctx context.Context, v security.Violation, alert bool,
 	if alert && (!haveMain || v.Group != mainFolder) {
 		chat := sql.NullString{String: mainJID, Valid: haveMain}
 		if haveMain {
-			if _, err := retargetTx(ctx, tx, mainJID); err != nil {
+			if _, err := outbox.AddressTx(ctx, tx, mainJID); err != nil {
 				return err
 			}
 		}
@@ -145,7 +148,7 @@ func (r *Reporter) record(ctx context.Context, v security.Violation, alert bool,
 // summary. It reports whether v was folded.
 func (r *Reporter) raiseTx(ctx context.Context, tx *sql.Tx, v security.Violation, chat sql.NullString) (bool, error) {
 	if r.cooldown <= 0 {
-		_, err := enqueueTx(ctx, tx, chat, alertText(v), KindAlert)
+		_, err := enqueueTx(ctx, tx, chat, alertText(v), outbox.KindAlert)
 		return false, err
 	}
 	now := r.now().UnixNano()
@@ -177,7 +180,7 @@ func (r *Reporter) raiseTx(ctx context.Context, tx *sql.Tx, v security.Violation
 		return false, fmt.Errorf("alerts: read alert window: %w", err)
 	}
 	if alerted == 0 && sent < int64(r.maxPerGroup()) {
-		if _, err := enqueueTx(ctx, tx, chat, alertText(v), KindAlert); err != nil {
+		if _, err := enqueueTx(ctx, tx, chat, alertText(v), outbox.KindAlert); err != nil {
 			return false, err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE alert_windows SET sent = sent + 1 WHERE grp = ?`, v.Group); err != nil {
@@ -227,7 +230,7 @@ func (r *Reporter) summarizeTx(ctx context.Context, tx *sql.Tx, group string, ch
 		return fmt.Errorf("alerts: read folded violations: %w", err)
 	}
 	if len(folded) > 0 {
-		if _, err := enqueueTx(ctx, tx, chat, summaryText(group, folded, r.cooldown), KindSummary); err != nil {
+		if _, err := enqueueTx(ctx, tx, chat, summaryText(group, folded, r.cooldown), outbox.KindSummary); err != nil {
 			return err
 		}
 	}
@@ -250,10 +253,10 @@ func (r *Reporter) poke() {
 // unwritten and addresses alerts that waited for a main group.
 func (r *Reporter) Run(ctx context.Context) error {
 	if err := r.replayLog(ctx); err != nil {
-		r.out.log.Error().Err(err).Msg("alerts: writing missed audit lines failed")
+		r.log.Error().Err(err).Msg("alerts: writing missed audit lines failed")
 	}
 	if err := r.Kick(ctx); err != nil {
-		r.out.log.Error().Err(err).Msg("alerts: addressing waiting alerts failed")
+		r.log.Error().Err(err).Msg("alerts: addressing waiting alerts failed")
 	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -263,7 +266,7 @@ func (r *Reporter) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			r.out.log.Error().Err(err).Msg("alerts: sending alert summaries failed; retrying")
+			r.log.Error().Err(err).Msg("alerts: sending alert summaries failed; retrying")
 			next = r.now().Add(time.Second)
 		}
 		timer.Stop()
@@ -356,7 +359,7 @@ func (r *Reporter) Kick(ctx context.Context) error {
 		return fmt.Errorf("alerts: begin: %w", err)
 	}
 	defer tx.Rollback()
-	n, err := retargetTx(ctx, tx, jid)
+	n, err := outbox.AddressTx(ctx, tx, jid)
 	if err != nil {
 		return err
 	}

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/alerts"
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/ipc"
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/router"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
@@ -62,7 +62,7 @@ func (a actions) once(ctx context.Context, key string, f func(tx *sql.Tx) error)
 
 func (a actions) SendMessage(ctx context.Context, key, fromFolder, chatJID, text string) error {
 	err := a.once(ctx, key, func(tx *sql.Tx) error {
-		_, err := alerts.EnqueueTx(ctx, tx, chatJID, text, alerts.KindIPC)
+		_, err := outbox.EnqueueTx(ctx, tx, chatJID, text, outbox.KindIPC)
 		return err
 	})
 	if err == nil {

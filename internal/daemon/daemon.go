@@ -25,6 +25,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/ipc"
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/router"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
@@ -51,7 +52,7 @@ type Daemon struct {
 	db       *sql.DB
 	reg      *groups.Registry
 	channels []channel.Channel
-	outbox   *alerts.Outbox
+	outbox   *outbox.Outbox
 	reporter *alerts.Reporter
 	tokens   *ipc.Tokens
 	sched    *scheduler.Scheduler
@@ -93,7 +94,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	}
 	d.reg = groups.New(d.db, cfg.GroupsDir)
 	d.reg.Assistant = cfg.AssistantName
-	d.outbox = alerts.NewOutbox(d.db, alerts.SenderFunc(d.send), log.With().Str("part", "outbox").Logger())
+	d.outbox = outbox.New(d.db, outbox.SenderFunc(d.send), log.With().Str("part", "outbox").Logger())
 	d.outbox.Main = d.mainGroup
 	if cfg.Channels.Local.Enabled {
 		d.channels = append(d.channels, local.New(cfg.Channels.Local.Socket, d.db))
@@ -104,7 +105,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 			Logger: log.With().Str("part", "whatsapp").Logger(), Outbox: d.outbox,
 		}))
 	}
-	d.reporter = alerts.NewReporter(d.db, cfg.GroupsDir, d.outbox, d.mainGroup, cfg.Alerts.Cooldown.D(), nil)
+	d.reporter = alerts.NewReporter(d.db, cfg.GroupsDir, d.outbox, d.mainGroup, cfg.Alerts.Cooldown.D(), nil, log.With().Str("part", "alerts").Logger())
 	d.reporter.MaxPerGroup = cfg.Alerts.MaxPerGroup
 	if d.tokens, err = ipc.OpenTokens(ctx, d.db); err != nil {
 		return nil, err

@@ -13,8 +13,8 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/nanoclawd/nanoclawd/internal/alerts"
 	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
 )
 
 // restartKeys are read only at start; a change to them is logged as
@@ -141,7 +141,7 @@ func (d *Daemon) tellMain(ctx context.Context, text string) {
 	if !ok {
 		return
 	}
-	if _, err := d.outbox.Enqueue(ctx, jid, text, alerts.KindNotice); err != nil {
+	if _, err := d.outbox.Enqueue(ctx, jid, text, outbox.KindNotice); err != nil {
 		d.log.Error().Err(err).Msg("tell the main group")
 	}
 }

@@ -12,10 +12,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/alerts"
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
@@ -146,7 +146,7 @@ func (r *Router) tellMain(ctx context.Context, text string) {
 	}
 	for _, g := range list {
 		if g.IsMain {
-			if err := r.enqueue(context.WithoutCancel(ctx), g.JID, text, alerts.KindNotice, "", 0); err != nil {
+			if err := r.enqueue(context.WithoutCancel(ctx), g.JID, text, outbox.KindNotice, "", 0); err != nil {
 				r.Log.Error().Err(err).Msg("tell the main group")
 			}
 			return

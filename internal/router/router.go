@@ -18,6 +18,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
@@ -164,7 +165,7 @@ func (r *Router) newSession(ctx context.Context, g groups.Group, res sql.Result)
 			r.Log.Warn().Err(err).Str("group", g.Folder).Msg("ask the running agent to finish")
 		}
 	}
-	return r.enqueue(ctx, g.JID, "Fresh start: the next message begins a new conversation.", alerts.KindNotice, g.JID, seq)
+	return r.enqueue(ctx, g.JID, "Fresh start: the next message begins a new conversation.", outbox.KindNotice, g.JID, seq)
 }
 
 // KillLeftovers ends what agents of a previous daemon left running (a
@@ -416,7 +417,7 @@ func (r *Router) GiveUp(job runner.Job, runErr error) {
 	r.lock()
 	top := r.attempted[g.Folder]
 	r.mu.Unlock()
-	if err := r.enqueue(ctx, g.JID, text, alerts.KindNotice, g.JID, top); err != nil {
+	if err := r.enqueue(ctx, g.JID, text, outbox.KindNotice, g.JID, top); err != nil {
 		r.Log.Error().Err(err).Str("group", g.Folder).Msg("tell the group its run failed")
 	}
 }
@@ -431,7 +432,7 @@ func (r *Router) enqueue(ctx context.Context, chat, text, kind, cursorChat strin
 	}
 	defer tx.Rollback()
 	if text != "" {
-		if _, err := alerts.EnqueueTx(ctx, tx, chat, text, kind); err != nil {
+		if _, err := outbox.EnqueueTx(ctx, tx, chat, text, kind); err != nil {
 			return err
 		}
 	}
@@ -661,7 +662,7 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !g.IsMain && a.violations > 0 && a.sent == 0 {
-		a.queue(context.WithoutCancel(ctx), alerts.GroupNotice(cfg.AssistantName), alerts.KindNotice, 0)
+		a.queue(context.WithoutCancel(ctx), alerts.GroupNotice(cfg.AssistantName), outbox.KindNotice, 0)
 	}
 	if err != nil {
 		return err
@@ -769,7 +770,7 @@ func (a *agentRun) OnResult(res runner.Result) {
 	if text != "" {
 		a.lastText = text
 	}
-	a.queue(ctx, text, alerts.KindReply, upTo)
+	a.queue(ctx, text, outbox.KindReply, upTo)
 }
 
 // queue puts text (if any) in the outbox and moves the cursor to upTo (if

@@ -1,4 +1,8 @@
-package alerts
+// Package outbox owns every outgoing message: agents' replies, IPC
+// messages, the daemon's notices and alerts are queued in the outbox table
+// (alone, or inside the caller's transaction with EnqueueTx) and sent per
+// chat, in order, with backoff, until the channel accepts them.
+package outbox
 
 import (
 	"context"
@@ -87,9 +91,9 @@ type chatState struct {
 	retryAt time.Time     // no automatic send before this
 }
 
-// NewOutbox returns an outbox over db (migrated by store.Open) that sends
+// New returns an outbox over db (migrated by store.Open) that sends
 // through sender. Nothing is sent until Run is called.
-func NewOutbox(db *sql.DB, sender Sender, log zerolog.Logger) *Outbox {
+func New(db *sql.DB, sender Sender, log zerolog.Logger) *Outbox {
 	return &Outbox{
 		db:          db,
 		send:        sender,
@@ -131,7 +135,13 @@ func EnqueueTx(ctx context.Context, tx *sql.Tx, chatJID, text, kind string) (int
 	return enqueueTx(ctx, tx, sql.NullString{String: chatJID, Valid: true}, text, kind)
 }
 
-// enqueueTx also accepts a NULL chat: an alert waiting for a main group.
+// EnqueueForMainTx queues a message for a main group that is not
+// registered yet; AddressTx gives it its chat once there is one.
+func EnqueueForMainTx(ctx context.Context, tx *sql.Tx, text, kind string) (int64, error) {
+	return enqueueTx(ctx, tx, sql.NullString{}, text, kind)
+}
+
+// enqueueTx also accepts a NULL chat: a message waiting for a main group.
 func enqueueTx(ctx context.Context, tx *sql.Tx, chat sql.NullString, text, kind string) (int64, error) {
 	res, err := tx.ExecContext(ctx,
 		`INSERT INTO outbox (chat_jid, text, kind, created_at) VALUES (?, ?, ?, ?)`,
@@ -163,8 +173,9 @@ func (o *Outbox) Notify() {
 	o.Wake()
 }
 
-// retargetTx gives every waiting main-group alert (chat NULL) its chat.
-func retargetTx(ctx context.Context, tx *sql.Tx, chatJID string) (int64, error) {
+// AddressTx gives every waiting message for the main group (queued by
+// EnqueueForMainTx) its chat, and says how many there were.
+func AddressTx(ctx context.Context, tx *sql.Tx, chatJID string) (int64, error) {
 	res, err := tx.ExecContext(ctx,
 		`UPDATE outbox SET chat_jid = ? WHERE chat_jid IS NULL AND sent_at IS NULL`, chatJID)
 	if err != nil {
