@@ -14,7 +14,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/channel/whatsapp"
 	"github.com/nanoclawd/nanoclawd/internal/doctor"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
-	"github.com/nanoclawd/nanoclawd/internal/router"
+	"github.com/nanoclawd/nanoclawd/internal/messages"
 )
 
 func init() {
@@ -132,7 +132,7 @@ func whatsappGroups(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer db.Close()
-	chats, err := router.ListChats(ctx, db)
+	chats, err := messages.New(db).ListChats(ctx)
 	if err != nil {
 		return fmt.Errorf("read the chat list: %w", err)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/ipc"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
-	"github.com/nanoclawd/nanoclawd/internal/router"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
@@ -121,7 +120,7 @@ func (a actions) Violation(ctx context.Context, key string, v security.Violation
 type chats struct{ d *Daemon }
 
 func (c chats) ListChats(ctx context.Context) ([]channel.Chat, error) {
-	return router.ListChats(ctx, c.d.db)
+	return c.d.messages.ListChats(ctx)
 }
 
 func (c chats) IsRegistered(ctx context.Context, jid string) (bool, error) {

@@ -25,6 +25,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/ipc"
+	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/router"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
@@ -51,6 +52,7 @@ type Daemon struct {
 	log      zerolog.Logger
 	db       *sql.DB
 	reg      *groups.Registry
+	messages *messages.Store
 	channels []channel.Channel
 	outbox   *outbox.Outbox
 	reporter *alerts.Reporter
@@ -94,6 +96,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	}
 	d.reg = groups.New(d.db, cfg.GroupsDir)
 	d.reg.Assistant = cfg.AssistantName
+	d.messages = messages.New(d.db)
 	d.outbox = outbox.New(d.db, outbox.SenderFunc(d.send), log.With().Str("part", "outbox").Logger())
 	d.outbox.Main = d.mainGroup
 	if cfg.Channels.Local.Enabled {
@@ -115,7 +118,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		return nil, fmt.Errorf("find own binary: %w", err)
 	}
 	d.router = &router.Router{
-		DB: d.db, Groups: d.reg, Config: d.Config, Outbox: d.outbox, Reporter: d.reporter, Tokens: d.tokens,
+		DB: d.db, Messages: d.messages, Groups: d.reg, Config: d.Config, Outbox: d.outbox, Reporter: d.reporter, Tokens: d.tokens,
 		Typing: d.typing, Binary: binary, Log: log.With().Str("part", "router").Logger(),
 		BeforeRun: d.beforeRun,
 		OnRunStart: func(folder string, pid int) {

@@ -15,6 +15,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
@@ -146,7 +147,7 @@ func (r *Router) tellMain(ctx context.Context, text string) {
 	}
 	for _, g := range list {
 		if g.IsMain {
-			if err := r.enqueue(context.WithoutCancel(ctx), g.JID, text, outbox.KindNotice, "", 0); err != nil {
+			if err := r.Messages.Answer(context.WithoutCancel(ctx), r.Outbox, messages.Answer{ReplyTo: g.JID, Text: text, Kind: outbox.KindNotice}); err != nil {
 				r.Log.Error().Err(err).Msg("tell the main group")
 			}
 			return

@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
@@ -14,18 +13,14 @@ import (
 // the message is already answered (or unknown): then an edit is stored as
 // a new message, marked "(edited)", and a deletion is dropped.
 func (r *Router) onChange(ctx context.Context, g groups.Group, m *channel.Message) (done bool, err error) {
-	const unanswered = `chat_jid = ? AND id = ? AND seq > COALESCE((SELECT answered_seq FROM cursors WHERE chat_jid = ?), 0)`
 	if m.Revokes != "" {
-		if _, err := r.DB.ExecContext(ctx, `DELETE FROM messages WHERE `+unanswered, m.ChatJID, m.Revokes, m.ChatJID); err != nil {
-			return true, fmt.Errorf("delete message %s: %w", m.Revokes, err)
-		}
-		return true, nil
+		return true, r.Messages.Revoke(ctx, m.ChatJID, m.Revokes)
 	}
-	res, err := r.DB.ExecContext(ctx, `UPDATE messages SET text = ? WHERE `+unanswered, m.Text, m.ChatJID, m.Replaces, m.ChatJID)
+	edited, err := r.Messages.Edit(ctx, m.ChatJID, m.Replaces, m.Text)
 	if err != nil {
-		return true, fmt.Errorf("edit message %s: %w", m.Replaces, err)
+		return true, err
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if !edited {
 		m.Text = "(edited) " + m.Text
 		return false, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
@@ -35,7 +36,7 @@ func TestEditsAndDeletions(t *testing.T) {
 	}
 	runs := 0
 	cfg := &config.Config{GroupsDir: filepath.Join(dir, "groups")}
-	r := &Router{DB: db, Groups: reg, Queue: queueFunc(func(string) { runs++ }), Config: func() *config.Config { return cfg }}
+	r := &Router{Messages: messages.New(db), Groups: reg, Queue: queueFunc(func(string) { runs++ }), Config: func() *config.Config { return cfg }}
 	post := func(m channel.Message) {
 		t.Helper()
 		m.ChatJID, m.Sender, m.SenderName, m.Time = jid, "49170@s.whatsapp.net", "Alice", time.Now()

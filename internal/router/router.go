@@ -18,6 +18,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
@@ -55,6 +56,7 @@ type (
 // Router is the channel.Sink of every channel and the queue's RunFunc.
 type Router struct {
 	DB       *sql.DB
+	Messages *messages.Store
 	Groups   Groups
 	Config   func() *config.Config // the current config (it may be reloaded)
 	Queue    Queue
@@ -91,17 +93,7 @@ var _ channel.Sink = (*Router)(nil)
 
 // OnChat records chat metadata for any chat, registered or not.
 func (r *Router) OnChat(ctx context.Context, c channel.Chat) error {
-	ms := c.Time.UnixMilli()
-	if c.Time.IsZero() {
-		ms = 0
-	}
-	_, err := r.DB.ExecContext(ctx, `INSERT INTO chats (jid, name, is_group, last_activity) VALUES (?, ?, ?, ?)
-		ON CONFLICT (jid) DO UPDATE SET
-			name = CASE WHEN excluded.name != '' THEN excluded.name ELSE chats.name END,
-			is_group = excluded.is_group,
-			last_activity = max(chats.last_activity, excluded.last_activity)`,
-		c.JID, c.Name, c.IsGroup, ms)
-	return err
+	return r.Messages.RecordChat(ctx, c)
 }
 
 // OnMessage stores m (content only for registered groups) and starts or
@@ -129,18 +121,13 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 			return err
 		}
 	}
-	res, err := r.DB.ExecContext(ctx, `INSERT OR IGNORE INTO messages (chat_jid, id, sender, sender_name, text, time, from_me, is_bot,
-		quoted_sender, quoted_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, m.ChatJID, m.ID, m.Sender, m.SenderName, m.Text,
-		m.Time.UnixMilli(), m.FromMe, m.IsBot, m.QuotedSender, m.QuotedText)
-	if err != nil {
-		return fmt.Errorf("store message: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 || m.IsBot {
-		return nil // a redelivery, or our own reply echoed back
+	seq, added, err := r.Messages.Add(ctx, m)
+	if err != nil || !added || m.IsBot {
+		return err // nil for a redelivery, or our own reply echoed back
 	}
 	cfg := r.Config()
 	if word := cfg.Agent.NewSessionCommand; word != "" && strings.EqualFold(strings.TrimSpace(m.Text), word) && mayReset(g, m.Sender) {
-		return r.newSession(ctx, g, res)
+		return r.newSession(ctx, g, seq)
 	}
 	r.maybeRun(g, m.Sender, m.Text)
 	return nil
@@ -149,12 +136,8 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 // newSession handles the chat's "/new": the group's next run starts a
 // fresh agent session. Everything said so far, this message included,
 // counts as answered, together with the reply that says so.
-func (r *Router) newSession(ctx context.Context, g groups.Group, res sql.Result) error {
-	seq, err := res.LastInsertId()
-	if err != nil {
-		return err
-	}
-	if err := r.ClearSession(ctx, g.Folder); err != nil {
+func (r *Router) newSession(ctx context.Context, g groups.Group, seq int64) error {
+	if _, err := r.Messages.ResetSession(ctx, g.Folder); err != nil {
 		return fmt.Errorf("clear the session of %s: %w", g.Folder, err)
 	}
 	r.Log.Info().Str("group", g.Folder).Msg("the chat asked for a new conversation")
@@ -165,7 +148,8 @@ func (r *Router) newSession(ctx context.Context, g groups.Group, res sql.Result)
 			r.Log.Warn().Err(err).Str("group", g.Folder).Msg("ask the running agent to finish")
 		}
 	}
-	return r.enqueue(ctx, g.JID, "Fresh start: the next message begins a new conversation.", outbox.KindNotice, g.JID, seq)
+	return r.Messages.Answer(ctx, r.Outbox, messages.Answer{ReplyTo: g.JID, Text: "Fresh start: the next message begins a new conversation.",
+		Kind: outbox.KindNotice, Chat: g.JID, UpTo: seq})
 }
 
 // KillLeftovers ends what agents of a previous daemon left running (a
@@ -205,11 +189,7 @@ func (r *Router) Pending(ctx context.Context) ([]string, error) {
 	}
 	var out []string
 	for _, g := range list {
-		cursor, err := r.answered(ctx, r.DB, g.JID)
-		if err != nil {
-			return nil, err
-		}
-		msgs, err := r.after(ctx, g.JID, cursor)
+		msgs, err := r.Messages.Unanswered(ctx, g.JID)
 		if err != nil {
 			return nil, err
 		}
@@ -218,45 +198,6 @@ func (r *Router) Pending(ctx context.Context) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-type stored struct {
-	seq    int64
-	sender string // the sender's id on its channel, for the senders allowlist
-	PromptMessage
-}
-
-func (r *Router) answered(ctx context.Context, q scheduler.Querier, jid string) (int64, error) {
-	var seq int64
-	err := q.QueryRowContext(ctx, `SELECT answered_seq FROM cursors WHERE chat_jid = ?`, jid).Scan(&seq)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
-	return seq, err
-}
-
-// after returns the chat's messages with seq > seq, oldest first by the
-// chat's timestamp and then arrival (timestamps have one-second
-// resolution on WhatsApp, so they alone cannot order a burst).
-func (r *Router) after(ctx context.Context, jid string, seq int64) ([]stored, error) {
-	rows, err := r.DB.QueryContext(ctx, `SELECT seq, sender, CASE WHEN sender_name != '' THEN sender_name ELSE sender END, time, text,
-		quoted_sender, quoted_text
-		FROM messages WHERE chat_jid = ? AND seq > ? AND is_bot = 0 ORDER BY time, seq`, jid, seq)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []stored
-	for rows.Next() {
-		var s stored
-		var ms int64
-		if err := rows.Scan(&s.seq, &s.sender, &s.Sender, &ms, &s.Text, &s.QuotedSender, &s.QuotedText); err != nil {
-			return nil, err
-		}
-		s.Time = time.UnixMilli(ms)
-		out = append(out, s)
-	}
-	return out, rows.Err()
 }
 
 // calls tells whether a message calls g's assistant: in the main group
@@ -279,9 +220,9 @@ func mayReset(g groups.Group, sender string) bool {
 	return g.IsMain || g.Security == nil || len(g.Security.Senders) == 0 || security.SenderAllowed(g.Security.Senders, sender)
 }
 
-func anyCalls(g groups.Group, msgs []stored) bool {
+func anyCalls(g groups.Group, msgs []messages.Stored) bool {
 	for _, m := range msgs {
-		if calls(g, m.sender, m.Text) {
+		if calls(g, m.SenderID, m.Text) {
 			return true
 		}
 	}
@@ -290,18 +231,18 @@ func anyCalls(g groups.Group, msgs []stored) bool {
 
 // promptOf makes the prompt of msgs — at most agent.maxPromptMessages, the
 // newest — and returns the highest seq it answers (all of msgs).
-func (r *Router) promptOf(msgs []stored) (string, int64) {
+func (r *Router) promptOf(msgs []messages.Stored) (string, int64) {
 	cfg := r.Config()
 	var top int64
 	for _, m := range msgs {
-		top = max(top, m.seq)
+		top = max(top, m.Seq)
 	}
 	if n := cfg.Agent.MaxPromptMessages; n > 0 && len(msgs) > n {
 		msgs = msgs[len(msgs)-n:]
 	}
 	pm := make([]PromptMessage, len(msgs))
 	for i, m := range msgs {
-		pm[i] = m.PromptMessage
+		pm[i] = PromptMessage{Sender: m.Sender, Time: m.Time, Text: m.Text, QuotedSender: m.QuotedSender, QuotedText: m.QuotedText}
 	}
 	return FormatPrompt(pm, cfg.Location()), top
 }
@@ -322,11 +263,7 @@ func (r *Router) runMessages(ctx context.Context, job runner.Job) error {
 	if err != nil {
 		return err
 	}
-	cursor, err := r.answered(ctx, r.DB, g.JID)
-	if err != nil {
-		return err
-	}
-	msgs, err := r.after(ctx, g.JID, cursor)
+	msgs, err := r.Messages.Unanswered(ctx, g.JID)
 	if err != nil || len(msgs) == 0 {
 		return err
 	}
@@ -417,37 +354,9 @@ func (r *Router) GiveUp(job runner.Job, runErr error) {
 	r.lock()
 	top := r.attempted[g.Folder]
 	r.mu.Unlock()
-	if err := r.enqueue(ctx, g.JID, text, outbox.KindNotice, g.JID, top); err != nil {
+	if err := r.Messages.Answer(ctx, r.Outbox, messages.Answer{ReplyTo: g.JID, Text: text, Kind: outbox.KindNotice, Chat: g.JID, UpTo: top}); err != nil {
 		r.Log.Error().Err(err).Str("group", g.Folder).Msg("tell the group its run failed")
 	}
-}
-
-// enqueue queues text (if any) for chat and marks the messages of
-// cursorChat up to seq (if any) answered, in one transaction: an answer and
-// the position it answers move together.
-func (r *Router) enqueue(ctx context.Context, chat, text, kind, cursorChat string, seq int64) error {
-	tx, err := r.DB.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if text != "" {
-		if _, err := outbox.EnqueueTx(ctx, tx, chat, text, kind); err != nil {
-			return err
-		}
-	}
-	if seq > 0 {
-		if err := setCursor(ctx, tx, cursorChat, seq); err != nil {
-			return err
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
-	if text != "" {
-		r.Outbox.Wake()
-	}
-	return nil
 }
 
 func firstLine(s string, n int) string {
@@ -458,64 +367,10 @@ func firstLine(s string, n int) string {
 	return s
 }
 
-func setCursor(ctx context.Context, tx *sql.Tx, jid string, seq int64) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO cursors (chat_jid, answered_seq) VALUES (?, ?)
-		ON CONFLICT (chat_jid) DO UPDATE SET answered_seq = max(answered_seq, excluded.answered_seq)`, jid, seq)
-	return err
-}
-
-func (r *Router) session(ctx context.Context, folder string) string {
-	var id string
-	_ = r.DB.QueryRowContext(ctx, `SELECT session_id FROM sessions WHERE folder = ?`, folder).Scan(&id)
-	return id
-}
-
-// ClearSession makes the group's next run start a fresh agent session.
-func (r *Router) ClearSession(ctx context.Context, folder string) error {
-	_, err := ResetSession(ctx, r.DB, folder)
-	return err
-}
-
-// ResetSession makes the group's next run start a fresh agent session and
-// reports whether it had one. The row stays, empty, with the time of the
-// reset: a run that started before it must not save its old session back
-// when it ends (saveSession), nor take more follow-ups (resetSince).
-func ResetSession(ctx context.Context, db *sql.DB, folder string) (bool, error) {
-	var had string
-	_ = db.QueryRowContext(ctx, `SELECT session_id FROM sessions WHERE folder = ?`, folder).Scan(&had)
-	_, err := db.ExecContext(ctx, `INSERT INTO sessions (folder, session_id, updated_at) VALUES (?, '', ?)
-		ON CONFLICT (folder) DO UPDATE SET session_id = '', updated_at = excluded.updated_at`, folder, time.Now().UnixMilli())
-	return had != "", err
-}
-
-// resetSince reports whether the group's session was reset after since.
-func (r *Router) resetSince(ctx context.Context, folder string, since time.Time) bool {
-	var n int
-	_ = r.DB.QueryRowContext(ctx, `SELECT count(*) FROM sessions WHERE folder = ? AND session_id = '' AND updated_at > ?`,
-		folder, since.UnixMilli()).Scan(&n)
-	return n > 0
-}
-
 // sessionGone tells whether an agent's error says its saved session no
 // longer exists.
 func sessionGone(failure string) bool {
 	return strings.Contains(strings.ToLower(failure), "no conversation found")
-}
-
-// saveSession records id as the group's session, unless the session was
-// reset after since (when the run that produced id started).
-func (r *Router) saveSession(ctx context.Context, folder, id string, since time.Time) {
-	res, err := r.DB.ExecContext(ctx, `INSERT INTO sessions (folder, session_id, updated_at) VALUES (?, ?, ?)
-		ON CONFLICT (folder) DO UPDATE SET session_id = excluded.session_id, updated_at = excluded.updated_at
-		WHERE sessions.session_id != '' OR sessions.updated_at <= ?`,
-		folder, id, time.Now().UnixMilli(), since.UnixMilli())
-	if err != nil {
-		r.Log.Error().Err(err).Str("group", folder).Msg("save session id")
-		return
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		r.Log.Info().Str("group", folder).Msg("the session was reset during the run; the next run starts fresh")
-	}
 }
 
 // agentRun is one agent process for a group: its handler state.
@@ -620,7 +475,9 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	}
 	a.since = time.Now()
 	if a.useSession && !a.fresh {
-		in.SessionID = r.session(ctx, g.Folder)
+		if in.SessionID, err = r.Messages.Session(ctx, g.Folder); err != nil {
+			return err
+		}
 	}
 	if r.Typing != nil && !a.standby {
 		r.Typing(ctx, a.replyTo, true)
@@ -645,14 +502,19 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		r.DB.Exec(`DELETE FROM agent_marks WHERE pgid = ?`, a.mark)
 	}
 	if out.NewSessionID != "" && a.useSession {
-		r.saveSession(context.WithoutCancel(ctx), g.Folder, out.NewSessionID, a.since)
+		saved, err := r.Messages.SaveSession(context.WithoutCancel(ctx), g.Folder, out.NewSessionID, a.since)
+		if err != nil {
+			r.Log.Error().Err(err).Str("group", g.Folder).Msg("save session id")
+		} else if !saved {
+			r.Log.Info().Str("group", g.Folder).Msg("the session was reset during the run; the next run starts fresh")
+		}
 	}
 	var exitErr *runner.ExitError
 	if in.SessionID != "" && !a.fresh && a.answered == 0 && sessionGone(a.failure) && (err == nil || errors.As(err, &exitErr)) {
 		// The CLI prunes old transcripts: resuming a session it no longer
 		// has fails every time. Start a fresh one, once, for the same messages.
 		r.Log.Warn().Str("group", g.Folder).Str("session", in.SessionID).Msg("the agent's saved session is gone; starting a fresh one")
-		r.ClearSession(context.WithoutCancel(ctx), g.Folder)
+		r.Messages.ResetSession(context.WithoutCancel(ctx), g.Folder)
 		a.fresh, a.failure, a.started = true, "", nil
 		if a.standby { // the prompt went to the standby as its first input
 			prompt, a.standby = a.adopted, false
@@ -702,15 +564,17 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 		a.mu.Lock()
 		from := a.delivered
 		a.mu.Unlock()
-		msgs, err := a.router.after(ctx, a.group.JID, from)
+		msgs, err := a.router.Messages.After(ctx, a.group.JID, from)
 		if err != nil || len(msgs) == 0 {
 			continue
 		}
 		if !anyCalls(a.group, msgs) {
 			continue // chatter stays context until a message calls the assistant
 		}
-		if a.useSession && a.router.resetSince(ctx, a.group.Folder, a.since) {
-			continue // after a /new they belong to the fresh session of the next run
+		if a.useSession {
+			if reset, err := a.router.Messages.ResetSince(ctx, a.group.Folder, a.since); err != nil || reset {
+				continue // after a /new they belong to the fresh session of the next run
+			}
 		}
 		prompt, top := a.router.promptOf(msgs)
 		if err := runner.FollowUp(a.ipcDir, prompt); err != nil {
@@ -776,7 +640,7 @@ func (a *agentRun) OnResult(res runner.Result) {
 // queue puts text (if any) in the outbox and moves the cursor to upTo (if
 // any) in one transaction.
 func (a *agentRun) queue(ctx context.Context, text, kind string, upTo int64) {
-	if err := a.router.enqueue(ctx, a.replyTo, text, kind, a.group.JID, upTo); err != nil {
+	if err := a.router.Messages.Answer(ctx, a.router.Outbox, messages.Answer{ReplyTo: a.replyTo, Text: text, Kind: kind, Chat: a.group.JID, UpTo: upTo}); err != nil {
 		a.router.Log.Error().Err(err).Str("group", a.group.Folder).Msg("queue the answer; the messages stay unanswered")
 		return
 	}

@@ -47,20 +47,11 @@ func (r *Router) WarmUp(ctx context.Context) {
 	if n <= 0 {
 		return
 	}
-	rows, err := r.DB.QueryContext(ctx, `SELECT c.jid FROM chats c JOIN groups g ON g.jid = c.jid
-		ORDER BY c.last_activity DESC LIMIT ?`, n)
+	jids, err := r.Messages.RecentGroupChats(ctx, n)
 	if err != nil {
 		r.Log.Warn().Err(err).Msg("pick the groups to keep agents ready for")
 		return
 	}
-	var jids []string
-	for rows.Next() {
-		var jid string
-		if rows.Scan(&jid) == nil {
-			jids = append(jids, jid)
-		}
-	}
-	rows.Close()
 	for i := len(jids) - 1; i >= 0; i-- {
 		if g, err := r.Groups.ByJID(ctx, jids[i]); err == nil {
 			r.touchWarm(g.Folder)
@@ -201,7 +192,9 @@ func (r *Router) fingerprint(ctx context.Context, g groups.Group, useSession boo
 	eff := security.Resolve(cfg.HostSecurity, g.Policy(), cfg.SecurityHost(groups.Folders(list)))
 	session := ""
 	if useSession {
-		session = r.session(ctx, g.Folder)
+		if session, err = r.Messages.Session(ctx, g.Folder); err != nil {
+			return "", err
+		}
 	}
 	b, err := json.Marshal([]any{eff, cfg.Agent, cfg.AssistantName, cfg.Timezone, g, session})
 	if err != nil {
