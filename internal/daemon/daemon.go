@@ -59,18 +59,15 @@ type Daemon struct {
 	tokens   *ipc.Tokens
 	sched    *scheduler.Scheduler
 	queue    *runner.Queue
+	ledger   *runner.Ledger
 	router   *router.Router
 	watcher  *ipc.Watcher
 	lock     *os.File
 
 	mu             sync.Mutex
 	watched        map[string]bool // group folders whose IPC directories are watched
-	runs           runStarts
 	pendingRestart []string
 	started        time.Time
-
-	// OnRunStart is passed to the router (benchmarks and tests).
-	OnRunStart func(folder string, pid int)
 }
 
 // Config returns the configuration in force.
@@ -78,7 +75,7 @@ func (d *Daemon) Config() *config.Config { return d.cfg.Load() }
 
 // New opens the state of cfg and builds every part; Run starts them.
 func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, error) {
-	d := &Daemon{log: log, runs: runStarts{}}
+	d := &Daemon{log: log}
 	d.cfg.Store(cfg)
 	lock, err := acquireLock(cfg.DataDir)
 	if err != nil {
@@ -117,29 +114,20 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	if err != nil {
 		return nil, fmt.Errorf("find own binary: %w", err)
 	}
-	d.router = &router.Router{
-		DB: d.db, Messages: d.messages, Groups: d.reg, Config: d.Config, Outbox: d.outbox, Reporter: d.reporter, Tokens: d.tokens,
-		Typing: d.typing, Binary: binary, Log: log.With().Str("part", "router").Logger(),
-		BeforeRun: d.beforeRun,
-		OnRunStart: func(folder string, pid int) {
-			d.agentStarted(folder)
-			if d.OnRunStart != nil {
-				d.OnRunStart(folder, pid)
-			}
-		},
-	}
-	d.queue = runner.NewQueue(cfg.Agent.MaxConcurrent, d.recordRuns(d.router.Run))
-	d.queue.OnGiveUp = d.router.GiveUp
-	d.queue.Reserved = func(folder string) bool {
+	d.queue = runner.NewQueue(cfg.Agent.MaxConcurrent, func(folder string) bool {
 		g, err := d.reg.ByFolder(context.Background(), folder)
 		return err == nil && g.IsMain
-	}
+	})
 	if v, err := time.ParseDuration(os.Getenv(RetryBaseEnv)); err == nil && v > 0 {
 		d.queue.RetryBase = v
 	}
-	d.router.Queue = d.queue
+	d.ledger = runner.NewLedger(d.db)
 	d.sched = scheduler.New(d.db, cfg.Location(), taskRunner{d.queue}, filepath.Join(cfg.DataDir, "ipc"), log.With().Str("part", "scheduler").Logger())
-	d.router.Tasks = d.sched
+	d.router = &router.Router{
+		Messages: d.messages, Groups: d.reg, Config: d.Config, Queue: d.queue, Outbox: d.outbox, Reporter: d.reporter,
+		Tokens: d.tokens, Tasks: tasks{d.sched, d.db}, Ledger: d.ledger, Typing: d.typing, Binary: binary,
+		Log: log.With().Str("part", "router").Logger(), BeforeRun: d.beforeRun,
+	}
 	if d.watcher, err = ipc.NewWatcher(ipc.Config{
 		IPCRoot: filepath.Join(cfg.DataDir, "ipc"), DB: d.db, Tokens: d.tokens, Groups: ipcGroups{d.reg},
 		Tasks: d.sched, Actions: actions{d}, Log: log.With().Str("part", "ipc").Logger(),
@@ -159,9 +147,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer cancel(nil)
 	cfg := d.Config()
 	d.started = time.Now()
-	if err := d.router.KillLeftovers(ctx); err != nil {
+	if err := d.ledger.KillLeftovers(ctx, d.log.With().Str("part", "runner").Logger()); err != nil {
 		d.log.Warn().Err(err).Msg("look for processes left by a previous run")
 	}
+	d.queue.Start(d.router) // after the leftovers are gone: no agent of ours is among them
 	nGroups, err := d.syncGroups(ctx)
 	if err != nil {
 		return err
@@ -341,6 +330,16 @@ func (d *Daemon) syncGroups(ctx context.Context) (int, error) {
 	d.router.RefreshWarm(ctx) // a changed policy: agents started ahead are started again
 	d.log.Info().Int("groups", len(list)).Msg("groups reloaded")
 	return len(list), nil
+}
+
+// tasks is the scheduler as the router reads tasks.
+type tasks struct {
+	*scheduler.Scheduler
+	db *sql.DB
+}
+
+func (t tasks) Get(ctx context.Context, id string) (scheduler.Task, error) {
+	return t.Scheduler.Get(ctx, t.db, id)
 }
 
 // taskRunner hands due tasks to the queue.

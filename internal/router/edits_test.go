@@ -16,6 +16,7 @@ import (
 type queueFunc func(folder string)
 
 func (f queueFunc) EnqueueMessages(folder string) { f(folder) }
+func (f queueFunc) Running(string) bool           { return false }
 
 // Edits and deletions reach only messages the agent has not answered: a
 // deleted one is gone from the next prompt, an edited one carries its new

@@ -54,15 +54,15 @@ func (r *Router) WarmUp(ctx context.Context) {
 	}
 	for i := len(jids) - 1; i >= 0; i-- {
 		if g, err := r.Groups.ByJID(ctx, jids[i]); err == nil {
-			r.touchWarm(g.Folder)
+			r.touchWarm(g.Folder, r.Queue.Running(g.Folder))
 		}
 	}
 }
 
 // touchWarm marks folder as the most recently active group: it gets a
-// standby (if it has none and none of its runs is going), and the group
-// that falls out of the agent.warm most recent loses its own.
-func (r *Router) touchWarm(folder string) {
+// standby (if it has none and running says none of its runs is going),
+// and the group that falls out of the agent.warm most recent loses its own.
+func (r *Router) touchWarm(folder string, running bool) {
 	n := r.Config().Agent.Warm
 	w := &r.warm
 	w.mu.Lock()
@@ -83,7 +83,7 @@ func (r *Router) touchWarm(folder string) {
 		}
 		w.recent = w.recent[:max(n, 0)]
 	}
-	if n <= 0 || w.waiting[folder] != nil || r.isActive(folder) {
+	if n <= 0 || w.waiting[folder] != nil || running {
 		return
 	}
 	g, err := r.Groups.ByFolder(w.ctx, folder)
@@ -165,7 +165,7 @@ func (r *Router) RefreshWarm(ctx context.Context) {
 		sb.stop()
 		<-sb.done
 		r.Log.Info().Str("group", sb.run.group.Folder).Msg("the agent started ahead was stopped: the config or the group's policy changed")
-		r.touchWarm(sb.run.group.Folder)
+		r.touchWarm(sb.run.group.Folder, r.Queue.Running(sb.run.group.Folder))
 	}
 }
 
