@@ -70,18 +70,13 @@ func (r *Reporter) Report(ctx context.Context, v security.Violation) error {
 	return r.record(ctx, v, true, nil)
 }
 
-// Audit records v in the audit trail only, with no alert: a refused IPC
-// file that is malformed rather than an attempt to cross a boundary.
-func (r *Reporter) Audit(ctx context.Context, v security.Violation) error {
-	return r.record(ctx, v, false, nil)
-}
-
-// RecordOnce is Report (alert true) or Audit (alert false) for a caller
-// that may repeat the call after a crash, such as the IPC watcher finishing
-// a refused file again after a restart. claim runs inside the transaction
-// that records v, before anything else, and marks the caller's key done;
-// it returns false when the key was done before, and then nothing is
-// recorded. Because the mark and the record commit together, a kill -9 can
+// RecordOnce is Report (alert true), or a record in the audit trail only
+// (alert false: a refused IPC file that is malformed rather than an attempt
+// to cross a boundary), for a caller that may repeat the call after a
+// crash, such as the IPC watcher finishing a refused file again after a
+// restart. claim runs inside the transaction that records v, before
+// anything else, and marks the caller's key done; it returns false when
+// the key was done before, and then nothing is recorded. Because the mark and the record commit together, a kill -9 can
 // neither double the alert nor lose it.
 func (r *Reporter) RecordOnce(ctx context.Context, v security.Violation, alert bool, claim func(tx *sql.Tx) (bool, error)) error {
 	return r.record(ctx, v, alert, claim)
