@@ -216,22 +216,13 @@ func (o *Outbox) Run(ctx context.Context) error {
 // busy nor backing off, and returns the earliest retry time of those that
 // are backing off (zero if none).
 func (o *Outbox) dispatch(ctx context.Context, wg *sync.WaitGroup) time.Time {
-	rows, err := o.db.QueryContext(ctx,
-		`SELECT DISTINCT chat_jid FROM outbox WHERE sent_at IS NULL AND failed_at IS NULL AND chat_jid IS NOT NULL`)
+	chats, err := o.waitingChats(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			o.log.Error().Err(err).Msg("outbox: reading queued messages failed; retrying")
 		}
 		return time.Now().Add(o.MinBackoff)
 	}
-	var chats []string
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err == nil {
-			chats = append(chats, c)
-		}
-	}
-	rows.Close()
 
 	var next time.Time
 	now := time.Now()
@@ -334,19 +325,10 @@ func (o *Outbox) drain(ctx context.Context, chat string, st *chatState) error {
 // deadline in ctx, and works whether or not Run is still running. What it
 // cannot send stays queued for the next start; the error says how much.
 func (o *Outbox) Flush(ctx context.Context) error {
-	rows, err := o.db.QueryContext(ctx,
-		`SELECT DISTINCT chat_jid FROM outbox WHERE sent_at IS NULL AND failed_at IS NULL AND chat_jid IS NOT NULL`)
+	chats, err := o.waitingChats(ctx)
 	if err != nil {
 		return fmt.Errorf("outbox: flush: %w", err)
 	}
-	var chats []string
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err == nil {
-			chats = append(chats, c)
-		}
-	}
-	rows.Close()
 	var errs []error
 	for _, chat := range chats {
 		o.mu.Lock()
@@ -369,4 +351,23 @@ func (o *Outbox) Flush(ctx context.Context) error {
 		return fmt.Errorf("outbox: %d messages still queued (they are sent at the next start): %w", n, errors.Join(errs...))
 	}
 	return nil
+}
+
+// waitingChats lists the chats with messages to send.
+func (o *Outbox) waitingChats(ctx context.Context) ([]string, error) {
+	rows, err := o.db.QueryContext(ctx,
+		`SELECT DISTINCT chat_jid FROM outbox WHERE sent_at IS NULL AND failed_at IS NULL AND chat_jid IS NOT NULL`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var chats []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			return nil, err
+		}
+		chats = append(chats, c)
+	}
+	return chats, rows.Err()
 }
