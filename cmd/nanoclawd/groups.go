@@ -12,8 +12,8 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/nanoclaw"
-	"github.com/nanoclawd/nanoclawd/internal/router"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
@@ -36,7 +36,7 @@ func (c groupsResetSession) Run(ctx context.Context, g *globals, args []string) 
 	if _, err := reg.ByFolder(ctx, pos[0]); err != nil {
 		return fmt.Errorf("%w: %s (see 'nanoclawd groups list')", err, pos[0])
 	}
-	had, err := router.ResetSession(ctx, db, pos[0])
+	had, err := messages.New(db).ResetSession(ctx, pos[0])
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/channel/whatsapp"
 	"github.com/nanoclawd/nanoclawd/internal/doctor"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
-	"github.com/nanoclawd/nanoclawd/internal/router"
+	"github.com/nanoclawd/nanoclawd/internal/messages"
 )
 
 // whatsappLogin is 'nanoclawd whatsapp login'.
@@ -138,7 +138,7 @@ func (c whatsappGroups) Run(ctx context.Context, g *globals, args []string) erro
 		return err
 	}
 	defer db.Close()
-	chats, err := router.ListChats(ctx, db)
+	chats, err := messages.New(db).ListChats(ctx)
 	if err != nil {
 		return fmt.Errorf("read the chat list: %w", err)
 	}

@@ -20,8 +20,10 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
+	"github.com/nanoclawd/nanoclawd/internal/outbox/outboxtest"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
@@ -31,66 +33,13 @@ const (
 	deadline   = 10 * time.Second
 )
 
-// recorder is a fake Sender: refuse, when set, decides whether to refuse a
-// message; every accepted message is kept and announced on got.
-type recorder struct {
-	refuse func(m channel.Outgoing) error
-
-	mu       sync.Mutex
-	sent     []channel.Outgoing
-	inFlight map[string]bool
-	overlap  bool // two sends to one chat at once
-	got      chan channel.Outgoing
-}
-
-func newRecorder() *recorder {
-	return &recorder{inFlight: map[string]bool{}, got: make(chan channel.Outgoing, 10000)}
-}
-
-func (r *recorder) Send(ctx context.Context, m channel.Outgoing) error {
-	r.mu.Lock()
-	if r.inFlight[m.ChatJID] {
-		r.overlap = true
-	}
-	r.inFlight[m.ChatJID] = true
-	refuse := r.refuse
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.inFlight[m.ChatJID] = false
-		r.mu.Unlock()
-	}()
-	if refuse != nil {
-		if err := refuse(m); err != nil {
-			return err
-		}
-	}
-	r.mu.Lock()
-	r.sent = append(r.sent, m)
-	r.mu.Unlock()
-	r.got <- m
-	return nil
-}
-
-// next waits for the next accepted message.
-func (r *recorder) next(t testing.TB) channel.Outgoing {
-	t.Helper()
-	select {
-	case m := <-r.got:
-		return m
-	case <-time.After(deadline):
-		t.Fatalf("no message sent within %s", deadline)
-		return channel.Outgoing{}
-	}
-}
-
 type env struct {
 	db        *sql.DB
 	dbPath    string
 	groupsDir string
-	out       *Outbox
+	out       *outbox.Outbox
 	rep       *Reporter
-	rec       *recorder
+	rec       *outboxtest.Recorder
 	mainOK    atomic.Bool
 }
 
@@ -106,14 +55,14 @@ func newEnv(t testing.TB, dir string, cooldown time.Duration, clock func() time.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	e := &env{db: db, dbPath: layout.New(filepath.Join(dir, "data"), "").DB(), groupsDir: filepath.Join(dir, "groups"), rec: newRecorder()}
+	e := &env{db: db, dbPath: layout.New(filepath.Join(dir, "data"), "").DB(), groupsDir: filepath.Join(dir, "groups"), rec: outboxtest.NewRecorder()}
 	e.mainOK.Store(true)
 	main := func(context.Context) (string, string, bool) {
 		return mainFolder, mainJID, e.mainOK.Load()
 	}
-	e.out = NewOutbox(db, e.rec, zerolog.Nop())
+	e.out = outbox.New(db, e.rec, zerolog.Nop())
 	e.out.MinBackoff, e.out.MaxBackoff = time.Millisecond, 5*time.Millisecond
-	e.rep = NewReporter(db, e.groupsDir, e.out, main, cooldown, clock)
+	e.rep = NewReporter(db, e.groupsDir, e.out, main, cooldown, clock, zerolog.Nop())
 	if run {
 		e.start(t)
 	}
@@ -151,8 +100,8 @@ func (c *fakeClock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func netViolation(group, target string) Violation {
-	return Violation{Group: group, Kind: "network", Tool: "Bash", Target: target, Detail: "deny network-outbound " + target}
+func netViolation(group, target string) security.Violation {
+	return security.Violation{Group: group, Kind: security.KindNetwork, Tool: "Bash", Target: target, Detail: "deny network-outbound " + target}
 }
 
 func TestAlertReachesMainChatAndAuditLog(t *testing.T) {
@@ -160,7 +109,7 @@ func TestAlertReachesMainChatAndAuditLog(t *testing.T) {
 	if err := e.rep.Report(context.Background(), netViolation("family", "example.com:443")); err != nil {
 		t.Fatal(err)
 	}
-	m := e.rec.next(t)
+	m := e.rec.Next(t)
 	if m.ChatJID != mainJID {
 		t.Errorf("alert went to %q, want the main chat %q", m.ChatJID, mainJID)
 	}
@@ -228,17 +177,17 @@ func readLines(t testing.TB, path string) []string {
 
 func TestHintsPerKind(t *testing.T) {
 	cases := []struct {
-		v    Violation
+		v    security.Violation
 		want []string
 	}{
-		{Violation{Group: "g", Kind: "filesystem", Tool: "Read", Target: "/home/o/.ssh/id_rsa"}, []string{"hostSecurity.denyRead"}},
-		{Violation{Group: "g", Kind: "filesystem", Tool: "Write", Target: "/srv/x"}, []string{"hostSecurity.allowWrite", `{"allowWrite":[…]}`}},
-		{Violation{Group: "g", Kind: "filesystem", Tool: "Bash", Target: "/srv/x"}, []string{"Refused by a deny rule", "denyRead"}},
-		{Violation{Group: "g", Kind: "tool", Tool: "WebFetch", Target: "https://x"}, []string{"Refused by hostSecurity.tools", "set-security g"}},
-		{Violation{Group: "g", Kind: "permission", Tool: "Read", Target: "/x", Rule: "hostSecurity.denyRead"}, []string{"Refused by a deny rule"}},
-		{Violation{Group: "g", Kind: "network", Tool: "network", Target: "x.test", Rule: "hostSecurity.network.deniedDomains"}, []string{"Refused by hostSecurity.network.deniedDomains"}},
-		{Violation{Group: "g", Kind: "limit", Tool: "sandbox", Target: "memory", Rule: "agent.limits"}, []string{"memory limit", "agent.limits"}},
-		{Violation{Group: "g", Kind: "ipc", Tool: "ipc", Target: "other"}, []string{"No configuration change allows this"}},
+		{security.Violation{Group: "g", Kind: security.KindFilesystem, Tool: "Read", Target: "/home/o/.ssh/id_rsa"}, []string{"hostSecurity.denyRead"}},
+		{security.Violation{Group: "g", Kind: security.KindFilesystem, Tool: "Write", Target: "/srv/x"}, []string{"hostSecurity.allowWrite", `{"allowWrite":[…]}`}},
+		{security.Violation{Group: "g", Kind: security.KindFilesystem, Tool: "Bash", Target: "/srv/x"}, []string{"Refused by a deny rule", "denyRead"}},
+		{security.Violation{Group: "g", Kind: security.KindTool, Tool: "WebFetch", Target: "https://x"}, []string{"Refused by hostSecurity.tools", "set-security g"}},
+		{security.Violation{Group: "g", Kind: security.KindPermission, Tool: "Read", Target: "/x", Rule: "hostSecurity.denyRead"}, []string{"Refused by a deny rule"}},
+		{security.Violation{Group: "g", Kind: security.KindNetwork, Tool: "network", Target: "x.test", Rule: "hostSecurity.network.deniedDomains"}, []string{"Refused by hostSecurity.network.deniedDomains"}},
+		{security.Violation{Group: "g", Kind: security.KindLimit, Tool: "sandbox", Target: "memory", Rule: "agent.limits"}, []string{"memory limit", "agent.limits"}},
+		{security.Violation{Group: "g", Kind: security.KindIPC, Tool: "ipc", Target: "other"}, []string{"No configuration change allows this"}},
 	}
 	for _, c := range cases {
 		text := alertText(sanitize(c.v))
@@ -281,7 +230,7 @@ func TestAlertWaitsForMainGroup(t *testing.T) {
 	if err := e.rep.Kick(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if m := e.rec.next(t); m.ChatJID != mainJID || !strings.HasPrefix(m.Text, "[SANDBOX ALERT]") {
+	if m := e.rec.Next(t); m.ChatJID != mainJID || !strings.HasPrefix(m.Text, "[SANDBOX ALERT]") {
 		t.Errorf("after Kick got %+v", m)
 	}
 }
@@ -310,13 +259,13 @@ func TestThousandRepeatsFoldIntoSummary(t *testing.T) {
 			t.Fatal(i, err)
 		}
 	}
-	first := e.rec.next(t)
+	first := e.rec.Next(t)
 	if n := counted(t, first.Text); n != 1 {
 		t.Fatalf("first message counts %d: %s", n, first.Text)
 	}
 	clock.Add(time.Minute)
 	e.rep.poke()
-	sum := e.rec.next(t)
+	sum := e.rec.Next(t)
 	if n := counted(t, sum.Text); n != 999 {
 		t.Fatalf("summary counts %d, want 999: %s", n, sum.Text)
 	}
@@ -350,7 +299,7 @@ func TestFloodCountsAddUp(t *testing.T) {
 	}
 	sum, msgs := 0, 0
 	for sum < total {
-		sum += counted(t, e.rec.next(t).Text)
+		sum += counted(t, e.rec.Next(t).Text)
 		msgs++
 	}
 	if sum != total {
@@ -359,138 +308,15 @@ func TestFloodCountsAddUp(t *testing.T) {
 	t.Logf("%d violations → %d messages", total, msgs)
 }
 
-func TestRefusingSenderLosesAndDoublesNothing(t *testing.T) {
-	e := newEnv(t, "", time.Minute, nil, false)
-	var (
-		mu      sync.Mutex
-		refused int
-	)
-	e.rec.refuse = func(channel.Outgoing) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if refused < 40 {
-			refused++
-			return errors.New("not connected")
-		}
-		return nil
-	}
-	ctx := context.Background()
-	chats := []string{"a@g.us", "b@g.us"}
-	const per = 100
-	e.start(t)
-	for i := range per {
-		for _, c := range chats {
-			if _, err := e.out.Enqueue(ctx, c, fmt.Sprintf("%s %d", c, i), KindReply); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	next := map[string]int{}
-	seen := map[string]bool{}
-	for range per * len(chats) {
-		m := e.rec.next(t)
-		if seen[m.ID] {
-			t.Fatalf("message %s sent twice", m.ID)
-		}
-		seen[m.ID] = true
-		if want := fmt.Sprintf("%s %d", m.ChatJID, next[m.ChatJID]); m.Text != want {
-			t.Fatalf("got %q, want %q (order broken)", m.Text, want)
-		}
-		next[m.ChatJID]++
-	}
-	if err := e.out.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n := e.count(t, `SELECT count(*) FROM outbox WHERE sent_at IS NULL`); n != 0 {
-		t.Errorf("%d messages left unsent", n)
-	}
-	select {
-	case m := <-e.rec.got:
-		t.Errorf("extra message %+v", m)
-	default:
-	}
-	e.rec.mu.Lock()
-	defer e.rec.mu.Unlock()
-	if e.rec.overlap {
-		t.Error("two sends to one chat ran at once")
-	}
-	if refused != 40 {
-		t.Errorf("sender refused %d times, want 40", refused)
-	}
-}
-
-// Notify (a channel reconnected) cuts a long backoff short.
-func TestNotifyRetriesAtOnce(t *testing.T) {
-	e := newEnv(t, "", time.Minute, nil, false)
-	e.out.MinBackoff, e.out.MaxBackoff = time.Hour, time.Hour
-	refused := make(chan struct{}, 1)
-	var down sync.Mutex
-	isDown := true
-	e.rec.refuse = func(channel.Outgoing) error {
-		down.Lock()
-		defer down.Unlock()
-		if isDown {
-			select {
-			case refused <- struct{}{}:
-			default:
-			}
-			return errors.New("offline")
-		}
-		return nil
-	}
-	e.start(t)
-	if _, err := e.out.Enqueue(context.Background(), "a@g.us", "hello", KindReply); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-refused:
-	case <-time.After(deadline):
-		t.Fatal("first attempt never made")
-	}
-	down.Lock()
-	isDown = false
-	down.Unlock()
-	e.out.Notify()
-	if m := e.rec.next(t); m.Text != "hello" {
-		t.Errorf("got %q", m.Text)
-	}
-}
-
-func TestFlushWithoutRun(t *testing.T) {
-	e := newEnv(t, "", time.Minute, nil, false)
-	ctx := context.Background()
-	for i := range 3 {
-		if _, err := e.out.Enqueue(ctx, "a@g.us", strconv.Itoa(i), KindReply); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e.rec.refuse = func(channel.Outgoing) error { return errors.New("offline") }
-	if err := e.out.Flush(ctx); err == nil || !strings.Contains(err.Error(), "3 messages still queued") {
-		t.Errorf("Flush with the channel down = %v", err)
-	}
-	e.rec.refuse = nil
-	if err := e.out.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		if m := e.rec.next(t); m.Text != strconv.Itoa(i) {
-			t.Errorf("message %d = %q", i, m.Text)
-		}
-	}
-	if _, err := e.out.Enqueue(ctx, "", "x", KindReply); !errors.Is(err, ErrNoChat) {
-		t.Errorf("Enqueue without a chat = %v", err)
-	}
-}
-
 // An agent controls tool, target and detail (and, through its IPC dir
 // name, nothing else). Whatever it writes there must not start a second
 // alert line, mention anyone, or reorder the text on screen.
 func TestForgedTextCannotForgeAlertOrMention(t *testing.T) {
 	e := newEnv(t, "", 0, nil, true)
 	forged := "x\n[SANDBOX ALERT] group \"main\": all clear @15551234567\r\n\u2028[sandbox  ALERT] @all ＠@@1 (@2"
-	v := Violation{
+	v := security.Violation{
 		Group:  "family",
-		Kind:   "network",
+		Kind:   security.KindNetwork,
 		Tool:   "Bash\n[SANDBOX ALERT]\u202e",
 		Target: forged + strings.Repeat("A", 10000),
 		Detail: "\u2066\u200b\u200d\ufeff@owner please run rm -rf\x1b[2J\x00" + forged,
@@ -498,7 +324,7 @@ func TestForgedTextCannotForgeAlertOrMention(t *testing.T) {
 	if err := e.rep.Report(context.Background(), v); err != nil {
 		t.Fatal(err)
 	}
-	m := e.rec.next(t)
+	m := e.rec.Next(t)
 	if c := strings.Count(m.Text, "[SANDBOX ALERT]"); c != 1 || !strings.HasPrefix(m.Text, "[SANDBOX ALERT]") {
 		t.Errorf("alert marker appears %d times:\n%s", c, m.Text)
 	}
@@ -575,7 +401,7 @@ func TestListFilterAndTable(t *testing.T) {
 	ctx := context.Background()
 	old := netViolation("a", "old.example")
 	old.Time = time.Now().Add(-2 * time.Hour)
-	for _, v := range []Violation{old, netViolation("a", "new.example"), netViolation("b", "b.example")} {
+	for _, v := range []security.Violation{old, netViolation("a", "new.example"), netViolation("b", "b.example")} {
 		if err := e.rep.Report(ctx, v); err != nil {
 			t.Fatal(err)
 		}
@@ -618,7 +444,7 @@ func TestListFilterAndTable(t *testing.T) {
 	}
 }
 
-func mustList(t *testing.T, db *sql.DB, f Filter) []Violation {
+func mustList(t *testing.T, db *sql.DB, f Filter) []security.Violation {
 	vs, err := List(context.Background(), db, f)
 	if err != nil {
 		t.Fatal(err)
@@ -642,16 +468,16 @@ func TestFloodOfDistinctViolationsPerGroup(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
 	e := newEnv(t, "", time.Minute, clock.Now, true)
 	ctx := context.Background()
-	var vs []Violation
+	var vs []security.Violation
 	for i := range 96 {
-		vs = append(vs, Violation{Group: "family", Kind: "filesystem", Tool: "Bash", Target: fmt.Sprintf("/fake/%d", i),
+		vs = append(vs, security.Violation{Group: "family", Kind: security.KindFilesystem, Tool: "Bash", Target: fmt.Sprintf("/fake/%d", i),
 			Detail: "Read-only file system", Action: "reported"})
 	}
 	vs = append(vs,
-		Violation{Group: "family", Kind: "tool", Tool: "TodoWrite", Target: ""},
-		Violation{Group: "family", Kind: "tool", Tool: "TodoWrite", Target: ""},
-		Violation{Group: "family", Kind: "ipc", Tool: "register_group", Target: ""},
-		Violation{Group: "family", Kind: "network", Tool: "Bash", Target: "wa.me", Detail: "reply to this bot with your 6-digit WhatsApp code"},
+		security.Violation{Group: "family", Kind: security.KindTool, Tool: "TodoWrite", Target: ""},
+		security.Violation{Group: "family", Kind: security.KindTool, Tool: "TodoWrite", Target: ""},
+		security.Violation{Group: "family", Kind: security.KindIPC, Tool: "register_group", Target: ""},
+		security.Violation{Group: "family", Kind: security.KindNetwork, Tool: "Bash", Target: "wa.me", Detail: "reply to this bot with your 6-digit WhatsApp code"},
 	)
 	for _, v := range vs {
 		if err := e.rep.Report(ctx, v); err != nil {
@@ -663,7 +489,7 @@ func TestFloodOfDistinctViolationsPerGroup(t *testing.T) {
 	var msgs []string
 	sum := 0
 	for sum < len(vs) {
-		m := e.rec.next(t)
+		m := e.rec.Next(t)
 		msgs = append(msgs, m.Text)
 		sum += counted(t, m.Text)
 	}

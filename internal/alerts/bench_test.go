@@ -17,7 +17,7 @@ func BenchmarkViolationToAlert(b *testing.B) {
 	e := newEnv(b, "", time.Minute, nil, true)
 	ctx := context.Background()
 	sentAt := make(chan time.Time, 1)
-	e.rec.refuse = func(channel.Outgoing) error { sentAt <- time.Now(); return nil }
+	e.rec.Refuse(func(channel.Outgoing) error { sentAt <- time.Now(); return nil })
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -26,7 +26,7 @@ func BenchmarkViolationToAlert(b *testing.B) {
 		if err := e.rep.Report(ctx, netViolation("family", fmt.Sprintf("h%d.example", i))); err != nil {
 			b.Fatal(err)
 		}
-		e.rec.next(b)
+		e.rec.Next(b)
 		lat = append(lat, (<-sentAt).Sub(start))
 	}
 	b.StopTimer()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
 )
 
 const killChildEnv = "ALERTS_KILL_CHILD_DIR"
@@ -71,7 +72,7 @@ func TestKill9BetweenRaiseAndSend(t *testing.T) {
 	ids := map[string]bool{}
 	violations, replies := 0, 0
 	for range want {
-		m := e.rec.next(t)
+		m := e.rec.Next(t)
 		if ids[m.ID] {
 			t.Fatalf("message %s sent twice", m.ID)
 		}
@@ -100,11 +101,9 @@ func TestKill9BetweenRaiseAndSend(t *testing.T) {
 	if n := e.count(t, `SELECT count(*) FROM outbox WHERE sent_at IS NULL`); n != 0 {
 		t.Errorf("%d messages unsent", n)
 	}
-	e.rec.mu.Lock()
-	if len(e.rec.sent) != want {
-		t.Errorf("%d sends accepted, want %d", len(e.rec.sent), want)
+	if sent := e.rec.Sent(); len(sent) != want {
+		t.Errorf("%d sends accepted, want %d", len(sent), want)
 	}
-	e.rec.mu.Unlock()
 	if lines := readLines(t, filepath.Join(e.groupsDir, "family", "logs", "security.jsonl")); len(lines) != 25 {
 		t.Errorf("%d audit lines, want 25", len(lines))
 	}
@@ -117,13 +116,13 @@ func killChild(t *testing.T, dir string) {
 	frozen := time.Now()
 	e := newEnv(t, dir, time.Minute, func() time.Time { return frozen }, false)
 	sending := make(chan struct{}, 1)
-	e.rec.refuse = func(channel.Outgoing) error {
+	e.rec.Refuse(func(channel.Outgoing) error {
 		select {
 		case sending <- struct{}{}:
 		default:
 		}
 		select {} // the channel hangs: the message is never accepted
-	}
+	})
 	e.start(t)
 	ctx := context.Background()
 	for i := range 5 {
@@ -137,7 +136,7 @@ func killChild(t *testing.T, dir string) {
 		}
 	}
 	for i := range 3 {
-		if _, err := e.out.Enqueue(ctx, "a@g.us", fmt.Sprintf("reply %d", i), KindReply); err != nil {
+		if _, err := e.out.Enqueue(ctx, "a@g.us", fmt.Sprintf("reply %d", i), outbox.KindReply); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"text/tabwriter"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
 // Filter selects violations for List.
@@ -17,7 +19,7 @@ type Filter struct {
 
 // List returns the recorded violations matching f, oldest first. The
 // slice is empty, not nil, when there are none (so JSON prints []).
-func List(ctx context.Context, db *sql.DB, f Filter) ([]Violation, error) {
+func List(ctx context.Context, db *sql.DB, f Filter) ([]security.Violation, error) {
 	q := `SELECT time, grp, kind, tool, target, detail, action, rule FROM violations WHERE 1 = 1`
 	var args []any
 	if f.Group != "" {
@@ -34,10 +36,10 @@ func List(ctx context.Context, db *sql.DB, f Filter) ([]Violation, error) {
 		return nil, fmt.Errorf("alerts: list violations: %w", err)
 	}
 	defer rows.Close()
-	out := []Violation{}
+	out := []security.Violation{}
 	for rows.Next() {
 		var (
-			v  Violation
+			v  security.Violation
 			ns int64
 		)
 		if err := rows.Scan(&ns, &v.Group, &v.Kind, &v.Tool, &v.Target, &v.Detail, &v.Action, &v.Rule); err != nil {
@@ -57,7 +59,7 @@ const tableDetail = 60
 
 // FormatTable writes vs as an aligned text table (local times), or a line
 // saying there are none.
-func FormatTable(w io.Writer, vs []Violation) error {
+func FormatTable(w io.Writer, vs []security.Violation) error {
 	if len(vs) == 0 {
 		_, err := fmt.Fprintln(w, "No violations recorded.")
 		return err
@@ -72,8 +74,32 @@ func FormatTable(w io.Writer, vs []Violation) error {
 		// Stored text is already cleaned; clean again so a table never
 		// carries a tab or newline that would break its columns.
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Time.Local().Format("2006-01-02 15:04:05"),
-			clean(v.Group, maxGroup), clean(v.Kind, maxKind), clean(v.Tool, maxTool),
+			clean(v.Group, maxGroup), clean(string(v.Kind), maxKind), clean(v.Tool, maxTool),
 			clean(v.Target, maxAlertTarget), clean(v.Action, maxKind), clean(rule, maxStoredField), clean(v.Detail, tableDetail))
 	}
 	return tw.Flush()
+}
+
+// CountViolations counts the violations recorded since t, by group and kind.
+func CountViolations(ctx context.Context, db *sql.DB, since time.Time) (map[string]map[string]int, error) {
+	rows, err := db.QueryContext(ctx, `SELECT grp, kind, COUNT(*) FROM violations WHERE time >= ? GROUP BY grp, kind`, since.UnixNano())
+	if err != nil {
+		return nil, fmt.Errorf("alerts: count violations: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]map[string]int{}
+	for rows.Next() {
+		var (
+			grp, kind string
+			n         int
+		)
+		if err := rows.Scan(&grp, &kind, &n); err != nil {
+			return nil, fmt.Errorf("alerts: count violations: %w", err)
+		}
+		if out[grp] == nil {
+			out[grp] = map[string]int{}
+		}
+		out[grp][kind] = n
+	}
+	return out, rows.Err()
 }

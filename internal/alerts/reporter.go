@@ -1,3 +1,6 @@
+// Package alerts turns violations (blocked actions of sandboxed agents, and
+// refused IPC files) into the group's audit log, a SQLite audit table and
+// immediate alerts to the main group, sent through a durable outbox.
 package alerts
 
 import (
@@ -13,6 +16,9 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
+	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/rs/zerolog"
 )
 
 // MainFunc reports the main group's folder and chat; ok is false while no
@@ -23,7 +29,8 @@ type MainFunc func(ctx context.Context) (folder, jid string, ok bool)
 type Reporter struct {
 	db        *sql.DB
 	groupsDir string
-	out       *Outbox
+	out       *outbox.Outbox
+	log       zerolog.Logger
 	main      MainFunc
 	cooldown  time.Duration
 	now       func() time.Time
@@ -43,13 +50,13 @@ const DefaultMaxPerGroup = 3
 // audit rows and alerts into db, and queues alerts on out for the chat of
 // the main group as main reports it. Repeats of a (group, kind, target)
 // within cooldown are folded into one summary; cooldown 0 alerts every
-// violation. clock is time.Now when nil.
-func NewReporter(db *sql.DB, groupsDir string, out *Outbox, main MainFunc, cooldown time.Duration, clock func() time.Time) *Reporter {
+// violation. clock is time.Now when nil; log gets what fails in Run.
+func NewReporter(db *sql.DB, groupsDir string, out *outbox.Outbox, main MainFunc, cooldown time.Duration, clock func() time.Time, log zerolog.Logger) *Reporter {
 	if clock == nil {
 		clock = time.Now
 	}
 	return &Reporter{
-		db: db, groupsDir: groupsDir, out: out, main: main, cooldown: cooldown, now: clock,
+		db: db, groupsDir: groupsDir, out: out, log: log, main: main, cooldown: cooldown, now: clock,
 		wake: make(chan struct{}, 1),
 	}
 }
@@ -59,28 +66,23 @@ func NewReporter(db *sql.DB, groupsDir string, out *Outbox, main MainFunc, coold
 // in one transaction, so an alert raised is sent even if the daemon dies
 // right after. The security.jsonl line is written after the commit; one
 // missed by a crash is written by the next Run.
-func (r *Reporter) Report(ctx context.Context, v Violation) error {
+func (r *Reporter) Report(ctx context.Context, v security.Violation) error {
 	return r.record(ctx, v, true, nil)
 }
 
-// Audit records v in the audit trail only, with no alert: a refused IPC
-// file that is malformed rather than an attempt to cross a boundary.
-func (r *Reporter) Audit(ctx context.Context, v Violation) error {
-	return r.record(ctx, v, false, nil)
-}
-
-// RecordOnce is Report (alert true) or Audit (alert false) for a caller
-// that may repeat the call after a crash, such as the IPC watcher finishing
-// a refused file again after a restart. claim runs inside the transaction
-// that records v, before anything else, and marks the caller's key done;
-// it returns false when the key was done before, and then nothing is
-// recorded. Because the mark and the record commit together, a kill -9 can
+// RecordOnce is Report (alert true), or a record in the audit trail only
+// (alert false: a refused IPC file that is malformed rather than an attempt
+// to cross a boundary), for a caller that may repeat the call after a
+// crash, such as the IPC watcher finishing a refused file again after a
+// restart. claim runs inside the transaction that records v, before
+// anything else, and marks the caller's key done; it returns false when
+// the key was done before, and then nothing is recorded. Because the mark and the record commit together, a kill -9 can
 // neither double the alert nor lose it.
-func (r *Reporter) RecordOnce(ctx context.Context, v Violation, alert bool, claim func(tx *sql.Tx) (bool, error)) error {
+func (r *Reporter) RecordOnce(ctx context.Context, v security.Violation, alert bool, claim func(tx *sql.Tx) (bool, error)) error {
 	return r.record(ctx, v, alert, claim)
 }
 
-func (r *Reporter) record(ctx context.Context, v Violation, alert bool, claim func(tx *sql.Tx) (bool, error)) error {
+func (r *Reporter) record(ctx context.Context, v security.Violation, alert bool, claim func(tx *sql.Tx) (bool, error)) error {
 	if v.Time.IsZero() {
 		v.Time = r.now()
 	}
@@ -116,7 +118,7 @@ func (r *Reporter) record(ctx context.Context, v Violation, alert bool, claim fu
 	if alert && (!haveMain || v.Group != mainFolder) {
 		chat := sql.NullString{String: mainJID, Valid: haveMain}
 		if haveMain {
-			if _, err := retargetTx(ctx, tx, mainJID); err != nil {
+			if _, err := outbox.AddressTx(ctx, tx, mainJID); err != nil {
 				return err
 			}
 		}
@@ -139,9 +141,9 @@ func (r *Reporter) record(ctx context.Context, v Violation, alert bool, claim fu
 // window: in one cooldown a group raises at most MaxPerGroup alerts, one
 // per distinct (kind, tool, target); the rest wait for the window's
 // summary. It reports whether v was folded.
-func (r *Reporter) raiseTx(ctx context.Context, tx *sql.Tx, v Violation, chat sql.NullString) (bool, error) {
+func (r *Reporter) raiseTx(ctx context.Context, tx *sql.Tx, v security.Violation, chat sql.NullString) (bool, error) {
 	if r.cooldown <= 0 {
-		_, err := enqueueTx(ctx, tx, chat, alertText(v), KindAlert)
+		_, err := enqueueTx(ctx, tx, chat, alertText(v), outbox.KindAlert)
 		return false, err
 	}
 	now := r.now().UnixNano()
@@ -173,7 +175,7 @@ func (r *Reporter) raiseTx(ctx context.Context, tx *sql.Tx, v Violation, chat sq
 		return false, fmt.Errorf("alerts: read alert window: %w", err)
 	}
 	if alerted == 0 && sent < int64(r.maxPerGroup()) {
-		if _, err := enqueueTx(ctx, tx, chat, alertText(v), KindAlert); err != nil {
+		if _, err := enqueueTx(ctx, tx, chat, alertText(v), outbox.KindAlert); err != nil {
 			return false, err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE alert_windows SET sent = sent + 1 WHERE grp = ?`, v.Group); err != nil {
@@ -223,7 +225,7 @@ func (r *Reporter) summarizeTx(ctx context.Context, tx *sql.Tx, group string, ch
 		return fmt.Errorf("alerts: read folded violations: %w", err)
 	}
 	if len(folded) > 0 {
-		if _, err := enqueueTx(ctx, tx, chat, summaryText(group, folded, r.cooldown), KindSummary); err != nil {
+		if _, err := enqueueTx(ctx, tx, chat, summaryText(group, folded, r.cooldown), outbox.KindSummary); err != nil {
 			return err
 		}
 	}
@@ -246,10 +248,10 @@ func (r *Reporter) poke() {
 // unwritten and addresses alerts that waited for a main group.
 func (r *Reporter) Run(ctx context.Context) error {
 	if err := r.replayLog(ctx); err != nil {
-		r.out.log.Error().Err(err).Msg("alerts: writing missed audit lines failed")
+		r.log.Error().Err(err).Msg("alerts: writing missed audit lines failed")
 	}
 	if err := r.Kick(ctx); err != nil {
-		r.out.log.Error().Err(err).Msg("alerts: addressing waiting alerts failed")
+		r.log.Error().Err(err).Msg("alerts: addressing waiting alerts failed")
 	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -259,7 +261,7 @@ func (r *Reporter) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			r.out.log.Error().Err(err).Msg("alerts: sending alert summaries failed; retrying")
+			r.log.Error().Err(err).Msg("alerts: sending alert summaries failed; retrying")
 			next = r.now().Add(time.Second)
 		}
 		timer.Stop()
@@ -352,7 +354,7 @@ func (r *Reporter) Kick(ctx context.Context) error {
 		return fmt.Errorf("alerts: begin: %w", err)
 	}
 	defer tx.Rollback()
-	n, err := retargetTx(ctx, tx, jid)
+	n, err := outbox.AddressTx(ctx, tx, jid)
 	if err != nil {
 		return err
 	}
@@ -368,7 +370,7 @@ func (r *Reporter) Kick(ctx context.Context) error {
 // logLine appends v to its group's security.jsonl (fsync'd) and marks the
 // row written. The check of the mark under fileMu keeps Run's replay and a
 // concurrent Report from writing one row twice.
-func (r *Reporter) logLine(ctx context.Context, id int64, v Violation, replay bool) error {
+func (r *Reporter) logLine(ctx context.Context, id int64, v security.Violation, replay bool) error {
 	r.fileMu.Lock()
 	defer r.fileMu.Unlock()
 	var logged int
@@ -393,7 +395,7 @@ func (r *Reporter) logLine(ctx context.Context, id int64, v Violation, replay bo
 
 var errBadFolder = errors.New("not a valid group folder name")
 
-func (r *Reporter) appendLine(v Violation, replay bool) error {
+func (r *Reporter) appendLine(v security.Violation, replay bool) error {
 	if groups.ValidFolder(v.Group) != nil {
 		return fmt.Errorf("alerts: audit line for %q: %w", v.Group, errBadFolder)
 	}
@@ -458,7 +460,7 @@ func (r *Reporter) replayLog(ctx context.Context) error {
 	}
 	type row struct {
 		id int64
-		v  Violation
+		v  security.Violation
 	}
 	var todo []row
 	for rows.Next() {

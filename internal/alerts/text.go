@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
 // Length caps, in runes, of agent-supplied fields as stored in the audit
@@ -97,9 +99,9 @@ func show(s string, max int) string {
 }
 
 // sanitize cleans every agent-supplied field of v for storage.
-func sanitize(v Violation) Violation {
+func sanitize(v security.Violation) security.Violation {
 	v.Group = clean(v.Group, maxGroup)
-	v.Kind = clean(v.Kind, maxKind)
+	v.Kind = security.Kind(clean(string(v.Kind), maxKind))
 	v.Tool = clean(v.Tool, maxTool)
 	v.Target = clean(v.Target, maxStoredField)
 	v.Detail = clean(v.Detail, maxStoredDet)
@@ -117,30 +119,30 @@ func quote(s string, max int) string { return "“" + show(s, max) + "”" }
 
 // headline is the first line of an alert after the marker and count:
 // which group, which tool, what was blocked, and the target.
-func headline(v Violation) string {
+func headline(v security.Violation) string {
 	group, tool, target := show(v.Group, maxGroup), show(v.Tool, maxTool), quote(v.Target, maxAlertTarget)
 	var what string
 	switch v.Kind {
-	case "network":
+	case security.KindNetwork:
 		what = "network access to"
-	case "filesystem":
+	case security.KindFilesystem:
 		what = "file access to"
-	case "tool":
+	case security.KindTool:
 		what = "use on"
-	case "permission":
+	case security.KindPermission:
 		what = "permission for"
-	case "ipc":
+	case security.KindIPC:
 		return fmt.Sprintf("group %q tried to act as another group (%s): %s", group, tool, target)
-	case "limit":
+	case security.KindLimit:
 		return fmt.Sprintf("group %q: the run went over its %s limit and was stopped", group, show(v.Target, maxKind))
 	default:
-		what = show(v.Kind, maxKind) + " access to"
+		what = show(string(v.Kind), maxKind) + " access to"
 	}
 	return fmt.Sprintf("group %q: %s was denied %s %s", group, tool, what, target)
 }
 
 // alertText is the message for a violation that gets an alert of its own.
-func alertText(v Violation) string {
+func alertText(v security.Violation) string {
 	var b strings.Builder
 	b.WriteString("[SANDBOX ALERT] ")
 	b.WriteString(headline(v))
@@ -208,7 +210,7 @@ func summaryText(group string, folded []foldedCount, cooldown time.Duration) str
 // fixHint says which rule refused the action and which key to change to
 // allow it. It names keys, never values the agent supplied: a target chosen
 // by an attacker must not turn into a suggestion to allow it.
-func fixHint(v Violation) string {
+func fixHint(v security.Violation) string {
 	folder := show(v.Group, maxGroup)
 	setSec := fmt.Sprintf("`nanoclawd groups set-security %s --file OVERRIDE.json`", folder)
 	showCmd := fmt.Sprintf("`nanoclawd security show %s`", folder)
@@ -249,21 +251,21 @@ func fixHint(v Violation) string {
 }
 
 // defaultRule is the rule behind a violation that does not name one.
-func defaultRule(v Violation) string {
+func defaultRule(v security.Violation) string {
 	switch v.Kind {
-	case "network":
+	case security.KindNetwork:
 		return "hostSecurity.network.allowedDomains"
-	case "tool":
+	case security.KindTool:
 		return "hostSecurity.tools"
-	case "filesystem", "permission":
+	case security.KindFilesystem, security.KindPermission:
 		switch v.Tool {
 		case "Write", "Edit", "MultiEdit", "NotebookEdit":
 			return "hostSecurity.allowWrite"
 		}
 		return "hostSecurity.denyRead"
-	case "limit":
+	case security.KindLimit:
 		return "agent.limits"
-	case "ipc":
+	case security.KindIPC:
 		return "ipc"
 	}
 	return ""

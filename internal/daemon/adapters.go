@@ -6,11 +6,10 @@ import (
 	"errors"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/alerts"
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/ipc"
-	"github.com/nanoclawd/nanoclawd/internal/router"
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
@@ -62,7 +61,7 @@ func (a actions) once(ctx context.Context, key string, f func(tx *sql.Tx) error)
 
 func (a actions) SendMessage(ctx context.Context, key, fromFolder, chatJID, text string) error {
 	err := a.once(ctx, key, func(tx *sql.Tx) error {
-		_, err := alerts.EnqueueTx(ctx, tx, chatJID, text, alerts.KindIPC)
+		_, err := outbox.EnqueueTx(ctx, tx, chatJID, text, outbox.KindIPC)
 		return err
 	})
 	if err == nil {
@@ -106,7 +105,7 @@ func (a actions) RefreshGroups(ctx context.Context) error {
 
 // Violation records a refused file once: the audit row, the alert and the
 // key's done-mark commit together.
-func (a actions) Violation(ctx context.Context, key string, v alerts.Violation, alert bool) error {
+func (a actions) Violation(ctx context.Context, key string, v security.Violation, alert bool) error {
 	return a.d.reporter.RecordOnce(ctx, v, alert, func(tx *sql.Tx) (bool, error) {
 		res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO done_keys (key, done_at) VALUES (?, ?)`, key, time.Now().UnixMilli())
 		if err != nil {
@@ -121,7 +120,7 @@ func (a actions) Violation(ctx context.Context, key string, v alerts.Violation, 
 type chats struct{ d *Daemon }
 
 func (c chats) ListChats(ctx context.Context) ([]channel.Chat, error) {
-	return router.ListChats(ctx, c.d.db)
+	return c.d.messages.ListChats(ctx)
 }
 
 func (c chats) IsRegistered(ctx context.Context, jid string) (bool, error) {

@@ -23,6 +23,8 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/ipc"
+	"github.com/nanoclawd/nanoclawd/internal/messages"
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/router"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
@@ -48,24 +50,22 @@ type Daemon struct {
 	log      zerolog.Logger
 	db       *sql.DB
 	reg      *groups.Registry
+	messages *messages.Store
 	channels channel.Set
-	outbox   *alerts.Outbox
+	outbox   *outbox.Outbox
 	reporter *alerts.Reporter
 	tokens   *ipc.Tokens
 	sched    *scheduler.Scheduler
 	queue    *runner.Queue
+	ledger   *runner.Ledger
 	router   *router.Router
 	watcher  *ipc.Watcher
 	lock     *os.File
 
 	mu             sync.Mutex
 	watched        map[string]bool // group folders whose IPC directories are watched
-	runs           runStarts
 	pendingRestart []string
 	started        time.Time
-
-	// OnRunStart is passed to the router (benchmarks and tests).
-	OnRunStart func(folder string, pid int)
 }
 
 // Config returns the configuration in force.
@@ -73,7 +73,7 @@ func (d *Daemon) Config() *config.Config { return d.cfg.Load() }
 
 // New opens the state of cfg and builds every part; Run starts them.
 func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, error) {
-	d := &Daemon{log: log, runs: runStarts{}}
+	d := &Daemon{log: log}
 	d.cfg.Store(cfg)
 	lock, err := acquireLock(cfg.DataDir)
 	if err != nil {
@@ -91,7 +91,8 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	}
 	d.reg = groups.New(d.db, cfg.GroupsDir)
 	d.reg.Assistant = cfg.AssistantName
-	d.outbox = alerts.NewOutbox(d.db, &d.channels, log.With().Str("part", "outbox").Logger())
+	d.messages = messages.New(d.db)
+	d.outbox = outbox.New(d.db, &d.channels, log.With().Str("part", "outbox").Logger())
 	d.outbox.Main = d.mainGroup
 	if cfg.Channels.Local.Enabled {
 		d.channels = append(d.channels, local.New(cfg.Channels.Local.Socket, d.db))
@@ -102,7 +103,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 			Logger: log.With().Str("part", "whatsapp").Logger(), Outbox: d.outbox,
 		}))
 	}
-	d.reporter = alerts.NewReporter(d.db, cfg.GroupsDir, d.outbox, d.mainGroup, cfg.Alerts.Cooldown.D(), nil)
+	d.reporter = alerts.NewReporter(d.db, cfg.GroupsDir, d.outbox, d.mainGroup, cfg.Alerts.Cooldown.D(), nil, log.With().Str("part", "alerts").Logger())
 	d.reporter.MaxPerGroup = cfg.Alerts.MaxPerGroup
 	if d.tokens, err = ipc.OpenTokens(ctx, d.db); err != nil {
 		return nil, err
@@ -111,29 +112,20 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	if err != nil {
 		return nil, fmt.Errorf("find own binary: %w", err)
 	}
-	d.router = &router.Router{
-		DB: d.db, Groups: d.reg, Config: d.Config, Outbox: d.outbox, Reporter: d.reporter, Tokens: d.tokens,
-		Typing: d.channels.SetTyping, Binary: binary, Log: log.With().Str("part", "router").Logger(),
-		BeforeRun: d.beforeRun,
-		OnRunStart: func(folder string, pid int) {
-			d.agentStarted(folder)
-			if d.OnRunStart != nil {
-				d.OnRunStart(folder, pid)
-			}
-		},
-	}
-	d.queue = runner.NewQueue(cfg.Agent.MaxConcurrent, d.recordRuns(d.router.Run))
-	d.queue.OnGiveUp = d.router.GiveUp
-	d.queue.Reserved = func(folder string) bool {
+	d.queue = runner.NewQueue(cfg.Agent.MaxConcurrent, func(folder string) bool {
 		g, err := d.reg.ByFolder(context.Background(), folder)
 		return err == nil && g.IsMain
-	}
+	})
 	if v, err := time.ParseDuration(os.Getenv(RetryBaseEnv)); err == nil && v > 0 {
 		d.queue.RetryBase = v
 	}
-	d.router.Queue = d.queue
+	d.ledger = runner.NewLedger(d.db)
 	d.sched = scheduler.New(d.db, cfg.Location(), taskRunner{d.queue}, cfg.Layout().IPCRoot(), log.With().Str("part", "scheduler").Logger())
-	d.router.Tasks = d.sched
+	d.router = &router.Router{
+		Messages: d.messages, Groups: d.reg, Config: d.Config, Queue: d.queue, Outbox: d.outbox, Reporter: d.reporter,
+		Tokens: d.tokens, Tasks: tasks{d.sched, d.db}, Ledger: d.ledger, Typing: d.channels.SetTyping, Binary: binary,
+		Log: log.With().Str("part", "router").Logger(), BeforeRun: d.beforeRun,
+	}
 	if d.watcher, err = ipc.NewWatcher(ipc.Config{
 		IPCRoot: cfg.Layout().IPCRoot(), DB: d.db, Tokens: d.tokens, Groups: ipcGroups{d.reg},
 		Tasks: d.sched, Actions: actions{d}, Log: log.With().Str("part", "ipc").Logger(),
@@ -153,9 +145,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer cancel(nil)
 	cfg := d.Config()
 	d.started = time.Now()
-	if err := d.router.KillLeftovers(ctx); err != nil {
+	if err := d.ledger.KillLeftovers(ctx, d.log.With().Str("part", "runner").Logger()); err != nil {
 		d.log.Warn().Err(err).Msg("look for processes left by a previous run")
 	}
+	d.queue.Start(d.router) // after the leftovers are gone: no agent of ours is among them
 	nGroups, err := d.syncGroups(ctx)
 	if err != nil {
 		return err
@@ -303,6 +296,16 @@ func (d *Daemon) syncGroups(ctx context.Context) (int, error) {
 	d.router.RefreshWarm(ctx) // a changed policy: agents started ahead are started again
 	d.log.Info().Int("groups", len(list)).Msg("groups reloaded")
 	return len(list), nil
+}
+
+// tasks is the scheduler as the router reads tasks.
+type tasks struct {
+	*scheduler.Scheduler
+	db *sql.DB
+}
+
+func (t tasks) Get(ctx context.Context, id string) (scheduler.Task, error) {
+	return t.Scheduler.Get(ctx, t.db, id)
 }
 
 // taskRunner hands due tasks to the queue.

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/nanoclawd/nanoclawd/internal/alerts"
 	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
 )
 
 // watchConfig reloads the config file when it changes. A valid edit
@@ -59,7 +59,7 @@ func (d *Daemon) tellMain(ctx context.Context, text string) {
 	if !ok {
 		return
 	}
-	if _, err := d.outbox.Enqueue(ctx, jid, text, alerts.KindNotice); err != nil {
+	if _, err := d.outbox.Enqueue(ctx, jid, text, outbox.KindNotice); err != nil {
 		d.log.Error().Err(err).Msg("tell the main group")
 	}
 }

@@ -13,54 +13,6 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/status"
 )
 
-// runStarts remembers, per group with a queue job going on, when an agent
-// process started in it (a run that finds nothing to answer starts none).
-type runStarts map[string]*time.Time
-
-// recordRuns wraps the queue's RunFunc: a run that failed, or that
-// started an agent or took one started ahead (a standby), becomes the
-// group's last run. A message run that found nothing to answer is not a
-// run to show.
-func (d *Daemon) recordRuns(run runner.RunFunc) runner.RunFunc {
-	return func(ctx context.Context, job runner.Job) error {
-		t0 := time.Now()
-		standby := d.router.Standbys()[job.Folder]
-		d.mu.Lock()
-		d.runs[job.Folder] = new(time.Time)
-		d.mu.Unlock()
-		err := run(ctx, job)
-		d.mu.Lock()
-		started := *d.runs[job.Folder]
-		delete(d.runs, job.Folder)
-		d.mu.Unlock()
-		tookStandby := standby != nil && d.router.Standbys()[job.Folder] != standby
-		if started.IsZero() && !tookStandby && err == nil {
-			return nil
-		}
-		if started.IsZero() {
-			started = t0
-		}
-		r := runner.LastRun{Folder: job.Folder, Started: started, Finished: time.Now(), OK: err == nil, TaskID: job.TaskID}
-		if err != nil {
-			r.Error = err.Error()
-		}
-		if rerr := runner.RecordLastRun(context.WithoutCancel(ctx), d.db, r); rerr != nil {
-			d.log.Warn().Err(rerr).Str("group", job.Folder).Msg("status will not show this run")
-		}
-		return err
-	}
-}
-
-// agentStarted notes an agent process start inside a queue job (standbys
-// start outside one and are counted when a job takes them).
-func (d *Daemon) agentStarted(folder string) {
-	d.mu.Lock()
-	if t := d.runs[folder]; t != nil && t.IsZero() {
-		*t = time.Now()
-	}
-	d.mu.Unlock()
-}
-
 // setPendingRestart records the keys edited in the config file that apply
 // only after a restart.
 func (d *Daemon) setPendingRestart(keys []string) {

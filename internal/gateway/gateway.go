@@ -29,9 +29,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/rs/zerolog"
-
-	"github.com/nanoclawd/nanoclawd/internal/alerts"
 )
 
 // Credentials are the environment variables that carry a model-API
@@ -43,7 +42,7 @@ const DefaultUpstream = "https://api.anthropic.com"
 
 // Reporter records a refused request as a violation of the group.
 type Reporter interface {
-	Report(ctx context.Context, v alerts.Violation) error
+	Report(ctx context.Context, v security.Violation) error
 }
 
 // Config is what one run's gateway applies.
@@ -161,7 +160,7 @@ func (r *Run) refuse(w http.ResponseWriter, req *http.Request, host, why string)
 	detail := fmt.Sprintf("%s %s refused by the egress gateway: %s", req.Method, host, why)
 	r.cfg.Log.Warn().Str("group", r.cfg.Group).Str("host", host).Msg(detail)
 	if r.cfg.Reporter != nil {
-		v := alerts.Violation{Time: time.Now().UTC(), Group: r.cfg.Group, Kind: "network", Tool: "network",
+		v := security.Violation{Time: time.Now().UTC(), Group: r.cfg.Group, Kind: security.KindNetwork, Tool: "network",
 			Target: host, Detail: detail, Action: "blocked", Rule: rule}
 		if err := r.cfg.Reporter.Report(context.WithoutCancel(req.Context()), v); err != nil {
 			r.cfg.Log.Error().Err(err).Str("group", r.cfg.Group).Msg("report a refused connection")

@@ -14,15 +14,15 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/nanoclawd/nanoclawd/internal/alerts"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
 type reports struct {
 	mu sync.Mutex
-	vs []alerts.Violation
+	vs []security.Violation
 }
 
-func (r *reports) Report(_ context.Context, v alerts.Violation) error {
+func (r *reports) Report(_ context.Context, v security.Violation) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.vs = append(r.vs, v)

@@ -14,8 +14,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/nanoclawd/nanoclawd/internal/alerts"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
@@ -58,7 +58,7 @@ type event struct {
 	chat  string
 	text  string
 	group NewGroup
-	v     alerts.Violation
+	v     security.Violation
 	alert bool
 }
 
@@ -84,7 +84,7 @@ func (a *fakeActions) RefreshGroups(context.Context) error {
 	return nil
 }
 
-func (a *fakeActions) Violation(_ context.Context, key string, v alerts.Violation, alert bool) error {
+func (a *fakeActions) Violation(_ context.Context, key string, v security.Violation, alert bool) error {
 	a.events <- event{kind: "violation", key: key, v: v, alert: alert}
 	return nil
 }

@@ -13,8 +13,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/nanoclawd/nanoclawd/internal/alerts"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
@@ -30,7 +30,7 @@ func (a sqlActions) SendMessage(ctx context.Context, key, from, chat, text strin
 }
 func (a sqlActions) RegisterGroup(context.Context, string, NewGroup) error { return nil }
 func (a sqlActions) RefreshGroups(context.Context) error                   { return nil }
-func (a sqlActions) Violation(ctx context.Context, key string, v alerts.Violation, alert bool) error {
+func (a sqlActions) Violation(ctx context.Context, key string, v security.Violation, alert bool) error {
 	_, err := a.db.ExecContext(ctx, `INSERT INTO test_calls (key, what) VALUES (?, ?)`, key, "violation")
 	return err
 }

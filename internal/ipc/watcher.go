@@ -20,9 +20,9 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"github.com/rs/zerolog"
 
-	"github.com/nanoclawd/nanoclawd/internal/alerts"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
 // Groups looks up registered groups (the daemon adapts its registry).
@@ -69,7 +69,7 @@ type Actions interface {
 	RefreshGroups(ctx context.Context) error
 	// Violation audits a refused file; alert says it also goes to the
 	// main group (wrong token or cross-group attempt).
-	Violation(ctx context.Context, key string, v alerts.Violation, alert bool) error
+	Violation(ctx context.Context, key string, v security.Violation, alert bool) error
 }
 
 // Config holds what a Watcher works with.
@@ -300,7 +300,7 @@ type record struct {
 	folder, sub, name string
 	state             string
 	req               Request
-	v                 alerts.Violation
+	v                 security.Violation
 	alert             bool
 	attempts          int
 	decidedAt         int64 // unix ms
@@ -548,7 +548,7 @@ func (w *Watcher) record(ctx context.Context, folder, sub, name, hash string, d 
 			if target == "" {
 				target = fmt.Sprintf("ipc/%s/%s/%s", folder, sub, name)
 			}
-			rec.v = alerts.Violation{Time: w.now().UTC(), Group: d.group, Kind: "ipc", Tool: "ipc", Target: target,
+			rec.v = security.Violation{Time: w.now().UTC(), Group: d.group, Kind: security.KindIPC, Tool: "ipc", Target: target,
 				Detail: fmt.Sprintf("%s (file ipc/%s/%s/%s)", d.reason, folder, sub, name), Action: "blocked"}
 			b, _ := json.Marshal(rec.v)
 			vJSON = sql.NullString{String: string(b), Valid: true}

@@ -12,10 +12,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/alerts"
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/messages"
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
@@ -98,7 +99,7 @@ func (c *confinement) started(pid int) {
 		c.over = what
 		c.mu.Unlock()
 		limit, _, _ := strings.Cut(what, ":")
-		v := alerts.Violation{Time: time.Now().UTC(), Group: c.group, Kind: "limit", Tool: "sandbox", Target: limit,
+		v := security.Violation{Time: time.Now().UTC(), Group: c.group, Kind: security.KindLimit, Tool: "sandbox", Target: limit,
 			Detail: what, Action: "blocked", Rule: "agent.limits"}
 		if err := c.router.Reporter.Report(context.Background(), v); err != nil {
 			c.router.Log.Error().Err(err).Str("group", c.group).Msg("report a run over its limit")
@@ -146,7 +147,7 @@ func (r *Router) tellMain(ctx context.Context, text string) {
 	}
 	for _, g := range list {
 		if g.IsMain {
-			if err := r.enqueue(context.WithoutCancel(ctx), g.JID, text, alerts.KindNotice, "", 0); err != nil {
+			if err := r.Messages.Answer(context.WithoutCancel(ctx), r.Outbox, messages.Answer{ReplyTo: g.JID, Text: text, Kind: outbox.KindNotice}); err != nil {
 				r.Log.Error().Err(err).Msg("tell the main group")
 			}
 			return

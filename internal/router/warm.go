@@ -47,31 +47,22 @@ func (r *Router) WarmUp(ctx context.Context) {
 	if n <= 0 {
 		return
 	}
-	rows, err := r.DB.QueryContext(ctx, `SELECT c.jid FROM chats c JOIN groups g ON g.jid = c.jid
-		ORDER BY c.last_activity DESC LIMIT ?`, n)
+	jids, err := r.Messages.RecentGroupChats(ctx, n)
 	if err != nil {
 		r.Log.Warn().Err(err).Msg("pick the groups to keep agents ready for")
 		return
 	}
-	var jids []string
-	for rows.Next() {
-		var jid string
-		if rows.Scan(&jid) == nil {
-			jids = append(jids, jid)
-		}
-	}
-	rows.Close()
 	for i := len(jids) - 1; i >= 0; i-- {
 		if g, err := r.Groups.ByJID(ctx, jids[i]); err == nil {
-			r.touchWarm(g.Folder)
+			r.touchWarm(g.Folder, r.Queue.Running(g.Folder))
 		}
 	}
 }
 
 // touchWarm marks folder as the most recently active group: it gets a
-// standby (if it has none and none of its runs is going), and the group
-// that falls out of the agent.warm most recent loses its own.
-func (r *Router) touchWarm(folder string) {
+// standby (if it has none and running says none of its runs is going),
+// and the group that falls out of the agent.warm most recent loses its own.
+func (r *Router) touchWarm(folder string, running bool) {
 	n := r.Config().Agent.Warm
 	w := &r.warm
 	w.mu.Lock()
@@ -92,7 +83,7 @@ func (r *Router) touchWarm(folder string) {
 		}
 		w.recent = w.recent[:max(n, 0)]
 	}
-	if n <= 0 || w.waiting[folder] != nil || r.isActive(folder) {
+	if n <= 0 || w.waiting[folder] != nil || running {
 		return
 	}
 	g, err := r.Groups.ByFolder(w.ctx, folder)
@@ -174,7 +165,7 @@ func (r *Router) RefreshWarm(ctx context.Context) {
 		sb.stop()
 		<-sb.done
 		r.Log.Info().Str("group", sb.run.group.Folder).Msg("the agent started ahead was stopped: the config or the group's policy changed")
-		r.touchWarm(sb.run.group.Folder)
+		r.touchWarm(sb.run.group.Folder, r.Queue.Running(sb.run.group.Folder))
 	}
 }
 
@@ -201,7 +192,9 @@ func (r *Router) fingerprint(ctx context.Context, g groups.Group, useSession boo
 	eff := security.Resolve(cfg.HostSecurity, g.Policy(), cfg.SecurityHost(groups.Folders(list)))
 	session := ""
 	if useSession {
-		session = r.session(ctx, g.Folder)
+		if session, err = r.Messages.Session(ctx, g.Folder); err != nil {
+			return "", err
+		}
 	}
 	b, err := json.Marshal([]any{eff, cfg.Agent, cfg.AssistantName, cfg.Timezone, g, session})
 	if err != nil {

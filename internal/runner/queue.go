@@ -36,12 +36,18 @@ type noRetry struct{ error }
 
 func (e noRetry) Unwrap() error { return e.error }
 
-// RunFunc does one job. For a message run it reads the group's unanswered
-// messages itself (and returns nil at once when there are none: runs are
-// coalesced, so it is called after every burst of EnqueueMessages). A
-// non-nil error from a message run is retried with backoff, unless wrapped
-// with NoRetry.
-type RunFunc func(ctx context.Context, job Job) error
+// Worker does the queue's jobs.
+type Worker interface {
+	// Run does one job. For a message run it reads the group's unanswered
+	// messages itself (and returns nil at once when there are none: runs
+	// are coalesced, so it is called after every burst of
+	// EnqueueMessages). A non-nil error from a message run is retried with
+	// backoff, unless wrapped with NoRetry.
+	Run(ctx context.Context, job Job) error
+	// GiveUp is told that a message run failed 1+Retries times (or once,
+	// with NoRetry), or that a task run failed.
+	GiveUp(job Job, err error)
+}
 
 // Queue runs jobs with at most one agent per group and a fixed number
 // overall. Groups wait in one FIFO line and rejoin at its end after a run, so
@@ -50,27 +56,23 @@ type RunFunc func(ctx context.Context, job Job) error
 // It has no goroutine of its own: enqueueing, a run ending and a backoff
 // timer firing are what move it.
 type Queue struct {
-	// Settable before the first Enqueue; NewQueue fills in the defaults.
-	RetryBase time.Duration            // first retry delay, doubled each time (5 s)
-	Retries   int                      // retries of a failing message run before giving up (5)
-	OnGiveUp  func(job Job, err error) // a message run failed 1+Retries times, or a task run failed
-	// Reserved, if set, names the group (the main group) for which one slot
-	// is always kept: other groups share the rest, so the owner is never
-	// stuck behind them.
-	Reserved func(folder string) bool
+	// Settable before Start; NewQueue fills in the defaults.
+	RetryBase time.Duration // first retry delay, doubled each time (5 s)
+	Retries   int           // retries of a failing message run before giving up (5)
 
-	run    RunFunc
-	max    int
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	reserved func(folder string) bool
+	worker   Worker // nil until Start: jobs wait
+	max      int
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 
-	mu       sync.Mutex
-	groups   map[string]*groupState
-	waiting  []*groupState // FIFO of groups that can start now
-	running  int
-	reserved int // running agents of Reserved groups
-	closed   bool
+	mu        sync.Mutex
+	groups    map[string]*groupState
+	waiting   []*groupState // FIFO of groups that can start now
+	running   int
+	nReserved int // running agents of reserved groups
+	closed    bool
 }
 
 type groupState struct {
@@ -89,22 +91,42 @@ type activeRun struct {
 	more     chan struct{}
 	closing  chan struct{}
 	closed   bool
-	reserved bool // holds the slot kept for Queue.Reserved
+	reserved bool // holds the slot kept for the reserved group
 }
 
-// NewQueue returns a queue that calls run for each job, at most
-// maxConcurrent at a time (at least 1).
-func NewQueue(maxConcurrent int, run RunFunc) *Queue {
+// NewQueue returns a queue that runs at most maxConcurrent jobs at a time
+// (at least 1), once Start gave it its worker. reserved, if not nil, names
+// the group (the main group) for which one slot is always kept: other
+// groups share the rest, so the owner is never stuck behind them.
+func NewQueue(maxConcurrent int, reserved func(folder string) bool) *Queue {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Queue{
 		RetryBase: 5 * time.Second,
 		Retries:   5,
-		run:       run,
+		reserved:  reserved,
 		max:       max(maxConcurrent, 1),
 		ctx:       ctx,
 		cancel:    cancel,
 		groups:    map[string]*groupState{},
 	}
+}
+
+// Start hands the queue its worker and starts what was enqueued before.
+// The queue is built before the worker (which enqueues into it), so it is
+// given the worker once both exist.
+func (q *Queue) Start(w Worker) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.worker = w
+	q.pump()
+}
+
+// Running tells whether a message run of folder is going.
+func (q *Queue) Running(folder string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	g := q.groups[folder]
+	return g != nil && g.active != nil && g.active.job.TaskID == ""
 }
 
 // EnqueueMessages says the group has new messages. If its message run is
@@ -209,7 +231,7 @@ func (q *Queue) schedule(g *groupState) {
 // pump starts what the free slots allow, and asks running agents to finish
 // when groups are left waiting, so an idle agent does not hold a slot.
 func (q *Queue) pump() {
-	for !q.closed && q.running < q.max && len(q.waiting) > 0 {
+	for !q.closed && q.worker != nil && q.running < q.max && len(q.waiting) > 0 {
 		i := slices.IndexFunc(q.waiting, func(g *groupState) bool { return len(g.tasks) > 0 && q.mayStart(g) })
 		if i < 0 {
 			i = slices.IndexFunc(q.waiting, q.mayStart)
@@ -234,10 +256,10 @@ func (q *Queue) pump() {
 // mayStart tells whether g may take a free slot: a group that is not
 // reserved may not take the last one while the reserved group has none.
 func (q *Queue) mayStart(g *groupState) bool {
-	if q.Reserved == nil || q.max == 1 || q.Reserved(g.folder) {
+	if q.reserved == nil || q.max == 1 || q.reserved(g.folder) {
 		return true
 	}
-	return q.running-q.reserved < q.max-1
+	return q.running-q.nReserved < q.max-1
 }
 
 func (q *Queue) start(g *groupState) {
@@ -254,8 +276,8 @@ func (q *Queue) start(g *groupState) {
 	}
 	g.active = a
 	q.running++
-	if a.reserved = q.Reserved != nil && q.Reserved(g.folder); a.reserved {
-		q.reserved++
+	if a.reserved = q.reserved != nil && q.reserved(g.folder); a.reserved {
+		q.nReserved++
 	}
 	q.wg.Add(1)
 	go q.exec(g, a)
@@ -269,7 +291,7 @@ func (q *Queue) exec(g *groupState, a *activeRun) {
 	g.active = nil
 	q.running--
 	if a.reserved {
-		q.reserved--
+		q.nReserved--
 	}
 	giveUp := false
 	switch {
@@ -298,8 +320,8 @@ func (q *Queue) exec(g *groupState, a *activeRun) {
 	q.pump()
 	q.mu.Unlock()
 
-	if giveUp && q.OnGiveUp != nil {
-		q.OnGiveUp(a.job, err)
+	if giveUp {
+		q.worker.GiveUp(a.job, err)
 	}
 }
 
@@ -310,7 +332,7 @@ func (q *Queue) call(job Job) (err error) {
 			err = fmt.Errorf("run of %s panicked: %v", job.Folder, p)
 		}
 	}()
-	return q.run(q.ctx, job)
+	return q.worker.Run(q.ctx, job)
 }
 
 func (q *Queue) retryDue(g *groupState) {

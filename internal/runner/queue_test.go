@@ -51,7 +51,7 @@ func TestQueueMaxConcurrent(t *testing.T) {
 	release := make(chan struct{})
 	in := make(chan struct{}, 10)
 	done := make(chan string, 10)
-	q := NewQueue(2, func(ctx context.Context, j Job) error {
+	q := newTestQueue(2, func(ctx context.Context, j Job) error {
 		n := cur.Add(1)
 		for {
 			p := peak.Load()
@@ -91,7 +91,7 @@ func TestQueueOnePerGroupAndFollowUps(t *testing.T) {
 	firstIn := make(chan Job, 1)
 	release := make(chan struct{})
 	ended := make(chan struct{}, 10)
-	q := NewQueue(4, func(ctx context.Context, j Job) error {
+	q := newTestQueue(4, func(ctx context.Context, j Job) error {
 		if n := cur.Add(1); n > peak.Load() {
 			peak.Store(n)
 		}
@@ -124,7 +124,7 @@ func TestQueueOnePerGroupAndFollowUps(t *testing.T) {
 // ran goes to the back of the line.
 func TestQueueFIFOAcrossGroups(t *testing.T) {
 	g := newGate()
-	q := NewQueue(1, g.run)
+	q := newTestQueue(1, g.run)
 	q.EnqueueMessages("a")
 	recv(t, g.starts, "a")
 	for _, f := range []string{"b", "c", "d", "a", "e", "c"} {
@@ -143,7 +143,7 @@ func TestQueueFIFOAcrossGroups(t *testing.T) {
 
 func TestQueueTasksFirst(t *testing.T) {
 	g := newGate()
-	q := NewQueue(1, g.run)
+	q := newTestQueue(1, g.run)
 	q.EnqueueMessages("x")
 	recv(t, g.starts, "x")
 	q.EnqueueMessages("b")
@@ -167,7 +167,7 @@ func TestQueueTasksFirst(t *testing.T) {
 // when another group waits for the only slot.
 func TestQueueClosingWhenOthersWait(t *testing.T) {
 	starts := make(chan Job, 10)
-	q := NewQueue(1, func(ctx context.Context, j Job) error {
+	q := newTestQueue(1, func(ctx context.Context, j Job) error {
 		starts <- j
 		<-j.Closing // an idle agent: ends when asked
 		return nil
@@ -195,7 +195,7 @@ func TestQueueRetryBackoffThenGiveUp(t *testing.T) {
 	var attempts []int
 	var times []time.Time
 	gaveUp := make(chan error, 2)
-	q := NewQueue(1, func(ctx context.Context, j Job) error {
+	q := newTestQueue(1, func(ctx context.Context, j Job) error {
 		mu.Lock()
 		attempts = append(attempts, j.Attempt)
 		times = append(times, time.Now())
@@ -228,7 +228,7 @@ func TestQueueRetryBackoffThenGiveUp(t *testing.T) {
 func TestQueueRetrySucceeds(t *testing.T) {
 	var calls atomic.Int32
 	done := make(chan Job, 1)
-	q := NewQueue(1, func(ctx context.Context, j Job) error {
+	q := newTestQueue(1, func(ctx context.Context, j Job) error {
 		if calls.Add(1) <= 2 {
 			return errors.New("transient")
 		}
@@ -270,7 +270,7 @@ func TestQueueRetrySucceeds(t *testing.T) {
 func TestQueueNoRetry(t *testing.T) {
 	var calls atomic.Int32
 	reported := make(chan error, 1)
-	q := NewQueue(1, func(ctx context.Context, j Job) error {
+	q := newTestQueue(1, func(ctx context.Context, j Job) error {
 		calls.Add(1)
 		return NoRetry(fmt.Errorf("agent for a: %w", ErrTimeout))
 	})
@@ -293,7 +293,7 @@ func TestQueueNoRetry(t *testing.T) {
 func TestQueueTaskFailureAndPanic(t *testing.T) {
 	var calls atomic.Int32
 	reported := make(chan string, 2)
-	q := NewQueue(1, func(ctx context.Context, j Job) error {
+	q := newTestQueue(1, func(ctx context.Context, j Job) error {
 		calls.Add(1)
 		if j.TaskID == "" {
 			panic("bug")
@@ -324,7 +324,7 @@ func TestQueueShutdown(t *testing.T) {
 	var calls atomic.Int32
 	both := make(chan struct{}, 2)
 	obedient := make(chan struct{})
-	q := NewQueue(2, func(ctx context.Context, j Job) error {
+	q := newTestQueue(2, func(ctx context.Context, j Job) error {
 		calls.Add(1)
 		both <- struct{}{}
 		if j.Folder == "good" {
@@ -360,7 +360,7 @@ func TestQueueShutdown(t *testing.T) {
 func TestQueueShutdownStopsBackoff(t *testing.T) {
 	var calls atomic.Int32
 	failed := make(chan struct{}, 1)
-	q := NewQueue(1, func(ctx context.Context, j Job) error {
+	q := newTestQueue(1, func(ctx context.Context, j Job) error {
 		calls.Add(1)
 		failed <- struct{}{}
 		return errors.New("x")
@@ -389,7 +389,7 @@ func TestQueueNoLostMessages(t *testing.T) {
 	allSeen := make(chan struct{})
 	var left atomic.Int32
 	left.Store(groups)
-	q := NewQueue(2, func(ctx context.Context, j Job) error {
+	q := newTestQueue(2, func(ctx context.Context, j Job) error {
 		var i int
 		fmt.Sscanf(j.Folder, "g%d", &i)
 		n := stored[i].Load() // "read the unanswered messages"
@@ -421,7 +421,7 @@ func TestQueueNoLostMessages(t *testing.T) {
 func BenchmarkEnqueueToStart(b *testing.B) {
 	var t0 atomic.Int64
 	startedAt := make(chan time.Duration, 1)
-	q := NewQueue(4, func(ctx context.Context, j Job) error {
+	q := newTestQueue(4, func(ctx context.Context, j Job) error {
 		startedAt <- time.Duration(time.Now().UnixNano() - t0.Load())
 		return nil
 	})
@@ -441,8 +441,8 @@ func BenchmarkEnqueueToStart(b *testing.B) {
 // they hold the rest, and one of them waits.
 func TestQueueKeepsASlotForMain(t *testing.T) {
 	g := newGate()
-	q := NewQueue(3, g.run)
-	q.Reserved = func(folder string) bool { return folder == "main" }
+	q := newTestQueue(3, g.run)
+	q.reserved = func(folder string) bool { return folder == "main" }
 	for _, f := range []string{"a", "b", "c"} {
 		q.EnqueueMessages(f)
 	}
@@ -459,5 +459,26 @@ func TestQueueKeepsASlotForMain(t *testing.T) {
 	close(g.release)
 	if s := recv(t, g.starts, "the third group's run"); s != "c" && s != "a" && s != "b" {
 		t.Fatalf("started %s", s)
+	}
+}
+
+// testQueue is a Queue whose worker calls run and OnGiveUp (if set).
+type testQueue struct {
+	*Queue
+	run      func(ctx context.Context, j Job) error
+	OnGiveUp func(j Job, err error)
+}
+
+func newTestQueue(max int, run func(ctx context.Context, j Job) error) *testQueue {
+	q := &testQueue{Queue: NewQueue(max, nil), run: run}
+	q.Start(q)
+	return q
+}
+
+func (q *testQueue) Run(ctx context.Context, j Job) error { return q.run(ctx, j) }
+
+func (q *testQueue) GiveUp(j Job, err error) {
+	if q.OnGiveUp != nil {
+		q.OnGiveUp(j, err)
 	}
 }

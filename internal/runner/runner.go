@@ -31,8 +31,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/alerts"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
 // Defaults for the zero values of the Spec limits.
@@ -95,7 +95,7 @@ type Result struct {
 type Handler interface {
 	OnStart(pid int)
 	OnResult(Result)
-	OnViolation(alerts.Violation)
+	OnViolation(security.Violation)
 }
 
 // Outcome is what Run reports about a finished run, error or not.
@@ -568,9 +568,9 @@ func (f *frameReader) frame(payload []byte, cut bool) {
 		f.answered()
 	case protocol.FrameViolation:
 		f.log.Printf("frame: violation kind=%s tool=%s target=%q", fr.Kind, fr.Tool, fr.Target)
-		f.h.OnViolation(alerts.Violation{
+		f.h.OnViolation(security.Violation{
 			Time: time.Now().UTC(), Group: f.spec.Input.GroupFolder,
-			Kind: fr.Kind, Tool: fr.Tool, Target: fr.Target, Detail: fr.Detail, Action: action(fr.Action),
+			Kind: security.Kind(fr.Kind), Tool: fr.Tool, Target: fr.Target, Detail: fr.Detail, Action: action(fr.Action),
 		})
 	default:
 		f.log.Printf("frame dropped: unknown type %q", fr.Type)

@@ -19,9 +19,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/alerts"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
 // agentBin is the stand-in agent (internal/testagent), built once.
@@ -50,12 +50,12 @@ type recorder struct {
 	mu         sync.Mutex
 	pid        int
 	results    []Result
-	violations []alerts.Violation
+	violations []security.Violation
 	react      func(Result)
 }
 
 func (r *recorder) OnStart(pid int) { r.mu.Lock(); r.pid = pid; r.mu.Unlock() }
-func (r *recorder) OnViolation(v alerts.Violation) {
+func (r *recorder) OnViolation(v security.Violation) {
 	r.mu.Lock()
 	r.violations = append(r.violations, v)
 	r.mu.Unlock()

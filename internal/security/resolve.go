@@ -304,13 +304,13 @@ func dedupe(list []string) []string {
 // the policy e, for the owner's fix hint: a tool the group was not given
 // is the tool list; a write the group may not make is allowWrite; any
 // other refusal of a granted tool is a deny rule.
-func RuleFor(e Effective, kind, tool string) string {
+func RuleFor(e Effective, kind Kind, tool string) string {
 	switch kind {
-	case "network":
+	case KindNetwork:
 		return "hostSecurity.network.allowedDomains"
-	case "tool":
+	case KindTool:
 		return "hostSecurity.tools"
-	case "filesystem", "permission":
+	case KindFilesystem, KindPermission:
 		if !strings.HasPrefix(tool, "mcp__") && !slices.Contains(e.Tools, tool) {
 			return "hostSecurity.tools"
 		}

@@ -1,8 +1,7 @@
-package alerts
+package outbox
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 )
@@ -54,28 +53,4 @@ func (o *Outbox) Backlog(ctx context.Context) ([]Backlog, error) {
 	}
 	o.mu.Unlock()
 	return out, nil
-}
-
-// CountViolations counts the violations recorded since t, by group and kind.
-func CountViolations(ctx context.Context, db *sql.DB, since time.Time) (map[string]map[string]int, error) {
-	rows, err := db.QueryContext(ctx, `SELECT grp, kind, COUNT(*) FROM violations WHERE time >= ? GROUP BY grp, kind`, since.UnixNano())
-	if err != nil {
-		return nil, fmt.Errorf("alerts: count violations: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]map[string]int{}
-	for rows.Next() {
-		var (
-			grp, kind string
-			n         int
-		)
-		if err := rows.Scan(&grp, &kind, &n); err != nil {
-			return nil, fmt.Errorf("alerts: count violations: %w", err)
-		}
-		if out[grp] == nil {
-			out[grp] = map[string]int{}
-		}
-		out[grp][kind] = n
-	}
-	return out, rows.Err()
 }

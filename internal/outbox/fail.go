@@ -1,4 +1,4 @@
-package alerts
+package outbox
 
 import (
 	"context"

@@ -1,32 +1,76 @@
-package alerts
+package outbox
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/outbox/outboxtest"
+	"github.com/nanoclawd/nanoclawd/internal/store"
+	"github.com/rs/zerolog"
 )
 
-const famJID = "120363000000000002@g.us"
+const (
+	mainJID  = "120363000000000001@g.us"
+	famJID   = "120363000000000002@g.us"
+	deadline = outboxtest.Deadline
+)
+
+type env struct {
+	db  *sql.DB
+	out *Outbox
+	rec *outboxtest.Recorder
+}
+
+// newEnv builds an outbox over a fresh database that sends to a recorder;
+// start runs it until the test ends.
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	db, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	e := &env{db: db, rec: outboxtest.NewRecorder()}
+	e.out = New(db, e.rec, zerolog.Nop())
+	e.out.MinBackoff, e.out.MaxBackoff = time.Millisecond, 5*time.Millisecond
+	return e
+}
+
+func (e *env) start(t testing.TB) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.out.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func (e *env) count(t testing.TB, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := e.db.QueryRow(q, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
 
 // refuseText makes the recorder refuse messages whose text is in bad with
 // that error, and counts every attempt per text.
 func refuseText(e *env, bad map[string]error) func() map[string]int {
 	var mu sync.Mutex
 	tries := map[string]int{}
-	e.rec.mu.Lock()
-	e.rec.refuse = func(m channel.Outgoing) error {
+	e.rec.Refuse(func(m channel.Outgoing) error {
 		mu.Lock()
 		tries[m.Text]++
 		mu.Unlock()
 		return bad[m.Text]
-	}
-	e.rec.mu.Unlock()
+	})
 	return func() map[string]int {
 		mu.Lock()
 		defer mu.Unlock()
@@ -46,8 +90,8 @@ func enqueue(t *testing.T, e *env, chat, text string) {
 }
 
 func TestUndeliverableMessageIsDroppedOnceAndTheChatMovesOn(t *testing.T) {
-	e := newEnv(t, "", time.Minute, nil, false)
-	e.out.Main = func(context.Context) (string, string, bool) { return mainFolder, mainJID, true }
+	e := newEnv(t)
+	e.out.Main = func(context.Context) (string, string, bool) { return "main", mainJID, true }
 	gone := fmt.Errorf("send to %s: not in group: %w", famJID, channel.ErrUndeliverable)
 	tries := refuseText(e, map[string]error{"one": gone, "three": gone})
 	enqueue(t, e, famJID, "one")
@@ -59,7 +103,7 @@ func TestUndeliverableMessageIsDroppedOnceAndTheChatMovesOn(t *testing.T) {
 	var fam []string
 	var notices []string
 	for len(fam) < 2 || len(notices) < 1 {
-		m := e.rec.next(t)
+		m := e.rec.Next(t)
 		if m.ChatJID == mainJID {
 			notices = append(notices, m.Text)
 		} else {
@@ -89,14 +133,13 @@ func TestUndeliverableMessageIsDroppedOnceAndTheChatMovesOn(t *testing.T) {
 }
 
 func TestUnexplainedErrorGivesUpButAnOutageWaits(t *testing.T) {
-	e := newEnv(t, "", time.Minute, nil, false)
+	e := newEnv(t)
 	e.out.GiveUpAfter = 0 // give up at the first retry after a failure
 	var mu sync.Mutex
 	down := 3
 	tries := refuseText(e, nil)
-	e.rec.mu.Lock()
-	inner := e.rec.refuse
-	e.rec.refuse = func(m channel.Outgoing) error {
+	inner := e.rec.Refusing()
+	e.rec.Refuse(func(m channel.Outgoing) error {
 		inner(m)
 		switch m.Text {
 		case "weird":
@@ -110,8 +153,7 @@ func TestUnexplainedErrorGivesUpButAnOutageWaits(t *testing.T) {
 			}
 		}
 		return nil
-	}
-	e.rec.mu.Unlock()
+	})
 	enqueue(t, e, famJID, "weird")
 	enqueue(t, e, famJID, "after")
 	enqueue(t, e, mainJID, "waits")
@@ -119,7 +161,7 @@ func TestUnexplainedErrorGivesUpButAnOutageWaits(t *testing.T) {
 
 	got := map[string]bool{}
 	for len(got) < 2 {
-		got[e.rec.next(t).Text] = true
+		got[e.rec.Next(t).Text] = true
 	}
 	if !got["after"] || !got["waits"] {
 		t.Fatalf("sent %v, want the message after the failing one and the one that waited out the outage", got)
@@ -139,10 +181,10 @@ func TestUnexplainedErrorGivesUpButAnOutageWaits(t *testing.T) {
 
 func TestMessageIDsAreStableAcrossRetriesAndUniquePerInstall(t *testing.T) {
 	ids := func() []string {
-		e := newEnv(t, "", time.Minute, nil, false)
+		e := newEnv(t)
 		var mu sync.Mutex
 		var seen []string
-		e.rec.refuse = func(m channel.Outgoing) error {
+		e.rec.Refuse(func(m channel.Outgoing) error {
 			mu.Lock()
 			defer mu.Unlock()
 			seen = append(seen, m.ID)
@@ -150,10 +192,10 @@ func TestMessageIDsAreStableAcrossRetriesAndUniquePerInstall(t *testing.T) {
 				return errors.New("flaky")
 			}
 			return nil
-		}
+		})
 		enqueue(t, e, famJID, "x")
 		e.start(t)
-		e.rec.next(t)
+		e.rec.Next(t)
 		mu.Lock()
 		defer mu.Unlock()
 		return seen
@@ -181,7 +223,7 @@ func waitFor(t *testing.T, cond func() bool) {
 
 // A message given up on is no longer part of the backlog `status` shows.
 func TestBacklogLeavesOutFailedMessages(t *testing.T) {
-	e := newEnv(t, "", time.Minute, nil, false)
+	e := newEnv(t)
 	refuseText(e, map[string]error{"gone": channel.ErrUndeliverable})
 	enqueue(t, e, famJID, "gone")
 	e.start(t)
@@ -194,5 +236,124 @@ func TestBacklogLeavesOutFailedMessages(t *testing.T) {
 		if c.ChatJID == famJID {
 			t.Errorf("backlog still lists the failed message: %+v", c)
 		}
+	}
+}
+
+func TestRefusingSenderLosesAndDoublesNothing(t *testing.T) {
+	e := newEnv(t)
+	var (
+		mu      sync.Mutex
+		refused int
+	)
+	e.rec.Refuse(func(channel.Outgoing) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if refused < 40 {
+			refused++
+			return errors.New("not connected")
+		}
+		return nil
+	})
+	ctx := context.Background()
+	chats := []string{"a@g.us", "b@g.us"}
+	const per = 100
+	e.start(t)
+	for i := range per {
+		for _, c := range chats {
+			if _, err := e.out.Enqueue(ctx, c, fmt.Sprintf("%s %d", c, i), KindReply); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	next := map[string]int{}
+	seen := map[string]bool{}
+	for range per * len(chats) {
+		m := e.rec.Next(t)
+		if seen[m.ID] {
+			t.Fatalf("message %s sent twice", m.ID)
+		}
+		seen[m.ID] = true
+		if want := fmt.Sprintf("%s %d", m.ChatJID, next[m.ChatJID]); m.Text != want {
+			t.Fatalf("got %q, want %q (order broken)", m.Text, want)
+		}
+		next[m.ChatJID]++
+	}
+	if err := e.out.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count(t, `SELECT count(*) FROM outbox WHERE sent_at IS NULL`); n != 0 {
+		t.Errorf("%d messages left unsent", n)
+	}
+	if m, ok := e.rec.Extra(); ok {
+		t.Errorf("extra message %+v", m)
+	}
+	if e.rec.Overlapped() {
+		t.Error("two sends to one chat ran at once")
+	}
+	if refused != 40 {
+		t.Errorf("sender refused %d times, want 40", refused)
+	}
+}
+
+// Notify (a channel reconnected) cuts a long backoff short.
+func TestNotifyRetriesAtOnce(t *testing.T) {
+	e := newEnv(t)
+	e.out.MinBackoff, e.out.MaxBackoff = time.Hour, time.Hour
+	refused := make(chan struct{}, 1)
+	var down sync.Mutex
+	isDown := true
+	e.rec.Refuse(func(channel.Outgoing) error {
+		down.Lock()
+		defer down.Unlock()
+		if isDown {
+			select {
+			case refused <- struct{}{}:
+			default:
+			}
+			return errors.New("offline")
+		}
+		return nil
+	})
+	e.start(t)
+	if _, err := e.out.Enqueue(context.Background(), "a@g.us", "hello", KindReply); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-refused:
+	case <-time.After(deadline):
+		t.Fatal("first attempt never made")
+	}
+	down.Lock()
+	isDown = false
+	down.Unlock()
+	e.out.Notify()
+	if m := e.rec.Next(t); m.Text != "hello" {
+		t.Errorf("got %q", m.Text)
+	}
+}
+
+func TestFlushWithoutRun(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := e.out.Enqueue(ctx, "a@g.us", strconv.Itoa(i), KindReply); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.rec.Refuse(func(channel.Outgoing) error { return errors.New("offline") })
+	if err := e.out.Flush(ctx); err == nil || !strings.Contains(err.Error(), "3 messages still queued") {
+		t.Errorf("Flush with the channel down = %v", err)
+	}
+	e.rec.Refuse(nil)
+	if err := e.out.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if m := e.rec.Next(t); m.Text != strconv.Itoa(i) {
+			t.Errorf("message %d = %q", i, m.Text)
+		}
+	}
+	if _, err := e.out.Enqueue(ctx, "", "x", KindReply); !errors.Is(err, ErrNoChat) {
+		t.Errorf("Enqueue without a chat = %v", err)
 	}
 }

@@ -1,4 +1,8 @@
-package alerts
+// Package outbox owns every outgoing message: agents' replies, IPC
+// messages, the daemon's notices and alerts are queued in the outbox table
+// (alone, or inside the caller's transaction with EnqueueTx) and sent per
+// chat, in order, with backoff, until the channel accepts them.
+package outbox
 
 import (
 	"context"
@@ -19,12 +23,6 @@ import (
 type Sender interface {
 	Send(ctx context.Context, m channel.Outgoing) error
 }
-
-// SenderFunc adapts a function to Sender.
-type SenderFunc func(ctx context.Context, m channel.Outgoing) error
-
-// Send calls f.
-func (f SenderFunc) Send(ctx context.Context, m channel.Outgoing) error { return f(ctx, m) }
 
 // Kinds of outbox rows (free text in the table; these are the ones nanoclawd uses).
 const (
@@ -87,9 +85,9 @@ type chatState struct {
 	retryAt time.Time     // no automatic send before this
 }
 
-// NewOutbox returns an outbox over db (migrated by store.Open) that sends
+// New returns an outbox over db (migrated by store.Open) that sends
 // through sender. Nothing is sent until Run is called.
-func NewOutbox(db *sql.DB, sender Sender, log zerolog.Logger) *Outbox {
+func New(db *sql.DB, sender Sender, log zerolog.Logger) *Outbox {
 	return &Outbox{
 		db:          db,
 		send:        sender,
@@ -131,7 +129,13 @@ func EnqueueTx(ctx context.Context, tx *sql.Tx, chatJID, text, kind string) (int
 	return enqueueTx(ctx, tx, sql.NullString{String: chatJID, Valid: true}, text, kind)
 }
 
-// enqueueTx also accepts a NULL chat: an alert waiting for a main group.
+// EnqueueForMainTx queues a message for a main group that is not
+// registered yet; AddressTx gives it its chat once there is one.
+func EnqueueForMainTx(ctx context.Context, tx *sql.Tx, text, kind string) (int64, error) {
+	return enqueueTx(ctx, tx, sql.NullString{}, text, kind)
+}
+
+// enqueueTx also accepts a NULL chat: a message waiting for a main group.
 func enqueueTx(ctx context.Context, tx *sql.Tx, chat sql.NullString, text, kind string) (int64, error) {
 	res, err := tx.ExecContext(ctx,
 		`INSERT INTO outbox (chat_jid, text, kind, created_at) VALUES (?, ?, ?, ?)`,
@@ -163,8 +167,9 @@ func (o *Outbox) Notify() {
 	o.Wake()
 }
 
-// retargetTx gives every waiting main-group alert (chat NULL) its chat.
-func retargetTx(ctx context.Context, tx *sql.Tx, chatJID string) (int64, error) {
+// AddressTx gives every waiting message for the main group (queued by
+// EnqueueForMainTx) its chat, and says how many there were.
+func AddressTx(ctx context.Context, tx *sql.Tx, chatJID string) (int64, error) {
 	res, err := tx.ExecContext(ctx,
 		`UPDATE outbox SET chat_jid = ? WHERE chat_jid IS NULL AND sent_at IS NULL`, chatJID)
 	if err != nil {
@@ -205,22 +210,13 @@ func (o *Outbox) Run(ctx context.Context) error {
 // busy nor backing off, and returns the earliest retry time of those that
 // are backing off (zero if none).
 func (o *Outbox) dispatch(ctx context.Context, wg *sync.WaitGroup) time.Time {
-	rows, err := o.db.QueryContext(ctx,
-		`SELECT DISTINCT chat_jid FROM outbox WHERE sent_at IS NULL AND failed_at IS NULL AND chat_jid IS NOT NULL`)
+	chats, err := o.waitingChats(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			o.log.Error().Err(err).Msg("outbox: reading queued messages failed; retrying")
 		}
 		return time.Now().Add(o.MinBackoff)
 	}
-	var chats []string
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err == nil {
-			chats = append(chats, c)
-		}
-	}
-	rows.Close()
 
 	var next time.Time
 	now := time.Now()
@@ -323,19 +319,10 @@ func (o *Outbox) drain(ctx context.Context, chat string, st *chatState) error {
 // deadline in ctx, and works whether or not Run is still running. What it
 // cannot send stays queued for the next start; the error says how much.
 func (o *Outbox) Flush(ctx context.Context) error {
-	rows, err := o.db.QueryContext(ctx,
-		`SELECT DISTINCT chat_jid FROM outbox WHERE sent_at IS NULL AND failed_at IS NULL AND chat_jid IS NOT NULL`)
+	chats, err := o.waitingChats(ctx)
 	if err != nil {
 		return fmt.Errorf("outbox: flush: %w", err)
 	}
-	var chats []string
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err == nil {
-			chats = append(chats, c)
-		}
-	}
-	rows.Close()
 	var errs []error
 	for _, chat := range chats {
 		o.mu.Lock()
@@ -358,4 +345,23 @@ func (o *Outbox) Flush(ctx context.Context) error {
 		return fmt.Errorf("outbox: %d messages still queued (they are sent at the next start): %w", n, errors.Join(errs...))
 	}
 	return nil
+}
+
+// waitingChats lists the chats with messages to send.
+func (o *Outbox) waitingChats(ctx context.Context) ([]string, error) {
+	rows, err := o.db.QueryContext(ctx,
+		`SELECT DISTINCT chat_jid FROM outbox WHERE sent_at IS NULL AND failed_at IS NULL AND chat_jid IS NOT NULL`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var chats []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			return nil, err
+		}
+		chats = append(chats, c)
+	}
+	return chats, rows.Err()
 }

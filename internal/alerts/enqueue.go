@@ -1,0 +1,17 @@
+package alerts
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
+)
+
+// enqueueTx queues an alert for chat, or, when chat is NULL (no main group
+// yet), for the main group once one is registered.
+func enqueueTx(ctx context.Context, tx *sql.Tx, chat sql.NullString, text, kind string) (int64, error) {
+	if !chat.Valid {
+		return outbox.EnqueueForMainTx(ctx, tx, text, kind)
+	}
+	return outbox.EnqueueTx(ctx, tx, chat.String, text, kind)
+}

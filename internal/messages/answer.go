@@ -1,0 +1,68 @@
+package messages
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
+)
+
+// Answer is what one answer changes: a text to send (if any) and the
+// messages of a chat it answers (up to UpTo, if any).
+type Answer struct {
+	ReplyTo string // the chat the text goes to
+	Text    string // "" sends nothing
+	Kind    string // an outbox kind
+	Chat    string // the chat whose cursor moves
+	UpTo    int64  // 0 moves no cursor
+}
+
+// Waker is the outbox, woken after a commit that queued a message.
+type Waker interface{ Wake() }
+
+// Answer queues a's text and moves the cursor in one transaction, then
+// wakes out when a text was queued: an answer and the position it answers
+// move together, so a crash neither loses nor repeats a reply.
+func (s *Store) Answer(ctx context.Context, out Waker, a Answer) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("messages: begin: %w", err)
+	}
+	defer tx.Rollback()
+	if err := AnswerTx(ctx, tx, a); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("messages: commit the answer to %s: %w", a.Chat, err)
+	}
+	if a.Text != "" {
+		out.Wake()
+	}
+	return nil
+}
+
+// AnswerTx does Answer's work inside the caller's transaction; the caller
+// wakes the outbox after its commit.
+func AnswerTx(ctx context.Context, tx *sql.Tx, a Answer) error {
+	if a.Text != "" {
+		if _, err := outbox.EnqueueTx(ctx, tx, a.ReplyTo, a.Text, a.Kind); err != nil {
+			return err
+		}
+	}
+	if a.UpTo > 0 {
+		return setCursorTx(ctx, tx, a.Chat, a.UpTo)
+	}
+	return nil
+}
+
+// setCursorTx marks the chat's messages up to seq answered; the cursor
+// never moves back.
+func setCursorTx(ctx context.Context, tx *sql.Tx, chat string, seq int64) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO cursors (chat_jid, answered_seq) VALUES (?, ?)
+		ON CONFLICT (chat_jid) DO UPDATE SET answered_seq = max(answered_seq, excluded.answered_seq)`, chat, seq)
+	if err != nil {
+		return fmt.Errorf("messages: move the cursor of %s: %w", chat, err)
+	}
+	return nil
+}

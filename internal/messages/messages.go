@@ -1,0 +1,168 @@
+// Package messages owns what the chats said and how far the assistant has
+// answered: the chats, messages, cursors and sessions tables. The router
+// decides; this package stores.
+package messages
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/channel"
+)
+
+// Store reads and writes chats, messages, cursors and sessions in db
+// (migrated by store.Open).
+type Store struct{ db *sql.DB }
+
+// New returns the store over db.
+func New(db *sql.DB) *Store { return &Store{db: db} }
+
+// Stored is one stored message of a chat.
+type Stored struct {
+	Seq      int64  // arrival order, the cursor's unit
+	SenderID string // the sender's id on its channel, for the senders allowlist
+	Sender   string // the name to show (the id when the channel gave none)
+	Time     time.Time
+	Text     string
+	// What the message replies to, if it is a reply.
+	QuotedSender, QuotedText string
+}
+
+// RecordChat stores chat metadata for any chat, registered or not: a name
+// given replaces the old one, the last activity only moves forward.
+func (s *Store) RecordChat(ctx context.Context, c channel.Chat) error {
+	ms := c.Time.UnixMilli()
+	if c.Time.IsZero() {
+		ms = 0
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO chats (jid, name, is_group, last_activity) VALUES (?, ?, ?, ?)
+		ON CONFLICT (jid) DO UPDATE SET
+			name = CASE WHEN excluded.name != '' THEN excluded.name ELSE chats.name END,
+			is_group = excluded.is_group,
+			last_activity = max(chats.last_activity, excluded.last_activity)`,
+		c.JID, c.Name, c.IsGroup, ms)
+	if err != nil {
+		return fmt.Errorf("messages: store chat %s: %w", c.JID, err)
+	}
+	return nil
+}
+
+// ListChats returns every chat a channel has reported (RecordChat),
+// registered or not: the cache of chat names, which WhatsApp refreshes on
+// connect and daily.
+func (s *Store) ListChats(ctx context.Context) ([]channel.Chat, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT jid, name, is_group, last_activity FROM chats ORDER BY name, jid`)
+	if err != nil {
+		return nil, fmt.Errorf("messages: list chats: %w", err)
+	}
+	defer rows.Close()
+	var out []channel.Chat
+	for rows.Next() {
+		var ch channel.Chat
+		var ms int64
+		if err := rows.Scan(&ch.JID, &ch.Name, &ch.IsGroup, &ms); err != nil {
+			return nil, fmt.Errorf("messages: list chats: %w", err)
+		}
+		ch.Time = time.UnixMilli(ms)
+		out = append(out, ch)
+	}
+	return out, rows.Err()
+}
+
+// RecentGroupChats returns the chats of registered groups, most recently
+// active first, at most n.
+func (s *Store) RecentGroupChats(ctx context.Context, n int) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT c.jid FROM chats c JOIN groups g ON g.jid = c.jid
+		ORDER BY c.last_activity DESC LIMIT ?`, n)
+	if err != nil {
+		return nil, fmt.Errorf("messages: recent group chats: %w", err)
+	}
+	defer rows.Close()
+	var jids []string
+	for rows.Next() {
+		var jid string
+		if err := rows.Scan(&jid); err != nil {
+			return nil, fmt.Errorf("messages: recent group chats: %w", err)
+		}
+		jids = append(jids, jid)
+	}
+	return jids, rows.Err()
+}
+
+// Add stores m and returns its seq; added is false when the chat already
+// had a message with m's id (a redelivery), which is left as it was.
+func (s *Store) Add(ctx context.Context, m channel.Message) (seq int64, added bool, err error) {
+	res, err := s.db.ExecContext(ctx, `INSERT OR IGNORE INTO messages (chat_jid, id, sender, sender_name, text, time, from_me, is_bot,
+		quoted_sender, quoted_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, m.ChatJID, m.ID, m.Sender, m.SenderName, m.Text,
+		m.Time.UnixMilli(), m.FromMe, m.IsBot, m.QuotedSender, m.QuotedText)
+	if err != nil {
+		return 0, false, fmt.Errorf("messages: store message %s: %w", m.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return 0, false, nil
+	}
+	seq, err = res.LastInsertId()
+	return seq, err == nil, err
+}
+
+// unanswered selects the message (chat, id) if the assistant has not
+// answered it yet.
+const unanswered = `chat_jid = ? AND id = ? AND seq > COALESCE((SELECT answered_seq FROM cursors WHERE chat_jid = ?), 0)`
+
+// Edit gives the chat's message id the new text if it is not answered yet,
+// and reports whether it did.
+func (s *Store) Edit(ctx context.Context, chat, id, text string) (bool, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE messages SET text = ? WHERE `+unanswered, text, chat, id, chat)
+	if err != nil {
+		return false, fmt.Errorf("messages: edit message %s: %w", id, err)
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+// Revoke deletes the chat's message id if it is not answered yet, so it
+// never reaches the agent as if it were current.
+func (s *Store) Revoke(ctx context.Context, chat, id string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM messages WHERE `+unanswered, chat, id, chat); err != nil {
+		return fmt.Errorf("messages: delete message %s: %w", id, err)
+	}
+	return nil
+}
+
+// Unanswered returns the chat's messages after its cursor.
+func (s *Store) Unanswered(ctx context.Context, chat string) ([]Stored, error) {
+	var seq int64
+	err := s.db.QueryRowContext(ctx, `SELECT answered_seq FROM cursors WHERE chat_jid = ?`, chat).Scan(&seq)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("messages: read the cursor of %s: %w", chat, err)
+	}
+	return s.After(ctx, chat, seq)
+}
+
+// After returns the chat's messages (not the assistant's own) with a seq
+// above seq, oldest first by the chat's timestamp and then arrival
+// (timestamps have one-second resolution on WhatsApp, so they alone cannot
+// order a burst).
+func (s *Store) After(ctx context.Context, chat string, seq int64) ([]Stored, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, sender, CASE WHEN sender_name != '' THEN sender_name ELSE sender END, time, text,
+		quoted_sender, quoted_text
+		FROM messages WHERE chat_jid = ? AND seq > ? AND is_bot = 0 ORDER BY time, seq`, chat, seq)
+	if err != nil {
+		return nil, fmt.Errorf("messages: read messages of %s: %w", chat, err)
+	}
+	defer rows.Close()
+	var out []Stored
+	for rows.Next() {
+		var m Stored
+		var ms int64
+		if err := rows.Scan(&m.Seq, &m.SenderID, &m.Sender, &ms, &m.Text, &m.QuotedSender, &m.QuotedText); err != nil {
+			return nil, fmt.Errorf("messages: read messages of %s: %w", chat, err)
+		}
+		m.Time = time.UnixMilli(ms)
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,128 @@
+package messages
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
+	"github.com/nanoclawd/nanoclawd/internal/store"
+)
+
+const chat = "120363000000000002@g.us"
+
+type wakes int
+
+func (w *wakes) Wake() { *w++ }
+
+func open(t *testing.T) *Store {
+	t.Helper()
+	db, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return New(db)
+}
+
+func add(t *testing.T, s *Store, id, text string) int64 {
+	t.Helper()
+	seq, added, err := s.Add(context.Background(), channel.Message{ChatJID: chat, ID: id, Sender: "alice", Text: text, Time: time.Now()})
+	if err != nil || !added {
+		t.Fatalf("Add(%s) = %v, %v", id, added, err)
+	}
+	return seq
+}
+
+func texts(t *testing.T, s *Store) []string {
+	t.Helper()
+	msgs, err := s.Unanswered(context.Background(), chat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range msgs {
+		out = append(out, m.Text)
+	}
+	return out
+}
+
+// An answer queues its text and moves the cursor together; the cursor
+// never moves back, and an answered message can no longer be edited or
+// deleted.
+func TestAnswerMovesCursorWithReply(t *testing.T) {
+	s, ctx := open(t), context.Background()
+	one := add(t, s, "1", "one")
+	add(t, s, "2", "two")
+	if _, added, err := s.Add(ctx, channel.Message{ChatJID: chat, ID: "1", Text: "again"}); err != nil || added {
+		t.Fatalf("a redelivery was stored again: %v, %v", added, err)
+	}
+	var w wakes
+	if err := s.Answer(ctx, &w, Answer{ReplyTo: chat, Text: "reply", Kind: outbox.KindReply, Chat: chat, UpTo: one}); err != nil {
+		t.Fatal(err)
+	}
+	if got := texts(t, s); len(got) != 1 || got[0] != "two" {
+		t.Errorf("unanswered after the answer = %q, want [two]", got)
+	}
+	var queued int
+	s.db.QueryRow(`SELECT count(*) FROM outbox WHERE chat_jid = ? AND text = 'reply'`, chat).Scan(&queued)
+	if queued != 1 || w != 1 {
+		t.Errorf("reply rows = %d, wakes = %d; want 1, 1", queued, w)
+	}
+	if err := s.Answer(ctx, &w, Answer{Chat: chat, UpTo: one - 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := texts(t, s); len(got) != 1 || w != 1 {
+		t.Errorf("a lower cursor moved it back (%q) or an empty answer woke the outbox (%d)", got, w)
+	}
+	if ok, err := s.Edit(ctx, chat, "1", "changed"); err != nil || ok {
+		t.Errorf("edit of an answered message = %v, %v", ok, err)
+	}
+	if ok, err := s.Edit(ctx, chat, "2", "TWO"); err != nil || !ok {
+		t.Errorf("edit of an unanswered message = %v, %v", ok, err)
+	}
+	if err := s.Revoke(ctx, chat, "2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := texts(t, s); len(got) != 0 {
+		t.Errorf("unanswered after revoking = %q", got)
+	}
+}
+
+// A failed answer (no chat to send to) moves no cursor.
+func TestAnswerIsAtomic(t *testing.T) {
+	s, ctx := open(t), context.Background()
+	seq := add(t, s, "1", "one")
+	var w wakes
+	if err := s.Answer(ctx, &w, Answer{Text: "lost", Kind: outbox.KindReply, Chat: chat, UpTo: seq}); err == nil {
+		t.Fatal("an answer without a chat to send to was accepted")
+	}
+	if got := texts(t, s); len(got) != 1 {
+		t.Errorf("the cursor moved without its reply: unanswered = %q", got)
+	}
+}
+
+// A run that started before a reset does not save its session back.
+func TestSessionResetWins(t *testing.T) {
+	s, ctx := open(t), context.Background()
+	if _, err := s.SaveSession(ctx, "fam", "s1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now().Add(-time.Second)
+	if had, err := s.ResetSession(ctx, "fam"); err != nil || !had {
+		t.Fatalf("ResetSession = %v, %v; want it to have had one", had, err)
+	}
+	if reset, _ := s.ResetSince(ctx, "fam", started); !reset {
+		t.Error("ResetSince does not see the reset")
+	}
+	if saved, err := s.SaveSession(ctx, "fam", "s2", started); err != nil || saved {
+		t.Errorf("a run older than the reset saved its session: %v, %v", saved, err)
+	}
+	if id, _ := s.Session(ctx, "fam"); id != "" {
+		t.Errorf("session = %q, want none", id)
+	}
+	if saved, _ := s.SaveSession(ctx, "fam", "s3", time.Now().Add(time.Second)); !saved {
+		t.Error("a run after the reset could not save its session")
+	}
+}

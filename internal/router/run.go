@@ -1,0 +1,151 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/messages"
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
+	"github.com/nanoclawd/nanoclawd/internal/runner"
+	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+)
+
+// The router as the queue's worker: a message run answers the group's
+// unanswered messages, a task run does one scheduled task.
+
+// Run does one job of the queue and records it as the group's last run
+// (status shows it) when it started an agent, took one started ahead, or
+// failed.
+func (r *Router) Run(ctx context.Context, job runner.Job) error {
+	t0 := time.Now()
+	var (
+		run *agentRun
+		err error
+	)
+	if job.TaskID != "" {
+		run, err = r.runTask(ctx, job)
+	} else {
+		run, err = r.runMessages(ctx, job)
+	}
+	if run == nil && err == nil {
+		return nil // nothing to answer: not a run to show
+	}
+	last := runner.LastRun{Folder: job.Folder, Started: t0, Finished: time.Now(), OK: err == nil, TaskID: job.TaskID}
+	if run != nil {
+		if s := run.startTime(); !s.IsZero() {
+			last.Started = s
+		}
+	}
+	if err != nil {
+		last.Error = err.Error()
+	}
+	if rerr := r.Ledger.RecordLastRun(context.WithoutCancel(ctx), last); rerr != nil {
+		r.Log.Warn().Err(rerr).Str("group", job.Folder).Msg("status will not show this run")
+	}
+	return err
+}
+
+// runFailed is a message run's error with the highest seq the run was
+// given, so that GiveUp can count those messages answered.
+type runFailed struct {
+	err error
+	top int64
+}
+
+func (e *runFailed) Error() string { return e.err.Error() }
+func (e *runFailed) Unwrap() error { return e.err }
+
+// runMessages answers the group's unanswered messages, if one calls the
+// assistant. The run is nil when no agent was asked.
+func (r *Router) runMessages(ctx context.Context, job runner.Job) (*agentRun, error) {
+	g, err := r.Groups.ByFolder(ctx, job.Folder)
+	if errors.Is(err, groups.ErrNotFound) {
+		return nil, nil // unregistered since
+	}
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := r.Messages.Unanswered(ctx, g.JID)
+	if err != nil || len(msgs) == 0 {
+		return nil, err
+	}
+	if !anyCalls(g, msgs) {
+		return nil, nil // context only; it comes along with the next trigger
+	}
+	defer r.touchWarm(g.Folder, false) // after the run: the group gets an agent started ahead
+
+	prompt, top := r.promptOf(msgs)
+	var run *agentRun
+	stopFollow := make(chan struct{})
+	followDone := make(chan struct{})
+	if sb := r.takeStandby(ctx, g); sb != nil {
+		run = sb.run
+		err = r.adopt(ctx, sb, job, prompt, top, stopFollow, followDone)
+	} else {
+		run = &agentRun{router: r, group: g, replyTo: g.JID, batches: []int64{top}, delivered: top, useSession: true,
+			started: make(chan struct{})}
+		go func() {
+			defer close(followDone)
+			run.follow(ctx, job.More, stopFollow)
+		}()
+		err = run.start(ctx, job, prompt, false)
+	}
+	close(stopFollow)
+	<-followDone
+	if err == nil {
+		return run, nil
+	}
+	err = &runFailed{err: err, top: top}
+	if errors.Is(err, runner.ErrTimeout) {
+		// The same prompt would hang again and cost another timeout.
+		return run, runner.NoRetry(err)
+	}
+	return run, err
+}
+
+// runTask does a scheduled task and records its outcome with the
+// scheduler. A task is not retried: its schedule brings the next run.
+func (r *Router) runTask(ctx context.Context, job runner.Job) (*agentRun, error) {
+	task, err := r.Tasks.Get(ctx, job.TaskID)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", job.TaskID, err)
+	}
+	r.dropStandby(task.GroupFolder) // one agent per group
+	g, err := r.Groups.ByFolder(ctx, task.GroupFolder)
+	if err != nil {
+		return nil, r.Tasks.Done(ctx, task.ID, "", fmt.Errorf("group %s: %w", task.GroupFolder, err))
+	}
+	run := &agentRun{router: r, group: g, replyTo: task.ChatJID, useSession: task.ContextMode != scheduler.ContextIsolated}
+	runErr := run.start(ctx, job, ScheduledPrompt(task.Prompt), true)
+	if err := r.Tasks.Done(ctx, task.ID, run.lastText, runErr); err != nil {
+		r.Log.Error().Err(err).Str("task", task.ID).Msg("record task run")
+	}
+	return run, nil
+}
+
+// GiveUp is told by the queue that a run failed every retry. The group is
+// told, and the messages that run was given count as answered, so the next
+// message does not replay them; later ones still get their run.
+func (r *Router) GiveUp(job runner.Job, runErr error) {
+	ctx := context.Background()
+	r.Log.Error().Err(runErr).Str("group", job.Folder).Str("task", job.TaskID).Msg("agent run failed; giving up")
+	if job.TaskID != "" {
+		return
+	}
+	g, err := r.Groups.ByFolder(ctx, job.Folder)
+	if err != nil {
+		return
+	}
+	cfg := r.Config()
+	text := fmt.Sprintf("%s could not answer: the assistant failed several times (%s). Please try again later.", cfg.AssistantName, firstLine(runErr.Error(), 200))
+	var top int64
+	if rf := (*runFailed)(nil); errors.As(runErr, &rf) {
+		top = rf.top
+	}
+	if err := r.Messages.Answer(ctx, r.Outbox, messages.Answer{ReplyTo: g.JID, Text: text, Kind: outbox.KindNotice, Chat: g.JID, UpTo: top}); err != nil {
+		r.Log.Error().Err(err).Str("group", g.Folder).Msg("tell the group its run failed")
+	}
+}

@@ -1,0 +1,80 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nanoclawd/nanoclawd/internal/mock"
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
+	"github.com/nanoclawd/nanoclawd/internal/runner"
+	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+)
+
+// A message run that finds nothing calling the assistant, or a group
+// unregistered since, starts no agent and is no run to show: the ledger
+// (nil funcs: any call fails the test) is not touched.
+func TestRunWithNothingToAnswer(t *testing.T) {
+	e := newEnv(t)
+	e.r.Ledger = &mock.Ledger{}
+	e.post(famJID, alice, "1", "just chatting")
+	for _, folder := range []string{"family", "gone"} {
+		if err := e.r.Run(context.Background(), runner.Job{Folder: folder}); err != nil {
+			t.Errorf("run of %s: %v", folder, err)
+		}
+	}
+}
+
+// A task of a group no longer registered is recorded failed with the
+// scheduler, and not retried.
+func TestRunTaskOfUnregisteredGroup(t *testing.T) {
+	e := newEnv(t)
+	var done error
+	e.r.Tasks = &mock.Tasks{
+		GetFn: func(_ context.Context, id string) (scheduler.Task, error) {
+			return scheduler.Task{ID: id, GroupFolder: "gone", ChatJID: "x@g.us"}, nil
+		},
+		DoneFn: func(_ context.Context, _, _ string, runErr error) error { done = runErr; return nil },
+	}
+	e.r.Ledger = &mock.Ledger{}
+	if err := e.r.Run(context.Background(), runner.Job{Folder: "gone", TaskID: "t1"}); err != nil {
+		t.Errorf("run = %v, want nil (a task is not retried)", err)
+	}
+	if done == nil || !strings.Contains(done.Error(), "gone") {
+		t.Errorf("task recorded with %v, want the missing group named", done)
+	}
+}
+
+// When the queue gives up on a message run, the group is told, and the
+// messages that run was given count as answered — not later ones, and
+// none when the run failed before it was given any.
+func TestGiveUpAnswersTheFailedBatch(t *testing.T) {
+	e := newEnv(t)
+	e.post(famJID, alice, "1", "@Andy one")
+	msgs, _ := e.msgs.Unanswered(context.Background(), famJID)
+	e.post(famJID, alice, "2", "@Andy two")
+
+	e.r.GiveUp(runner.Job{Folder: "family"}, errors.New("registry unreadable"))
+	if got := e.unanswered(famJID); len(got) != 2 {
+		t.Errorf("a run given no messages answered some: unanswered = %q", got)
+	}
+	fail := runner.NoRetry(&runFailed{err: errors.New("agent crashed\nstack"), top: msgs[0].Seq})
+	e.r.GiveUp(runner.Job{Folder: "family"}, fail)
+	if got := e.unanswered(famJID); len(got) != 1 || got[0] != "@Andy two" {
+		t.Errorf("unanswered after giving up = %q, want the later message only", got)
+	}
+	got := e.queued(famJID)
+	if len(got) != 2 || !strings.Contains(got[1], "Andy could not answer") || !strings.Contains(got[1], "(agent crashed)") {
+		t.Errorf("notices = %q", got)
+	}
+	var kind string
+	e.db.QueryRow(`SELECT kind FROM outbox ORDER BY id DESC LIMIT 1`).Scan(&kind)
+	if kind != outbox.KindNotice || e.wakes != 2 {
+		t.Errorf("kind %q, %d wakes", kind, e.wakes)
+	}
+	e.r.GiveUp(runner.Job{Folder: "family", TaskID: "t1"}, fail) // a task: its scheduler records it
+	if got := e.queued(famJID); len(got) != 2 {
+		t.Errorf("a failed task told the group: %q", got)
+	}
+}

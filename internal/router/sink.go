@@ -1,0 +1,111 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/messages"
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
+	"github.com/nanoclawd/nanoclawd/internal/runner"
+)
+
+// The router as channel.Sink: what channels deliver is stored, and a
+// message that calls the assistant queues a run of its group.
+
+var _ channel.Sink = (*Router)(nil)
+
+// OnChat records chat metadata for any chat, registered or not.
+func (r *Router) OnChat(ctx context.Context, c channel.Chat) error {
+	return r.Messages.RecordChat(ctx, c)
+}
+
+// OnMessage stores m (content only for registered groups) and starts or
+// feeds the group's agent when m calls for it. It returns once m is
+// durable.
+func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
+	if m.Time.IsZero() {
+		m.Time = time.Now()
+	}
+	if err := r.OnChat(ctx, channel.Chat{JID: m.ChatJID, Time: m.Time}); err != nil {
+		return fmt.Errorf("store chat: %w", err)
+	}
+	g, err := r.Groups.ByJID(ctx, m.ChatJID)
+	if errors.Is(err, groups.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if m.Image != nil {
+		m.Text = r.saveImage(ctx, g, m)
+	}
+	if m.Replaces != "" || m.Revokes != "" {
+		if done, err := r.onChange(ctx, g, &m); done || err != nil {
+			return err
+		}
+	}
+	seq, added, err := r.Messages.Add(ctx, m)
+	if err != nil || !added || m.IsBot {
+		return err // nil for a redelivery, or our own reply echoed back
+	}
+	cfg := r.Config()
+	if word := cfg.Agent.NewSessionCommand; word != "" && strings.EqualFold(strings.TrimSpace(m.Text), word) && mayReset(g, m.Sender) {
+		return r.newSession(ctx, g, seq)
+	}
+	r.maybeRun(g, m.Sender, m.Text)
+	return nil
+}
+
+// newSession handles the chat's "/new": the group's next run starts a
+// fresh agent session. Everything said so far, this message included,
+// counts as answered, together with the reply that says so.
+func (r *Router) newSession(ctx context.Context, g groups.Group, seq int64) error {
+	if _, err := r.Messages.ResetSession(ctx, g.Folder); err != nil {
+		return fmt.Errorf("clear the session of %s: %w", g.Folder, err)
+	}
+	r.Log.Info().Str("group", g.Folder).Msg("the chat asked for a new conversation")
+	if r.Queue.Running(g.Folder) {
+		// The agent going now holds the old conversation: ask it to finish,
+		// so the next message gets the fresh one without waiting for idle.
+		if err := runner.Close(filepath.Join(r.Config().DataDir, "ipc", g.Folder)); err != nil {
+			r.Log.Warn().Err(err).Str("group", g.Folder).Msg("ask the running agent to finish")
+		}
+	}
+	return r.Messages.Answer(ctx, r.Outbox, messages.Answer{ReplyTo: g.JID, Text: "Fresh start: the next message begins a new conversation.",
+		Kind: outbox.KindNotice, Chat: g.JID, UpTo: seq})
+}
+
+// onChange applies an edit or a deletion to a message the agent has not
+// answered yet: a deleted one is removed, so it never reaches the agent as
+// if it were current; an edited one gets its new text. done is false when
+// the message is already answered (or unknown): then an edit is stored as
+// a new message, marked "(edited)", and a deletion is dropped.
+func (r *Router) onChange(ctx context.Context, g groups.Group, m *channel.Message) (done bool, err error) {
+	if m.Revokes != "" {
+		return true, r.Messages.Revoke(ctx, m.ChatJID, m.Revokes)
+	}
+	edited, err := r.Messages.Edit(ctx, m.ChatJID, m.Replaces, m.Text)
+	if err != nil {
+		return true, err
+	}
+	if !edited {
+		m.Text = "(edited) " + m.Text
+		return false, nil
+	}
+	r.maybeRun(g, m.Sender, m.Text)
+	return true, nil
+}
+
+// maybeRun queues a run of g for a new (or newly edited) message: while an
+// agent runs there, or when the message calls the assistant.
+func (r *Router) maybeRun(g groups.Group, sender, text string) {
+	if r.Queue.Running(g.Folder) || calls(g, sender, text) {
+		r.Queue.EnqueueMessages(g.Folder)
+	}
+}

@@ -1,0 +1,104 @@
+package router
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+
+	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/runner"
+	"github.com/nanoclawd/nanoclawd/internal/security"
+)
+
+// runPaths are the directories one run of a group uses.
+type runPaths struct {
+	group   string // the group's folder, the agent's working directory
+	ipc     string // its IPC directory
+	session string // the agent's session store
+	logs    string // the run logs
+}
+
+func pathsOf(cfg *config.Config, folder string) runPaths {
+	group := filepath.Join(cfg.GroupsDir, folder)
+	return runPaths{
+		group:   group,
+		ipc:     filepath.Join(cfg.DataDir, "ipc", folder),
+		session: filepath.Join(cfg.DataDir, "sessions", folder),
+		logs:    filepath.Join(group, "logs"),
+	}
+}
+
+// specInput is everything an agent is started with, as plain values.
+type specInput struct {
+	Group   groups.Group
+	Config  *config.Config
+	Policy  security.Effective
+	Prompt  string // "" for a standby
+	IsTask  bool
+	Standby bool   // started ahead: it waits for its first prompt
+	Session string // the session to resume; "" starts a fresh one
+	Token   string // the run's IPC secret
+	Binary  string // this nanoclawd, for the agent's MCP server
+	// Getenv reads the daemon's environment, for the variables agent.env
+	// passes through.
+	Getenv func(name string) (string, bool)
+}
+
+// agentSpec says what the runner starts for one run: the command, its
+// directories, environment and first input. It only computes; the caller
+// makes the directories, issues the token, confines non-main runs and sets
+// Spec.Closing.
+func agentSpec(in specInput) (runner.Spec, error) {
+	g, cfg := in.Group, in.Config
+	sdk, err := json.Marshal(in.Policy.SDKOptions)
+	if err != nil {
+		return runner.Spec{}, fmt.Errorf("encode the SDK options of %s: %w", g.Folder, err)
+	}
+	var sec json.RawMessage
+	if !g.IsMain {
+		pol := in.Policy
+		pol.SDKOptions = nil
+		if sec, err = json.Marshal(pol); err != nil {
+			return runner.Spec{}, fmt.Errorf("encode the policy of %s: %w", g.Folder, err)
+		}
+	}
+	p := pathsOf(cfg, g.Folder)
+	env := map[string]string{
+		"NANOCLAW_GROUP_FOLDER": g.Folder,
+		"NANOCLAW_CHAT_JID":     g.JID,
+		"NANOCLAW_IS_MAIN":      boolStr(g.IsMain),
+		"NANOCLAW_GROUP_DIR":    p.group,
+		"NANOCLAW_IPC_DIR":      p.ipc,
+		"NANOCLAW_IPC_TOKEN":    in.Token,
+		"NANOCLAW_BIN":          in.Binary,
+		"NANOCLAW_SESSION_DIR":  p.session,
+	}
+	for _, name := range cfg.Agent.Env {
+		if v, ok := in.Getenv(name); ok {
+			env[name] = v
+		}
+	}
+	if cfg.Timezone != "" {
+		env["TZ"] = cfg.Timezone // the agent's clock reads as the group's
+	}
+	if !g.IsMain {
+		env["NANOCLAW_GLOBAL_MEMORY"] = filepath.Join(cfg.GroupsDir, security.GlobalFolder, "CLAUDE.md")
+	}
+	return runner.Spec{
+		Command: cfg.Agent.Command, Dir: p.group, Env: env, IPCDir: p.ipc, LogDir: p.logs,
+		Timeout: cfg.Agent.Timeout.D(), IdleTimeout: cfg.Agent.IdleTimeout.D(),
+		Input: runner.ContainerInput{
+			Prompt: in.Prompt, SessionID: in.Session, GroupFolder: g.Folder, ChatJID: g.JID, IsMain: g.IsMain,
+			IsScheduledTask: in.IsTask, AssistantName: cfg.AssistantName, Security: sec, SDKOptions: sdk,
+			Standby: in.Standby,
+		},
+	}, nil
+}
+
+func boolStr(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
