@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
@@ -82,7 +82,7 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	}
 	p := pathsOf(cfg, g.Folder)
 	a.ipcDir = p.ipc
-	for _, d := range []string{filepath.Join(p.ipc, "input"), p.session, p.logs} {
+	for _, d := range []string{layout.IPCDir(p.ipc).Input(), p.session, p.logs} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("prepare %s: %w", d, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
@@ -34,7 +35,7 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 			cfg.AssistantName, g.Folder, err))
 		return nil, runner.NoRetry(err)
 	}
-	socket, err := gatewaySocket(cfg.DataDir)
+	socket, err := gatewaySocket(cfg.Layout().Gateways())
 	if err != nil {
 		return nil, err
 	}
@@ -55,14 +56,14 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 	for name, ph := range gw.Env() {
 		spec.Env[name] = ph
 	}
-	home := filepath.Join(sessionDir, "home")
+	home := cfg.Layout().SessionHome(g.Folder)
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		gw.Close()
 		return nil, fmt.Errorf("prepare %s: %w", home, err)
 	}
 	// The runner resolves "~" in what an agent aims at against the owner's
 	// home, which is what denyRead names, not against its own.
-	spec.Env["NANOCLAW_HOST_HOME"] = os.Getenv("HOME")
+	spec.Env[protocol.EnvHostHome] = os.Getenv("HOME")
 	spec.Env["HOME"] = home
 	spec.Env["TMPDIR"] = "/tmp"
 	delete(spec.Env, "ANTHROPIC_BASE_URL") // sandbox-init points it at the relay
@@ -122,14 +123,13 @@ func (c *confinement) done() {
 	sandbox.Cleanup(c.plan)
 }
 
-// gatewaySocket is a fresh socket path for a run's gateway: under the
-// data dir, or, when that path would be too long for a Unix socket, under
-// a private directory in /tmp.
-func gatewaySocket(dataDir string) (string, error) {
+// gatewaySocket is a fresh socket path for a run's gateway: in dir (the
+// layout's gateways directory), or, when that path would be too long for a
+// Unix socket, under a private directory in /tmp.
+func gatewaySocket(dir string) (string, error) {
 	b := make([]byte, 6)
 	rand.Read(b)
 	name := hex.EncodeToString(b) + ".sock"
-	dir := filepath.Join(dataDir, "gw")
 	if len(filepath.Join(dir, name)) > 100 {
 		dir = filepath.Join(os.TempDir(), fmt.Sprintf("nanoclawd-%d", os.Getuid()))
 	}

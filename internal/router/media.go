@@ -11,14 +11,12 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
 // MaxImageBytes caps a downloaded image: the Messages API refuses larger
 // ones, so bigger files would only fill the disk.
 const MaxImageBytes = 5 << 20
-
-// MediaDir is where a group's received images go, inside its folder.
-const MediaDir = "media"
 
 // imageTypes are the image formats the model reads, with their extension.
 var imageTypes = map[string]string{"image/jpeg": ".jpg", "image/png": ".png", "image/gif": ".gif", "image/webp": ".webp"}
@@ -49,8 +47,8 @@ func (r *Router) saveImage(ctx context.Context, g groups.Group, m channel.Messag
 	if len(data) > MaxImageBytes {
 		return tooBig
 	}
-	name := MediaDir + "/" + unsafeName.ReplaceAllString(m.ID, "_") + ext
-	path := filepath.Join(r.Config().GroupsDir, g.Folder, filepath.FromSlash(name))
+	name := layout.MediaDir + "/" + unsafeName.ReplaceAllString(m.ID, "_") + ext
+	path := filepath.Join(r.Config().Layout().Group(g.Folder), filepath.FromSlash(name))
 	err = os.MkdirAll(filepath.Dir(path), 0o755)
 	if err == nil {
 		err = atomicfile.Write(path, data, 0o644)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -73,7 +72,7 @@ func (r *Router) newSession(ctx context.Context, g groups.Group, seq int64) erro
 	if r.Queue.Running(g.Folder) {
 		// The agent going now holds the old conversation: ask it to finish,
 		// so the next message gets the fresh one without waiting for idle.
-		if err := runner.Close(filepath.Join(r.Config().DataDir, "ipc", g.Folder)); err != nil {
+		if err := runner.Close(string(r.Config().Layout().IPC(g.Folder))); err != nil {
 			r.Log.Warn().Err(err).Str("group", g.Folder).Msg("ask the running agent to finish")
 		}
 	}

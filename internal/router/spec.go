@@ -3,10 +3,10 @@ package router
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
@@ -20,13 +20,8 @@ type runPaths struct {
 }
 
 func pathsOf(cfg *config.Config, folder string) runPaths {
-	group := filepath.Join(cfg.GroupsDir, folder)
-	return runPaths{
-		group:   group,
-		ipc:     filepath.Join(cfg.DataDir, "ipc", folder),
-		session: filepath.Join(cfg.DataDir, "sessions", folder),
-		logs:    filepath.Join(group, "logs"),
-	}
+	l := cfg.Layout()
+	return runPaths{group: l.Group(folder), ipc: string(l.IPC(folder)), session: l.Session(folder), logs: l.GroupLogs(folder)}
 }
 
 // specInput is everything an agent is started with, as plain values.
@@ -64,16 +59,12 @@ func agentSpec(in specInput) (runner.Spec, error) {
 		}
 	}
 	p := pathsOf(cfg, g.Folder)
-	env := map[string]string{
-		"NANOCLAW_GROUP_FOLDER": g.Folder,
-		"NANOCLAW_CHAT_JID":     g.JID,
-		"NANOCLAW_IS_MAIN":      boolStr(g.IsMain),
-		"NANOCLAW_GROUP_DIR":    p.group,
-		"NANOCLAW_IPC_DIR":      p.ipc,
-		"NANOCLAW_IPC_TOKEN":    in.Token,
-		"NANOCLAW_BIN":          in.Binary,
-		"NANOCLAW_SESSION_DIR":  p.session,
+	pe := protocol.Env{GroupFolder: g.Folder, ChatJID: g.JID, IsMain: g.IsMain, GroupDir: p.group, IPCDir: p.ipc,
+		IPCToken: in.Token, Bin: in.Binary, SessionDir: p.session}
+	if !g.IsMain {
+		pe.GlobalMemory = cfg.Layout().GlobalMemory()
 	}
+	env := pe.Vars()
 	for _, name := range cfg.Agent.Env {
 		if v, ok := in.Getenv(name); ok {
 			env[name] = v
@@ -82,23 +73,13 @@ func agentSpec(in specInput) (runner.Spec, error) {
 	if cfg.Timezone != "" {
 		env["TZ"] = cfg.Timezone // the agent's clock reads as the group's
 	}
-	if !g.IsMain {
-		env["NANOCLAW_GLOBAL_MEMORY"] = filepath.Join(cfg.GroupsDir, security.GlobalFolder, "CLAUDE.md")
-	}
 	return runner.Spec{
 		Command: cfg.Agent.Command, Dir: p.group, Env: env, IPCDir: p.ipc, LogDir: p.logs,
 		Timeout: cfg.Agent.Timeout.D(), IdleTimeout: cfg.Agent.IdleTimeout.D(),
-		Input: runner.ContainerInput{
+		Input: protocol.ContainerInput{
 			Prompt: in.Prompt, SessionID: in.Session, GroupFolder: g.Folder, ChatJID: g.JID, IsMain: g.IsMain,
 			IsScheduledTask: in.IsTask, AssistantName: cfg.AssistantName, Security: sec, SDKOptions: sdk,
 			Standby: in.Standby,
 		},
 	}, nil
-}
-
-func boolStr(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
 }

@@ -50,10 +50,6 @@ var (
 	ErrBadSpec = errors.New("invalid agent spec")
 )
 
-// ContainerInput is the JSON object written to the agent's stdin.
-// Deprecated: an alias until the router names protocol.ContainerInput.
-type ContainerInput = protocol.ContainerInput
-
 // Spec describes one agent run.
 type Spec struct {
 	Command []string          // argv; Command[0] is looked up in the daemon's PATH

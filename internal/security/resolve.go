@@ -197,11 +197,6 @@ func sdkOptions(e Effective, groupDir string) map[string]any {
 	}
 }
 
-// GlobalFolder is the folder, beside the groups' own, of the memory every
-// group shares.
-// Deprecated: kept until the router names layout.Layout.GlobalMemory.
-const GlobalFolder = layout.GlobalFolder
-
 // rulePath writes an absolute path as a permission-rule path ("//abs").
 func rulePath(p string) string {
 	if strings.HasPrefix(p, "/") {
