@@ -120,7 +120,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		d.queue.RetryBase = v
 	}
 	d.ledger = runner.NewLedger(d.db)
-	d.sched = scheduler.New(d.db, cfg.Location(), taskRunner{d.queue}, cfg.Layout().IPCRoot(), log.With().Str("part", "scheduler").Logger())
+	d.sched = scheduler.New(d.db, cfg.Location(), d.queue, cfg.Layout().IPCRoot(), log.With().Str("part", "scheduler").Logger())
 	d.router = &router.Router{
 		Messages: d.messages, Groups: d.reg, Config: d.Config, Queue: d.queue, Outbox: d.outbox, Reporter: d.reporter,
 		Tokens: d.tokens, Tasks: tasks{d.sched, d.db}, Ledger: d.ledger, Typing: d.channels.SetTyping, Binary: binary,
@@ -306,12 +306,4 @@ type tasks struct {
 
 func (t tasks) Get(ctx context.Context, id string) (scheduler.Task, error) {
 	return t.Scheduler.Get(ctx, t.db, id)
-}
-
-// taskRunner hands due tasks to the queue.
-type taskRunner struct{ q *runner.Queue }
-
-func (t taskRunner) RunTask(ctx context.Context, task scheduler.Task) error {
-	t.q.EnqueueTask(task.GroupFolder, task.ID)
-	return nil
 }

@@ -45,11 +45,11 @@ type Task struct {
 	CreatedAt     time.Time  `json:"created_at"`
 }
 
-// Runner hands a due task to the daemon's per-group queue (as a run with
-// isScheduledTask set). It should return once the run is queued; the daemon
-// calls Scheduler.Done when the run ends.
-type Runner interface {
-	RunTask(ctx context.Context, t Task) error
+// Enqueuer is the per-group queue (runner.Queue): a due task becomes a run
+// of its group with isScheduledTask set, and that run calls Scheduler.Done
+// when it ends.
+type Enqueuer interface {
+	EnqueueTask(folder, taskID string)
 }
 
 // Querier is a *sql.DB or a *sql.Tx, so task changes can share the
@@ -64,7 +64,7 @@ type Querier interface {
 type Scheduler struct {
 	db      *sql.DB
 	loc     *time.Location
-	runner  Runner
+	queue   Enqueuer
 	ipcRoot string
 	log     zerolog.Logger
 	now     func() time.Time
@@ -76,11 +76,11 @@ type Scheduler struct {
 
 // New returns a scheduler computing schedules in loc and writing the agents'
 // snapshots under ipcRoot (<dataDir>/ipc). Call Run to start firing tasks.
-func New(db *sql.DB, loc *time.Location, runner Runner, ipcRoot string, log zerolog.Logger) *Scheduler {
+func New(db *sql.DB, loc *time.Location, queue Enqueuer, ipcRoot string, log zerolog.Logger) *Scheduler {
 	if loc == nil {
 		loc = time.Local
 	}
-	return &Scheduler{db: db, loc: loc, runner: runner, ipcRoot: ipcRoot, log: log,
+	return &Scheduler{db: db, loc: loc, queue: queue, ipcRoot: ipcRoot, log: log,
 		now: time.Now, wake: make(chan struct{}, 1), snapshots: map[string]bool{}}
 }
 
@@ -347,9 +347,7 @@ func (s *Scheduler) fireDue(ctx context.Context) {
 			s.log.Error().Err(err).Str("task", t.ID).Msg("scheduler: start task")
 			continue
 		}
-		if err := s.runner.RunTask(ctx, t); err != nil {
-			_ = s.Done(ctx, t.ID, "", fmt.Errorf("queue: %w", err))
-		}
+		s.queue.EnqueueTask(t.GroupFolder, t.ID)
 	}
 	if len(due) > 0 {
 		s.rewriteSnapshots(ctx)

@@ -78,11 +78,16 @@ func TestInvalidSchedulesSayHowToFix(t *testing.T) {
 	}
 }
 
-type runnerFunc func(ctx context.Context, t Task) error
+// enqueued is a stand-in queue that passes on the ids it is given.
+type enqueued chan string
 
-func (f runnerFunc) RunTask(ctx context.Context, t Task) error { return f(ctx, t) }
+func (e enqueued) EnqueueTask(folder, taskID string) {
+	if e != nil {
+		e <- taskID
+	}
+}
 
-func newScheduler(t *testing.T, r Runner) (*Scheduler, string) {
+func newScheduler(t *testing.T, r Enqueuer) (*Scheduler, string) {
 	t.Helper()
 	dir := t.TempDir()
 	db, err := store.Open(dir)
@@ -95,8 +100,8 @@ func newScheduler(t *testing.T, r Runner) (*Scheduler, string) {
 }
 
 func TestDueTaskRunsThroughRunnerAndIsLogged(t *testing.T) {
-	ran := make(chan Task, 4)
-	s, _ := newScheduler(t, runnerFunc(func(_ context.Context, t Task) error { ran <- t; return nil }))
+	ran := make(enqueued, 4)
+	s, _ := newScheduler(t, ran)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.Run(ctx)
@@ -108,9 +113,9 @@ func TestDueTaskRunsThroughRunnerAndIsLogged(t *testing.T) {
 	}
 	s.Changed()
 	select {
-	case got := <-ran:
-		if got.ID != task.ID || got.Prompt != "water the plants" || got.ChatJID != "1@g.us" {
-			t.Fatalf("ran %+v", got)
+	case id := <-ran:
+		if got, err := s.Get(ctx, s.db, id); err != nil || id != task.ID || got.Prompt != "water the plants" || got.ChatJID != "1@g.us" {
+			t.Fatalf("ran %s: %+v %v", id, got, err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("due task never ran")
@@ -134,7 +139,7 @@ func TestDueTaskRunsThroughRunnerAndIsLogged(t *testing.T) {
 }
 
 func TestPauseResumeCancelUpdate(t *testing.T) {
-	s, _ := newScheduler(t, runnerFunc(func(context.Context, Task) error { return nil }))
+	s, _ := newScheduler(t, enqueued(nil))
 	ctx := context.Background()
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	s.now = func() time.Time { return now }
@@ -189,7 +194,7 @@ func (c chatsFake) IsRegistered(_ context.Context, jid string) (bool, error) {
 }
 
 func TestSnapshotsMainSeesAllOthersTheirOwn(t *testing.T) {
-	s, ipcRoot := newScheduler(t, runnerFunc(func(context.Context, Task) error { return nil }))
+	s, ipcRoot := newScheduler(t, enqueued(nil))
 	ctx := context.Background()
 	for _, f := range []string{"main", "family", "work"} {
 		if _, err := s.Create(ctx, s.db, NewTask{GroupFolder: f, ChatJID: f + "@g.us", Prompt: "p " + f,
