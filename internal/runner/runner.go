@@ -18,7 +18,6 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,12 +25,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/protocol"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
@@ -49,33 +45,6 @@ var (
 	// ErrBadSpec is returned (wrapped) when a Spec cannot be run as given.
 	ErrBadSpec = errors.New("invalid agent spec")
 )
-
-// Spec describes one agent run.
-type Spec struct {
-	Command []string          // argv; Command[0] is looked up in the daemon's PATH
-	Dir     string            // cwd: the group's folder
-	Env     map[string]string // NANOCLAW_* and the agent.env pass-through; PATH and HOME are added unless given
-	Input   protocol.ContainerInput
-	IPCDir  string // <dataDir>/ipc/<folder> (layout.IPCDir); its input/ is cleared before the start
-	LogDir  string // <groupsDir>/<folder>/logs; the run log goes here
-
-	Timeout     time.Duration // hard limit of one turn (from the start, then from each result frame); 0 = none
-	IdleTimeout time.Duration // no output for this long → _close; 0 = none
-	KillGrace   time.Duration // SIGTERM → SIGKILL; 0 = DefaultKillGrace
-	CloseGrace  time.Duration // after the idle _close, time to exit before SIGTERM; 0 = DefaultCloseGrace
-	MaxLine     int           // longest frame or log line kept; 0 = DefaultMaxLine
-	MaxLogBytes int64         // log file cap; 0 = DefaultMaxLogBytes
-
-	// Closing, when closed, makes the runner write <ipc>/input/_close so the
-	// agent finishes what it is doing and exits (Queue's Job.Closing fits here).
-	Closing <-chan struct{}
-
-	// Lifeline passes the agent the read end of a pipe as fd 3, whose
-	// write end only this daemon holds: EOF there means the daemon is gone
-	// (a kill -9 included). Pdeathsig cannot say so through bubblewrap,
-	// which clears it when it changes its credentials.
-	Lifeline bool
-}
 
 // Result is one result frame.
 type Result struct {
@@ -416,177 +385,6 @@ wait:
 		return out, fmt.Errorf("agent for %s (log %s): %w", spec.Input.GroupFolder, log.path, ee)
 	}
 	return out, nil
-}
-
-func (s *Spec) defaults() {
-	if s.CloseGrace <= 0 {
-		s.CloseGrace = DefaultCloseGrace
-	}
-	if s.KillGrace <= 0 {
-		s.KillGrace = DefaultKillGrace
-	}
-	if s.MaxLine <= 0 {
-		s.MaxLine = DefaultMaxLine
-	}
-	if s.MaxLogBytes <= 0 {
-		s.MaxLogBytes = DefaultMaxLogBytes
-	}
-}
-
-func (s *Spec) check() error {
-	switch {
-	case len(s.Command) == 0 || s.Command[0] == "":
-		return fmt.Errorf("%w: empty command (set agent.command)", ErrBadSpec)
-	case s.Dir == "":
-		return fmt.Errorf("%w: no working directory for group %q", ErrBadSpec, s.Input.GroupFolder)
-	case s.IPCDir == "":
-		return fmt.Errorf("%w: no IPC directory for group %q", ErrBadSpec, s.Input.GroupFolder)
-	case s.LogDir == "":
-		return fmt.Errorf("%w: no log directory for group %q", ErrBadSpec, s.Input.GroupFolder)
-	}
-	if fi, err := os.Stat(s.Dir); err != nil || !fi.IsDir() {
-		return fmt.Errorf("%w: group folder %s is not a directory (create it or re-add the group)", ErrBadSpec, s.Dir)
-	}
-	return nil
-}
-
-// buildEnv makes the agent's environment from nothing: PATH and HOME from
-// the daemon, then extra (which may override them).
-func buildEnv(extra map[string]string) ([]string, error) {
-	m := map[string]string{}
-	for _, k := range []string{"PATH", "HOME"} {
-		if v, ok := os.LookupEnv(k); ok {
-			m[k] = v
-		}
-	}
-	for k, v := range extra {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
-			return nil, fmt.Errorf("%w: environment variable %q: names must be non-empty without '=' and values without NUL", ErrBadSpec, k)
-		}
-		m[k] = v
-	}
-	env := make([]string, 0, len(m))
-	for k, v := range m {
-		env = append(env, k+"="+v)
-	}
-	sort.Strings(env)
-	return env, nil
-}
-
-// frameReader turns the agent's stdout into frames and log lines.
-type frameReader struct {
-	spec     *Spec
-	h        Handler
-	log      *runLog
-	out      *Outcome
-	touch    func()
-	answered func() // a result frame was read
-}
-
-// read parses exact three-line frames; anything that is not one goes to the log.
-func (f *frameReader) read(r *os.File) {
-	var (
-		state   int // 0 outside, 1 after start, 2 after payload
-		payload []byte
-		cutPay  bool
-	)
-	noise := func(line []byte, cut bool) { f.log.Line("stdout", line, cut) }
-	readLines(r, f.spec.MaxLine, func(line []byte, cut bool) {
-		f.touch()
-		isStart := !cut && string(line) == protocol.FrameStart
-		switch state {
-		case 0:
-			if isStart {
-				state = 1
-				return
-			}
-			noise(line, cut)
-		case 1:
-			if isStart { // a stray start marker; the new one counts
-				noise(line, false)
-				return
-			}
-			payload = append(payload[:0], line...)
-			cutPay = cut
-			state = 2
-		case 2:
-			state = 0
-			if !cut && string(line) == protocol.FrameEnd {
-				f.frame(payload, cutPay)
-				return
-			}
-			noise([]byte(protocol.FrameStart), false)
-			noise(payload, cutPay)
-			if isStart {
-				state = 1
-				return
-			}
-			noise(line, cut)
-		}
-	})
-	switch state {
-	case 1:
-		noise([]byte(protocol.FrameStart), false)
-	case 2:
-		noise([]byte(protocol.FrameStart), false)
-		noise(payload, cutPay)
-	}
-}
-
-func (f *frameReader) frame(payload []byte, cut bool) {
-	if cut {
-		// Most likely a result too long to carry: the chat is told rather
-		// than left waiting for an answer that never comes.
-		f.log.Printf("frame dropped: payload longer than %d bytes", f.spec.MaxLine)
-		f.out.Results++
-		note := fmt.Sprintf("(The answer was longer than %d MiB and could not be sent. Ask for a shorter one.)", f.spec.MaxLine>>20)
-		f.h.OnResult(Result{Status: protocol.StatusSuccess, Result: &note})
-		return
-	}
-	var fr protocol.Frame
-	if err := json.Unmarshal(payload, &fr); err != nil {
-		f.log.Printf("frame dropped: %v: %s", err, clip(payload, 200))
-		return
-	}
-	switch fr.Type {
-	case protocol.FrameResult:
-		f.out.Results++
-		if fr.NewSessionID != "" {
-			f.out.NewSessionID = fr.NewSessionID
-		}
-		n := 0
-		if fr.Result != nil {
-			n = len(*fr.Result)
-		}
-		f.log.Printf("frame: result status=%s result=%dB newSessionId=%q error=%q", fr.Status, n, fr.NewSessionID, fr.Error)
-		f.h.OnResult(Result{Status: fr.Status, Result: fr.Result, NewSessionID: fr.NewSessionID, Error: fr.Error})
-		f.out.Answered = fr.Status == protocol.StatusSuccess
-		f.answered()
-	case protocol.FrameViolation:
-		f.log.Printf("frame: violation kind=%s tool=%s target=%q", fr.Kind, fr.Tool, fr.Target)
-		f.h.OnViolation(security.Violation{
-			Time: time.Now().UTC(), Group: f.spec.Input.GroupFolder,
-			Kind: security.Kind(fr.Kind), Tool: fr.Tool, Target: fr.Target, Detail: fr.Detail, Action: action(fr.Action),
-		})
-	default:
-		f.log.Printf("frame dropped: unknown type %q", fr.Type)
-	}
-}
-
-// action is a violation frame's action as recorded: "reported" when the
-// agent says it only saw the refusal in a tool's output, else "blocked".
-func action(a string) string {
-	if a == protocol.ActionReported {
-		return a
-	}
-	return protocol.ActionBlocked
-}
-
-func clip(b []byte, n int) []byte {
-	if len(b) > n {
-		return append(bytes.Clone(b[:n]), "…"...)
-	}
-	return b
 }
 
 // logPath is the per-run log file name; sortable by start time.
