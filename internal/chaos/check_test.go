@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"database/sql"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,33 +14,49 @@ import (
 )
 
 // check reads the history the daemon left and fails on anything lost or
-// doubled.
+// doubled; what it looked at goes to h.checked for the report.
 func (h *history) check(t *testing.T, in *e2e.Install, agentLog string) {
 	t.Helper()
 	sent := in.AllSent()
-	lost, doubled := 0, 0
+	written := agentWrote(agentLog)
+	h.checkCalls(t, in, sent)
+	h.checkIPC(t, sent, written["ipc"])
+	h.checkRefused(t, in, sent, written)
+	h.checkTasks(t, in, sent, written["task"])
+	h.checkAudit(t, in, sent)
+	t.Logf("checked: %v; lost %d, doubled %d", h.checked, h.lost, h.doubled)
+}
+
+// checkCalls: every call answered exactly once (or its chat told the
+// assistant could not answer), no message answered twice, and no message
+// the daemon refused with an error answered at all.
+func (h *history) checkCalls(t *testing.T, in *e2e.Install, sent []e2e.Sent) {
 	for _, ps := range h.posted {
 		c := countIn(sent, ps.chat, ps.token)
 		switch {
 		case c > 1:
-			doubled++
+			h.doubled++
 			t.Errorf("message %s in %s answered %d times", ps.token, ps.chat, c)
 		case c == 0 && ps.call && !failedIn(sent, ps.chat):
-			lost++
+			h.lost++
 			t.Errorf("call %s in %s never answered (nor reported failed)", ps.token, ps.chat)
 			dumpFor(t, in, strings.TrimPrefix(ps.chat, "local:"), ps.token)
 		}
 	}
-	// A run the daemon's death interrupted is run again, and its agent
-	// then writes its IPC message again: each file written is sent once.
-	written := map[string]int{}
-	if data, err := os.ReadFile(agentLog); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			if tok, ok := strings.CutPrefix(line, "ipc "); ok {
-				written[tok]++
-			}
+	for _, ps := range h.refusedPosts {
+		if c := countIn(sent, ps.chat, ps.token); c > 0 {
+			h.doubled++
+			t.Errorf("message %s in %s was refused with an error, yet answered %d times", ps.token, ps.chat, c)
 		}
 	}
+	h.checked["messages posted"] = len(h.posted)
+	h.checked["calls"] = calls(h.posted)
+	h.checked["messages refused while the database was locked"] = len(h.refusedPosts)
+}
+
+// checkIPC: a run the daemon's death interrupted is run again, and its
+// agent then writes its IPC message again: each file written is sent once.
+func (h *history) checkIPC(t *testing.T, sent []e2e.Sent, written map[string]int) {
 	ipcSent := map[string]int{}
 	for _, m := range sent {
 		if tok, ok := strings.CutPrefix(m.Text, "ipc "); ok {
@@ -48,29 +65,64 @@ func (h *history) check(t *testing.T, in *e2e.Install, agentLog string) {
 	}
 	for tok, w := range written {
 		if c := ipcSent[tok]; c != w {
-			if c < w {
-				lost++
-			} else {
-				doubled++
-			}
+			h.count(c, w)
 			t.Errorf("IPC message %s written %d times by agents was sent %d times", tok, w, c)
 		}
 	}
-	audited := map[string]int{}
-	for _, f := range []string{"g5"} {
-		data, _ := os.ReadFile(filepath.Join(in.Dir, "groups", f, "logs", "security.jsonl"))
-		for _, tok := range tokenRE.FindAllString(string(data), -1) {
-			audited[tok]++
+	h.checked["IPC messages written"] = sum(written)
+}
+
+// checkRefused: every IPC file g5's agents wrote with a forged token or for
+// another group's chat is quarantined in ipc/errors once, audited once in
+// security.jsonl and once in `nanoclawd violations`, and never sent.
+func (h *history) checkRefused(t *testing.T, in *e2e.Install, sent []e2e.Sent, written map[string]map[string]int) {
+	quarantined := map[string]int{}
+	entries, _ := os.ReadDir(filepath.Join(in.Dir, "data", "ipc", "errors"))
+	for _, e := range entries {
+		if tok := refRE.FindString(e.Name()); tok != "" && strings.HasSuffix(e.Name(), ".json") {
+			quarantined[tok]++
 		}
 	}
+	lines, listed := audit(t, in, refRE)
+	for _, kind := range []string{"forged", "cross"} {
+		for tok, w := range written[kind] {
+			for what, c := range map[string]int{"quarantined": quarantined[tok], "in security.jsonl": lines[tok], "in `nanoclawd violations`": listed[tok]} {
+				if c != w {
+					h.count(c, w)
+					t.Errorf("IPC file %s (%s) written %d times by agents is %s %d times", tok, kind, w, what, c)
+				}
+			}
+		}
+	}
+	for _, m := range sent {
+		if tok := refRE.FindString(m.Text); tok != "" && strings.HasPrefix(m.Text, "ipc ") {
+			h.doubled++
+			t.Errorf("refused IPC file %s was carried out: %q sent to %s", tok, m.Text, m.ChatJID)
+		}
+	}
+	h.checked["IPC files refused"] = sum(written["forged"]) + sum(written["cross"])
+}
+
+// checkAudit: each violation an agent reported is audited at most once
+// (the agent may be killed before it reports), the same in security.jsonl
+// and in `nanoclawd violations`, and the alerts sent to main account for
+// every audited violation and refused IPC file.
+func (h *history) checkAudit(t *testing.T, in *e2e.Install, sent []e2e.Sent) {
+	lines, listed := audit(t, in, tokenRE)
 	total := 0
-	for tok, c := range audited {
+	for tok, c := range lines {
 		total += c
 		if c > 1 {
-			doubled++
+			h.doubled++
 			t.Errorf("violation %s audited %d times", tok, c)
 		}
+		if listed[tok] != c {
+			h.count(listed[tok], c)
+			t.Errorf("violation %s: %d lines in security.jsonl, %d in `nanoclawd violations`", tok, c, listed[tok])
+		}
 	}
+	refLines, _ := audit(t, in, refRE)
+	total += sum(refLines)
 	alerted := 0
 	moreRE := regexp.MustCompile(`^\[SANDBOX ALERT\] \+(\d+) more`)
 	for _, m := range sent {
@@ -87,8 +139,63 @@ func (h *history) check(t *testing.T, in *e2e.Install, agentLog string) {
 	if alerted != total {
 		t.Errorf("alerts account for %d violations, the audit trail holds %d", alerted, total)
 	}
-	t.Logf("checked: %d messages posted (%d calls), %d IPC messages written by agents, %d violations audited, %d alerted; lost %d, doubled %d",
-		len(h.posted), calls(h.posted), len(written), total, alerted, lost, doubled)
+	h.checked["violations audited"] = sum(lines)
+	h.checked["alerts (violations alerted)"] = alerted
+}
+
+// audit counts, per token re finds, the lines of g5's security.jsonl and
+// the entries of `nanoclawd violations --json` that hold it.
+func audit(t *testing.T, in *e2e.Install, re *regexp.Regexp) (lines, listed map[string]int) {
+	lines, listed = map[string]int{}, map[string]int{}
+	data, _ := os.ReadFile(filepath.Join(in.Dir, "groups", "g5", "logs", "security.jsonl"))
+	for _, l := range strings.Split(string(data), "\n") {
+		if tok := re.FindString(l); tok != "" {
+			lines[tok]++
+		}
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal([]byte(in.CLI("violations", "--group", "g5", "--json")), &list); err != nil {
+		t.Fatalf("nanoclawd violations --json: %v", err)
+	}
+	for _, v := range list {
+		if tok := re.FindString(string(v)); tok != "" {
+			listed[tok]++
+		}
+	}
+	return lines, listed
+}
+
+// count adds a mismatch between c times seen and w times wanted.
+func (h *history) count(c, w int) {
+	if c < w {
+		h.lost++
+	} else {
+		h.doubled++
+	}
+}
+
+// agentWrote reads the agents' log of IPC files written: per kind (ipc,
+// cross, forged, task), how many times each token was written.
+func agentWrote(path string) map[string]map[string]int {
+	out := map[string]map[string]int{}
+	data, _ := os.ReadFile(path)
+	for _, line := range strings.Split(string(data), "\n") {
+		if kind, tok, ok := strings.Cut(line, " "); ok {
+			if out[kind] == nil {
+				out[kind] = map[string]int{}
+			}
+			out[kind][tok]++
+		}
+	}
+	return out
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 // dumpFor logs what the daemon and the group's runs said, to find where
