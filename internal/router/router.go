@@ -21,6 +21,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // The parts the router drives, declared as it uses them.
@@ -772,10 +773,22 @@ func (a *agentRun) OnResult(res runner.Result) {
 	a.queue(ctx, text, alerts.KindReply, upTo)
 }
 
+// busyRetry is how long an answer waits for a locked database.
+const busyRetry = 2 * time.Minute
+
 // queue puts text (if any) in the outbox and moves the cursor to upTo (if
-// any) in one transaction.
+// any) in one transaction. While another process holds the database locked, it keeps trying for
+// up to busyRetry: the answer exists only here, and if it were dropped the
+// next follow-up's answer would move the cursor past the messages it
+// answered, which then no reply would carry.
 func (a *agentRun) queue(ctx context.Context, text, kind string, upTo int64) {
-	if err := a.router.enqueue(ctx, a.replyTo, text, kind, a.group.JID, upTo); err != nil {
+	err := a.router.enqueue(ctx, a.replyTo, text, kind, a.group.JID, upTo)
+	for wait, until := 100*time.Millisecond, time.Now().Add(busyRetry); store.Busy(err) && time.Now().Before(until); wait = min(2*wait, 2*time.Second) {
+		a.router.Log.Warn().Err(err).Str("group", a.group.Folder).Msg("the database is locked; trying again to queue the answer")
+		time.Sleep(wait)
+		err = a.router.enqueue(ctx, a.replyTo, text, kind, a.group.JID, upTo)
+	}
+	if err != nil {
 		a.router.Log.Error().Err(err).Str("group", a.group.Folder).Msg("queue the answer; the messages stay unanswered")
 		return
 	}
