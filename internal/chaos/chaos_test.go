@@ -76,6 +76,7 @@ type history struct {
 	faults       map[string]int
 	cycles       int
 	rss, fds     []int // the daemon's, sampled once a cycle
+	pid          int   // the daemon's last sampled
 	startedAt    time.Time
 	checked      map[string]int // what the checker looked at, for the report
 	lost         int
@@ -98,7 +99,11 @@ func TestChaos(t *testing.T) {
 	}
 	seed := uint64(envInt("CHAOS_SEED", int(time.Now().UnixNano()%1_000_000)))
 	rng := rand.New(rand.NewPCG(seed, seed))
-	t.Logf("chaos: %d cycles, seed %d (CHAOS_SEED=%d replays it)", cycles, seed, seed)
+	if soak > 0 {
+		t.Logf("chaos: a soak of %s, seed %d (CHAOS_SEED=%d replays it)", soak, seed, seed)
+	} else {
+		t.Logf("chaos: %d cycles, seed %d (CHAOS_SEED=%d replays it)", cycles, seed, seed)
+	}
 
 	scratch := t.TempDir()
 	agentLog := filepath.Join(scratch, "agent.log")
@@ -307,13 +312,13 @@ func TestChaosDiskFull(t *testing.T) {
 	fill := exec.Command("dd", "if=/dev/zero", "of="+filler, "bs=1M", "count=64")
 	fill.Run() // stops at ENOSPC, which is the point
 	var accepted []string
-	refused := 0
+	var refused []string // must never be answered: the sender was told it failed
 	for i := range 40 {
 		tok := fmt.Sprintf("full-%d", i)
 		if code, body := tryPost(t, in, "local:main", "prompt "+tok); code == 202 {
 			accepted = append(accepted, tok)
 		} else {
-			refused++
+			refused = append(refused, tok)
 			if i == 0 {
 				t.Logf("while the disk is full, a message gets %d: %s", code, body)
 			}
@@ -347,7 +352,13 @@ func TestChaosDiskFull(t *testing.T) {
 			t.Errorf("%s answered %d times", tok, c)
 		}
 	}
-	t.Logf("disk full: %d messages refused with an error while full, %d accepted and answered", refused, len(accepted))
+	for _, tok := range refused {
+		if c := countIn(in.AllSent(), "local:main", tok); c != 0 {
+			t.Errorf("%s was refused with an error while the disk was full, yet answered %d times", tok, c)
+		}
+	}
+	appendReport(t, fmt.Sprintf("disk full (a 24 MiB tmpfs data dir): %d messages refused with an error while full (none answered later), %d accepted and answered once space was back",
+		len(refused), len(accepted)))
 	p.Stop()
 	integrity(t, filepath.Join(data, "nanoclaw.db"))
 }

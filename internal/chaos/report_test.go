@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 // sample records the daemon's resident memory and open descriptors.
 func (h *history) sample(pid int) {
+	h.pid = pid
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
@@ -41,7 +43,8 @@ func (h *history) checkFlat(t *testing.T) {
 	}
 	q := len(h.fds) / 4
 	if first, last := maxOf(h.fds[:q]), maxOf(h.fds[len(h.fds)-q:]); last > first+20 {
-		t.Errorf("the daemon's open file descriptors grew over the soak: %d at most in the first quarter, %d in the last", first, last)
+		t.Errorf("the daemon's open file descriptors grew over the soak: %d at most in the first quarter, %d in the last; now open: %v",
+			first, last, openFiles(h.pid))
 	}
 	q = len(h.rss) / 4
 	if warm, last := median(h.rss[q:2*q]), median(h.rss[len(h.rss)-q:]); last > warm+warm/4+8 {
@@ -85,6 +88,18 @@ func (h *history) report(t *testing.T, seed uint64) {
 	t.Log(b.String())
 	if out := os.Getenv("CHAOS_REPORT"); out != "" {
 		os.WriteFile(out, []byte(b.String()), 0o644)
+	}
+}
+
+// appendReport logs line and adds it to the CHAOS_REPORT file, for the
+// tests that run after TestChaos has written it.
+func appendReport(t *testing.T, line string) {
+	t.Log(line)
+	if out := os.Getenv("CHAOS_REPORT"); out != "" {
+		if f, err := os.OpenFile(out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+			fmt.Fprintln(f, line)
+			f.Close()
+		}
 	}
 }
 
@@ -133,4 +148,25 @@ func maxOf(xs []int) int {
 func median(xs []int) int {
 	s := slices.Sorted(slices.Values(xs))
 	return s[len(s)/2]
+}
+
+// openFiles counts a process's open descriptors by what they point at
+// (a path's directory, or a kind such as pipe or socket), to show what leaks.
+func openFiles(pid int) map[string]int {
+	out := map[string]int{}
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		target, err := os.Readlink(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		if kind, _, ok := strings.Cut(target, ":["); ok {
+			target = kind
+		} else {
+			target = filepath.Dir(target)
+		}
+		out[target]++
+	}
+	return out
 }
