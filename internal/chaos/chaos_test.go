@@ -368,6 +368,7 @@ func tryPost(t *testing.T, in *e2e.Install, chat, text string) (int, string) {
 	c := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", in.Socket)
 	}}, Timeout: 30 * time.Second}
+	defer c.CloseIdleConnections() // else each call leaves the daemon an open socket
 	body, _ := json.Marshal(map[string]string{"chatJid": chat, "sender": "u@local", "senderName": "U", "text": text})
 	resp, err := c.Post("http://local/messages", "application/json", bytes.NewReader(body))
 	if err != nil {
