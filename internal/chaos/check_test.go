@@ -23,7 +23,7 @@ func (h *history) check(t *testing.T, in *e2e.Install, agentLog string) {
 	h.checkIPC(t, sent, written["ipc"])
 	h.checkRefused(t, in, sent, written)
 	h.checkTasks(t, in, sent, written["task"])
-	h.checkAudit(t, in, sent)
+	h.checkAudit(t, in, sent, written["violation"])
 	t.Logf("checked: %v; lost %d, doubled %d", h.checked, h.lost, h.doubled)
 }
 
@@ -103,18 +103,24 @@ func (h *history) checkRefused(t *testing.T, in *e2e.Install, sent []e2e.Sent, w
 	h.checked["IPC files refused"] = sum(written["forged"]) + sum(written["cross"])
 }
 
-// checkAudit: each violation an agent reported is audited at most once
-// (the agent may be killed before it reports), the same in security.jsonl
-// and in `nanoclawd violations`, and the alerts sent to main account for
-// every audited violation and refused IPC file.
-func (h *history) checkAudit(t *testing.T, in *e2e.Install, sent []e2e.Sent) {
+// checkAudit: each violation frame an agent wrote is audited at most once
+// (the agent, or the daemon, may be killed before the frame is read; a run
+// the daemon's death interrupted is run again and its agent then reports
+// the violation again), the same in security.jsonl and in `nanoclawd
+// violations`, and the alerts sent to main account for every audited
+// violation and refused IPC file.
+func (h *history) checkAudit(t *testing.T, in *e2e.Install, sent []e2e.Sent, reported map[string]int) {
+	frames := map[string]int{}
+	for target, c := range reported {
+		frames[tokenRE.FindString(target)] += c
+	}
 	lines, listed := audit(t, in, tokenRE)
 	total := 0
 	for tok, c := range lines {
 		total += c
-		if c > 1 {
+		if c > frames[tok] {
 			h.doubled++
-			t.Errorf("violation %s audited %d times", tok, c)
+			t.Errorf("violation %s reported %d times by agents was audited %d times", tok, frames[tok], c)
 		}
 		if listed[tok] != c {
 			h.count(listed[tok], c)
@@ -139,6 +145,7 @@ func (h *history) checkAudit(t *testing.T, in *e2e.Install, sent []e2e.Sent) {
 	if alerted != total {
 		t.Errorf("alerts account for %d violations, the audit trail holds %d", alerted, total)
 	}
+	h.checked["violations reported by agents"] = sum(frames)
 	h.checked["violations audited"] = sum(lines)
 	h.checked["alerts (violations alerted)"] = alerted
 }
@@ -174,8 +181,9 @@ func (h *history) count(c, w int) {
 	}
 }
 
-// agentWrote reads the agents' log of IPC files written: per kind (ipc,
-// cross, forged, task), how many times each token was written.
+// agentWrote reads the agents' log of what they did: per kind (ipc,
+// cross, forged, task: IPC files; violation: frames), how many times each
+// token (or violation target) was written.
 func agentWrote(path string) map[string]map[string]int {
 	out := map[string]map[string]int{}
 	data, _ := os.ReadFile(path)

@@ -33,7 +33,8 @@
 //	fail TEXT         a result frame with status "error" and error TEXT, exit 0
 //	silent            exit 0 without any frame
 //	violation KIND TARGET
-//	                  a violation frame (tool "Bash"), then reply "violation reported"
+//	                  a violation frame (tool "Bash"; noted in $TESTAGENT_LOG
+//	                  as "violation TARGET"), then reply "violation reported"
 //	violations N      N "reported" filesystem frames with distinct targets and one
 //	                  network frame carrying an attacker's instruction, then
 //	                  reply "violations reported"
@@ -231,6 +232,7 @@ func do(text string, in input, raw []byte) {
 	case "silent":
 	case "violation":
 		kind, target, _ := strings.Cut(arg, " ")
+		note("violation " + target) // first: the log may count a frame never written, never miss one
 		frame(map[string]any{"type": "violation", "kind": kind, "tool": "Bash", "target": target, "detail": "testagent"})
 		result("violation reported", "")
 	case "violations":
@@ -278,6 +280,12 @@ func writeIPC(sub, text string, v map[string]string, line string) {
 	if err := os.Rename(filepath.Join(dir, name+".tmp"), filepath.Join(dir, name)); err != nil {
 		fatal("publish IPC file: %v", err)
 	}
+	note(line)
+}
+
+// note appends line to $TESTAGENT_LOG, if set: what the agent did, for a
+// checker to compare with what the daemon made of it.
+func note(line string) {
 	if log := os.Getenv("TESTAGENT_LOG"); log != "" {
 		f, err := os.OpenFile(log, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 		if err == nil {
