@@ -20,7 +20,7 @@
 // once (or its chat told the assistant could not answer), no message the
 // daemon refused answered, every IPC message written sent exactly once,
 // every refused IPC file quarantined and audited exactly once, every
-// violation audited at most once with the alerts adding up, every task
+// violation frame audited at most once with the alerts adding up, every task
 // created once and fired with no slot run twice, no agent left running
 // after a clean stop, the database intact. The report (report_test.go)
 // counts the faults and what was checked, and plots the daemon's memory
