@@ -43,10 +43,10 @@ bench: deps build
 
 # The fault suite, long: CHAOS_CYCLES=200 by default; CHAOS_MINUTES=30 for a soak.
 chaos: deps build
-	@mkdir -p bin
+	@mkdir -p bin && rm -f bin/chaos-report.txt
 	CHAOS_CYCLES=$${CHAOS_CYCLES:-200} CHAOS_REPORT=$(CURDIR)/bin/chaos-report.txt \
 	  $(GO) test -count=1 -run TestChaos -timeout 120m -v ./internal/chaos/ > bin/chaos.txt 2>&1; rc=$$?; \
-	  grep -E '^(=== RUN|--- |ok|FAIL)|chaos_test.go' bin/chaos.txt | grep -v '^        {' ; cat bin/chaos-report.txt 2>/dev/null; exit $$rc
+	  grep -E '^(=== RUN|--- |ok|FAIL)|    [a-z]+_test.go:[0-9]+:' bin/chaos.txt | grep -v '^        {' ; cat bin/chaos-report.txt 2>/dev/null; exit $$rc
 
 clean:
 	rm -rf bin agent-runner/dist

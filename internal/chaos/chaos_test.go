@@ -1,16 +1,36 @@
 // Package chaos runs the real daemon under a mixed load while faults hit it
-// at random moments — kill -9 of the daemon and of agents, the database
-// locked by another process, the agent program gone for a while, group and
-// config changes — and then checks the recorded history: every message
-// answered at most once (and every call answered), every IPC message sent
-// exactly once, every violation audited at most once with alerts adding up,
-// no agent left running, the database intact.
+// at random moments, and then checks the recorded history.
+//
+// The load: calls and chatter in four groups (two need @Andy), agents that
+// stay and answer follow-ups, IPC messages and schedule_task files written
+// by the main group's agent, scheduled tasks firing (two interval tasks
+// from the start, once-tasks throughout), violations and refused IPC files
+// (a forged token, a message for another group's chat) from a fifth group.
+// The faults: every cycle a kill -9 of the daemon, and maybe one more —
+// kill -9 of an agent, the database locked by another process (sometimes
+// past the daemon's busy timeout, with messages posted meanwhile), the
+// agent program gone for a while, a group added and removed, the config
+// edited, the local channel down for a while (the daemon run without it).
+// The clock is not stepped: the daemon reads the wall clock through Go's
+// vDSO calls, which libfaketime does not reach, a time namespace offsets
+// only the monotonic clocks, and stepping the host's clock would disturb
+// everything else running on it.
+//
+// The checker (check_test.go, tasks_test.go): every call answered exactly
+// once (or its chat told the assistant could not answer), no message the
+// daemon refused answered, every IPC message written sent exactly once,
+// every refused IPC file quarantined and audited exactly once, every
+// violation frame audited at most once with the alerts adding up, every task
+// created once and fired with no slot run twice, no agent left running
+// after a clean stop, the database intact. The report (report_test.go)
+// counts the faults and what was checked, and plots the daemon's memory
+// and open descriptors.
 //
 // `make chaos` runs the long version: CHAOS_CYCLES (default here 25, so
 // `go test ./...` stays short) and CHAOS_SEED to replay a run. CHAOS_MINUTES
 // makes it a soak instead: the same load and faults for that long, but the
-// daemon itself is never killed, so its memory and file descriptors can be
-// watched over the whole time (open descriptors must not grow).
+// daemon itself is never killed (nor run without its channel), so its
+// memory and open descriptors must stay flat over the whole time.
 package chaos
 
 import (
@@ -23,7 +43,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,13 +63,28 @@ type posted struct {
 
 // history is what the test did and saw.
 type history struct {
-	posted    []posted
-	faults    map[string]int
-	rss, fds  []int // the daemon's, sampled once a cycle
-	startedAt time.Time
+	posted       []posted
+	refusedPosts []posted // refused with an error while the database was locked
+	lockedPosts  int      // posted while the database was locked
+	longestLock  time.Duration
+	heldMax      int // the largest outbox backlog while the local channel was down
+	faults       map[string]int
+	cycles       int
+	rss, fds     []int // the daemon's, sampled once a cycle
+	pid          int   // the daemon's last sampled
+	startedAt    time.Time
+	checked      map[string]int // what the checker looked at, for the report
+	lost         int
+	doubled      int
 }
 
-var tokenRE = regexp.MustCompile(`tok-[0-9]+-[0-9]+`)
+// Tokens tie what the test posted to what came out: tok- for messages and
+// violations, ref- for IPC files that must be refused, job- for tasks.
+var (
+	tokenRE = regexp.MustCompile(`tok-[0-9]+-[0-9]+`)
+	refRE   = regexp.MustCompile(`ref-[0-9]+-[0-9]+`)
+	jobRE   = regexp.MustCompile(`job-[0-9]+-[0-9]+`)
+)
 
 func TestChaos(t *testing.T) {
 	cycles := envInt("CHAOS_CYCLES", 25)
@@ -59,7 +94,11 @@ func TestChaos(t *testing.T) {
 	}
 	seed := uint64(envInt("CHAOS_SEED", int(time.Now().UnixNano()%1_000_000)))
 	rng := rand.New(rand.NewPCG(seed, seed))
-	t.Logf("chaos: %d cycles, seed %d (CHAOS_SEED=%d replays it)", cycles, seed, seed)
+	if soak > 0 {
+		t.Logf("chaos: a soak of %s, seed %d (CHAOS_SEED=%d replays it)", soak, seed, seed)
+	} else {
+		t.Logf("chaos: %d cycles, seed %d (CHAOS_SEED=%d replays it)", cycles, seed, seed)
+	}
 
 	scratch := t.TempDir()
 	agentLog := filepath.Join(scratch, "agent.log")
@@ -71,11 +110,15 @@ func TestChaos(t *testing.T) {
 		Security: `"allowWrite": [` + e2e.Quote(scratch) + `]`,
 		Env:      []string{"TESTAGENT_LOG=" + agentLog},
 		Wait:     2 * time.Minute,
+		// The end is a clean stop, after which no agent may be left.
+		StopSignal: syscall.SIGTERM,
 	})
+	db := filepath.Join(in.Dir, "data", "nanoclaw.db")
 	// g1, g2 answer every message, g3, g4 only a call with @Andy (the rest
 	// is context); an agent runs only the last command of its batch, so IPC
-	// messages go through main and violations through g5, and the echoed
-	// prompts of g1-g4 show which messages each reply answered.
+	// messages and tasks go through main, violations and refused files
+	// through g5, and the echoed prompts of g1-g4 show which messages each
+	// reply answered.
 	in.AddGroup("local:main", "main", "--main")
 	chats := []string{"local:g1", "local:g2", "local:g3", "local:g4"}
 	for i, c := range chats {
@@ -86,39 +129,59 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	in.AddGroup("local:g5", "g5", "--no-trigger")
-	h := &history{faults: map[string]int{}, startedAt: time.Now()}
+	h := &history{faults: map[string]int{}, checked: map[string]int{}, startedAt: time.Now()}
+	defer h.report(t, seed)
 	p := in.Start()
 	n := 0
-	token := func() string { n++; return fmt.Sprintf("tok-%d-%d", seed, n) }
+	token := func(kind string) string { n++; return fmt.Sprintf("%s-%d-%d", kind, seed, n) }
+	// Two interval tasks (one minute, the shortest allowed) from the
+	// start, so that they fire while the faults go on.
+	for range 2 {
+		job := token("job")
+		in.Post("local:main", "Owner", "task interval 60000 "+job)
+		in.WaitFor("local:main", e2e.Equals("scheduled "+job))
+	}
+	// calling is text as a call to the assistant in chat.
+	calling := func(chat, text string) string {
+		if chat >= "local:g3" {
+			return "@Andy " + text
+		}
+		return text
+	}
 
 	end := time.Now().Add(soak)
 	for cycle := 1; cycle <= cycles && (soak == 0 || time.Now().Before(end)); cycle++ {
+		h.cycles = cycle
 		for range 3 + rng.IntN(6) {
 			chat := chats[rng.IntN(len(chats))]
-			tok := token()
-			trigger := chat >= "local:g3"
-			switch r := rng.IntN(10); {
-			case r < 5: // a call the agent answers with its whole prompt
-				text := "prompt " + tok
-				if trigger {
-					text = "@Andy " + text
-				}
-				in.Post(chat, "U", text)
+			tok := token("tok")
+			switch r := rng.IntN(20); {
+			case r < 9: // a call the agent answers with its whole prompt
+				in.Post(chat, "U", calling(chat, "prompt "+tok))
 				h.posted = append(h.posted, posted{chat, tok, true})
-			case r < 7 && trigger: // chatter: context for the next call (worded so that,
-				// last in a batch, it still makes the stand-in echo the whole prompt)
+			case r < 10: // the agent stays, answering what follows as follow-ups
+				in.Post(chat, "U", calling(chat, "converse "+tok))
+				h.posted = append(h.posted, posted{chat, tok, true})
+			case r < 13 && chat >= "local:g3": // chatter: context for the next call (worded so
+				// that, last in a batch, it still makes the stand-in echo the whole prompt)
 				in.Post(chat, "U", "prompt chatter "+tok)
 				h.posted = append(h.posted, posted{chat, tok, false})
-			case r < 9: // an IPC message written by the agent
+			case r < 15: // an IPC message written by the agent
 				in.Post("local:main", "Owner", "ipc "+tok)
-			default: // a blocked action
+			case r < 16: // a task through IPC, due in a few seconds
+				in.Post("local:main", "Owner", fmt.Sprintf("task once +%d %s", 1+rng.IntN(4), token("job")))
+			case r < 18: // a blocked action
 				in.Post("local:g5", "U", "violation filesystem /chaos/"+tok)
+			case r < 19: // an IPC file with a forged token
+				in.Post("local:g5", "U", "ipc-forged "+token("ref"))
+			default: // an IPC message for another group's chat
+				in.Post("local:g5", "U", "ipc-to local:g1 "+token("ref"))
 			}
 		}
 		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond) // the fault lands anywhere in the work
 		// Every cycle ends in a kill -9 of the daemon (but in a soak); one
 		// more fault may land before it.
-		switch f := rng.IntN(10); {
+		switch f := rng.IntN(11); {
 		case f < 4:
 			// none besides the kill
 		case f < 6:
@@ -126,8 +189,27 @@ func TestChaos(t *testing.T) {
 				h.faults["kill -9 agent"]++
 			}
 		case f < 7:
+			// Past the 5 s busy timeout a third of the time: the daemon then
+			// refuses messages meanwhile, and its own writes fail.
 			h.faults["database locked"]++
-			lockDB(t, filepath.Join(in.Dir, "data", "nanoclaw.db"), time.Duration(500+rng.IntN(1500))*time.Millisecond)
+			d := time.Duration(500+rng.IntN(7500)) * time.Millisecond
+			h.longestLock = max(h.longestLock, d)
+			held, done := make(chan struct{}), make(chan error, 1)
+			go func() { done <- lockDB(db, d, held) }()
+			<-held
+			for range 1 + rng.IntN(3) {
+				chat, tok := chats[rng.IntN(len(chats))], token("tok")
+				h.lockedPosts++
+				if err := tryPost(in, chat, calling(chat, "prompt "+tok)); err == nil {
+					h.posted = append(h.posted, posted{chat, tok, true})
+				} else {
+					h.refusedPosts = append(h.refusedPosts, posted{chat, tok, true})
+					t.Logf("while the database is locked, %s gets: %v", tok, err)
+				}
+			}
+			if err := <-done; err != nil {
+				t.Log(err)
+			}
 		case f < 8:
 			h.faults["agent program missing"]++
 			os.Rename(agent, agent+".gone")
@@ -137,10 +219,20 @@ func TestChaos(t *testing.T) {
 			h.faults["group added and removed"]++
 			in.CLI("groups", "add", "--jid", "local:extra", "--name", "Extra", "--folder", "extra")
 			in.CLI("groups", "remove", "extra")
-		default:
+		case f < 10:
 			h.faults["config edited"]++
 			cfg, _ := os.ReadFile(in.Config)
 			os.WriteFile(in.Config, append(cfg, []byte("\n// edited by the chaos test\n")...), 0o600)
+		default:
+			if soak > 0 {
+				break // a soak keeps one daemon
+			}
+			h.faults["kill -9 daemon"]++
+			p.Kill9()
+			h.faults["local channel down"]++
+			h.heldMax = max(h.heldMax, channelDown(t, in, time.Duration(1000+rng.IntN(3000))*time.Millisecond))
+			h.faults["kill -9 daemon"]++
+			p = in.Start()
 		}
 		h.sample(p.Cmd.Process.Pid)
 		if soak == 0 {
@@ -151,256 +243,28 @@ func TestChaos(t *testing.T) {
 		}
 	}
 
-	// Every call is answered once the faults stop; give the last alert
-	// windows time to close.
-	pending := func() []posted {
+	// Once the faults stop, every call is answered and every task fires;
+	// then the last alert windows close.
+	unsettled := func() string {
 		sent := in.AllSent()
-		var out []posted
 		for _, ps := range h.posted {
 			if ps.call && countIn(sent, ps.chat, ps.token) == 0 && !failedIn(sent, ps.chat) {
-				out = append(out, ps)
+				return "call " + ps.token + " unanswered"
 			}
 		}
-		return out
+		return waiting(t, in, agentWrote(agentLog)["task"])
 	}
-	for deadline := time.Now().Add(2 * time.Minute); len(pending()) > 0; time.Sleep(200 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			break
-		}
+	for deadline := time.Now().Add(2 * time.Minute); unsettled() != "" && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
 	}
 	time.Sleep(3 * time.Second) // the 2 s alert windows end and their summaries go out
 	h.check(t, in, agentLog)
-	if soak > 0 && len(h.fds) >= 8 {
-		q := len(h.fds) / 4
-		if first, last := maxOf(h.fds[:q]), maxOf(h.fds[len(h.fds)-q:]); last > first+20 {
-			t.Errorf("the daemon's open file descriptors grew over the soak: %d at most in the first quarter, %d in the last", first, last)
-		}
+	if soak > 0 {
+		h.checkFlat(t)
 	}
-	cycles = len(h.rss)
 	p.Stop()
 	e2e.WaitNoProcs(t, agent, "agents after the daemon stopped")
-	integrity(t, filepath.Join(in.Dir, "data", "nanoclaw.db"))
-	h.report(t, cycles, seed)
-}
-
-// check reads the history the daemon left and fails on anything lost or
-// doubled.
-func (h *history) check(t *testing.T, in *e2e.Install, agentLog string) {
-	t.Helper()
-	sent := in.AllSent()
-	lost, doubled := 0, 0
-	for _, ps := range h.posted {
-		c := countIn(sent, ps.chat, ps.token)
-		switch {
-		case c > 1:
-			doubled++
-			t.Errorf("message %s in %s answered %d times", ps.token, ps.chat, c)
-		case c == 0 && ps.call && !failedIn(sent, ps.chat):
-			lost++
-			t.Errorf("call %s in %s never answered (nor reported failed)", ps.token, ps.chat)
-			dumpFor(t, in, strings.TrimPrefix(ps.chat, "local:"), ps.token)
-		}
-	}
-	// A run the daemon's death interrupted is run again, and its agent
-	// then writes its IPC message again: each file written is sent once.
-	written := map[string]int{}
-	if data, err := os.ReadFile(agentLog); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			if tok, ok := strings.CutPrefix(line, "ipc "); ok {
-				written[tok]++
-			}
-		}
-	}
-	ipcSent := map[string]int{}
-	for _, m := range sent {
-		if tok, ok := strings.CutPrefix(m.Text, "ipc "); ok {
-			ipcSent[tok]++
-		}
-	}
-	for tok, w := range written {
-		if c := ipcSent[tok]; c != w {
-			if c < w {
-				lost++
-			} else {
-				doubled++
-			}
-			t.Errorf("IPC message %s written %d times by agents was sent %d times", tok, w, c)
-		}
-	}
-	audited := map[string]int{}
-	for _, f := range []string{"g5"} {
-		data, _ := os.ReadFile(filepath.Join(in.Dir, "groups", f, "logs", "security.jsonl"))
-		for _, tok := range tokenRE.FindAllString(string(data), -1) {
-			audited[tok]++
-		}
-	}
-	total := 0
-	for tok, c := range audited {
-		total += c
-		if c > 1 {
-			doubled++
-			t.Errorf("violation %s audited %d times", tok, c)
-		}
-	}
-	alerted := 0
-	moreRE := regexp.MustCompile(`^\[SANDBOX ALERT\] \+(\d+) more`)
-	for _, m := range sent {
-		if m.ChatJID != "local:main" || !strings.HasPrefix(m.Text, "[SANDBOX ALERT]") {
-			continue
-		}
-		if sm := moreRE.FindStringSubmatch(m.Text); sm != nil {
-			k, _ := strconv.Atoi(sm[1])
-			alerted += k
-		} else {
-			alerted++
-		}
-	}
-	if alerted != total {
-		t.Errorf("alerts account for %d violations, the audit trail holds %d", alerted, total)
-	}
-	t.Logf("checked: %d messages posted (%d calls), %d IPC messages written by agents, %d violations audited, %d alerted; lost %d, doubled %d",
-		len(h.posted), calls(h.posted), len(written), total, alerted, lost, doubled)
-}
-
-// dumpFor logs what the daemon and the group's runs said, to find where
-// a message went.
-func dumpFor(t *testing.T, in *e2e.Install, folder, token string) {
-	logs, _ := filepath.Glob(filepath.Join(in.Dir, "data", "logs", "*.log*"))
-	for _, l := range logs {
-		data, _ := os.ReadFile(l)
-		for _, line := range strings.Split(string(data), "\n") {
-			if strings.Contains(line, `"`+folder+`"`) || strings.Contains(line, "running") || strings.Contains(line, "error") {
-				t.Logf("daemon: %s", line)
-			}
-		}
-	}
-	runs, _ := filepath.Glob(filepath.Join(in.Dir, "groups", folder, "logs", "agent-*.log"))
-	for _, r := range runs {
-		data, _ := os.ReadFile(r)
-		if strings.Contains(string(data), token) || len(runs) < 20 {
-			t.Logf("run log %s:\n%s", filepath.Base(r), data)
-		}
-	}
-	if db, err := sql.Open("sqlite3", "file:"+filepath.Join(in.Dir, "data", "nanoclaw.db")+"?mode=ro"); err == nil {
-		var seq, cursor int64
-		db.QueryRow(`SELECT seq FROM messages WHERE text LIKE ?`, "%"+token).Scan(&seq)
-		db.QueryRow(`SELECT answered_seq FROM cursors WHERE chat_jid = ?`, "local:"+folder).Scan(&cursor)
-		t.Logf("%s: seq %d; the chat's answered position %d", token, seq, cursor)
-		rows, _ := db.Query(`SELECT id, kind, sent_at IS NOT NULL, COALESCE(last_error, ''), text LIKE ? FROM outbox WHERE chat_jid = ? ORDER BY id`, "%"+token+"<%", "local:"+folder)
-		for rows != nil && rows.Next() {
-			var id int64
-			var kind, lastErr string
-			var sentFlag, has bool
-			rows.Scan(&id, &kind, &sentFlag, &lastErr, &has)
-			t.Logf("outbox %d %s sent=%v err=%q holds the token=%v", id, kind, sentFlag, lastErr, has)
-		}
-		db.Close()
-	}
-	var sent []string
-	for _, m := range in.AllSent() {
-		if m.ChatJID == "local:"+folder {
-			sent = append(sent, m.Text)
-		}
-	}
-	t.Logf("sent to %s: %q", folder, sent)
-}
-
-func (h *history) sample(pid int) {
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-				kb, _ := strconv.Atoi(strings.Fields(v)[0])
-				h.rss = append(h.rss, kb/1024)
-			}
-		}
-	}
-	if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
-		h.fds = append(h.fds, len(fds))
-	}
-}
-
-func (h *history) report(t *testing.T, cycles int, seed uint64) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "chaos report: %d cycles in %s (seed %d)\n", cycles, time.Since(h.startedAt).Round(time.Second), seed)
-	for k, v := range h.faults {
-		fmt.Fprintf(&b, "  fault %-24s %d\n", k, v)
-	}
-	fmt.Fprintf(&b, "  daemon RSS MiB per cycle: %v\n", h.rss)
-	fmt.Fprintf(&b, "  daemon open FDs per cycle: %v\n", h.fds)
-	t.Log(b.String())
-	if out := os.Getenv("CHAOS_REPORT"); out != "" {
-		os.WriteFile(out, []byte(b.String()), 0o644)
-	}
-}
-
-func maxOf(xs []int) int {
-	m := 0
-	for _, x := range xs {
-		m = max(m, x)
-	}
-	return m
-}
-
-func calls(ps []posted) int {
-	n := 0
-	for _, p := range ps {
-		if p.call {
-			n++
-		}
-	}
-	return n
-}
-
-// countIn counts the replies in chat that carry token (a reply echoes its
-// whole prompt, so it carries every message it answered).
-func countIn(sent []e2e.Sent, chat, token string) int {
-	n := 0
-	for _, m := range sent {
-		if m.ChatJID == chat && strings.Contains(m.Text, " "+token+"<") {
-			n++
-		}
-	}
-	return n
-}
-
-func failedIn(sent []e2e.Sent, chat string) bool {
-	for _, m := range sent {
-		if m.ChatJID == chat && strings.Contains(m.Text, "could not answer") {
-			return true
-		}
-	}
-	return false
-}
-
-// killAnAgent kills one running agent with SIGKILL.
-func killAnAgent(path string) bool {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && exe == path {
-			pid, _ := strconv.Atoi(e.Name())
-			if p, err := os.FindProcess(pid); err == nil && p.Kill() == nil {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// lockDB holds an exclusive lock on the database for d, as another
-// process (a backup tool, sqlite3 at a prompt) might.
-func lockDB(t *testing.T, path string, d time.Duration) {
-	db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000&_txlock=exclusive")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	tx, err := db.Begin()
-	if err != nil {
-		t.Logf("could not lock the database: %v", err)
-		return
-	}
-	time.Sleep(d)
-	tx.Rollback()
+	integrity(t, db)
 }
 
 func integrity(t *testing.T, path string) {
@@ -443,13 +307,13 @@ func TestChaosDiskFull(t *testing.T) {
 	fill := exec.Command("dd", "if=/dev/zero", "of="+filler, "bs=1M", "count=64")
 	fill.Run() // stops at ENOSPC, which is the point
 	var accepted []string
-	refused := 0
+	var refused []string // must never be answered: the sender was told it failed
 	for i := range 40 {
 		tok := fmt.Sprintf("full-%d", i)
 		if err := tryPost(in, "local:main", "prompt "+tok); err == nil {
 			accepted = append(accepted, tok)
 		} else {
-			refused++
+			refused = append(refused, tok)
 			if i == 0 {
 				t.Logf("while the disk is full, a message gets: %v", err)
 			}
@@ -483,7 +347,13 @@ func TestChaosDiskFull(t *testing.T) {
 			t.Errorf("%s answered %d times", tok, c)
 		}
 	}
-	t.Logf("disk full: %d messages refused with an error while full, %d accepted and answered", refused, len(accepted))
+	for _, tok := range refused {
+		if c := countIn(in.AllSent(), "local:main", tok); c != 0 {
+			t.Errorf("%s was refused with an error while the disk was full, yet answered %d times", tok, c)
+		}
+	}
+	appendReport(t, fmt.Sprintf("disk full (a 24 MiB tmpfs data dir): %d messages refused with an error while full (none answered later), %d accepted and answered once space was back",
+		len(refused), len(accepted)))
 	p.Stop()
 	integrity(t, filepath.Join(data, "nanoclaw.db"))
 }

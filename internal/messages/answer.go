@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // Answer is what one answer changes: a text to send (if any) and the
@@ -21,11 +23,17 @@ type Answer struct {
 // Waker is the outbox, woken after a commit that queued a message.
 type Waker interface{ Wake() }
 
+// busyWait is how long Answer waits for a database another process holds
+// locked. The answer exists only in memory: dropped, the next follow-up's
+// answer would move the cursor past the messages it answered, and no reply
+// would ever carry them (the chaos suite lost messages that way).
+const busyWait = 2 * time.Minute
+
 // Answer queues a's text and moves the cursor in one transaction, then
 // wakes out when a text was queued: an answer and the position it answers
 // move together, so a crash neither loses nor repeats a reply.
 func (s *Store) Answer(ctx context.Context, out Waker, a Answer) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("messages: begin: %w", err)
 	}
@@ -40,6 +48,22 @@ func (s *Store) Answer(ctx context.Context, out Waker, a Answer) error {
 		out.Wake()
 	}
 	return nil
+}
+
+// begin opens a write transaction, trying again for up to busyWait while
+// the database is locked. With _txlock=immediate a lock refuses at BEGIN,
+// before anything is written, so trying again is safe.
+func (s *Store) begin(ctx context.Context) (*sql.Tx, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	for wait, until := 100*time.Millisecond, time.Now().Add(busyWait); store.Busy(err) && time.Now().Before(until); wait = min(2*wait, 2*time.Second) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		tx, err = s.db.BeginTx(ctx, nil)
+	}
+	return tx, err
 }
 
 // AnswerTx does Answer's work inside the caller's transaction; the caller

@@ -11,7 +11,7 @@ import (
 	"sort"
 	"strings"
 
-	_ "github.com/mattn/go-sqlite3" // the database/sql driver "sqlite3"
+	"github.com/mattn/go-sqlite3" // also the database/sql driver "sqlite3"
 
 	"github.com/nanoclawd/nanoclawd/migrations"
 
@@ -29,6 +29,15 @@ var ErrTooNew = errors.New("database schema is newer than this binary")
 // file and message: parsing was a sixth of the daemon's CPU in a burst.
 func DSN(path string) string {
 	return "file:" + path + "?_journal_mode=WAL&_busy_timeout=5000&_foreign_keys=on&_synchronous=NORMAL&_txlock=immediate&_stmt_cache_size=64"
+}
+
+// Busy reports whether err is SQLite refusing because another connection
+// or process holds the database locked past the busy timeout. With
+// _txlock=immediate that happens at BEGIN, before anything is written, so
+// the same transaction may simply be tried again.
+func Busy(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && (se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked)
 }
 
 // Open opens (creating if needed) the database in dataDir and applies any

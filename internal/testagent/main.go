@@ -17,13 +17,24 @@
 //	answer-then-hang  reply "answered", then hang
 //	ipc TEXT          write an IPC message "ipc TEXT" to its own chat (noted in
 //	                  $TESTAGENT_LOG if set), then reply "queued TEXT"
+//	ipc-to JID TEXT   the same to the chat JID, which a non-main group may
+//	                  not message (noted as "cross TEXT"), reply "queued TEXT"
+//	ipc-forged TEXT   the same to its own chat with a wrong token (noted as
+//	                  "forged TEXT"), then reply "queued TEXT"
+//	task TYPE VALUE TEXT
+//	                  an IPC schedule_task (context isolated) whose prompt is
+//	                  "run TEXT" (noted as "task TEXT"), then reply
+//	                  "scheduled TEXT"; a once VALUE "+N" means N seconds
+//	                  from now, in local time
+//	run TEXT          reply "ran TEXT #ID", ID unique to this run
 //	forget            reply "forgot" with a newSessionId "gone-…": resuming it
 //	                  fails the way the CLI fails for a pruned transcript
 //	crash             print three lines to stderr and exit with status 3
 //	fail TEXT         a result frame with status "error" and error TEXT, exit 0
 //	silent            exit 0 without any frame
 //	violation KIND TARGET
-//	                  a violation frame (tool "Bash"), then reply "violation reported"
+//	                  a violation frame (tool "Bash"; noted in $TESTAGENT_LOG
+//	                  as "violation TARGET"), then reply "violation reported"
 //	violations N      N "reported" filesystem frames with distinct targets and one
 //	                  network frame carrying an attacker's instruction, then
 //	                  reply "violations reported"
@@ -39,6 +50,9 @@
 //	                  appears; then reply "closed" and exit 0. Each result
 //	                  carries the sessionId it was given as newSessionId, as
 //	                  the real runner's do
+//	converse          followup, but the first reply is the whole prompt and
+//	                  each follow-up's is "followup: " and its whole text, so
+//	                  every reply shows which messages it answered
 //
 // Anything else is answered like echo with the whole text: "echo: TEXT".
 package main
@@ -169,26 +183,35 @@ func do(text string, in input, raw []byte) {
 		time.Sleep(time.Duration(d * float64(time.Second)))
 		result("slept "+arg, "")
 	case "ipc":
-		// A message through the IPC directory, as the nanoclaw MCP tools write
-		// it; recorded in $TESTAGENT_LOG (if set) once it is in place.
-		dir := ipcDir().Messages()
-		name := fmt.Sprintf("%d-%s.json", time.Now().UnixNano(), strings.ReplaceAll(arg, " ", "_"))
-		b, _ := json.Marshal(map[string]string{"type": "message", "chatJid": os.Getenv(protocol.EnvChatJID),
-			"text": "ipc " + arg, "token": os.Getenv(protocol.EnvIPCToken)})
-		if err := os.WriteFile(filepath.Join(dir, name+".tmp"), b, 0o600); err != nil {
-			fatal("write IPC file: %v", err)
-		}
-		if err := os.Rename(filepath.Join(dir, name+".tmp"), filepath.Join(dir, name)); err != nil {
-			fatal("publish IPC file: %v", err)
-		}
-		if log := os.Getenv("TESTAGENT_LOG"); log != "" {
-			f, err := os.OpenFile(log, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-			if err == nil {
-				fmt.Fprintf(f, "ipc %s\n", arg)
-				f.Close()
-			}
-		}
+		writeIPC(ipcDir().Messages(), arg, map[string]string{"type": "message", "chatJid": os.Getenv(protocol.EnvChatJID),
+			"text": "ipc " + arg, "token": os.Getenv(protocol.EnvIPCToken)}, "ipc "+arg)
 		result("queued "+arg, "")
+	case "ipc-to":
+		jid, text, _ := strings.Cut(arg, " ")
+		writeIPC(ipcDir().Messages(), text, map[string]string{"type": "message", "chatJid": jid,
+			"text": "ipc " + text, "token": os.Getenv(protocol.EnvIPCToken)}, "cross "+text)
+		result("queued "+text, "")
+	case "ipc-forged":
+		writeIPC(ipcDir().Messages(), arg, map[string]string{"type": "message", "chatJid": os.Getenv(protocol.EnvChatJID),
+			"text": "ipc " + arg, "token": "forged-" + os.Getenv(protocol.EnvIPCToken)}, "forged "+arg)
+		result("queued "+arg, "")
+	case "task":
+		f := strings.SplitN(arg, " ", 3)
+		if len(f) != 3 {
+			fatal("task wants TYPE VALUE TEXT, got %q", arg)
+		}
+		if secs, ok := strings.CutPrefix(f[1], "+"); ok && f[0] == "once" {
+			n, err := strconv.Atoi(secs)
+			if err != nil {
+				fatal("task once +SECONDS: %v", err)
+			}
+			f[1] = time.Now().Add(time.Duration(n) * time.Second).Format("2006-01-02T15:04:05")
+		}
+		writeIPC(ipcDir().Tasks(), f[2], map[string]string{"type": "schedule_task", "prompt": "run " + f[2], "schedule_type": f[0],
+			"schedule_value": f[1], "context_mode": "isolated", "token": os.Getenv(protocol.EnvIPCToken)}, "task "+f[2])
+		result("scheduled "+f[2], "")
+	case "run":
+		result(fmt.Sprintf("ran %s #%d-%d", arg, os.Getpid(), time.Now().UnixNano()), "")
 	case "forget":
 		result("forgot", fmt.Sprintf("gone-%d", time.Now().UnixNano()))
 	case "answer-then-hang":
@@ -209,6 +232,7 @@ func do(text string, in input, raw []byte) {
 	case "silent":
 	case "violation":
 		kind, target, _ := strings.Cut(arg, " ")
+		note("violation " + target) // first: the log may count a frame never written, never miss one
 		frame(protocol.ViolationFrame(protocol.Violation{Kind: kind, Tool: "Bash", Target: target, Detail: "testagent"}))
 		result("violation reported", "")
 	case "violations":
@@ -234,9 +258,38 @@ func do(text string, in input, raw []byte) {
 	case "fork":
 		fork(arg, in, raw)
 	case "followup":
-		followup(in.SessionID)
+		followup(in.SessionID, "ready", "followup: ")
+	case "converse":
+		followup(in.SessionID, in.Prompt, "followup: ")
 	default:
 		result("echo: "+text, "")
+	}
+}
+
+// writeIPC publishes an IPC file in dir (messages/ or tasks/) as the nanoclaw MCP tools do — written as .tmp, then renamed —
+// named after text, and notes line in $TESTAGENT_LOG (if set) once it is
+// in place.
+func writeIPC(dir, text string, v map[string]string, line string) {
+	name := fmt.Sprintf("%d-%s.json", time.Now().UnixNano(), strings.ReplaceAll(text, " ", "_"))
+	b, _ := json.Marshal(v)
+	if err := os.WriteFile(filepath.Join(dir, name+".tmp"), b, 0o600); err != nil {
+		fatal("write IPC file: %v", err)
+	}
+	if err := os.Rename(filepath.Join(dir, name+".tmp"), filepath.Join(dir, name)); err != nil {
+		fatal("publish IPC file: %v", err)
+	}
+	note(line)
+}
+
+// note appends line to $TESTAGENT_LOG, if set: what the agent did, for a
+// checker to compare with what the daemon made of it.
+func note(line string) {
+	if log := os.Getenv("TESTAGENT_LOG"); log != "" {
+		f, err := os.OpenFile(log, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err == nil {
+			fmt.Fprintln(f, line)
+			f.Close()
+		}
 	}
 }
 
@@ -302,9 +355,11 @@ func fork(next string, in input, raw []byte) {
 	}
 }
 
-func followup(session string) {
+// followup replies first, then answers each follow-up with prefix and
+// its text.
+func followup(session, first, prefix string) {
 	dir := ipcDir().Input()
-	result("ready", session)
+	result(first, session)
 	for {
 		ents, err := os.ReadDir(dir)
 		if err != nil {
@@ -331,7 +386,7 @@ func followup(session string) {
 				fatal("bad follow-up %s", f)
 			}
 			os.Remove(p)
-			result("followup: "+text, session)
+			result(prefix+text, session)
 		}
 		if closing && len(files) == 0 {
 			os.Remove(ipcDir().Close())
