@@ -41,7 +41,9 @@ func TestAnswerWaitsForALockedDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	answered := make(chan error, 1)
-	go func() { answered <- s.Answer(ctx, &w, Answer{ReplyTo: chat, Text: "one", Kind: "reply", Chat: chat, UpTo: 1}) }()
+	go func() {
+		answered <- s.Answer(ctx, &w, Answer{ReplyTo: chat, Text: "one", Kind: "reply", Chat: chat, UpTo: 1})
+	}()
 	// The answer cannot have committed while the lock is held; it must still
 	// be waiting once the lock goes, and then succeed.
 	var busy error
