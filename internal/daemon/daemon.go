@@ -138,7 +138,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	d.router.Tasks = d.sched
 	if d.watcher, err = ipc.NewWatcher(ipc.Config{
 		IPCRoot: filepath.Join(cfg.DataDir, "ipc"), DB: d.db, Tokens: d.tokens, Groups: ipcGroups{d.reg},
-		Tasks: d.sched, Actions: actions{d}, Log: log.With().Str("part", "ipc").Logger(),
+		Tasks: d.sched, Effects: ipcEffects{d}, Log: log.With().Str("part", "ipc").Logger(),
 	}); err != nil {
 		return nil, err
 	}
