@@ -35,15 +35,16 @@ func (w *Watcher) violation(f ref, d decision) alerts.Violation {
 		Detail: fmt.Sprintf("%s (file ipc/%s)", d.reason, f), Action: "blocked"}
 }
 
-// view is what one batch knows of the registry and the run tokens: its
-// files are decided against one moment, and each lookup is made once. A
-// batch ends after a register_group, so no file is decided against a
-// registry that its batch has changed.
+// view is what one batch knows of the registry, the run tokens and the
+// group directories: its files are decided against one moment, and each
+// lookup is made once. A batch ends after a register_group, so no file is
+// decided against a registry that its batch has changed.
 type view struct {
 	w        *Watcher
 	byFolder map[string]groupAnswer
 	byJID    map[string]groupAnswer
 	tokens   map[[2]string]tokenAnswer
+	dirs     map[[2]string]error // checkDirs of (folder, sub)
 }
 
 type groupAnswer struct {
@@ -57,7 +58,8 @@ type tokenAnswer struct {
 }
 
 func (w *Watcher) newView() *view {
-	return &view{w: w, byFolder: map[string]groupAnswer{}, byJID: map[string]groupAnswer{}, tokens: map[[2]string]tokenAnswer{}}
+	return &view{w: w, byFolder: map[string]groupAnswer{}, byJID: map[string]groupAnswer{},
+		tokens: map[[2]string]tokenAnswer{}, dirs: map[[2]string]error{}}
 }
 
 func (v *view) group(ctx context.Context, memo map[string]groupAnswer, key string,

@@ -25,8 +25,10 @@ func (w *Watcher) finish(ctx context.Context, entries []*entry) {
 	var finished []*entry
 	var ids []int64
 	tasks := false
+	ans := &answers{w: w, roots: map[string]*os.Root{}}
+	defer ans.close()
 	for _, e := range entries {
-		if err := w.finishOne(ctx, e); err != nil {
+		if err := w.finishOne(ctx, e, ans); err != nil {
 			w.failed(ctx, e, err)
 			continue
 		}
@@ -49,7 +51,7 @@ func (w *Watcher) finish(ctx context.Context, entries []*entry) {
 	}
 }
 
-func (w *Watcher) finishOne(ctx context.Context, e *entry) error {
+func (w *Watcher) finishOne(ctx context.Context, e *entry, ans *answers) error {
 	path := ""
 	if e.present {
 		path = w.path(e.ref)
@@ -75,7 +77,7 @@ func (w *Watcher) finishOne(ctx context.Context, e *entry) error {
 			}
 		}
 	}
-	w.logErr(ctx, w.writeVerdict(e.folder, e.name, e.verdict()))
+	w.logErr(ctx, ans.write(e.folder, e.name, e.verdict()))
 	return nil
 }
 

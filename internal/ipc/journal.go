@@ -60,7 +60,7 @@ func (w *Watcher) handle(ctx context.Context, refs ...ref) {
 		for n < len(refs) {
 			r := refs[n]
 			n++
-			f, err := w.read(r)
+			f, err := v.read(r)
 			if err != nil {
 				w.logErr(ctx, fmt.Errorf("ipc file %s: %w", r, err))
 				continue
@@ -299,8 +299,9 @@ func (w *Watcher) markDone(ctx context.Context, ids []int64) error {
 // there is a new one, left to the scan.
 func (w *Watcher) resume(ctx context.Context) {
 	var todo []*entry
+	v := w.newView()
 	for _, e := range w.open {
-		f, err := w.read(e.ref)
+		f, err := v.read(e.ref)
 		if err != nil {
 			w.logErr(ctx, fmt.Errorf("ipc file %s: %w", e.ref, err))
 			continue // unsure whether it is there: not now

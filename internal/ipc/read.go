@@ -23,13 +23,20 @@ type file struct {
 func (w *Watcher) path(r ref) string { return filepath.Join(w.cfg.IPCRoot, r.folder, r.sub, r.name) }
 
 // read reads the file r names; nil, nil when it is gone (handled already).
-func (w *Watcher) read(r ref) (*file, error) {
-	if err := w.checkDirs(r.folder, r.sub); errors.Is(err, fs.ErrNotExist) {
+// Its directories are checked once per batch.
+func (v *view) read(r ref) (*file, error) {
+	dir := [2]string{r.folder, r.sub}
+	err, checked := v.dirs[dir]
+	if !checked {
+		err = v.w.checkDirs(r.folder, r.sub)
+		v.dirs[dir] = err
+	}
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	} else if err != nil {
 		return nil, err
 	}
-	data, hash, bad, err := readIPCFile(w.path(r))
+	data, hash, bad, err := readIPCFile(v.w.path(r))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -83,12 +90,24 @@ func readIPCFile(path string) (data []byte, hash, bad string, err error) {
 		return nil, "", "", err
 	}
 	defer f.Close()
-	if ofi, err := f.Stat(); err != nil || !os.SameFile(fi, ofi) {
+	ofi, err := f.Stat()
+	if err != nil || !os.SameFile(fi, ofi) {
 		return nil, ident(), "replaced while being read", nil
 	}
-	data, err = io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
+	// One read(2) takes a file as long as fstat said; the byte to spare
+	// tells one that grew since, which is read on up to the limit.
+	data = make([]byte, ofi.Size()+1)
+	n, err := io.ReadAtLeast(f, data, int(ofi.Size()))
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return nil, "", "", fmt.Errorf("read %s: %w", path, err)
+	}
+	data = data[:n]
+	if n > int(ofi.Size()) {
+		rest, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1-int64(n)))
+		if err != nil {
+			return nil, "", "", fmt.Errorf("read %s: %w", path, err)
+		}
+		data = append(data, rest...)
 	}
 	if len(data) > MaxFileSize {
 		return nil, ident(), "file grew over the 1 MiB limit while being read", nil
