@@ -53,7 +53,7 @@ type judged struct {
 // cannot be read or decided now stays in place for the next rescan.
 func (w *Watcher) handle(ctx context.Context, refs ...ref) {
 	for len(refs) > 0 && ctx.Err() == nil {
-		var todo []judged
+		todo := make([]judged, 0, len(refs))
 		var leftovers []*entry
 		v := w.newView()
 		n := 0
