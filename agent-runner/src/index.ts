@@ -1,6 +1,7 @@
 // nanoclaw agent runner: one agent run for nanoclawd.
 //
-// stdin: one ContainerInput JSON object (CONTRACT §4). It calls the Claude
+// stdin: one ContainerInput JSON object (docs/protocol.md; the daemon's side
+// is internal/protocol/protocol.go, and the two change together). It calls the Claude
 // Agent SDK's query() with input.sdkOptions exactly as the daemon resolved
 // them, adding only what has to live in this process: hooks, the prompt
 // stream, the nanoclaw MCP server entry and the child environment. stdout:
@@ -19,6 +20,7 @@ import {
 import { PromptQueue, userContent, watchInput } from "./prompts.js";
 import { ViolationDetector, permissionRulePaths, textOf, type Violation } from "./violations.js";
 
+// protocol.ContainerInput in internal/protocol/protocol.go.
 interface ContainerInput {
   prompt: string;
   sessionId?: string;
@@ -33,6 +35,7 @@ interface ContainerInput {
   sdkOptions: Record<string, any>;
 }
 
+// protocol.FrameStart and protocol.FrameEnd.
 const START = "---NANOCLAW_OUTPUT_START---";
 const END = "---NANOCLAW_OUTPUT_END---";
 
@@ -107,7 +110,7 @@ function mkdir0700(dir: string): string {
 // (CLAUDE_CONFIG_DIR, HOME) is its own session directory, never the
 // operator's ~/.claude. The main group is the operator's own: it keeps HOME
 // and the CLI's default config dir, so its "user" setting source is the
-// operator's ~/.claude (CONTRACT §3.3: settings from project and user).
+// operator's ~/.claude (docs/security.md: settings from project and user).
 function childEnv(isMain: boolean): Record<string, string> {
   const sessionDir = requireEnv("NANOCLAW_SESSION_DIR");
   const env: Record<string, string> = {};

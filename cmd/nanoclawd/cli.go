@@ -149,17 +149,5 @@ func printUsage() {
 // notifyDaemon tells a running daemon that the registry changed, so the
 // change takes effect without a restart.
 func notifyDaemon(cfg *config.Config) {
-	_ = touch(groups.ChangedFile(cfg.DataDir))
-}
-
-func touch(path string) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(fmt.Sprint(os.Getpid()))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	_ = groups.NotifyChanged(cfg.DataDir)
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -20,6 +19,8 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/daemon"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/logfile"
 	"github.com/nanoclawd/nanoclawd/internal/service"
 	"github.com/nanoclawd/nanoclawd/internal/status"
 	"github.com/nanoclawd/nanoclawd/internal/store"
@@ -113,7 +114,7 @@ func (g *globals) firstRun(ctx context.Context, cfg *config.Config, fromFile []s
 // newLogger logs JSON to dataDir/logs/nanoclawd.log (rotated by size) and,
 // on a terminal, readable lines to stderr.
 func newLogger(dataDir string, stderr io.Writer) (zerolog.Logger, func(), error) {
-	file, err := daemon.OpenRotatingLog(filepath.Join(dataDir, "logs", "nanoclawd.log"), 10<<20, 3)
+	file, err := logfile.Open(layout.New(dataDir, "").DaemonLog(), 10<<20, 3)
 	if err != nil {
 		return zerolog.Nop(), nil, err
 	}

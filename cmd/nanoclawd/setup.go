@@ -98,7 +98,7 @@ type whatsappPairer struct{ dataDir string }
 
 func (p whatsappPairer) Paired(ctx context.Context) (string, bool, error) {
 	// Without whatsapp.db nothing is paired (and opening would create it).
-	if _, err := os.Stat(filepath.Join(p.dataDir, whatsapp.StoreFile)); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(whatsapp.StoreFile(p.dataDir)); errors.Is(err, fs.ErrNotExist) {
 		return "", false, nil
 	}
 	own, err := whatsapp.Paired(ctx, p.dataDir)

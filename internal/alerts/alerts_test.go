@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
@@ -105,7 +106,7 @@ func newEnv(t testing.TB, dir string, cooldown time.Duration, clock func() time.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	e := &env{db: db, dbPath: filepath.Join(dir, "data", store.FileName), groupsDir: filepath.Join(dir, "groups"), rec: newRecorder()}
+	e := &env{db: db, dbPath: layout.New(filepath.Join(dir, "data"), "").DB(), groupsDir: filepath.Join(dir, "groups"), rec: newRecorder()}
 	e.mainOK.Store(true)
 	main := func(context.Context) (string, string, bool) {
 		return mainFolder, mainJID, e.mainOK.Load()

@@ -8,12 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
 // MainFunc reports the main group's folder and chat; ok is false while no
@@ -416,7 +416,8 @@ func (r *Reporter) appendLine(v Violation, replay bool) error {
 	if groups.ValidFolder(v.Group) != nil {
 		return fmt.Errorf("alerts: audit line for %q: %w", v.Group, errBadFolder)
 	}
-	dir := filepath.Join(r.groupsDir, v.Group, "logs")
+	l := layout.New("", r.groupsDir)
+	dir := l.GroupLogs(v.Group)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("alerts: create %s: %w", dir, err)
 	}
@@ -424,7 +425,7 @@ func (r *Reporter) appendLine(v Violation, replay bool) error {
 	if err != nil {
 		return fmt.Errorf("alerts: encode violation: %w", err)
 	}
-	path := filepath.Join(dir, "security.jsonl")
+	path := l.SecurityLog(v.Group)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("alerts: open audit log: %w", err)

@@ -6,6 +6,7 @@ package channel
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -90,4 +91,33 @@ type Channel interface {
 	SetTyping(ctx context.Context, jid string, on bool) error
 	// Connected reports whether Send can currently succeed.
 	Connected() bool
+}
+
+// Set is the enabled channels; each chat belongs to the one that owns it.
+// Its methods take a pointer so that a part built before the channels (the
+// outbox, which the WhatsApp channel itself needs) sees them once added.
+type Set []Channel
+
+// Send delivers m through the channel that owns its chat.
+func (s *Set) Send(ctx context.Context, m Outgoing) error {
+	if ch := s.owner(m.ChatJID); ch != nil {
+		return ch.Send(ctx, m)
+	}
+	return fmt.Errorf("no enabled channel handles chat %s (enable it under channels in the config)", m.ChatJID)
+}
+
+// SetTyping shows or clears the typing indicator in jid, best effort.
+func (s *Set) SetTyping(ctx context.Context, jid string, on bool) {
+	if ch := s.owner(jid); ch != nil {
+		_ = ch.SetTyping(ctx, jid, on)
+	}
+}
+
+func (s *Set) owner(jid string) Channel {
+	for _, ch := range *s {
+		if ch.Owns(jid) {
+			return ch
+		}
+	}
+	return nil
 }

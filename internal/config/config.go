@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
@@ -20,15 +21,18 @@ const DefaultFile = "nanoclaw.config.jsonc"
 
 // Config is the whole file. Paths are absolute once Load returns.
 type Config struct {
-	AssistantName string   `json:"assistantName" validate:"required,max=64"`
-	DataDir       string   `json:"dataDir" validate:"required"`
-	GroupsDir     string   `json:"groupsDir" validate:"required"`
-	Timezone      string   `json:"timezone" validate:"omitempty,timezone"`
-	Channels      Channels `json:"channels"`
+	// Keys tagged reload:"restart" are read only at start (reload.go).
+	// assistantName is among them because the WhatsApp channel prefixes
+	// replies with it and recognises its own echoes by it.
+	AssistantName string   `json:"assistantName" validate:"required,max=64" reload:"restart"`
+	DataDir       string   `json:"dataDir" validate:"required" reload:"restart"`
+	GroupsDir     string   `json:"groupsDir" validate:"required" reload:"restart"`
+	Timezone      string   `json:"timezone" validate:"omitempty,timezone" reload:"restart"`
+	Channels      Channels `json:"channels" reload:"restart"`
 	Agent         Agent    `json:"agent"`
 	// HostSecurity is the global policy for every non-main group.
 	HostSecurity security.Policy `json:"hostSecurity"`
-	Alerts       Alerts          `json:"alerts"`
+	Alerts       Alerts          `json:"alerts" reload:"restart"`
 
 	// File is the absolute path the config was loaded from (it need not exist).
 	File string `json:"-"`
@@ -57,7 +61,7 @@ type Local struct {
 // Agent configures agent processes.
 type Agent struct {
 	Command       []string `json:"command" validate:"min=1,dive,required"`
-	MaxConcurrent int      `json:"maxConcurrent" validate:"min=1,max=64"`
+	MaxConcurrent int      `json:"maxConcurrent" validate:"min=1,max=64" reload:"restart"`
 	Timeout       Duration `json:"timeout" validate:"gt=0"`
 	IdleTimeout   Duration `json:"idleTimeout" validate:"gt=0"`
 	Env           []string `json:"env" validate:"dive,required"`
@@ -134,11 +138,11 @@ func Default() Config {
 	sandbox := true
 	return Config{
 		AssistantName: "Andy",
-		DataDir:       "data",
-		GroupsDir:     "groups",
+		DataDir:       layout.DefaultDataDir,
+		GroupsDir:     layout.DefaultGroupsDir,
 		Channels: Channels{
 			WhatsApp: WhatsApp{Enabled: true},
-			Local:    Local{Socket: "data/local.sock"},
+			Local:    Local{Socket: layout.DefaultLocalSocket},
 		},
 		Agent: Agent{
 			Command:           []string{"node", "agent-runner/dist/index.js"},
@@ -184,6 +188,9 @@ func (c *Config) Location() *time.Location {
 	return time.Local
 }
 
+// Layout names the files of this installation's data and groups dirs.
+func (c *Config) Layout() layout.Layout { return layout.New(c.DataDir, c.GroupsDir) }
+
 // SecurityHost describes this installation to policy resolution.
 func (c *Config) SecurityHost(folders []string) security.Host {
 	home, _ := os.UserHomeDir()
@@ -191,8 +198,7 @@ func (c *Config) SecurityHost(folders []string) security.Host {
 		Home:       home,
 		ConfigFile: c.File,
 		ConfigDir:  filepath.Dir(c.File),
-		DataDir:    c.DataDir,
-		GroupsDir:  c.GroupsDir,
+		Layout:     c.Layout(),
 		Socket:     c.Channels.Local.Socket,
 		Folders:    folders,
 		AgentEnv:   c.Agent.Env,

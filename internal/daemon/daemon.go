@@ -10,12 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
@@ -50,7 +48,7 @@ type Daemon struct {
 	log      zerolog.Logger
 	db       *sql.DB
 	reg      *groups.Registry
-	channels []channel.Channel
+	channels channel.Set
 	outbox   *alerts.Outbox
 	reporter *alerts.Reporter
 	tokens   *ipc.Tokens
@@ -93,7 +91,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	}
 	d.reg = groups.New(d.db, cfg.GroupsDir)
 	d.reg.Assistant = cfg.AssistantName
-	d.outbox = alerts.NewOutbox(d.db, alerts.SenderFunc(d.send), log.With().Str("part", "outbox").Logger())
+	d.outbox = alerts.NewOutbox(d.db, &d.channels, log.With().Str("part", "outbox").Logger())
 	d.outbox.Main = d.mainGroup
 	if cfg.Channels.Local.Enabled {
 		d.channels = append(d.channels, local.New(cfg.Channels.Local.Socket, d.db))
@@ -115,7 +113,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	}
 	d.router = &router.Router{
 		DB: d.db, Groups: d.reg, Config: d.Config, Outbox: d.outbox, Reporter: d.reporter, Tokens: d.tokens,
-		Typing: d.typing, Binary: binary, Log: log.With().Str("part", "router").Logger(),
+		Typing: d.channels.SetTyping, Binary: binary, Log: log.With().Str("part", "router").Logger(),
 		BeforeRun: d.beforeRun,
 		OnRunStart: func(folder string, pid int) {
 			d.agentStarted(folder)
@@ -134,10 +132,10 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		d.queue.RetryBase = v
 	}
 	d.router.Queue = d.queue
-	d.sched = scheduler.New(d.db, cfg.Location(), taskRunner{d.queue}, filepath.Join(cfg.DataDir, "ipc"), log.With().Str("part", "scheduler").Logger())
+	d.sched = scheduler.New(d.db, cfg.Location(), taskRunner{d.queue}, cfg.Layout().IPCRoot(), log.With().Str("part", "scheduler").Logger())
 	d.router.Tasks = d.sched
 	if d.watcher, err = ipc.NewWatcher(ipc.Config{
-		IPCRoot: filepath.Join(cfg.DataDir, "ipc"), DB: d.db, Tokens: d.tokens, Groups: ipcGroups{d.reg},
+		IPCRoot: cfg.Layout().IPCRoot(), DB: d.db, Tokens: d.tokens, Groups: ipcGroups{d.reg},
 		Tasks: d.sched, Effects: ipcEffects{d}, Log: log.With().Str("part", "ipc").Logger(),
 	}); err != nil {
 		return nil, err
@@ -244,24 +242,6 @@ func (d *Daemon) close() {
 	}
 }
 
-// send is the outbox's Sender: the channel that owns the chat sends.
-func (d *Daemon) send(ctx context.Context, m channel.Outgoing) error {
-	for _, ch := range d.channels {
-		if ch.Owns(m.ChatJID) {
-			return ch.Send(ctx, m)
-		}
-	}
-	return fmt.Errorf("no enabled channel handles chat %s (enable it under channels in the config)", m.ChatJID)
-}
-
-func (d *Daemon) typing(ctx context.Context, jid string, on bool) {
-	for _, ch := range d.channels {
-		if ch.Owns(jid) {
-			ch.SetTyping(ctx, jid, on)
-		}
-	}
-}
-
 func (d *Daemon) mainGroup(ctx context.Context) (folder, jid string, ok bool) {
 	g, err := d.reg.Main(ctx)
 	if err != nil {
@@ -275,39 +255,25 @@ func (d *Daemon) beforeRun(ctx context.Context, g groups.Group) {
 	if err := d.sched.WriteTasksSnapshot(ctx, g.Folder, g.IsMain); err != nil {
 		d.log.Warn().Err(err).Str("group", g.Folder).Msg("write current_tasks.json")
 	}
-	if err := scheduler.WriteGroupsSnapshot(ctx, filepath.Join(d.Config().DataDir, "ipc"), g.Folder, g.IsMain, chats{d}, time.Now()); err != nil {
+	if err := scheduler.WriteGroupsSnapshot(ctx, d.Config().Layout().IPCRoot(), g.Folder, g.IsMain, chats{d}, time.Now()); err != nil {
 		d.log.Warn().Err(err).Str("group", g.Folder).Msg("write available_groups.json")
 	}
 }
 
-// watchRegistry applies registry changes made by the CLI (which touches
-// groups.ChangedFile) at once: new groups are watched, removed ones are
-// not, and alerts waiting for a main group go out.
+// watchRegistry applies registry changes made by the CLI at once: new
+// groups are watched, removed ones are not, and alerts waiting for a main
+// group go out.
 func (d *Daemon) watchRegistry(ctx context.Context) error {
-	cfg := d.Config()
-	fsw, err := fsnotify.NewWatcher()
+	changes, err := groups.WatchChanges(ctx, d.Config().DataDir)
 	if err != nil {
 		return err
 	}
-	defer fsw.Close()
-	if err := fsw.Add(cfg.DataDir); err != nil {
-		return err
-	}
-	marker := groups.ChangedFile(cfg.DataDir)
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case err := <-fsw.Errors:
-			d.log.Warn().Err(err).Msg("registry watch")
-		case ev := <-fsw.Events:
-			if ev.Name == marker && ev.Has(fsnotify.Write|fsnotify.Create) {
-				if _, err := d.syncGroups(ctx); err != nil {
-					d.log.Error().Err(err).Msg("reload groups")
-				}
-			}
+	for range changes {
+		if _, err := d.syncGroups(ctx); err != nil {
+			d.log.Error().Err(err).Msg("reload groups")
 		}
 	}
+	return nil
 }
 
 func (d *Daemon) syncGroups(ctx context.Context) (int, error) {

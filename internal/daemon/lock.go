@@ -4,26 +4,24 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
-)
 
-// LockFile is the single-instance lock inside dataDir.
-const LockFile = "nanoclawd.lock"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
+)
 
 // ErrLocked means another daemon runs on the same dataDir.
 var ErrLocked = errors.New("another nanoclawd is running")
 
-// acquireLock takes an exclusive flock on dataDir/nanoclawd.lock and
+// acquireLock takes an exclusive flock on the layout's lock file and
 // writes our PID in it. The kernel drops the lock when the process dies,
 // so a crash never leaves a stale lock behind.
 func acquireLock(dataDir string) (*os.File, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
-	path := filepath.Join(dataDir, LockFile)
+	path := layout.New(dataDir, "").Lock()
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open lock: %w", err)

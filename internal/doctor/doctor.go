@@ -24,8 +24,8 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/channel/whatsapp"
 	"github.com/nanoclawd/nanoclawd/internal/config"
-	"github.com/nanoclawd/nanoclawd/internal/daemon"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
@@ -139,11 +139,11 @@ func SQLite(ctx context.Context, dataDir string) (*sql.DB, Result) {
 	}()
 	if err != nil {
 		db.Close()
-		return nil, fix("sqlite", "%s is not writable: %v (check its owner and permissions, and free disk space)", filepath.Join(dataDir, "nanoclaw.db"), err)
+		return nil, fix("sqlite", "%s is not writable: %v (check its owner and permissions, and free disk space)", layout.New(dataDir, "").DB(), err)
 	}
 	var version int
 	db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version)
-	return db, ok("sqlite", "%s is writable (schema version %d)", filepath.Join(dataDir, "nanoclaw.db"), version)
+	return db, ok("sqlite", "%s is writable (schema version %d)", layout.New(dataDir, "").DB(), version)
 }
 
 // nodeProgram is the node agent.command runs, or plain "node".
@@ -278,7 +278,7 @@ func WhatsApp(ctx context.Context, cfg *config.Config, daemonPID int) Result {
 	notPaired := fix("whatsapp", "not paired: run 'nanoclawd whatsapp login' or 'nanoclawd setup' (or set channels.whatsapp.enabled to false to use only the local channel)")
 	// Pairing lives in whatsapp.db; without it there is nothing to open
 	// (and opening would create it).
-	if _, err := os.Stat(filepath.Join(cfg.DataDir, whatsapp.StoreFile)); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(whatsapp.StoreFile(cfg.DataDir)); errors.Is(err, fs.ErrNotExist) {
 		return notPaired
 	}
 	own, err := whatsapp.Paired(ctx, cfg.DataDir)
@@ -354,7 +354,7 @@ func Credentials(env Env, cfg *config.Config) Result {
 // (/proc/locks) it asks who holds the lock, because the PID in a lock left
 // by a crashed daemon may belong to another process by now.
 func Daemon(dataDir string) (pid int, r Result) {
-	lock := filepath.Join(dataDir, daemon.LockFile)
+	lock := layout.New(dataDir, "").Lock()
 	body, err := os.ReadFile(lock)
 	if err == nil {
 		pid, _ = strconv.Atoi(strings.TrimSpace(string(body)))

@@ -13,6 +13,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/channel/whatsapp"
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
 // script writes an executable shell script into dir.
@@ -265,7 +266,7 @@ func TestWhatsAppClientVersion(t *testing.T) {
 	if got := clientVersion(dir); !strings.Contains(got, "none accepted yet") || !strings.Contains(got, whatsapp.BuiltinVersion().String()) {
 		t.Errorf("no version file: %q", got)
 	}
-	os.WriteFile(filepath.Join(dir, whatsapp.VersionFile), []byte("2.3000.1029999999\n"), 0o600)
+	os.WriteFile(layout.New(dir, "").WhatsAppVersion(), []byte("2.3000.1029999999\n"), 0o600)
 	if got := clientVersion(dir); !strings.Contains(got, "client version 2.3000.1029999999") {
 		t.Errorf("with a version file: %q", got)
 	}

@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
 var (
@@ -257,6 +259,12 @@ func New(tb testing.TB, o Options) *Install {
 	return in
 }
 
+// Layout names the install's files (its config keeps the default dataDir
+// and groupsDir).
+func (in *Install) Layout() layout.Layout {
+	return layout.New(filepath.Join(in.Dir, layout.DefaultDataDir), filepath.Join(in.Dir, layout.DefaultGroupsDir))
+}
+
 // CLI runs a nanoclawd command against this installation and returns its
 // stdout; a non-zero exit fails the test.
 func (in *Install) CLI(args ...string) string {
@@ -314,7 +322,7 @@ func (in *Install) Start() *Proc {
 	tb.Helper()
 	// Only warnings reach stderr off a terminal; "running" is in the log
 	// file, after what earlier starts wrote there.
-	logFile := filepath.Join(in.Dir, "data", "logs", "nanoclawd.log")
+	logFile := in.Layout().DaemonLog()
 	var logged int64
 	if fi, err := os.Stat(logFile); err == nil {
 		logged = fi.Size()

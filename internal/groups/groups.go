@@ -10,12 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/fswatch"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
@@ -44,8 +46,8 @@ var folderRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 // ValidFolder checks a folder name: it becomes a directory name under
 // groupsDir and dataDir/ipc, so it may not contain path tricks.
 func ValidFolder(name string) error {
-	if !folderRE.MatchString(name) || strings.EqualFold(name, "global") || name == "errors" {
-		return fmt.Errorf("%w %q: use 1-64 letters, digits, '_' or '-', starting with a letter or digit, and not \"global\"", ErrInvalidFolder, name)
+	if !folderRE.MatchString(name) || layout.Reserved(name) {
+		return fmt.Errorf("%w %q: use 1-64 letters, digits, '_' or '-', starting with a letter or digit, and not \"global\" or \"errors\"", ErrInvalidFolder, name)
 	}
 	return nil
 }
@@ -64,7 +66,9 @@ func New(db *sql.DB, groupsDir string) *Registry {
 }
 
 // Dir is the absolute path of a group's folder.
-func (r *Registry) Dir(folder string) string { return filepath.Join(r.groupsDir, folder) }
+func (r *Registry) Dir(folder string) string { return r.layout().Group(folder) }
+
+func (r *Registry) layout() layout.Layout { return layout.New("", r.groupsDir) }
 
 const columns = `jid, name, folder, trigger, requires_trigger, is_main, security, added_at`
 
@@ -185,11 +189,10 @@ func (r *Registry) AddTx(ctx context.Context, tx *sql.Tx, g Group) error {
 }
 
 func (r *Registry) createFolder(g Group) error {
-	dir := r.Dir(g.Folder)
-	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+	if err := os.MkdirAll(r.layout().GroupLogs(g.Folder), 0o755); err != nil {
 		return fmt.Errorf("create group folder: %w", err)
 	}
-	path := filepath.Join(dir, "CLAUDE.md")
+	path := r.layout().GroupMemory(g.Folder)
 	if _, err := os.Stat(path); err == nil {
 		return nil // keep what a group already wrote
 	}
@@ -262,7 +265,18 @@ func encodePolicy(p *security.Policy) (any, error) {
 
 // ChangedFile is the file the CLI touches after changing the registry; the
 // running daemon watches it and reloads the groups.
-func ChangedFile(dataDir string) string { return filepath.Join(dataDir, "groups.changed") }
+func ChangedFile(dataDir string) string { return layout.New(dataDir, "").GroupsChanged() }
+
+// NotifyChanged tells a running daemon that the registry changed, so the
+// change takes effect without a restart.
+func NotifyChanged(dataDir string) error {
+	return os.WriteFile(ChangedFile(dataDir), []byte(strconv.Itoa(os.Getpid())), 0o600)
+}
+
+// WatchChanges returns a channel that receives after NotifyChanged.
+func WatchChanges(ctx context.Context, dataDir string) (<-chan struct{}, error) {
+	return fswatch.File(ctx, ChangedFile(dataDir), 0)
+}
 
 // Policy is what policy resolution needs to know of g.
 func (g Group) Policy() security.Group {

@@ -1,5 +1,5 @@
 // Command hostileagent is an attacker standing in for an agent, with no
-// SDK in between: it speaks just enough of the agent protocol (contract §4)
+// SDK in between: it speaks just enough of the agent protocol (package protocol)
 // to be started and to answer, and spends its run trying to read, write and
 // reach what a confined group must not. Everything it gets hold of goes
 // into its reply, so a test finds any canary that escaped by looking at
@@ -19,7 +19,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -32,6 +31,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
 )
 
 const (
@@ -220,7 +221,4 @@ func dial(addr string, say func(string, ...any)) {
 	say("PROXY CONNECT %s: %s", addr, resp.Status)
 }
 
-func frame(text string) {
-	b, _ := json.Marshal(map[string]any{"status": "success", "result": text})
-	fmt.Printf("---NANOCLAW_OUTPUT_START---\n%s\n---NANOCLAW_OUTPUT_END---\n", b)
-}
+func frame(text string) { protocol.WriteFrame(os.Stdout, protocol.Result(text)) }

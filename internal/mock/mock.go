@@ -6,6 +6,8 @@ package mock
 import (
 	"context"
 	"io"
+
+	"github.com/nanoclawd/nanoclawd/internal/channel"
 )
 
 // Pairer is a setup.Pairer.
@@ -19,3 +21,24 @@ func (p *Pairer) Paired(ctx context.Context) (string, bool, error) { return p.Pa
 func (p *Pairer) Pair(ctx context.Context, phone string, out io.Writer) (string, error) {
 	return p.PairFn(ctx, phone, out)
 }
+
+// Channel is a channel.Channel.
+type Channel struct {
+	NameFn      func() string
+	OwnsFn      func(jid string) bool
+	RunFn       func(ctx context.Context, sink channel.Sink) error
+	SendFn      func(ctx context.Context, m channel.Outgoing) error
+	SetTypingFn func(ctx context.Context, jid string, on bool) error
+	ConnectedFn func() bool
+}
+
+func (c *Channel) Name() string                                     { return c.NameFn() }
+func (c *Channel) Owns(jid string) bool                             { return c.OwnsFn(jid) }
+func (c *Channel) Run(ctx context.Context, sink channel.Sink) error { return c.RunFn(ctx, sink) }
+func (c *Channel) Send(ctx context.Context, m channel.Outgoing) error {
+	return c.SendFn(ctx, m)
+}
+func (c *Channel) SetTyping(ctx context.Context, jid string, on bool) error {
+	return c.SetTypingFn(ctx, jid, on)
+}
+func (c *Channel) Connected() bool { return c.ConnectedFn() }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
@@ -245,7 +246,7 @@ func Apply(ctx context.Context, in *Install, t Target, dryRun bool, out io.Write
 		}
 	}
 	if in.GlobalNotes != "" {
-		path := filepath.Join(t.Registry.Dir(security.GlobalFolder), "CLAUDE.md")
+		path := filepath.Join(t.Registry.Dir(layout.GlobalFolder), layout.MemoryFile)
 		if _, err := os.Stat(path); err == nil {
 			say("keep global/CLAUDE.md: one exists")
 		} else {

@@ -8,24 +8,21 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-)
 
-// closeFile is the sentinel that asks a running agent to finish.
-const closeFile = "_close"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
+)
 
 // FollowUp hands text to the agent running for ipcDir as
 // <ipcDir>/input/<time>-<rand>.json = {"type":"message","text":…}. The file
 // is written under a temporary name and renamed, so the agent never reads
 // half of it; names sort in the order they were written.
 func FollowUp(ipcDir, text string) error {
-	in := filepath.Join(ipcDir, "input")
+	in := layout.IPCDir(ipcDir).Input()
 	if err := os.MkdirAll(in, 0o755); err != nil {
 		return fmt.Errorf("follow-up: creating %s: %w", in, err)
 	}
-	b, err := json.Marshal(struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}{"message", text})
+	b, err := json.Marshal(protocol.FollowUp{Type: protocol.FollowUpMessage, Text: text})
 	if err != nil {
 		return fmt.Errorf("follow-up: %w", err)
 	}
@@ -44,11 +41,11 @@ func FollowUp(ipcDir, text string) error {
 
 // Close writes the empty <ipcDir>/input/_close that asks the agent to finish.
 func Close(ipcDir string) error {
-	in := filepath.Join(ipcDir, "input")
-	if err := os.MkdirAll(in, 0o755); err != nil {
-		return fmt.Errorf("close: creating %s: %w", in, err)
+	d := layout.IPCDir(ipcDir)
+	if err := os.MkdirAll(d.Input(), 0o755); err != nil {
+		return fmt.Errorf("close: creating %s: %w", d.Input(), err)
 	}
-	if err := os.WriteFile(filepath.Join(in, closeFile), nil, 0o644); err != nil {
+	if err := os.WriteFile(d.Close(), nil, 0o644); err != nil {
 		return fmt.Errorf("close: %w", err)
 	}
 	return nil
@@ -58,7 +55,7 @@ func Close(ipcDir string) error {
 // last run would end the new agent at once, and follow-ups the last agent
 // never read are in the new prompt already (the cursor did not pass them).
 func clearInput(ipcDir string) error {
-	in := filepath.Join(ipcDir, "input")
+	in := layout.IPCDir(ipcDir).Input()
 	if err := os.MkdirAll(in, 0o755); err != nil {
 		return fmt.Errorf("creating the agent input directory %s: %w", in, err)
 	}

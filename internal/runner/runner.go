@@ -5,8 +5,9 @@
 // decides which group's agent runs when: one per group, a bounded number
 // overall, fair across groups, scheduled tasks first, failures retried.
 //
-// The agent side of the protocol (contract §4): stdin is one JSON object
-// then EOF; stdout carries frames of exactly three lines
+// The agent side of the protocol (package protocol, docs/protocol.md):
+// stdin is one JSON object then EOF; stdout carries frames of exactly
+// three lines
 //
 //	---NANOCLAW_OUTPUT_START---
 //	{"status":"success","result":"…","newSessionId":"…"}
@@ -31,6 +32,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
 )
 
 // Defaults for the zero values of the Spec limits.
@@ -48,29 +50,17 @@ var (
 	ErrBadSpec = errors.New("invalid agent spec")
 )
 
-// ContainerInput is the JSON object written to the agent's stdin (contract §4).
-type ContainerInput struct {
-	Prompt          string          `json:"prompt"`
-	SessionID       string          `json:"sessionId,omitempty"`
-	GroupFolder     string          `json:"groupFolder"`
-	ChatJID         string          `json:"chatJid"`
-	IsMain          bool            `json:"isMain"`
-	IsScheduledTask bool            `json:"isScheduledTask,omitempty"`
-	AssistantName   string          `json:"assistantName"`
-	Security        json.RawMessage `json:"security,omitempty"` // the resolved policy; nil for main
-	SDKOptions      json.RawMessage `json:"sdkOptions"`
-	// Standby: started ahead of a message; the prompt comes as the first
-	// input/ file (Prompt is empty).
-	Standby bool `json:"standby,omitempty"`
-}
+// ContainerInput is the JSON object written to the agent's stdin.
+// Deprecated: an alias until the router names protocol.ContainerInput.
+type ContainerInput = protocol.ContainerInput
 
 // Spec describes one agent run.
 type Spec struct {
 	Command []string          // argv; Command[0] is looked up in the daemon's PATH
 	Dir     string            // cwd: the group's folder
 	Env     map[string]string // NANOCLAW_* and the agent.env pass-through; PATH and HOME are added unless given
-	Input   ContainerInput
-	IPCDir  string // <dataDir>/ipc/<folder>; its input/ is cleared before the start
+	Input   protocol.ContainerInput
+	IPCDir  string // <dataDir>/ipc/<folder> (layout.IPCDir); its input/ is cleared before the start
 	LogDir  string // <groupsDir>/<folder>/logs; the run log goes here
 
 	Timeout     time.Duration // hard limit of one turn (from the start, then from each result frame); 0 = none
@@ -89,23 +79,6 @@ type Spec struct {
 	// (a kill -9 included). Pdeathsig cannot say so through bubblewrap,
 	// which clears it when it changes its credentials.
 	Lifeline bool
-}
-
-// Frame is the JSON of any stdout frame: a result (no Type) or a
-// violation (Type "violation").
-type Frame struct {
-	Type         string  `json:"type,omitempty"`
-	Status       string  `json:"status,omitempty"`
-	Result       *string `json:"result"`
-	NewSessionID string  `json:"newSessionId,omitempty"`
-	Error        string  `json:"error,omitempty"`
-	Kind         string  `json:"kind,omitempty"`
-	Tool         string  `json:"tool,omitempty"`
-	Target       string  `json:"target,omitempty"`
-	Detail       string  `json:"detail,omitempty"`
-	// Action of a violation: "reported" when the agent only saw it in a
-	// tool's output; anything else counts as "blocked".
-	Action string `json:"action,omitempty"`
 }
 
 // Result is one result frame.
@@ -514,11 +487,6 @@ type frameReader struct {
 	answered func() // a result frame was read
 }
 
-const (
-	frameStart = "---NANOCLAW_OUTPUT_START---"
-	frameEnd   = "---NANOCLAW_OUTPUT_END---"
-)
-
 // read parses exact three-line frames; anything that is not one goes to the log.
 func (f *frameReader) read(r *os.File) {
 	var (
@@ -529,7 +497,7 @@ func (f *frameReader) read(r *os.File) {
 	noise := func(line []byte, cut bool) { f.log.Line("stdout", line, cut) }
 	readLines(r, f.spec.MaxLine, func(line []byte, cut bool) {
 		f.touch()
-		isStart := !cut && string(line) == frameStart
+		isStart := !cut && string(line) == protocol.FrameStart
 		switch state {
 		case 0:
 			if isStart {
@@ -547,11 +515,11 @@ func (f *frameReader) read(r *os.File) {
 			state = 2
 		case 2:
 			state = 0
-			if !cut && string(line) == frameEnd {
+			if !cut && string(line) == protocol.FrameEnd {
 				f.frame(payload, cutPay)
 				return
 			}
-			noise([]byte(frameStart), false)
+			noise([]byte(protocol.FrameStart), false)
 			noise(payload, cutPay)
 			if isStart {
 				state = 1
@@ -562,9 +530,9 @@ func (f *frameReader) read(r *os.File) {
 	})
 	switch state {
 	case 1:
-		noise([]byte(frameStart), false)
+		noise([]byte(protocol.FrameStart), false)
 	case 2:
-		noise([]byte(frameStart), false)
+		noise([]byte(protocol.FrameStart), false)
 		noise(payload, cutPay)
 	}
 }
@@ -576,16 +544,16 @@ func (f *frameReader) frame(payload []byte, cut bool) {
 		f.log.Printf("frame dropped: payload longer than %d bytes", f.spec.MaxLine)
 		f.out.Results++
 		note := fmt.Sprintf("(The answer was longer than %d MiB and could not be sent. Ask for a shorter one.)", f.spec.MaxLine>>20)
-		f.h.OnResult(Result{Status: "success", Result: &note})
+		f.h.OnResult(Result{Status: protocol.StatusSuccess, Result: &note})
 		return
 	}
-	var fr Frame
+	var fr protocol.Frame
 	if err := json.Unmarshal(payload, &fr); err != nil {
 		f.log.Printf("frame dropped: %v: %s", err, clip(payload, 200))
 		return
 	}
 	switch fr.Type {
-	case "":
+	case protocol.FrameResult:
 		f.out.Results++
 		if fr.NewSessionID != "" {
 			f.out.NewSessionID = fr.NewSessionID
@@ -596,9 +564,9 @@ func (f *frameReader) frame(payload []byte, cut bool) {
 		}
 		f.log.Printf("frame: result status=%s result=%dB newSessionId=%q error=%q", fr.Status, n, fr.NewSessionID, fr.Error)
 		f.h.OnResult(Result{Status: fr.Status, Result: fr.Result, NewSessionID: fr.NewSessionID, Error: fr.Error})
-		f.out.Answered = fr.Status == "success"
+		f.out.Answered = fr.Status == protocol.StatusSuccess
 		f.answered()
-	case "violation":
+	case protocol.FrameViolation:
 		f.log.Printf("frame: violation kind=%s tool=%s target=%q", fr.Kind, fr.Tool, fr.Target)
 		f.h.OnViolation(alerts.Violation{
 			Time: time.Now().UTC(), Group: f.spec.Input.GroupFolder,
@@ -612,10 +580,10 @@ func (f *frameReader) frame(payload []byte, cut bool) {
 // action is a violation frame's action as recorded: "reported" when the
 // agent says it only saw the refusal in a tool's output, else "blocked".
 func action(a string) string {
-	if a == "reported" {
+	if a == protocol.ActionReported {
 		return a
 	}
-	return "blocked"
+	return protocol.ActionBlocked
 }
 
 func clip(b []byte, n int) []byte {

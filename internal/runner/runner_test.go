@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
 )
 
 // agentBin is the stand-in agent (internal/testagent), built once.
@@ -95,10 +97,10 @@ func newSpec(t *testing.T, text string) Spec {
 		Command: []string{agentBin},
 		Dir:     dir,
 		Env: map[string]string{
-			"NANOCLAW_GROUP_FOLDER": "fam",
-			"NANOCLAW_IPC_DIR":      ipc,
+			protocol.EnvGroupFolder: "fam",
+			protocol.EnvIPCDir:      ipc,
 		},
-		Input: ContainerInput{
+		Input: protocol.ContainerInput{
 			Prompt:        prompt(text),
 			GroupFolder:   "fam",
 			ChatJID:       "local:fam",
@@ -318,7 +320,7 @@ func TestRunStdinShape(t *testing.T) {
 		"prompt", "sdkOptions", "security", "sessionId"}; !slices.Equal(got, want) {
 		t.Fatalf("full input keys %q, want %q", got, want)
 	}
-	var in ContainerInput
+	var in protocol.ContainerInput
 	if err := json.Unmarshal([]byte(h.texts()[0]), &in); err != nil {
 		t.Fatal(err)
 	}
@@ -516,17 +518,17 @@ func TestFollowUpFiles(t *testing.T) {
 	if err := Close(ipc); err != nil {
 		t.Fatal(err)
 	}
-	ents, err := os.ReadDir(filepath.Join(ipc, "input"))
+	ents, err := os.ReadDir(layout.IPCDir(ipc).Input())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var texts []string
 	for _, e := range ents { // ReadDir sorts by name
-		b, err := os.ReadFile(filepath.Join(ipc, "input", e.Name()))
+		b, err := os.ReadFile(filepath.Join(layout.IPCDir(ipc).Input(), e.Name()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.Name() == "_close" {
+		if e.Name() == layout.CloseFile {
 			if len(b) != 0 {
 				t.Fatalf("_close holds %q", b)
 			}
@@ -552,7 +554,7 @@ func BenchmarkRunEcho(b *testing.B) {
 	root := b.TempDir()
 	spec := Spec{
 		Command: []string{agentBin}, Dir: root, IPCDir: filepath.Join(root, "ipc"), LogDir: filepath.Join(root, "logs"),
-		Input: ContainerInput{Prompt: prompt("echo hi"), GroupFolder: "fam", SDKOptions: json.RawMessage(`{}`)},
+		Input: protocol.ContainerInput{Prompt: prompt("echo hi"), GroupFolder: "fam", SDKOptions: json.RawMessage(`{}`)},
 	}
 	lat := make([]time.Duration, 0, b.N)
 	for b.Loop() {

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
@@ -86,8 +87,8 @@ type Input struct {
 	AllowWrite []string // hostSecurity.allowWrite, expanded (the group's folder may be among them)
 	// DenyRead is what is cut out wherever an allowed path would show it:
 	// hostSecurity.denyRead expanded ("**/name" globs are looked for inside
-	// allowed trees), the daemon's own files, other groups' folders,
-	// sessions and IPC.
+	// allowed trees), the daemon's own files (layout.StateFiles), other
+	// groups' folders, sessions and IPC.
 	DenyRead []string
 	Limits   Limits
 }
@@ -111,7 +112,7 @@ var Protected = []struct {
 }{
 	{".git/config", false}, {".git/hooks", true},
 	{".envrc", false}, {".vscode", true}, {".idea", true},
-	{".claude", true}, {".mcp.json", false}, {"logs", true},
+	{".claude", true}, {".mcp.json", false}, {layout.LogsDir, true},
 }
 
 // New makes the plan for one run. It looks at the file system (what

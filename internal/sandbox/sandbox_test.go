@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -206,5 +209,44 @@ func TestLookPathPrefersTheSystemRuntime(t *testing.T) {
 	os.WriteFile(only, []byte("#!/bin/sh\n"), 0o755)
 	if got := lookPath("only-here"); got != only {
 		t.Errorf("lookPath(only-here) = %s, want %s", got, only)
+	}
+}
+
+// Even an allowRead that opens the whole data dir shows a run none of the
+// daemon's state: every layout.StateFiles path is cut out, and the group's
+// own IPC directory and session come back read-write.
+func TestStateFilesHiddenInAnAllowedDataDir(t *testing.T) {
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	l := layout.New(filepath.Join(root, "data"), filepath.Join(root, "groups"))
+	dirs := []string{l.Logs(), l.Gateways(), l.IPCRoot(), string(l.IPC("family")), l.Session("family"), l.Session("work"), l.Group("family")}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range l.StateFiles() {
+		if _, err := os.Stat(f); err != nil {
+			if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	global := security.Policy{AllowRead: []string{l.DataDir}}
+	eff := security.Resolve(global, security.Group{Folder: "family"},
+		security.Host{Layout: l, ConfigDir: root, ConfigFile: filepath.Join(root, "nanoclaw.config.jsonc"), Folders: []string{"family", "work"}})
+	p := New(Input{GroupDir: l.Group("family"), SessionDir: l.Session("family"), IPCDir: string(l.IPC("family")),
+		AllowRead: eff.AllowRead, DenyRead: eff.DenyRead})
+	if m, ok := find(p, l.DataDir); !ok || m.Mode != ReadOnly {
+		t.Fatalf("the allowed data dir is not visible: %+v", m)
+	}
+	for _, f := range append(l.StateFiles(), l.Session("work")) {
+		if m, ok := find(p, f); !ok || m.Mode != Hidden {
+			t.Errorf("%s shows in a run that may read the data dir: %+v (found %v)", f, m, ok)
+		}
+	}
+	for _, own := range []string{string(l.IPC("family")), l.Session("family")} {
+		if m, ok := find(p, own); !ok || m.Mode != ReadWrite {
+			t.Errorf("the group's own %s: %+v (found %v), want read-write", own, m, ok)
+		}
 	}
 }

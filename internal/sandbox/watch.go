@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
 // WatchEvery is how often a run's memory and its group's disk use are
@@ -115,7 +117,7 @@ func rss(pid int) int64 {
 // matter).
 func DiskUse(dir string, stopAt int64) int64 {
 	var used int64
-	logs := filepath.Join(dir, "logs") // the daemon's, not the group's
+	logs := filepath.Join(dir, layout.LogsDir) // the daemon's, not the group's
 	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nanoclawd/nanoclawd/internal/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
 )
 
 // TestMain lets the test binary stand in for `nanoclawd mcp`: the runner
@@ -45,12 +46,12 @@ func serveStub() error {
 	}
 	mcp.AddTool(s, &mcp.Tool{Name: "send_message", Description: "Send a message to the chat."},
 		func(_ context.Context, _ *mcp.CallToolRequest, args in) (*mcp.CallToolResult, any, error) {
-			dir := filepath.Join(os.Getenv("NANOCLAW_IPC_DIR"), "stub-calls")
+			dir := filepath.Join(os.Getenv(protocol.EnvIPCDir), "stub-calls")
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return nil, nil, err
 			}
-			b, _ := json.Marshal(stubCall{Text: args.Text, Token: os.Getenv("NANOCLAW_IPC_TOKEN"),
-				Folder: os.Getenv("NANOCLAW_GROUP_FOLDER"), Argv: os.Args})
+			b, _ := json.Marshal(stubCall{Text: args.Text, Token: os.Getenv(protocol.EnvIPCToken),
+				Folder: os.Getenv(protocol.EnvGroupFolder), Argv: os.Args})
 			if err := os.WriteFile(filepath.Join(dir, "call.json"), b, 0o600); err != nil {
 				return nil, nil, err
 			}

@@ -22,13 +22,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/mockapi"
-	"github.com/nanoclawd/nanoclawd/internal/runner"
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
 )
 
 const (
-	frameStart = "---NANOCLAW_OUTPUT_START---"
-	frameEnd   = "---NANOCLAW_OUTPUT_END---"
 	// runDeadline bounds one agent run so a hang fails the test instead of
 	// stalling CI; it is not a performance threshold.
 	runDeadline = 3 * time.Minute
@@ -37,7 +36,7 @@ const (
 )
 
 // frame is any stdout frame, as the daemon reads it.
-type frame = runner.Frame
+type frame = protocol.Frame
 
 // world is one throwaway installation: an operator home holding a secret,
 // a groups dir with the group under test and a sibling, and a data dir.
@@ -139,7 +138,7 @@ func (w *world) start(t *testing.T, ctx context.Context, folder string, isMain b
 	t.Helper()
 	ipcDir := filepath.Join(w.data, "ipc", folder)
 	sessionDir := filepath.Join(w.data, "sessions", folder)
-	for _, d := range []string{filepath.Join(ipcDir, "input"), sessionDir} {
+	for _, d := range []string{layout.IPCDir(ipcDir).Input(), sessionDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -152,10 +151,6 @@ func (w *world) start(t *testing.T, ctx context.Context, folder string, isMain b
 		input["sessionId"] = sessionID
 	}
 	stdin, _ := json.Marshal(input)
-	isMainFlag := "0"
-	if isMain {
-		isMainFlag = "1"
-	}
 
 	cmd := exec.CommandContext(ctx, "node", w.runner)
 	cmd.Dir = w.groupDir(folder)
@@ -164,14 +159,10 @@ func (w *world) start(t *testing.T, ctx context.Context, folder string, isMain b
 		"HOME=" + w.home,
 		"ANTHROPIC_API_KEY=sk-ant-fake-" + randHex(t, 8),
 		"ANTHROPIC_BASE_URL=" + mockURL,
-		"NANOCLAW_GROUP_FOLDER=" + folder,
-		"NANOCLAW_CHAT_JID=local:" + folder,
-		"NANOCLAW_IS_MAIN=" + isMainFlag,
-		"NANOCLAW_GROUP_DIR=" + w.groupDir(folder),
-		"NANOCLAW_IPC_DIR=" + ipcDir,
-		"NANOCLAW_IPC_TOKEN=" + w.token(),
-		"NANOCLAW_SESSION_DIR=" + sessionDir,
-		"NANOCLAW_BIN=" + w.mcpBin,
+	}
+	for name, v := range (protocol.Env{GroupFolder: folder, ChatJID: "local:" + folder, IsMain: isMain,
+		GroupDir: w.groupDir(folder), IPCDir: ipcDir, IPCToken: w.token(), SessionDir: sessionDir, Bin: w.mcpBin}).Vars() {
+		cmd.Env = append(cmd.Env, name+"="+v)
 	}
 	cmd.SysProcAttr = newProcessGroup()
 	cmd.Cancel = func() error { return killGroup(cmd) }
@@ -203,20 +194,20 @@ func readFrames(r io.Reader, out chan<- frame) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
-		if sc.Text() != frameStart {
+		if sc.Text() != protocol.FrameStart {
 			continue
 		}
 		if !sc.Scan() {
 			return
 		}
 		body := sc.Text()
-		if !sc.Scan() || sc.Text() != frameEnd {
-			out <- frame{Type: "malformed", Detail: body}
+		if !sc.Scan() || sc.Text() != protocol.FrameEnd {
+			out <- frame{Type: "malformed", Violation: protocol.Violation{Detail: body}}
 			continue
 		}
 		var f frame
 		if err := json.Unmarshal([]byte(body), &f); err != nil {
-			f = frame{Type: "malformed", Detail: body}
+			f = frame{Type: "malformed", Violation: protocol.Violation{Detail: body}}
 		}
 		out <- f
 	}
@@ -249,7 +240,7 @@ func (r *agentRun) untilResult(ctx context.Context) (violations []frame, result 
 // returning any frames printed after the last result.
 func (r *agentRun) closeAndWait(ctx context.Context) []frame {
 	r.t.Helper()
-	writeFile(r.t, filepath.Join(r.ipcDir, "input", "_close"), "", 0o600)
+	writeFile(r.t, layout.IPCDir(r.ipcDir).Close(), "", 0o600)
 	var rest []frame
 	for f := range r.frames {
 		rest = append(rest, f)
@@ -424,15 +415,15 @@ func TestMainGroupProbeSeesLeak(t *testing.T) {
 
 	// A follow-up dropped into input/ while the agent waits continues the
 	// same conversation and yields a second result frame.
-	writeFile(t, filepath.Join(run.ipcDir, "input", "0001-a.json.tmp"), `{"type":"message","text":"and again?"}`, 0o600)
-	if err := os.Rename(filepath.Join(run.ipcDir, "input", "0001-a.json.tmp"), filepath.Join(run.ipcDir, "input", "0001-a.json")); err != nil {
+	writeFile(t, filepath.Join(layout.IPCDir(run.ipcDir).Input(), "0001-a.json.tmp"), `{"type":"message","text":"and again?"}`, 0o600)
+	if err := os.Rename(filepath.Join(layout.IPCDir(run.ipcDir).Input(), "0001-a.json.tmp"), filepath.Join(layout.IPCDir(run.ipcDir).Input(), "0001-a.json")); err != nil {
 		t.Fatal(err)
 	}
 	_, second := run.untilResult(ctx)
 	if second.Status != "success" || second.Result == nil || *second.Result != "Second answer." {
 		t.Errorf("follow-up result frame = %+v, want success \"Second answer.\"", second)
 	}
-	if _, err := os.Stat(filepath.Join(run.ipcDir, "input", "0001-a.json")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(layout.IPCDir(run.ipcDir).Input(), "0001-a.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("follow-up file was not deleted after it was queued (stat: %v)", err)
 	}
 	run.closeAndWait(ctx)
@@ -442,7 +433,7 @@ func TestMainGroupProbeSeesLeak(t *testing.T) {
 	before := len(mock.Requests())
 	mock.Script("", mockapi.Text("unused"), mockapi.Text("unused"), mockapi.Text("unused"), mockapi.Text("Resumed."))
 	// A follow-up already waiting when the runner starts is picked up too.
-	writeFile(t, filepath.Join(run.ipcDir, "input", "0002-early.json"), `{"type":"message","text":"early follow-up"}`, 0o600)
+	writeFile(t, filepath.Join(layout.IPCDir(run.ipcDir).Input(), "0002-early.json"), `{"type":"message","text":"early follow-up"}`, 0o600)
 	run2 := w.start(t, ctx, "main", true, second.NewSessionID, "<messages>\n<message sender=\"Owner\" time=\"2026-11-21T10:05:00Z\">still there?</message>\n</messages>", opts, mock.URL)
 	_, third := run2.untilResult(ctx)
 	run2.closeAndWait(ctx)
@@ -456,7 +447,7 @@ func TestMainGroupProbeSeesLeak(t *testing.T) {
 	if !bytes.Contains(resumed, []byte("early follow-up")) {
 		t.Error("a follow-up waiting in input/ at start never reached the agent")
 	}
-	if _, err := os.Stat(filepath.Join(run.ipcDir, "input", "0002-early.json")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(layout.IPCDir(run.ipcDir).Input(), "0002-early.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the early follow-up file was not deleted (stat: %v)", err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
 // NanoclawTools is the permission pattern of the nanoclaw MCP tools, which
@@ -23,14 +25,13 @@ type Group struct {
 // Host is what resolution needs to know about this installation. Paths
 // are absolute.
 type Host struct {
-	Home       string   // the daemon user's home, for "~"
-	ConfigFile string   // nanoclaw.config.jsonc
-	ConfigDir  string   // relative override paths resolve against it
-	DataDir    string   // SQLite, ipc/, sessions/
-	GroupsDir  string   // one folder per group
-	Socket     string   // the local channel's socket
-	Folders    []string // every registered group's folder
-	AgentEnv   []string // names of the daemon variables handed to agents
+	Home       string        // the daemon user's home, for "~"
+	ConfigFile string        // nanoclaw.config.jsonc
+	ConfigDir  string        // relative override paths resolve against it
+	Layout     layout.Layout // the data dir's and groups dir's files
+	Socket     string        // the local channel's socket
+	Folders    []string      // every registered group's folder
+	AgentEnv   []string      // names of the daemon variables handed to agents
 }
 
 // Effective is a group's resolved policy, as `security show --json` prints it.
@@ -50,10 +51,10 @@ type Effective struct {
 	SDKOptions     map[string]any `json:"sdkOptions,omitempty"`
 }
 
-// Resolve merges the global policy with a group's override (CONTRACT §3.3)
+// Resolve merges the global policy with a group's override (docs/configuration.md, "Per-group overrides")
 // and translates the result into the Claude Agent SDK options.
 func Resolve(global Policy, g Group, h Host) Effective {
-	groupDir := filepath.Join(h.GroupsDir, g.Folder)
+	groupDir := h.Layout.Group(g.Folder)
 	if g.IsMain {
 		// The owner's own channel is trusted: no sandbox, no prompts,
 		// every tool, and the operator's user settings.
@@ -98,28 +99,25 @@ func Resolve(global Policy, g Group, h Host) Effective {
 		return out
 	}
 	// What no non-main agent may touch: the operator's denylist, the
-	// daemon's own state and config, and every other group's folder and
-	// session. Its own IPC directory is reached only through the MCP tools.
+	// daemon's own state (layout.StateFiles: its own IPC directory is
+	// reached only through the MCP tools) and config, and every other
+	// group's folder and session.
 	deny := abs(global.DenyRead)
 	deny = append(deny, abs(o.DenyRead)...)
-	deny = append(deny, h.ConfigFile, filepath.Join(h.ConfigDir, EnvFile), filepath.Join(h.DataDir, "ipc"), filepath.Join(h.DataDir, "logs"), h.Socket)
-	for _, f := range []string{"nanoclaw.db", "whatsapp.db"} {
-		for _, suffix := range []string{"", "-wal", "-shm"} {
-			deny = append(deny, filepath.Join(h.DataDir, f+suffix))
-		}
-	}
+	deny = append(deny, h.ConfigFile, filepath.Join(h.ConfigDir, layout.EnvFile), h.Socket)
+	deny = append(deny, h.Layout.StateFiles()...)
 	for _, f := range h.Folders {
 		if f != g.Folder {
-			deny = append(deny, filepath.Join(h.GroupsDir, f), filepath.Join(h.DataDir, "sessions", f))
+			deny = append(deny, h.Layout.Group(f), h.Layout.Session(f))
 		}
 	}
 	e.DenyRead = dedupe(deny)
 	// Inside its own folder an agent may not rewrite its audit trail, its
 	// project settings or its project MCP servers: those would loosen its
 	// own sandbox on the next run.
-	e.DenyWrite = []string{filepath.Join(groupDir, "logs"), filepath.Join(groupDir, ".claude"), filepath.Join(groupDir, ".mcp.json")}
+	e.DenyWrite = []string{h.Layout.GroupLogs(g.Folder), filepath.Join(groupDir, ".claude"), filepath.Join(groupDir, ".mcp.json")}
 	// The shared memory every group reads (written only from the main group).
-	e.AllowRead = dedupe(append(append(abs(global.AllowRead), abs(o.AllowRead)...), filepath.Join(h.GroupsDir, GlobalFolder)))
+	e.AllowRead = dedupe(append(append(abs(global.AllowRead), abs(o.AllowRead)...), h.Layout.Global()))
 	e.AllowWrite = dedupe(append(append(abs(global.AllowWrite), abs(o.AllowWrite)...), groupDir))
 	e.SecretEnv = secretEnv(h.AgentEnv)
 	e.SDKOptions = sdkOptions(e, groupDir)
@@ -200,12 +198,9 @@ func sdkOptions(e Effective, groupDir string) map[string]any {
 }
 
 // GlobalFolder is the folder, beside the groups' own, of the memory every
-// group shares: GlobalFolder/CLAUDE.md.
-const GlobalFolder = "global"
-
-// EnvFile is the secrets file beside the config (nanoclawd.env), which no
-// confined agent may read.
-const EnvFile = "nanoclawd.env"
+// group shares.
+// Deprecated: kept until the router names layout.Layout.GlobalMemory.
+const GlobalFolder = layout.GlobalFolder
 
 // rulePath writes an absolute path as a permission-rule path ("//abs").
 func rulePath(p string) string {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -17,8 +19,7 @@ var host = Host{
 	Home:       "/home/op",
 	ConfigFile: "/srv/nc/nanoclaw.config.jsonc",
 	ConfigDir:  "/srv/nc",
-	DataDir:    "/srv/nc/data",
-	GroupsDir:  "/srv/nc/groups",
+	Layout:     layout.New("/srv/nc/data", "/srv/nc/groups"),
 	Socket:     "/srv/nc/data/local.sock",
 	Folders:    []string{"main", "family", "work"},
 	AgentEnv:   []string{"ANTHROPIC_API_KEY", "GITHUB_TOKEN", "LANG"},

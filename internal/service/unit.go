@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
 // Label is the launchd label, and Unit the systemd unit name.
@@ -22,7 +24,7 @@ const (
 
 // EnvFileName is the file next to the config that systemd reads secrets
 // from (EnvironmentFile=); it is never written by nanoclawd.
-const EnvFileName = "nanoclawd.env"
+const EnvFileName = layout.EnvFile
 
 // throttle is the minimum time between restarts, in seconds: long enough
 // not to spin on a crash at start, short enough to come back quickly.
@@ -61,7 +63,7 @@ func NewSpec(binary, configFile, dataDir, home string) Spec {
 	dir := filepath.Dir(configFile)
 	return Spec{
 		Binary: binary, Config: configFile, WorkDir: dir,
-		LogDir: filepath.Join(dataDir, "logs"), Path: DefaultPath(nodeDir), Home: home,
+		LogDir: layout.New(dataDir, "").Logs(), Path: DefaultPath(nodeDir), Home: home,
 		EnvFile: filepath.Join(dir, EnvFileName),
 	}
 }

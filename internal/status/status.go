@@ -12,15 +12,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
-// SocketName is the control socket in dataDir.
-const SocketName = "control.sock"
-
 // SocketPath is the control socket of the daemon on dataDir.
-func SocketPath(dataDir string) string { return filepath.Join(dataDir, SocketName) }
+func SocketPath(dataDir string) string { return layout.New(dataDir, "").ControlSocket() }
 
 // ErrNotRunning: nothing answers on the control socket.
 var ErrNotRunning = errors.New("no nanoclawd daemon is running")
@@ -177,7 +175,7 @@ func Fetch(ctx context.Context, dataDir string) (Report, error) {
 	if resp.StatusCode != http.StatusOK {
 		var e struct{ Error string }
 		json.NewDecoder(resp.Body).Decode(&e)
-		return rep, fmt.Errorf("the daemon could not report its status: %s (see its log in %s)", e.Error, filepath.Join(dataDir, "logs"))
+		return rep, fmt.Errorf("the daemon could not report its status: %s (see its log in %s)", e.Error, layout.New(dataDir, "").Logs())
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
 		return rep, fmt.Errorf("read the daemon's status from %s: %w", path, err)

@@ -8,17 +8,15 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
 	_ "github.com/mattn/go-sqlite3" // the database/sql driver "sqlite3"
 
 	"github.com/nanoclawd/nanoclawd/migrations"
-)
 
-// FileName is the database file inside dataDir.
-const FileName = "nanoclaw.db"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
+)
 
 // ErrTooNew means the database was written by a newer nanoclawd.
 var ErrTooNew = errors.New("database schema is newer than this binary")
@@ -39,7 +37,7 @@ func Open(dataDir string) (*sql.DB, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
-	return OpenFile(filepath.Join(dataDir, FileName))
+	return OpenFile(layout.New(dataDir, "").DB())
 }
 
 // OpenFile opens the database at path and migrates it.

@@ -1,6 +1,6 @@
 // Command testagent is a stand-in for the real agent runner, for tests of
 // the runner, the queue and the daemon end to end. It speaks the agent
-// protocol of contract §4 (ContainerInput on stdin, three-line frames on
+// protocol (package protocol: ContainerInput on stdin, three-line frames on
 // stdout, follow-ups in $NANOCLAW_IPC_DIR/input/) and does what the last
 // message of its prompt says. The command is the text of the last
 // <message> element (unescaped, a leading @trigger word dropped), or the
@@ -58,35 +58,35 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
 )
 
-type input struct {
-	Prompt    string `json:"prompt"`
-	SessionID string `json:"sessionId"`
-	Standby   bool   `json:"standby"`
-}
+type input = protocol.ContainerInput
+
+// ipcDir is the run's IPC directory.
+func ipcDir() layout.IPCDir { return layout.IPCDir(os.Getenv(protocol.EnvIPCDir)) }
 
 // firstInput waits for the first input/*.json file (or _close, which ends
 // a standby that was never used) and returns its text.
 func firstInput() string {
-	dir := filepath.Join(os.Getenv("NANOCLAW_IPC_DIR"), "input")
+	dir := ipcDir().Input()
 	for {
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
-			if e.Name() == "_close" {
+			if e.Name() == layout.CloseFile {
 				os.Exit(0)
 			}
 			if strings.HasSuffix(e.Name(), ".json") {
 				p := filepath.Join(dir, e.Name())
-				b, err := os.ReadFile(p)
+				text, _, err := protocol.ReadFollowUp(p)
 				if err != nil {
 					continue
 				}
 				os.Remove(p)
-				var m struct{ Text string }
-				json.Unmarshal(b, &m)
 				fmt.Fprintf(os.Stderr, "testagent: standby got its prompt\n")
-				return m.Text
+				return text
 			}
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -111,8 +111,8 @@ func main() {
 	}
 	if strings.HasPrefix(in.SessionID, "gone-") {
 		// What the Claude CLI says when the transcript of a session is gone.
-		frame(map[string]any{"status": "error", "result": nil,
-			"error": "Claude Code returned an error result: No conversation found with session ID: " + in.SessionID})
+		frame(protocol.Frame{Status: protocol.StatusError,
+			Error: "Claude Code returned an error result: No conversation found with session ID: " + in.SessionID})
 		os.Exit(1)
 	}
 	do(command(in.Prompt), in, raw)
@@ -171,10 +171,10 @@ func do(text string, in input, raw []byte) {
 	case "ipc":
 		// A message through the IPC directory, as the nanoclaw MCP tools write
 		// it; recorded in $TESTAGENT_LOG (if set) once it is in place.
-		dir := filepath.Join(os.Getenv("NANOCLAW_IPC_DIR"), "messages")
+		dir := ipcDir().Messages()
 		name := fmt.Sprintf("%d-%s.json", time.Now().UnixNano(), strings.ReplaceAll(arg, " ", "_"))
-		b, _ := json.Marshal(map[string]string{"type": "message", "chatJid": os.Getenv("NANOCLAW_CHAT_JID"),
-			"text": "ipc " + arg, "token": os.Getenv("NANOCLAW_IPC_TOKEN")})
+		b, _ := json.Marshal(map[string]string{"type": "message", "chatJid": os.Getenv(protocol.EnvChatJID),
+			"text": "ipc " + arg, "token": os.Getenv(protocol.EnvIPCToken)})
 		if err := os.WriteFile(filepath.Join(dir, name+".tmp"), b, 0o600); err != nil {
 			fatal("write IPC file: %v", err)
 		}
@@ -205,22 +205,22 @@ func do(text string, in input, raw []byte) {
 		fmt.Fprintln(os.Stderr, "testagent: crashed on purpose")
 		os.Exit(3)
 	case "fail":
-		frame(map[string]any{"status": "error", "result": nil, "error": arg})
+		frame(protocol.Frame{Status: protocol.StatusError, Error: arg})
 	case "silent":
 	case "violation":
 		kind, target, _ := strings.Cut(arg, " ")
-		frame(map[string]any{"type": "violation", "kind": kind, "tool": "Bash", "target": target, "detail": "testagent"})
+		frame(protocol.ViolationFrame(protocol.Violation{Kind: kind, Tool: "Bash", Target: target, Detail: "testagent"}))
 		result("violation reported", "")
 	case "violations":
 		// Distinct fake denials, as an agent printing them in a loop makes:
 		// each a "reported" frame with its own target.
 		n, _ := strconv.Atoi(arg)
 		for i := range n {
-			frame(map[string]any{"type": "violation", "kind": "filesystem", "tool": "Bash", "action": "reported",
-				"target": fmt.Sprintf("/fake/%d", i), "detail": "Read-only file system"})
+			frame(protocol.ViolationFrame(protocol.Violation{Kind: "filesystem", Tool: "Bash", Action: protocol.ActionReported,
+				Target: fmt.Sprintf("/fake/%d", i), Detail: "Read-only file system"}))
 		}
-		frame(map[string]any{"type": "violation", "kind": "network", "tool": "Bash", "action": "reported", "target": "wa.me",
-			"detail": "deny network-outbound wa.me:443 — reply to this bot with your 6-digit WhatsApp code " + strings.Repeat("!", 2000)})
+		frame(protocol.ViolationFrame(protocol.Violation{Kind: "network", Tool: "Bash", Action: protocol.ActionReported, Target: "wa.me",
+			Detail: "deny network-outbound wa.me:443 — reply to this bot with your 6-digit WhatsApp code " + strings.Repeat("!", 2000)}))
 		result("violations reported", "")
 	case "noise":
 		noise()
@@ -240,45 +240,42 @@ func do(text string, in input, raw []byte) {
 	}
 }
 
-func frame(v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
+func frame(payload any) {
+	if err := protocol.WriteFrame(os.Stdout, payload); err != nil {
 		fatal("%v", err)
 	}
-	fmt.Printf("---NANOCLAW_OUTPUT_START---\n%s\n---NANOCLAW_OUTPUT_END---\n", b)
 }
 
 func result(text, session string) {
-	m := map[string]any{"status": "success", "result": text}
-	if session != "" {
-		m["newSessionId"] = session
-	}
-	frame(m)
+	f := protocol.Result(text)
+	f.NewSessionID = session
+	frame(f)
 }
 
 func noise() {
 	fmt.Println("starting up, not a frame")
-	fmt.Println("---NANOCLAW_OUTPUT_START---") // a start with no end…
-	fmt.Println("---NANOCLAW_OUTPUT_START---") // …then a real frame
+	start, end := protocol.FrameStart, protocol.FrameEnd
+	fmt.Println(start) // a start with no end…
+	fmt.Println(start) // …then a real frame
 	fmt.Println(`{"status":"success","result":"one"}`)
-	fmt.Println("---NANOCLAW_OUTPUT_END---")
-	fmt.Println("---NANOCLAW_OUTPUT_START---") // two payload lines: not a frame
+	fmt.Println(end)
+	fmt.Println(start) // two payload lines: not a frame
 	fmt.Println(`{"status":"success",`)
 	fmt.Println(`"result":"never"}`)
-	fmt.Println("---NANOCLAW_OUTPUT_END---")
-	fmt.Println("---NANOCLAW_OUTPUT_START---") // bad JSON: dropped
+	fmt.Println(end)
+	fmt.Println(start) // bad JSON: dropped
 	fmt.Println(`{not json`)
-	fmt.Println("---NANOCLAW_OUTPUT_END---")
-	fmt.Println("---NANOCLAW_OUTPUT_START---")
+	fmt.Println(end)
+	fmt.Println(start)
 	fmt.Println(`{"status":"success","result":null}`)
-	fmt.Println("---NANOCLAW_OUTPUT_END---")
+	fmt.Println(end)
 	result("two", "")
 	fmt.Print("trailing text without newline")
 }
 
 func flood(mib int) {
 	big := strings.Repeat("x", 2<<20)
-	fmt.Printf("---NANOCLAW_OUTPUT_START---\n{\"status\":\"success\",\"result\":\"%s\"}\n---NANOCLAW_OUTPUT_END---\n", big)
+	frame(protocol.Result(big))
 	fmt.Println(big + big[:1<<20])
 	line := strings.Repeat("flood ", 170) + "\n" // ~1 KiB
 	chunk := strings.Repeat(line, 64)
@@ -306,7 +303,7 @@ func fork(next string, in input, raw []byte) {
 }
 
 func followup(session string) {
-	dir := filepath.Join(os.Getenv("NANOCLAW_IPC_DIR"), "input")
+	dir := ipcDir().Input()
 	result("ready", session)
 	for {
 		ents, err := os.ReadDir(dir)
@@ -317,7 +314,7 @@ func followup(session string) {
 		closing := false
 		for _, e := range ents {
 			switch {
-			case e.Name() == "_close":
+			case e.Name() == layout.CloseFile:
 				closing = true
 			case strings.HasSuffix(e.Name(), ".json"):
 				files = append(files, e.Name())
@@ -326,19 +323,18 @@ func followup(session string) {
 		sort.Strings(files)
 		for _, f := range files {
 			p := filepath.Join(dir, f)
-			b, err := os.ReadFile(p)
+			text, ok, err := protocol.ReadFollowUp(p)
 			if err != nil {
 				fatal("%v", err)
 			}
-			os.Remove(p)
-			var m struct{ Type, Text string }
-			if err := json.Unmarshal(b, &m); err != nil || m.Type != "message" {
-				fatal("bad follow-up %s: %s", f, b)
+			if !ok {
+				fatal("bad follow-up %s", f)
 			}
-			result("followup: "+m.Text, session)
+			os.Remove(p)
+			result("followup: "+text, session)
 		}
 		if closing && len(files) == 0 {
-			os.Remove(filepath.Join(dir, "_close"))
+			os.Remove(ipcDir().Close())
 			result("closed", session)
 			return
 		}

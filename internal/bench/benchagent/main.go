@@ -16,14 +16,11 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
-)
 
-const (
-	frameStart = "---NANOCLAW_OUTPUT_START---"
-	frameEnd   = "---NANOCLAW_OUTPUT_END---"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
 )
 
 func main() {
@@ -33,10 +30,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "benchagent:", err)
 		os.Exit(2)
 	}
-	fmt.Fprintf(conn, "%s %s %d %d\n", os.Getenv("NANOCLAW_GROUP_FOLDER"), os.Getenv("NANOCLAW_IPC_TOKEN"), os.Getpid(), start.UnixNano())
+	fmt.Fprintf(conn, "%s %s %d %d\n", os.Getenv(protocol.EnvGroupFolder), os.Getenv(protocol.EnvIPCToken), os.Getpid(), start.UnixNano())
 	io.Copy(io.Discard, os.Stdin)
 	go func() {
-		closeFile := filepath.Join(os.Getenv("NANOCLAW_IPC_DIR"), "input", "_close")
+		closeFile := layout.IPCDir(os.Getenv(protocol.EnvIPCDir)).Close()
 		for {
 			if _, err := os.Stat(closeFile); err == nil {
 				os.Exit(0)
@@ -49,12 +46,12 @@ func main() {
 		cmd, arg, _ := strings.Cut(sc.Text(), " ")
 		switch cmd {
 		case "exit":
-			fmt.Printf("%s\n{\"status\":\"success\",\"result\":null}\n%s\n", frameStart, frameEnd)
+			protocol.WriteFrame(os.Stdout, protocol.Frame{Status: protocol.StatusSuccess})
 			os.Exit(0)
 		case "violation":
-			frame := fmt.Sprintf("%s\n{\"type\":\"violation\",\"kind\":\"network\",\"tool\":\"Bash\",\"target\":%q,\"detail\":\"benchmark\"}\n%s\n", frameStart, arg, frameEnd)
+			frame, _ := protocol.EncodeFrame(protocol.ViolationFrame(protocol.Violation{Kind: "network", Tool: "Bash", Target: arg, Detail: "benchmark"}))
 			t := time.Now()
-			os.Stdout.WriteString(frame)
+			os.Stdout.Write(frame)
 			fmt.Fprintf(conn, "%d\n", t.UnixNano())
 		}
 	}

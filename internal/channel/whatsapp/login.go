@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -63,7 +62,7 @@ func Login(ctx context.Context, o LoginOptions) (own types.JID, err error) {
 	defer container.Close()
 	if device.ID != nil {
 		own = device.ID.ToNonAD()
-		return own, fmt.Errorf("%w as %s: to pair again, stop the daemon and delete %s", ErrAlreadyPaired, own, filepath.Join(o.DataDir, StoreFile))
+		return own, fmt.Errorf("%w as %s: to pair again, stop the daemon and delete %s", ErrAlreadyPaired, own, StoreFile(o.DataDir))
 	}
 
 	useCurrentVersion(ctx, o.DataDir, o.FetchVersion) // an outdated version cannot even pair
@@ -198,7 +197,7 @@ func OwnerJID(number string) (types.JID, error) {
 // error says to remove the device on the phone. Not paired: ErrNotPaired.
 // The daemon must not be running: a second connection would replace its.
 func Logout(ctx context.Context, dataDir string, log zerolog.Logger) (types.JID, error) {
-	if _, err := os.Stat(filepath.Join(dataDir, StoreFile)); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(StoreFile(dataDir)); errors.Is(err, os.ErrNotExist) {
 		return types.JID{}, ErrNotPaired
 	}
 	container, device, err := openStore(ctx, dataDir, log)
@@ -222,13 +221,13 @@ func Logout(ctx context.Context, dataDir string, log zerolog.Logger) (types.JID,
 	if err != nil {
 		container.Close()
 		if cerr := clearStore(dataDir); cerr != nil {
-			return own, fmt.Errorf("could not reach WhatsApp (%v) nor delete %s (%v): delete it by hand", describeConnectError(err), filepath.Join(dataDir, StoreFile), cerr)
+			return own, fmt.Errorf("could not reach WhatsApp (%v) nor delete %s (%v): delete it by hand", describeConnectError(err), StoreFile(dataDir), cerr)
 		}
 		return own, fmt.Errorf("deleted the session here, but could not tell WhatsApp (%v): remove \"nanoclawd\" under Linked devices on the phone", describeConnectError(err))
 	}
 	container.Close()
 	if err := clearStore(dataDir); err != nil {
-		return own, fmt.Errorf("unlinked, but could not delete %s: %w (delete it by hand)", filepath.Join(dataDir, StoreFile), err)
+		return own, fmt.Errorf("unlinked, but could not delete %s: %w (delete it by hand)", StoreFile(dataDir), err)
 	}
 	return own, nil
 }

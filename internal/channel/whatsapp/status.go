@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
-// StatusFile, in dataDir, holds the running daemon's connection state so
+// statusFile, in dataDir, holds the running daemon's connection state so
 // that `nanoclawd doctor`, a separate process, can show it.
-const StatusFile = "whatsapp.status.json"
+func statusFile(dataDir string) string { return layout.New(dataDir, "").WhatsAppStatus() }
 
 const (
 	stateNotStarted   = "not started"
@@ -80,7 +81,7 @@ func (c *Channel) setStatus(state, detail string) {
 		return
 	}
 	body, _ := json.Marshal(s)
-	path := filepath.Join(c.opts.DataDir, StatusFile)
+	path := statusFile(c.opts.DataDir)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, body, 0o600); err == nil {
 		err = os.Rename(tmp, path)
@@ -94,13 +95,13 @@ func (c *Channel) setStatus(state, detail string) {
 // id of the process that wrote it (the caller checks whether it still
 // runs). os.ErrNotExist means no daemon has run WhatsApp on this dataDir.
 func ReadStatus(dataDir string) (line string, pid int, err error) {
-	body, err := os.ReadFile(filepath.Join(dataDir, StatusFile))
+	body, err := os.ReadFile(statusFile(dataDir))
 	if err != nil {
 		return "", 0, err
 	}
 	var s status
 	if err := json.Unmarshal(body, &s); err != nil {
-		return "", 0, fmt.Errorf("%s: %w (delete it; the daemon rewrites it)", filepath.Join(dataDir, StatusFile), err)
+		return "", 0, fmt.Errorf("%s: %w (delete it; the daemon rewrites it)", statusFile(dataDir), err)
 	}
 	if s.State == "" {
 		return "", 0, errors.New("empty status file")

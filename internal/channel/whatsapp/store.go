@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -16,12 +15,13 @@ import (
 	"go.mau.fi/whatsmeow/types"
 	waLog "go.mau.fi/whatsmeow/util/log"
 
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // StoreFile is whatsmeow's own SQLite file in dataDir: its keys and
 // sessions live apart from nanoclaw.db so either can be reset alone.
-const StoreFile = "whatsapp.db"
+func StoreFile(dataDir string) string { return layout.New(dataDir, "").WhatsAppDB() }
 
 // dialTimeout bounds the websocket handshake, so a machine without a route
 // to WhatsApp hears so in seconds instead of hanging.
@@ -38,7 +38,7 @@ func openStore(ctx context.Context, dataDir string, log zerolog.Logger) (*sqlsto
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("create data directory: %w", err)
 	}
-	path := filepath.Join(dataDir, StoreFile)
+	path := StoreFile(dataDir)
 	container, err := sqlstore.New(ctx, "sqlite3", store.DSN(path), waLog.Zerolog(atMostInfo(log)).Sub("Store"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("open WhatsApp store %s: %w", path, err)
@@ -54,9 +54,8 @@ func openStore(ctx context.Context, dataDir string, log zerolog.Logger) (*sqlsto
 // clearStore removes whatsapp.db and its WAL files: after a logout the keys
 // in it are worthless and the next login starts clean.
 func clearStore(dataDir string) error {
-	path := filepath.Join(dataDir, StoreFile)
 	var errs []error
-	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+	for _, p := range layout.SQLiteFiles(StoreFile(dataDir)) {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}

@@ -5,18 +5,19 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"go.mau.fi/whatsmeow"
 	wastore "go.mau.fi/whatsmeow/store"
+
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
-// VersionFile, in dataDir, keeps the WhatsApp Web client version of the
+// versionFile, in dataDir, keeps the WhatsApp Web client version of the
 // last connection WhatsApp accepted. It is used when the current version
 // cannot be fetched, so a restart without web.whatsapp.com at hand does not
 // fall back to the older version built into whatsmeow.
-const VersionFile = "whatsapp.version"
+func versionFile(dataDir string) string { return layout.New(dataDir, "").WhatsAppVersion() }
 
 // VersionFetcher returns the client version WhatsApp Web currently serves.
 type VersionFetcher func(ctx context.Context) (wastore.WAVersionContainer, error)
@@ -60,7 +61,7 @@ func useCurrentVersion(ctx context.Context, dataDir string, fetch VersionFetcher
 	}
 	if serr == nil {
 		wastore.SetWAVersion(saved)
-		return saved, fmt.Sprintf("last good, from %s (fetching the current one failed: %v)", filepath.Join(dataDir, VersionFile), err)
+		return saved, fmt.Sprintf("last good, from %s (fetching the current one failed: %v)", versionFile(dataDir), err)
 	}
 	return wastore.GetWAVersion(), fmt.Sprintf("built in (fetching the current one failed: %v)", err)
 }
@@ -70,7 +71,7 @@ func saveVersion(dataDir string) error {
 	if dataDir == "" {
 		return nil
 	}
-	path := filepath.Join(dataDir, VersionFile)
+	path := versionFile(dataDir)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(wastore.GetWAVersion().String()+"\n"), 0o600); err != nil {
 		return err
@@ -81,7 +82,7 @@ func saveVersion(dataDir string) error {
 // SavedVersion is the client version of the last accepted connection, as
 // kept in <dataDir>/whatsapp.version.
 func SavedVersion(dataDir string) (wastore.WAVersionContainer, error) {
-	path := filepath.Join(dataDir, VersionFile)
+	path := versionFile(dataDir)
 	body, err := os.ReadFile(path)
 	if err != nil {
 		return wastore.WAVersionContainer{}, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -53,12 +52,12 @@ func TestClientVersion(t *testing.T) {
 	// fetch uses the saved one.
 	wastore.SetWAVersion(builtin)
 	v, src = useCurrentVersion(ctx, dir, offline)
-	if v != newer(5) || wastore.GetWAVersion() != newer(5) || !strings.Contains(src, filepath.Join(dir, VersionFile)) {
+	if v != newer(5) || wastore.GetWAVersion() != newer(5) || !strings.Contains(src, versionFile(dir)) {
 		t.Errorf("offline with a saved version: %v (%s)", v, src)
 	}
 
 	// A damaged file is an error that says what to do, and is not used.
-	os.WriteFile(filepath.Join(dir, VersionFile), []byte("two point three\n"), 0o600)
+	os.WriteFile(versionFile(dir), []byte("two point three\n"), 0o600)
 	if _, err := SavedVersion(dir); err == nil || !strings.Contains(err.Error(), "delete it") {
 		t.Errorf("SavedVersion of a damaged file = %v", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -271,7 +270,7 @@ func TestRunLoggedOutClearsStore(t *testing.T) {
 	if !strings.Contains(logs.String(), "nanoclawd whatsapp login") {
 		t.Errorf("no clear log line:\n%s", logs.String())
 	}
-	if _, err := os.Stat(filepath.Join(dir, StoreFile)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(StoreFile(dir)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("session store still there: %v", err)
 	}
 	next := New(Options{DataDir: dir, Clock: clock})

@@ -20,34 +20,18 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/nanoclawd/nanoclawd/internal/ipc"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 )
 
 // Env is the run the server speaks for, from the agent's environment.
-type Env struct {
-	IPCDir  string // NANOCLAW_IPC_DIR
-	Token   string // NANOCLAW_IPC_TOKEN
-	Folder  string // NANOCLAW_GROUP_FOLDER
-	ChatJID string // NANOCLAW_CHAT_JID
-	IsMain  bool   // NANOCLAW_IS_MAIN=1
-}
+type Env = protocol.Env
 
 // EnvFromOS reads the NANOCLAW_* variables the daemon sets for a run.
 func EnvFromOS() (Env, error) {
-	e := Env{IPCDir: os.Getenv("NANOCLAW_IPC_DIR"), Token: os.Getenv("NANOCLAW_IPC_TOKEN"),
-		Folder: os.Getenv("NANOCLAW_GROUP_FOLDER"), ChatJID: os.Getenv("NANOCLAW_CHAT_JID"),
-		IsMain: os.Getenv("NANOCLAW_IS_MAIN") == "1"}
-	var missing []string
-	for name, v := range map[string]string{"NANOCLAW_IPC_DIR": e.IPCDir, "NANOCLAW_IPC_TOKEN": e.Token,
-		"NANOCLAW_GROUP_FOLDER": e.Folder, "NANOCLAW_CHAT_JID": e.ChatJID} {
-		if v == "" {
-			missing = append(missing, name)
-		}
-	}
-	if len(missing) > 0 {
-		return e, fmt.Errorf("nanoclawd mcp: %s not set; this command is started by the agent runner inside a run, not by hand", strings.Join(missing, ", "))
-	}
-	return e, nil
+	err := protocol.Require(os.Getenv, "nanoclawd mcp", protocol.EnvIPCDir, protocol.EnvIPCToken, protocol.EnvGroupFolder, protocol.EnvChatJID)
+	return protocol.ReadEnv(os.Getenv), err
 }
 
 // Run serves MCP over in/out until the client disconnects or ctx ends.
@@ -117,7 +101,7 @@ func (t *tools) write(req ipc.Request, done string) (*mcp.CallToolResult, any, e
 
 // writeFor is write with the reply made from the daemon's verdict.
 func (t *tools) writeFor(req ipc.Request, done func(ipc.Verdict) string) (*mcp.CallToolResult, any, error) {
-	req.Token = t.env.Token
+	req.Token = t.env.IPCToken
 	data, err := json.Marshal(req)
 	if err != nil {
 		return nil, nil, err
@@ -132,7 +116,7 @@ func (t *tools) writeFor(req ipc.Request, done func(ipc.Verdict) string) (*mcp.C
 	_, _ = rand.Read(b[:])
 	dir := filepath.Join(t.env.IPCDir, ipc.Dir(req.Type))
 	name := fmt.Sprintf("%d-%s.json", time.Now().UnixNano(), hex.EncodeToString(b[:]))
-	_ = os.MkdirAll(filepath.Join(t.env.IPCDir, ipc.ResultsDir), 0o700)
+	_ = os.MkdirAll(layout.IPCDir(t.env.IPCDir).Results(), 0o700)
 	tmp := filepath.Join(dir, name+".tmp")
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return nil, nil, fmt.Errorf("could not write the request (%w); the IPC directory may be missing, try again later", err)
@@ -232,7 +216,7 @@ func (t *tools) registerGroup(_ context.Context, _ *mcp.CallToolRequest, in regi
 }
 
 func (t *tools) listTasks(_ context.Context, _ *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
-	data, err := os.ReadFile(filepath.Join(t.env.IPCDir, scheduler.TasksFile))
+	data, err := os.ReadFile(layout.IPCDir(t.env.IPCDir).TasksSnapshot())
 	if errors.Is(err, os.ErrNotExist) {
 		return text("No scheduled tasks."), nil, nil
 	}

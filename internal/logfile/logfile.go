@@ -1,4 +1,5 @@
-package daemon
+// Package logfile is the daemon's own log file: append-only, rotated by size.
+package logfile
 
 import (
 	"fmt"
@@ -7,9 +8,9 @@ import (
 	"sync"
 )
 
-// RotatingLog is an append-only log file that is renamed to .1 (.1 to .2,
+// Rotating is an append-only log file that is renamed to .1 (.1 to .2,
 // …) when it would grow past max bytes, keeping keep old files.
-type RotatingLog struct {
+type Rotating struct {
 	path string
 	max  int64
 	keep int
@@ -19,16 +20,16 @@ type RotatingLog struct {
 	size int64
 }
 
-// OpenRotatingLog opens (creating) the log at path.
-func OpenRotatingLog(path string, max int64, keep int) (*RotatingLog, error) {
+// Open opens (creating) the log at path.
+func Open(path string, max int64, keep int) (*Rotating, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create log directory: %w", err)
 	}
-	l := &RotatingLog{path: path, max: max, keep: keep}
+	l := &Rotating{path: path, max: max, keep: keep}
 	return l, l.open()
 }
 
-func (l *RotatingLog) open() error {
+func (l *Rotating) open() error {
 	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("open log: %w", err)
@@ -43,7 +44,7 @@ func (l *RotatingLog) open() error {
 }
 
 // Write appends p, rotating first if p would take the file past max.
-func (l *RotatingLog) Write(p []byte) (int, error) {
+func (l *Rotating) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.size > 0 && l.size+int64(len(p)) > l.max {
@@ -54,7 +55,7 @@ func (l *RotatingLog) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func (l *RotatingLog) rotate() {
+func (l *Rotating) rotate() {
 	l.f.Close()
 	for i := l.keep - 1; i >= 1; i-- {
 		os.Rename(fmt.Sprintf("%s.%d", l.path, i), fmt.Sprintf("%s.%d", l.path, i+1))
@@ -67,7 +68,7 @@ func (l *RotatingLog) rotate() {
 }
 
 // Close closes the file.
-func (l *RotatingLog) Close() error {
+func (l *Rotating) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.f.Close()

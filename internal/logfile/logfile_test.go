@@ -1,4 +1,4 @@
-package daemon
+package logfile
 
 import (
 	"os"
@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-func TestRotatingLog(t *testing.T) {
+func TestRotating(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "logs", "nanoclawd.log")
-	l, err := OpenRotatingLog(path, 100, 2)
+	l, err := Open(path, 100, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestRotatingLog(t *testing.T) {
 		t.Errorf("log mode %v", fi.Mode().Perm())
 	}
 	// Reopening appends and counts what is there.
-	l, _ = OpenRotatingLog(path, 100, 2)
+	l, _ = Open(path, 100, 2)
 	l.Write([]byte(line))
 	l.Write([]byte(line))
 	l.Close()

@@ -1,0 +1,211 @@
+// Package layout names every file and directory nanoclawd keeps on disk:
+// the data dir (the daemon's state, the IPC tree, agent sessions) and the
+// groups dir (one folder per group). No other package spells one of these
+// names; the sandbox's view of the daemon's state is derived from
+// StateFiles, so a state file added here is hidden from agents too.
+//
+//	<dataDir>/
+//	  nanoclaw.db(-wal,-shm)     the daemon's SQLite database
+//	  whatsapp.db(-wal,-shm)     WhatsApp's session (whatsmeow's own store)
+//	  whatsapp.version           the last WhatsApp Web version WhatsApp accepted
+//	  whatsapp.status.json       the running daemon's WhatsApp connection state
+//	  nanoclawd.lock             one daemon per data dir (flock, holds the PID)
+//	  control.sock               what `nanoclawd status` asks
+//	  groups.changed             touched by the CLI after it changes the registry
+//	  logs/nanoclawd.log         the daemon's log (rotated)
+//	  gw/<random>.sock           the gateway socket of each confined run
+//	  ipc/errors/                refused IPC files, with the reason beside each
+//	  ipc/<folder>/              the group's IPC directory (NANOCLAW_IPC_DIR)
+//	    messages/ tasks/         requests from the agent's MCP tools
+//	    results/                 the daemon's verdict on each request
+//	    input/                   follow-up messages to a running agent; input/_close ends it
+//	    current_tasks.json       snapshots the MCP tools read
+//	    available_groups.json
+//	  sessions/<folder>/         the agent's Claude session (home/ = a confined run's HOME)
+//	<groupsDir>/
+//	  global/CLAUDE.md           memory shared by every group
+//	  <folder>/                  the group's folder, its agent's working directory
+//	    CLAUDE.md                its memory
+//	    logs/                    run logs and security.jsonl (the daemon's, read-only to the agent)
+//	    media/                   images received in the group's chat
+//
+// Everything here is a pure function of the two directories.
+package layout
+
+import (
+	"path/filepath"
+	"strings"
+)
+
+// EnvFile, beside the config file, holds secrets (NAME=value lines) that
+// `nanoclawd run` reads at start and a service manager loads; no confined
+// agent may read it.
+const EnvFile = "nanoclawd.env"
+
+// Defaults of dataDir, groupsDir and channels.local.socket, relative to
+// the config file's directory.
+const (
+	DefaultDataDir     = "data"
+	DefaultGroupsDir   = "groups"
+	DefaultLocalSocket = DefaultDataDir + "/local.sock"
+)
+
+// Names inside a group's folder and inside an IPC directory, for code that
+// holds only that directory (an agent knows its NANOCLAW_IPC_DIR, not the
+// data dir).
+const (
+	LogsDir        = "logs" // the daemon's files in a group's folder (and in the data dir)
+	MemoryFile     = "CLAUDE.md"
+	MediaDir       = "media"  // images received in the group's chat
+	GlobalFolder   = "global" // beside the groups' folders: the memory every group shares
+	MessagesDir    = "messages"
+	TasksDir       = "tasks"
+	ResultsDir     = "results"
+	InputDir       = "input"
+	CloseFile      = "_close"
+	ErrorsDir      = "errors" // beside the groups' IPC directories
+	TasksSnapshot  = "current_tasks.json"
+	GroupsSnapshot = "available_groups.json"
+)
+
+// Layout is the on-disk layout of one installation. Both directories are
+// absolute (config.Load makes them so).
+type Layout struct {
+	DataDir   string
+	GroupsDir string
+}
+
+// New is the layout of an installation with these directories.
+func New(dataDir, groupsDir string) Layout { return Layout{DataDir: dataDir, GroupsDir: groupsDir} }
+
+// DB is the daemon's SQLite database.
+func (l Layout) DB() string { return l.data("nanoclaw.db") }
+
+// WhatsAppDB is whatsmeow's store (WhatsApp's session), a SQLite file of its own.
+func (l Layout) WhatsAppDB() string { return l.data("whatsapp.db") }
+
+// WhatsAppVersion holds the WhatsApp Web version of the last connection
+// WhatsApp accepted.
+func (l Layout) WhatsAppVersion() string { return l.data("whatsapp.version") }
+
+// WhatsAppStatus holds the running daemon's WhatsApp connection state, for
+// the CLI.
+func (l Layout) WhatsAppStatus() string { return l.data("whatsapp.status.json") }
+
+// Lock is the single-instance lock (flock; the holder's PID inside).
+func (l Layout) Lock() string { return l.data("nanoclawd.lock") }
+
+// ControlSocket is the daemon's status socket (mode 0600).
+func (l Layout) ControlSocket() string { return l.data("control.sock") }
+
+// GroupsChanged is the marker the CLI touches after changing the registry,
+// so the running daemon reloads it at once.
+func (l Layout) GroupsChanged() string { return l.data("groups.changed") }
+
+// Logs is the daemon's log directory.
+func (l Layout) Logs() string { return l.data(LogsDir) }
+
+// DaemonLog is the daemon's own log file (rotated beside it).
+func (l Layout) DaemonLog() string { return filepath.Join(l.Logs(), "nanoclawd.log") }
+
+// Gateways holds the socket of each confined run's egress gateway (when
+// the path is short enough for a Unix socket).
+func (l Layout) Gateways() string { return l.data("gw") }
+
+// IPCRoot holds one IPC directory per group and the quarantine.
+func (l Layout) IPCRoot() string { return l.data("ipc") }
+
+// IPCErrors is the quarantine of refused IPC files.
+func (l Layout) IPCErrors() string { return filepath.Join(l.IPCRoot(), ErrorsDir) }
+
+// IPC is a group's IPC directory (NANOCLAW_IPC_DIR of its runs).
+func (l Layout) IPC(folder string) IPCDir { return IPCDir(filepath.Join(l.IPCRoot(), folder)) }
+
+// Sessions holds one agent session directory per group.
+func (l Layout) Sessions() string { return l.data("sessions") }
+
+// Session is a group's agent session directory (NANOCLAW_SESSION_DIR).
+func (l Layout) Session(folder string) string { return filepath.Join(l.Sessions(), folder) }
+
+// SessionHome is HOME of a group's confined runs, inside its session
+// directory, so nothing of the owner's home is needed.
+func (l Layout) SessionHome(folder string) string { return filepath.Join(l.Session(folder), "home") }
+
+// Group is a group's folder, its agent's working directory.
+func (l Layout) Group(folder string) string { return filepath.Join(l.GroupsDir, folder) }
+
+// GroupMemory is a group's CLAUDE.md.
+func (l Layout) GroupMemory(folder string) string { return filepath.Join(l.Group(folder), MemoryFile) }
+
+// GroupMedia holds the images received in a group's chat, as media/<id>.<ext>.
+func (l Layout) GroupMedia(folder string) string { return filepath.Join(l.Group(folder), MediaDir) }
+
+// GroupLogs holds a group's run logs and audit trail: the daemon's, never
+// writable by the group's agent.
+func (l Layout) GroupLogs(folder string) string { return filepath.Join(l.Group(folder), LogsDir) }
+
+// SecurityLog is a group's audit trail, one JSON violation a line.
+func (l Layout) SecurityLog(folder string) string {
+	return filepath.Join(l.GroupLogs(folder), "security.jsonl")
+}
+
+// Global is the folder of the memory every group shares.
+func (l Layout) Global() string { return l.Group(GlobalFolder) }
+
+// GlobalMemory is the shared CLAUDE.md: every non-main agent reads it,
+// only the main group's writes it.
+func (l Layout) GlobalMemory() string { return filepath.Join(l.Global(), MemoryFile) }
+
+// StateFiles are the daemon's own files and directories in the data dir,
+// which no confined agent may see: the security policy denies each of them
+// (and the sandbox cuts them out of any tree an allowRead opens). A
+// group's own IPC directory lies under IPCRoot and is mounted back for its
+// runs only; sessions are denied per group, since a run needs its own.
+func (l Layout) StateFiles() []string {
+	var out []string
+	out = append(out, SQLiteFiles(l.DB())...)
+	out = append(out, SQLiteFiles(l.WhatsAppDB())...)
+	return append(out, l.WhatsAppVersion(), l.WhatsAppStatus(), l.Lock(), l.ControlSocket(),
+		l.GroupsChanged(), l.Logs(), l.Gateways(), l.IPCRoot())
+}
+
+// SQLiteFiles are a SQLite database and the journal files WAL mode keeps
+// beside it.
+func SQLiteFiles(db string) []string { return []string{db, db + "-wal", db + "-shm"} }
+
+// Reserved tells whether a group may not use folder as its folder name,
+// because the name is taken beside the groups' own: the shared memory's
+// folder (any case, for case-insensitive file systems) and the IPC
+// quarantine.
+func Reserved(folder string) bool {
+	return strings.EqualFold(folder, GlobalFolder) || folder == ErrorsDir
+}
+
+func (l Layout) data(name string) string { return filepath.Join(l.DataDir, name) }
+
+// IPCDir is one group's IPC directory. An agent knows it as
+// NANOCLAW_IPC_DIR; the daemon as Layout.IPC(folder).
+type IPCDir string
+
+// Messages is where message requests are written.
+func (d IPCDir) Messages() string { return d.join(MessagesDir) }
+
+// Tasks is where task and group requests are written.
+func (d IPCDir) Tasks() string { return d.join(TasksDir) }
+
+// Results holds the daemon's verdict on each request, under the request's name.
+func (d IPCDir) Results() string { return d.join(ResultsDir) }
+
+// Input holds follow-up messages for the running agent.
+func (d IPCDir) Input() string { return d.join(InputDir) }
+
+// Close is the empty file that asks the running agent to finish.
+func (d IPCDir) Close() string { return filepath.Join(d.Input(), CloseFile) }
+
+// TasksSnapshot lists the tasks the group may see, for list_tasks.
+func (d IPCDir) TasksSnapshot() string { return d.join(TasksSnapshot) }
+
+// GroupsSnapshot lists the chats the main group may register.
+func (d IPCDir) GroupsSnapshot() string { return d.join(GroupsSnapshot) }
+
+func (d IPCDir) join(name string) string { return filepath.Join(string(d), name) }
