@@ -16,7 +16,7 @@ const maxAttempts = 5
 // finish does what is left of entries once their records committed: the
 // file removed (carried out) or quarantined with its reason (refused), the
 // verdict written for the agent, a new group watched, the snapshot of
-// groups refreshed; then the daemon is woken and the entries marked done.
+// groups refreshed; then the entries are marked done and the daemon woken.
 // All of it is safe to repeat, so a crash before the mark only repeats it.
 func (w *Watcher) finish(ctx context.Context, entries []*entry) {
 	if len(entries) == 0 {
@@ -38,17 +38,20 @@ func (w *Watcher) finish(ctx context.Context, entries []*entry) {
 			tasks = true
 		}
 	}
+	// Marked before the daemon is woken, so that the outbox's writes for
+	// these files do not contend with this one (SQLite's busy wait sleeps
+	// whole milliseconds).
+	if err := w.markDone(ctx, ids); err != nil {
+		w.logErr(ctx, err) // they stay open and are finished again
+	} else {
+		for _, e := range finished {
+			delete(w.open, e.ref)
+		}
+	}
 	if tasks {
 		w.cfg.Tasks.Changed()
 	}
 	w.cfg.Effects.Committed(ctx)
-	if err := w.markDone(ctx, ids); err != nil {
-		w.logErr(ctx, err) // they stay open and are finished again
-		return
-	}
-	for _, e := range finished {
-		delete(w.open, e.ref)
-	}
 }
 
 func (w *Watcher) finishOne(ctx context.Context, e *entry, ans *answers) error {
