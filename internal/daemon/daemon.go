@@ -46,21 +46,22 @@ const ShutdownGrace = 10 * time.Second
 
 // Daemon is one running nanoclawd.
 type Daemon struct {
-	cfg      atomic.Pointer[config.Config]
-	log      zerolog.Logger
-	db       *sql.DB
-	reg      *groups.Registry
-	messages *messages.Store
-	channels channel.Set
-	outbox   *outbox.Outbox
-	reporter *alerts.Reporter
-	tokens   *ipc.Tokens
-	sched    *scheduler.Scheduler
-	queue    *runner.Queue
-	ledger   *runner.Ledger
-	router   *router.Router
-	watcher  *ipc.Watcher
-	lock     *os.File
+	cfg         atomic.Pointer[config.Config]
+	log         zerolog.Logger
+	db          *sql.DB
+	checkpoints *store.Checkpointer
+	reg         *groups.Registry
+	messages    *messages.Store
+	channels    channel.Set
+	outbox      *outbox.Outbox
+	reporter    *alerts.Reporter
+	tokens      *ipc.Tokens
+	sched       *scheduler.Scheduler
+	queue       *runner.Queue
+	ledger      *runner.Ledger
+	router      *router.Router
+	watcher     *ipc.Watcher
+	lock        *os.File
 
 	mu             sync.Mutex
 	watched        map[string]bool // group folders whose IPC directories are watched
@@ -86,7 +87,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 			d.close()
 		}
 	}()
-	if d.db, err = store.Open(cfg.DataDir); err != nil {
+	if d.db, d.checkpoints, err = store.OpenWithCheckpointer(cfg.DataDir); err != nil {
 		return nil, err
 	}
 	d.reg = groups.New(d.db, cfg.GroupsDir)
@@ -169,6 +170,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	var outWG sync.WaitGroup
 	outWG.Add(1)
 	go func() { defer outWG.Done(); d.outbox.Run(bg) }()
+	goRun("checkpoints", d.checkpoints.Run)
 	goRun("alerts", d.reporter.Run)
 	goRun("scheduler", d.sched.Run)
 	goRun("ipc", d.watcher.Run)
