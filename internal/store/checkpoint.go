@@ -87,4 +87,4 @@ type connector struct {
 }
 
 func (c connector) Connect(context.Context) (driver.Conn, error) { return c.drv.Open(c.dsn) }
-func (c connector) Driver() driver.Driver                       { return c.drv }
+func (c connector) Driver() driver.Driver                        { return c.drv }
