@@ -22,9 +22,11 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// MainFunc reports the main group's folder and chat; ok is false while no
+// MainChat names the main group's folder and chat; ok is false while no
 // main group is registered.
-type MainFunc func(ctx context.Context) (folder, jid string, ok bool)
+type MainChat interface {
+	MainChat(ctx context.Context) (folder, jid string, ok bool)
+}
 
 // Reporter records violations and raises alerts about them.
 type Reporter struct {
@@ -32,7 +34,7 @@ type Reporter struct {
 	groupsDir string
 	out       *outbox.Outbox
 	log       zerolog.Logger
-	main      MainFunc
+	main      MainChat
 	cooldown  time.Duration
 	now       func() time.Time
 
@@ -53,7 +55,7 @@ const DefaultMaxPerGroup = 3
 // the main group as main reports it. Repeats of a (group, kind, target)
 // within cooldown are folded into one summary; cooldown 0 alerts every
 // violation. clock is time.Now when nil; log gets what fails in Run.
-func NewReporter(db *sql.DB, groupsDir string, out *outbox.Outbox, main MainFunc, cooldown time.Duration, clock func() time.Time, log zerolog.Logger) *Reporter {
+func NewReporter(db *sql.DB, groupsDir string, out *outbox.Outbox, main MainChat, cooldown time.Duration, clock func() time.Time, log zerolog.Logger) *Reporter {
 	if clock == nil {
 		clock = time.Now
 	}
@@ -143,7 +145,7 @@ func (r *Reporter) recordTx(ctx context.Context, tx *sql.Tx, v security.Violatio
 	if !alert {
 		return id, v, false, nil
 	}
-	mainFolder, mainJID, haveMain := r.main(ctx)
+	mainFolder, mainJID, haveMain := r.main.MainChat(ctx)
 	if haveMain && v.Group == mainFolder {
 		return id, v, false, nil
 	}
@@ -303,7 +305,7 @@ func (r *Reporter) Run(ctx context.Context) error {
 // that ended quietly, and returns when the next window with folded
 // violations ends.
 func (r *Reporter) sendDue(ctx context.Context) (time.Time, error) {
-	_, mainJID, haveMain := r.main(ctx)
+	_, mainJID, haveMain := r.main.MainChat(ctx)
 	chat := sql.NullString{String: mainJID, Valid: haveMain}
 	now := r.now().UnixNano()
 	tx, err := r.db.BeginTx(ctx, nil)
@@ -365,7 +367,7 @@ func (r *Reporter) sendDue(ctx context.Context) (time.Time, error) {
 // group's chat, if there is one now. The daemon calls it after any change
 // to the registered groups.
 func (r *Reporter) Kick(ctx context.Context) error {
-	_, jid, ok := r.main(ctx)
+	_, jid, ok := r.main.MainChat(ctx)
 	if !ok {
 		return nil
 	}

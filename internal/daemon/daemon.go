@@ -93,8 +93,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	d.reg = groups.New(d.db, cfg.GroupsDir)
 	d.reg.Assistant = cfg.AssistantName
 	d.messages = messages.New(d.db)
-	d.outbox = outbox.New(d.db, &d.channels, log.With().Str("part", "outbox").Logger())
-	d.outbox.Main = d.mainGroup
+	d.outbox = outbox.New(d.db, &d.channels, d.reg, log.With().Str("part", "outbox").Logger())
 	if cfg.Channels.Local.Enabled {
 		d.channels = append(d.channels, local.New(cfg.Channels.Local.Socket, d.db))
 	}
@@ -104,7 +103,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 			Logger: log.With().Str("part", "whatsapp").Logger(), Outbox: d.outbox,
 		}))
 	}
-	d.reporter = alerts.NewReporter(d.db, cfg.GroupsDir, d.outbox, d.mainGroup, cfg.Alerts.Cooldown.D(), nil, log.With().Str("part", "alerts").Logger())
+	d.reporter = alerts.NewReporter(d.db, cfg.GroupsDir, d.outbox, d.reg, cfg.Alerts.Cooldown.D(), nil, log.With().Str("part", "alerts").Logger())
 	d.reporter.MaxPerGroup = cfg.Alerts.MaxPerGroup
 	if d.tokens, err = ipc.OpenTokens(ctx, d.db); err != nil {
 		return nil, err
@@ -235,14 +234,6 @@ func (d *Daemon) close() {
 	if d.lock != nil {
 		d.lock.Close()
 	}
-}
-
-func (d *Daemon) mainGroup(ctx context.Context) (folder, jid string, ok bool) {
-	g, err := d.reg.Main(ctx)
-	if err != nil {
-		return "", "", false
-	}
-	return g.Folder, g.JID, true
 }
 
 // beforeRun refreshes the files an agent reads in its IPC directory.

@@ -130,6 +130,16 @@ func (r *Registry) Main(ctx context.Context) (Group, error) {
 	return r.one(ctx, `is_main = ?`, 1)
 }
 
+// MainChat names the main group's folder and chat; ok is false while no
+// main group is registered (or it cannot be read).
+func (r *Registry) MainChat(ctx context.Context) (folder, jid string, ok bool) {
+	g, err := r.Main(ctx)
+	if err != nil {
+		return "", "", false
+	}
+	return g.Folder, g.JID, true
+}
+
 // Add registers g and creates its folder with a starter CLAUDE.md.
 func (r *Registry) Add(ctx context.Context, g Group) error {
 	tx, err := r.db.BeginTx(ctx, nil)

@@ -51,6 +51,7 @@ const tellAgain = 24 * time.Hour
 // Send and its mark (then the stable Outgoing.ID lets the channel drop it).
 type Outbox struct {
 	db   *sql.DB
+	main MainChat
 	send Sender
 	log  zerolog.Logger
 
@@ -64,9 +65,6 @@ type Outbox struct {
 	// channel.ErrUnavailable (the channel is down) never count: those
 	// messages wait for the channel. Set before Run.
 	GiveUpAfter time.Duration
-	// Main names the main group, told once when messages to a chat are
-	// dropped. Nil: failures are only logged. Set before Run.
-	Main func(ctx context.Context) (folder, jid string, ok bool)
 
 	installMu sync.Mutex
 	install   string // the install id, once read
@@ -85,12 +83,20 @@ type chatState struct {
 	retryAt time.Time     // no automatic send before this
 }
 
+// MainChat names the main group, told once when messages to a chat are
+// dropped as undeliverable; ok is false while there is none.
+type MainChat interface {
+	MainChat(ctx context.Context) (folder, jid string, ok bool)
+}
+
 // New returns an outbox over db (migrated by store.Open) that sends
-// through sender. Nothing is sent until Run is called.
-func New(db *sql.DB, sender Sender, log zerolog.Logger) *Outbox {
+// through sender and tells main (nil: no one) what it drops. Nothing is
+// sent until Run is called.
+func New(db *sql.DB, sender Sender, main MainChat, log zerolog.Logger) *Outbox {
 	return &Outbox{
 		db:          db,
 		send:        sender,
+		main:        main,
 		log:         log,
 		MinBackoff:  500 * time.Millisecond,
 		MaxBackoff:  time.Minute,
