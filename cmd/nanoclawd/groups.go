@@ -268,7 +268,7 @@ func (c groupsImport) Run(ctx context.Context, g *globals, args []string) error 
 		return err
 	}
 	defer db.Close()
-	sched := scheduler.New(db, cfg.Location(), nil, "", zerolog.Nop())
+	sched := scheduler.New(db, cfg.Location(), nil, nil, zerolog.Nop())
 	t := nanoclaw.Target{DB: db, Registry: reg, Scheduler: sched, DefaultTrigger: cfg.DefaultTrigger()}
 	if err := nanoclaw.Apply(ctx, in, t, *dryRun, g.stdout); err != nil {
 		return fmt.Errorf("%s: %w", pos[0], err)

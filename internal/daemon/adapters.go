@@ -5,11 +5,10 @@ import (
 	"database/sql"
 	"errors"
 
-	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/ipc"
+	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
-	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
@@ -85,23 +84,22 @@ func (e ipcEffects) RefreshGroups(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e.d.beforeRun(ctx, g)
-	return nil
+	return e.d.snapshots.Refresh(ctx, g.Folder, true)
 }
 
-// chats lists chats for available_groups.json.
-type chats struct{ d *Daemon }
-
-func (c chats) ListChats(ctx context.Context) ([]channel.Chat, error) {
-	return c.d.messages.ListChats(ctx)
+// chats lists chats for available_groups.json: every chat seen, and
+// whether it is registered.
+type chats struct {
+	*messages.Store
+	reg *groups.Registry
 }
 
 func (c chats) IsRegistered(ctx context.Context, jid string) (bool, error) {
-	_, err := c.d.reg.ByJID(ctx, jid)
+	_, err := c.reg.ByJID(ctx, jid)
 	if errors.Is(err, groups.ErrNotFound) {
 		return false, nil
 	}
 	return err == nil, err
 }
 
-var _ scheduler.Chats = chats{}
+var _ ipc.Chats = chats{}

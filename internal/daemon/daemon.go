@@ -61,6 +61,7 @@ type Daemon struct {
 	ledger      *runner.Ledger
 	router      *router.Router
 	watcher     *ipc.Watcher
+	snapshots   *ipc.Snapshots
 	lock        *os.File
 
 	mu             sync.Mutex
@@ -120,11 +121,12 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		d.queue.RetryBase = v
 	}
 	d.ledger = runner.NewLedger(d.db)
-	d.sched = scheduler.New(d.db, cfg.Location(), d.queue, cfg.Layout().IPCRoot(), log.With().Str("part", "scheduler").Logger())
+	d.snapshots = ipc.NewSnapshots(cfg.Layout(), d.db, chats{d.messages, d.reg}, log.With().Str("part", "ipc").Logger())
+	d.sched = scheduler.New(d.db, cfg.Location(), d.queue, d.snapshots, log.With().Str("part", "scheduler").Logger())
 	d.router = &router.Router{
 		Messages: d.messages, Groups: d.reg, Config: d.Config, Queue: d.queue, Outbox: d.outbox, Reporter: d.reporter,
 		Tokens: d.tokens, Tasks: tasks{d.sched, d.db}, Ledger: d.ledger, Typing: d.channels.SetTyping, Binary: binary,
-		Log: log.With().Str("part", "router").Logger(), BeforeRun: d.beforeRun,
+		Log: log.With().Str("part", "router").Logger(), Snapshots: d.snapshots,
 	}
 	if d.watcher, err = ipc.NewWatcher(ipc.Config{
 		IPCRoot: cfg.Layout().IPCRoot(), DB: d.db, Tokens: d.tokens, Groups: ipcGroups{d.reg},
@@ -233,16 +235,6 @@ func (d *Daemon) close() {
 	}
 	if d.lock != nil {
 		d.lock.Close()
-	}
-}
-
-// beforeRun refreshes the files an agent reads in its IPC directory.
-func (d *Daemon) beforeRun(ctx context.Context, g groups.Group) {
-	if err := d.sched.WriteTasksSnapshot(ctx, g.Folder, g.IsMain); err != nil {
-		d.log.Warn().Err(err).Str("group", g.Folder).Msg("write current_tasks.json")
-	}
-	if err := scheduler.WriteGroupsSnapshot(ctx, d.Config().Layout().IPCRoot(), g.Folder, g.IsMain, chats{d}, time.Now()); err != nil {
-		d.log.Warn().Err(err).Str("group", g.Folder).Msg("write available_groups.json")
 	}
 }
 

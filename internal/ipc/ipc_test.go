@@ -134,7 +134,7 @@ func newHarness(t testing.TB) *harness {
 	groups := &fakeGroups{}
 	h := &harness{root: root, db: db, tokens: tokens, groups: groups, token: map[string]string{},
 		effects: &fakeEffects{events: make(chan event, 100000), groups: groups}}
-	h.sched = scheduler.New(db, time.UTC, nil, root, zerolog.Nop())
+	h.sched = scheduler.New(db, time.UTC, nil, nil, zerolog.Nop())
 	h.w, err = NewWatcher(Config{IPCRoot: root, DB: db, Tokens: tokens, Groups: groups, Tasks: h.sched,
 		Effects: h.effects, Log: zerolog.Nop()})
 	if err != nil {

@@ -52,7 +52,7 @@ func runKillChild(dataDir string) {
 	groups := &fakeGroups{groups: testGroups}
 	root := filepath.Join(dataDir, "ipc")
 	w, err := NewWatcher(Config{IPCRoot: root, DB: db, Tokens: tokens, Groups: groups,
-		Tasks: scheduler.New(db, time.UTC, nil, root, zerolog.Nop()), Effects: sqlEffects{}, Log: zerolog.Nop()})
+		Tasks: scheduler.New(db, time.UTC, nil, nil, zerolog.Nop()), Effects: sqlEffects{}, Log: zerolog.Nop()})
 	if err != nil {
 		panic(err)
 	}

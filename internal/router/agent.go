@@ -87,8 +87,10 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 			return fmt.Errorf("prepare %s: %w", d, err)
 		}
 	}
-	if r.BeforeRun != nil {
-		r.BeforeRun(ctx, g)
+	if r.Snapshots != nil {
+		if err := r.Snapshots.Refresh(ctx, g.Folder, g.IsMain); err != nil {
+			r.Log.Warn().Err(err).Str("group", g.Folder).Msg("refresh the snapshot files of the IPC directory")
+		}
 	}
 	token, err := r.Tokens.Issue(ctx, g.Folder)
 	if err != nil {

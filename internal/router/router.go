@@ -45,6 +45,10 @@ type (
 		Get(ctx context.Context, id string) (scheduler.Task, error)
 		Done(ctx context.Context, taskID, result string, runErr error) error
 	}
+	// Snapshots writes the files an agent reads in its IPC directory.
+	Snapshots interface {
+		Refresh(ctx context.Context, folder string, isMain bool) error
+	}
 	// Ledger keeps the marks of running agents and each group's last run.
 	Ledger interface {
 		Mark(ctx context.Context, folder string, pid int) (int, error)
@@ -67,9 +71,9 @@ type Router struct {
 	Typing   func(ctx context.Context, jid string, on bool) // best effort; may be nil
 	Binary   string                                         // this nanoclawd, for the agent's MCP server
 	Log      zerolog.Logger
-	// BeforeRun, if set, is called before each agent run (to refresh the
-	// files the agent reads).
-	BeforeRun func(ctx context.Context, g groups.Group)
+	// Snapshots, if set, refreshes the files an agent reads in its IPC
+	// directory before each run.
+	Snapshots Snapshots
 
 	warm warm // agents started ahead (warm.go)
 }

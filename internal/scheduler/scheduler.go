@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -52,6 +51,12 @@ type Enqueuer interface {
 	EnqueueTask(folder, taskID string)
 }
 
+// Observer is told after tasks changed or ran (ipc.Snapshots keeps the
+// agents' current_tasks.json files current).
+type Observer interface {
+	TasksChanged(ctx context.Context)
+}
+
 // Querier is a *sql.DB or a *sql.Tx, so task changes can share the
 // transaction that records the IPC file asking for them.
 type Querier interface {
@@ -62,26 +67,24 @@ type Querier interface {
 
 // Scheduler owns the scheduled_tasks and task_run_logs tables.
 type Scheduler struct {
-	db      *sql.DB
-	loc     *time.Location
-	queue   Enqueuer
-	ipcRoot string
-	log     zerolog.Logger
-	now     func() time.Time
-	wake    chan struct{}
-
-	mu        sync.Mutex
-	snapshots map[string]bool // folder → isMain, for current_tasks.json rewrites
+	db       *sql.DB
+	loc      *time.Location
+	queue    Enqueuer
+	observer Observer // may be nil
+	log      zerolog.Logger
+	now      func() time.Time
+	wake     chan struct{}
 }
 
-// New returns a scheduler computing schedules in loc and writing the agents'
-// snapshots under ipcRoot (<dataDir>/ipc). Call Run to start firing tasks.
-func New(db *sql.DB, loc *time.Location, queue Enqueuer, ipcRoot string, log zerolog.Logger) *Scheduler {
+// New returns a scheduler computing schedules in loc, handing due tasks to
+// queue and telling observer (nil: no one) of changes. Call Run to start
+// firing tasks.
+func New(db *sql.DB, loc *time.Location, queue Enqueuer, observer Observer, log zerolog.Logger) *Scheduler {
 	if loc == nil {
 		loc = time.Local
 	}
-	return &Scheduler{db: db, loc: loc, queue: queue, ipcRoot: ipcRoot, log: log,
-		now: time.Now, wake: make(chan struct{}, 1), snapshots: map[string]bool{}}
+	return &Scheduler{db: db, loc: loc, queue: queue, observer: observer, log: log,
+		now: time.Now, wake: make(chan struct{}, 1)}
 }
 
 // NewTask is what schedule_task asks for.
@@ -159,7 +162,12 @@ func (s *Scheduler) Get(ctx context.Context, q Querier, id string) (Task, error)
 
 // List returns the tasks of folder, or every task when folder is "".
 func (s *Scheduler) List(ctx context.Context, folder string) ([]Task, error) {
-	return s.query(ctx, `WHERE ? = '' OR group_folder = ? ORDER BY created_at, id`, folder, folder)
+	return ListTasks(ctx, s.db, folder)
+}
+
+// ListTasks is List over q.
+func ListTasks(ctx context.Context, q Querier, folder string) ([]Task, error) {
+	return queryTasks(ctx, q, `WHERE ? = '' OR group_folder = ? ORDER BY created_at, id`, folder, folder)
 }
 
 // Next returns the n active tasks due soonest.
@@ -168,7 +176,11 @@ func (s *Scheduler) Next(ctx context.Context, n int) ([]Task, error) {
 }
 
 func (s *Scheduler) query(ctx context.Context, where string, args ...any) ([]Task, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+taskColumns+` FROM scheduled_tasks `+where, args...)
+	return queryTasks(ctx, s.db, where, args...)
+}
+
+func queryTasks(ctx context.Context, q Querier, where string, args ...any) ([]Task, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+taskColumns+` FROM scheduled_tasks `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
@@ -265,7 +277,13 @@ func (s *Scheduler) changeable(ctx context.Context, q Querier, id string) (Task,
 	return t, nil
 }
 
-// Changed re-arms the timer and rewrites the agents' task snapshots. Call it
+func (s *Scheduler) tasksChanged(ctx context.Context) {
+	if s.observer != nil {
+		s.observer.TasksChanged(ctx)
+	}
+}
+
+// Changed re-arms the timer and tells the observer. Call it
 // after any committed change made through Create, Pause, Resume, Cancel or
 // Update.
 func (s *Scheduler) Changed() {
@@ -294,7 +312,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 				default:
 				}
 			}
-			s.rewriteSnapshots(ctx)
+			s.tasksChanged(ctx)
 		case <-timer.C:
 		}
 	}
@@ -350,7 +368,7 @@ func (s *Scheduler) fireDue(ctx context.Context) {
 		s.queue.EnqueueTask(t.GroupFolder, t.ID)
 	}
 	if len(due) > 0 {
-		s.rewriteSnapshots(ctx)
+		s.tasksChanged(ctx)
 	}
 }
 

@@ -2,17 +2,13 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
-	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
@@ -95,8 +91,7 @@ func newScheduler(t *testing.T, r Enqueuer) (*Scheduler, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	ipcRoot := filepath.Join(dir, "ipc")
-	return New(db, time.UTC, r, ipcRoot, zerolog.Nop()), ipcRoot
+	return New(db, time.UTC, r, nil, zerolog.Nop()), dir
 }
 
 func TestDueTaskRunsThroughRunnerAndIsLogged(t *testing.T) {
@@ -183,80 +178,28 @@ func TestPauseResumeCancelUpdate(t *testing.T) {
 	}
 }
 
-type chatsFake struct {
-	chats      []channel.Chat
-	registered map[string]bool
-}
+// observed counts the scheduler's TasksChanged calls.
+type observed chan struct{}
 
-func (c chatsFake) ListChats(context.Context) ([]channel.Chat, error) { return c.chats, nil }
-func (c chatsFake) IsRegistered(_ context.Context, jid string) (bool, error) {
-	return c.registered[jid], nil
-}
+func (o observed) TasksChanged(context.Context) { o <- struct{}{} }
 
-func TestSnapshotsMainSeesAllOthersTheirOwn(t *testing.T) {
-	s, ipcRoot := newScheduler(t, enqueued(nil))
-	ctx := context.Background()
-	for _, f := range []string{"main", "family", "work"} {
-		if _, err := s.Create(ctx, s.db, NewTask{GroupFolder: f, ChatJID: f + "@g.us", Prompt: "p " + f,
-			ScheduleType: TypeInterval, ScheduleValue: "600000"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	read := func(folder string) []Task {
-		t.Helper()
-		var tasks []Task
-		data, err := os.ReadFile(filepath.Join(ipcRoot, folder, TasksFile))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(data, &tasks); err != nil {
-			t.Fatal(err)
-		}
-		return tasks
-	}
-	if err := s.WriteTasksSnapshot(ctx, "main", true); err != nil {
+// A change made through the scheduler reaches its observer (the agents'
+// current_tasks.json files).
+func TestChangedTellsTheObserver(t *testing.T) {
+	s, _ := newScheduler(t, enqueued(nil))
+	obs := make(observed, 8)
+	s.observer = obs
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Run(ctx)
+	if _, err := s.Create(ctx, s.db, NewTask{GroupFolder: "family", ChatJID: "1@g.us", Prompt: "p",
+		ScheduleType: TypeInterval, ScheduleValue: "600000", ContextMode: ContextIsolated}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WriteTasksSnapshot(ctx, "family", false); err != nil {
-		t.Fatal(err)
-	}
-	if n := len(read("main")); n != 3 {
-		t.Fatalf("main sees %d tasks, want 3", n)
-	}
-	fam := read("family")
-	if len(fam) != 1 || fam[0].GroupFolder != "family" {
-		t.Fatalf("family sees %+v", fam)
-	}
-
-	chats := chatsFake{chats: []channel.Chat{
-		{JID: "old@g.us", Name: "Old", IsGroup: true, Time: time.Unix(100, 0)},
-		{JID: "new@g.us", Name: "New", IsGroup: true, Time: time.Unix(200, 0)},
-		{JID: "alice@s.whatsapp.net", Name: "Alice", Time: time.Unix(300, 0)},
-	}, registered: map[string]bool{"old@g.us": true}}
-	for _, tc := range []struct {
-		folder string
-		main   bool
-		want   []string
-	}{{"main", true, []string{"new@g.us", "old@g.us"}}, {"family", false, nil}} {
-		if err := WriteGroupsSnapshot(ctx, ipcRoot, tc.folder, tc.main, chats, time.Now()); err != nil {
-			t.Fatal(err)
-		}
-		var snap struct {
-			Groups []AvailableGroup `json:"groups"`
-		}
-		data, _ := os.ReadFile(filepath.Join(ipcRoot, tc.folder, GroupsFile))
-		if err := json.Unmarshal(data, &snap); err != nil {
-			t.Fatal(err)
-		}
-		var jids []string
-		for _, g := range snap.Groups {
-			jids = append(jids, g.JID)
-		}
-		if strings.Join(jids, ",") != strings.Join(tc.want, ",") {
-			t.Errorf("%s sees groups %v, want %v", tc.folder, jids, tc.want)
-		}
-		if tc.main && (!snap.Groups[1].IsRegistered || snap.Groups[0].IsRegistered) {
-			t.Errorf("isRegistered wrong: %+v", snap.Groups)
-		}
+	s.Changed()
+	select {
+	case <-obs:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the observer was not told of the change")
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/nanoclawd/nanoclawd/internal/ipc"
-	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
 func init() { VerdictWait = 200 * time.Millisecond } // no daemon answers here
@@ -237,7 +237,7 @@ func TestListTasksReadsTheSnapshot(t *testing.T) {
 	if out, _ := call(t, cs, "list_tasks", nil); out != "No scheduled tasks." {
 		t.Fatalf("%q", out)
 	}
-	os.WriteFile(filepath.Join(dir, scheduler.TasksFile), []byte(`[{"id":"task-9","groupFolder":"family","prompt":"water plants",
+	os.WriteFile(layout.IPCDir(dir).TasksSnapshot(), []byte(`[{"id":"task-9","groupFolder":"family","prompt":"water plants",
 		"schedule_type":"cron","schedule_value":"0 9 * * *","status":"active","next_run":"2030-01-01T09:00:00Z"}]`), 0o600)
 	out, isErr := call(t, cs, "list_tasks", nil)
 	if isErr || !strings.Contains(out, "task-9") || !strings.Contains(out, "water plants") {

@@ -1,0 +1,132 @@
+package ipc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
+	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+)
+
+// Snapshots writes the files an agent reads in its IPC directory, as
+// NanoClaw writes them: current_tasks.json (every task for the main group,
+// a group's own otherwise) and available_groups.json (the group chats, for
+// the main group, which alone may register groups). Refresh writes both
+// before a run; TasksChanged keeps the task lists of every group seen so
+// far current when tasks change.
+type Snapshots struct {
+	layout layout.Layout
+	db     scheduler.Querier // the scheduler's tasks are read with scheduler.ListTasks
+	chats  Chats
+	log    zerolog.Logger
+
+	mu   sync.Mutex
+	seen map[string]bool // folder → isMain, for TasksChanged
+}
+
+// Chats is where the chat list comes from (the daemon's chat table and
+// group registry).
+type Chats interface {
+	ListChats(ctx context.Context) ([]channel.Chat, error)
+	IsRegistered(ctx context.Context, jid string) (bool, error)
+}
+
+// NewSnapshots returns the writer of the snapshot files under l.
+func NewSnapshots(l layout.Layout, db scheduler.Querier, chats Chats, log zerolog.Logger) *Snapshots {
+	return &Snapshots{layout: l, db: db, chats: chats, log: log, seen: map[string]bool{}}
+}
+
+// AvailableGroup is one chat in available_groups.json.
+type AvailableGroup struct {
+	JID          string `json:"jid"`
+	Name         string `json:"name"`
+	LastActivity string `json:"lastActivity"`
+	IsRegistered bool   `json:"isRegistered"`
+}
+
+// Refresh writes both files for folder.
+func (s *Snapshots) Refresh(ctx context.Context, folder string, isMain bool) error {
+	s.mu.Lock()
+	s.seen[folder] = isMain
+	s.mu.Unlock()
+	if err := s.writeTasks(ctx, folder, isMain); err != nil {
+		return err
+	}
+	return s.writeGroups(ctx, folder, isMain, time.Now())
+}
+
+// TasksChanged rewrites current_tasks.json of every group refreshed so
+// far (the scheduler calls it after a change or a run).
+func (s *Snapshots) TasksChanged(ctx context.Context) {
+	s.mu.Lock()
+	folders := make(map[string]bool, len(s.seen))
+	for f, m := range s.seen {
+		folders[f] = m
+	}
+	s.mu.Unlock()
+	for f, isMain := range folders {
+		if err := s.writeTasks(ctx, f, isMain); err != nil && ctx.Err() == nil {
+			s.log.Warn().Err(err).Str("group", f).Msg("rewrite current_tasks.json")
+		}
+	}
+}
+
+func (s *Snapshots) writeTasks(ctx context.Context, folder string, isMain bool) error {
+	filter := folder
+	if isMain {
+		filter = ""
+	}
+	tasks, err := scheduler.ListTasks(ctx, s.db, filter)
+	if err != nil {
+		return err
+	}
+	return writeSnapshot(s.layout.IPC(folder).TasksSnapshot(), tasks)
+}
+
+func (s *Snapshots) writeGroups(ctx context.Context, folder string, isMain bool, now time.Time) error {
+	groups := []AvailableGroup{}
+	if isMain {
+		list, err := s.chats.ListChats(ctx)
+		if err != nil {
+			return fmt.Errorf("list chats: %w", err)
+		}
+		sort.SliceStable(list, func(i, j int) bool { return list[i].Time.After(list[j].Time) })
+		for _, c := range list {
+			if !c.IsGroup {
+				continue
+			}
+			reg, err := s.chats.IsRegistered(ctx, c.JID)
+			if err != nil {
+				return fmt.Errorf("look up chat %s: %w", c.JID, err)
+			}
+			groups = append(groups, AvailableGroup{JID: c.JID, Name: c.Name,
+				LastActivity: c.Time.UTC().Format(time.RFC3339Nano), IsRegistered: reg})
+		}
+	}
+	return writeSnapshot(s.layout.IPC(folder).GroupsSnapshot(), struct {
+		Groups   []AvailableGroup `json:"groups"`
+		LastSync string           `json:"lastSync"`
+	}{groups, now.UTC().Format(time.RFC3339Nano)})
+}
+
+// writeSnapshot replaces path atomically, so an agent never reads half a file.
+func writeSnapshot(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return atomicfile.Write(path, data, 0o600)
+}

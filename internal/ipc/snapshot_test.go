@@ -1,0 +1,121 @@
+package ipc
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+	"github.com/nanoclawd/nanoclawd/internal/store"
+)
+
+type chatsFake struct {
+	chats      []channel.Chat
+	registered map[string]bool
+}
+
+func (c chatsFake) ListChats(context.Context) ([]channel.Chat, error) { return c.chats, nil }
+func (c chatsFake) IsRegistered(_ context.Context, jid string) (bool, error) {
+	return c.registered[jid], nil
+}
+
+// The main group's agent sees every task and the group chats it may
+// register; another group sees its own tasks and no chats; a task change
+// reaches the files of every group refreshed before.
+func TestSnapshotsMainSeesAllOthersTheirOwn(t *testing.T) {
+	dir := t.TempDir()
+	db, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	l := layout.New(dir, t.TempDir())
+	chats := chatsFake{chats: []channel.Chat{
+		{JID: "old@g.us", Name: "Old", IsGroup: true, Time: time.Unix(100, 0)},
+		{JID: "new@g.us", Name: "New", IsGroup: true, Time: time.Unix(200, 0)},
+		{JID: "alice@s.whatsapp.net", Name: "Alice", Time: time.Unix(300, 0)},
+	}, registered: map[string]bool{"old@g.us": true}}
+	snaps := NewSnapshots(l, db, chats, zerolog.Nop())
+	sched := scheduler.New(db, time.UTC, nil, snaps, zerolog.Nop())
+	ctx := context.Background()
+	create := func(folder string) {
+		t.Helper()
+		if _, err := sched.Create(ctx, db, scheduler.NewTask{GroupFolder: folder, ChatJID: folder + "@g.us", Prompt: "p " + folder,
+			ScheduleType: scheduler.TypeInterval, ScheduleValue: "600000", ContextMode: scheduler.ContextIsolated}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"main", "family", "work"} {
+		create(f)
+	}
+	tasks := func(folder string) []scheduler.Task {
+		t.Helper()
+		var ts []scheduler.Task
+		data, err := os.ReadFile(l.IPC(folder).TasksSnapshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(data, &ts); err != nil {
+			t.Fatal(err)
+		}
+		return ts
+	}
+	groupsOf := func(folder string) []AvailableGroup {
+		t.Helper()
+		var snap struct {
+			Groups []AvailableGroup `json:"groups"`
+		}
+		data, err := os.ReadFile(l.IPC(folder).GroupsSnapshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(data, &snap); err != nil {
+			t.Fatal(err)
+		}
+		return snap.Groups
+	}
+	if err := snaps.Refresh(ctx, "main", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := snaps.Refresh(ctx, "family", false); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(tasks("main")); n != 3 {
+		t.Errorf("main sees %d tasks, want 3", n)
+	}
+	if fam := tasks("family"); len(fam) != 1 || fam[0].GroupFolder != "family" {
+		t.Errorf("family sees %+v", fam)
+	}
+	var jids []string
+	for _, g := range groupsOf("main") {
+		jids = append(jids, g.JID)
+	}
+	if strings.Join(jids, ",") != "new@g.us,old@g.us" {
+		t.Errorf("main sees group chats %v, want the groups newest first", jids)
+	}
+	if g := groupsOf("main"); !g[1].IsRegistered || g[0].IsRegistered {
+		t.Errorf("isRegistered wrong: %+v", g)
+	}
+	if g := groupsOf("family"); len(g) != 0 {
+		t.Errorf("family sees group chats %+v", g)
+	}
+
+	create("family")
+	snaps.TasksChanged(ctx) // what the scheduler calls after a change
+	if n := len(tasks("family")); n != 2 {
+		t.Errorf("after a change family sees %d tasks, want 2", n)
+	}
+	if n := len(tasks("main")); n != 4 {
+		t.Errorf("after a change main sees %d tasks, want 4", n)
+	}
+	if _, err := os.Stat(l.IPC("work").TasksSnapshot()); !os.IsNotExist(err) {
+		t.Errorf("work, never refreshed, got a file: %v", err)
+	}
+}
