@@ -126,20 +126,35 @@ func EnqueueTx(ctx context.Context, tx *sql.Tx, chatJID, text, kind string) (int
 	if chatJID == "" {
 		return 0, ErrNoChat
 	}
-	return enqueueTx(ctx, tx, sql.NullString{String: chatJID, Valid: true}, text, kind)
+	return enqueueTx(ctx, tx, sql.NullString{String: chatJID, Valid: true}, text, kind, nil)
+}
+
+// EnqueueFileTx is EnqueueTx for a message with a file: text is its
+// caption, file.Path the daemon's copy, which the outbox owns from now on
+// (removed once the message is sent or given up).
+func EnqueueFileTx(ctx context.Context, tx *sql.Tx, chatJID, text, kind string, file channel.Attachment) (int64, error) {
+	if chatJID == "" {
+		return 0, ErrNoChat
+	}
+	return enqueueTx(ctx, tx, sql.NullString{String: chatJID, Valid: true}, text, kind, &file)
 }
 
 // EnqueueForMainTx queues a message for a main group that is not
 // registered yet; AddressTx gives it its chat once there is one.
 func EnqueueForMainTx(ctx context.Context, tx *sql.Tx, text, kind string) (int64, error) {
-	return enqueueTx(ctx, tx, sql.NullString{}, text, kind)
+	return enqueueTx(ctx, tx, sql.NullString{}, text, kind, nil)
 }
 
 // enqueueTx also accepts a NULL chat: a message waiting for a main group.
-func enqueueTx(ctx context.Context, tx *sql.Tx, chat sql.NullString, text, kind string) (int64, error) {
+func enqueueTx(ctx context.Context, tx *sql.Tx, chat sql.NullString, text, kind string, file *channel.Attachment) (int64, error) {
+	var path, name, mime sql.NullString
+	if file != nil {
+		path, name, mime = sql.NullString{String: file.Path, Valid: true},
+			sql.NullString{String: file.Name, Valid: true}, sql.NullString{String: file.MIME, Valid: true}
+	}
 	res, err := tx.ExecContext(ctx,
-		`INSERT INTO outbox (chat_jid, text, kind, created_at) VALUES (?, ?, ?, ?)`,
-		chat, text, kind, time.Now().UnixNano())
+		`INSERT INTO outbox (chat_jid, text, kind, created_at, file_path, file_name, file_mime) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		chat, text, kind, time.Now().UnixNano(), path, name, mime)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: queue message for %q: %w", chat.String, err)
 	}
@@ -267,14 +282,15 @@ func (o *Outbox) drain(ctx context.Context, chat string, st *chatState) error {
 	}
 	for {
 		var (
-			id        int64
-			text      string
-			firstFail sql.NullInt64
+			id                  int64
+			text                string
+			firstFail           sql.NullInt64
+			fPath, fName, fMIME sql.NullString
 		)
 		err := o.db.QueryRowContext(ctx,
-			`SELECT id, text, first_error_at FROM outbox
+			`SELECT id, text, first_error_at, file_path, file_name, file_mime FROM outbox
 			 WHERE chat_jid = ? AND sent_at IS NULL AND failed_at IS NULL ORDER BY id LIMIT 1`,
-			chat).Scan(&id, &text, &firstFail)
+			chat).Scan(&id, &text, &firstFail, &fPath, &fName, &fMIME)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
@@ -285,11 +301,15 @@ func (o *Outbox) drain(ctx context.Context, chat string, st *chatState) error {
 		gen := o.notifies
 		o.mu.Unlock()
 		out := channel.Outgoing{ID: MessageKey(install, id), ChatJID: chat, Text: text}
+		if fPath.Valid {
+			out.File = &channel.Attachment{Name: fName.String, MIME: fMIME.String, Path: fPath.String}
+		}
 		if err := o.send.Send(ctx, out); err != nil {
 			if ctx.Err() == nil && o.hopeless(err, firstFail) {
 				if gerr := o.giveUp(ctx, chat, id, err); gerr != nil {
 					return o.failed(ctx, chat, st, 0, gerr)
 				}
+				o.dropFile(out.File)
 				continue
 			}
 			o.failed(ctx, chat, st, id, err)
@@ -308,6 +328,7 @@ func (o *Outbox) drain(ctx context.Context, chat string, st *chatState) error {
 			time.Now().UnixNano(), id); err != nil {
 			return o.failed(ctx, chat, st, 0, fmt.Errorf("mark message %d sent: %w", id, err))
 		}
+		o.dropFile(out.File)
 		o.mu.Lock()
 		st.fails, st.retryAt = 0, time.Time{}
 		o.mu.Unlock()
