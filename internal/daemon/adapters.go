@@ -59,9 +59,14 @@ func (a actions) once(ctx context.Context, key string, f func(tx *sql.Tx) error)
 	return tx.Commit()
 }
 
-func (a actions) SendMessage(ctx context.Context, key, fromFolder, chatJID, text string) error {
+func (a actions) SendMessage(ctx context.Context, key, fromFolder, chatJID, text string, file *channel.Attachment) error {
 	err := a.once(ctx, key, func(tx *sql.Tx) error {
-		_, err := outbox.EnqueueTx(ctx, tx, chatJID, text, outbox.KindIPC)
+		var err error
+		if file != nil {
+			_, err = outbox.EnqueueFileTx(ctx, tx, chatJID, text, outbox.KindIPC, *file)
+		} else {
+			_, err = outbox.EnqueueTx(ctx, tx, chatJID, text, outbox.KindIPC)
+		}
 		return err
 	})
 	if err == nil {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
@@ -58,6 +60,7 @@ type event struct {
 	chat  string
 	text  string
 	group NewGroup
+	file  *channel.Attachment
 	v     security.Violation
 	alert bool
 }
@@ -68,8 +71,8 @@ type fakeActions struct {
 	groups *fakeGroups
 }
 
-func (a *fakeActions) SendMessage(_ context.Context, key, from, chat, text string) error {
-	a.events <- event{kind: "send", key: key, from: from, chat: chat, text: text}
+func (a *fakeActions) SendMessage(_ context.Context, key, from, chat, text string, file *channel.Attachment) error {
+	a.events <- event{kind: "send", key: key, from: from, chat: chat, text: text, file: file}
 	return nil
 }
 
@@ -92,6 +95,7 @@ func (a *fakeActions) Violation(_ context.Context, key string, v security.Violat
 type harness struct {
 	t       *testing.T
 	root    string // <dataDir>/ipc
+	layout  layout.Layout
 	db      *sql.DB
 	tokens  *Tokens
 	sched   *scheduler.Scheduler
@@ -120,12 +124,13 @@ func newHarness(t testing.TB) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := filepath.Join(dataDir, "ipc")
+	l := layout.New(dataDir, t.TempDir())
+	root := l.IPCRoot()
 	groups := &fakeGroups{}
-	h := &harness{root: root, db: db, tokens: tokens, groups: groups, token: map[string]string{},
+	h := &harness{root: root, layout: l, db: db, tokens: tokens, groups: groups, token: map[string]string{},
 		actions: &fakeActions{events: make(chan event, 100000), groups: groups}}
 	h.sched = scheduler.New(db, time.UTC, nil, root, zerolog.Nop())
-	h.w, err = NewWatcher(Config{IPCRoot: root, DB: db, Tokens: tokens, Groups: groups, Tasks: h.sched,
+	h.w, err = NewWatcher(Config{IPCRoot: root, Layout: l, DB: db, Tokens: tokens, Groups: groups, Tasks: h.sched,
 		Actions: h.actions, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
@@ -24,7 +25,7 @@ const killChildEnv = "NANOCLAW_IPC_KILL_CHILD"
 // so the parent can count calls after the process is killed.
 type sqlActions struct{ db *sql.DB }
 
-func (a sqlActions) SendMessage(ctx context.Context, key, from, chat, text string) error {
+func (a sqlActions) SendMessage(ctx context.Context, key, from, chat, text string, _ *channel.Attachment) error {
 	_, err := a.db.ExecContext(ctx, `INSERT INTO test_calls (key, what) VALUES (?, ?)`, key, text)
 	return err
 }

@@ -20,7 +20,9 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"github.com/rs/zerolog"
 
+	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
@@ -62,7 +64,9 @@ type NewGroup struct {
 // after a kill -9, and the implementation must then do nothing new (the
 // outbox uses key as the message id; alerts use it to drop a repeat).
 type Actions interface {
-	SendMessage(ctx context.Context, key, fromFolder, chatJID, text string) error
+	// SendMessage queues text for chatJID; file, when not nil, is the
+	// daemon's copy of the file it carries, which SendMessage now owns.
+	SendMessage(ctx context.Context, key, fromFolder, chatJID, text string, file *channel.Attachment) error
 	// RegisterGroup registers g, creating its folder; registering the same
 	// jid and folder again must succeed. The watcher then watches it.
 	RegisterGroup(ctx context.Context, key string, g NewGroup) error
@@ -75,6 +79,9 @@ type Actions interface {
 // Config holds what a Watcher works with.
 type Config struct {
 	IPCRoot string // <dataDir>/ipc
+	// Layout names the groups' folders (a message's file must lie in its
+	// group's) and where the daemon copies such a file.
+	Layout  layout.Layout
 	DB      *sql.DB
 	Tokens  TokenChecker
 	Groups  Groups
@@ -300,6 +307,7 @@ type record struct {
 	folder, sub, name string
 	state             string
 	req               Request
+	file              *channel.Attachment // a message's file: the daemon's copy
 	v                 security.Violation
 	alert             bool
 	attempts          int
@@ -427,6 +435,8 @@ type decision struct {
 	alert  bool
 	group  string // who tried: the directory's group, or the token's owner
 	target string
+	kind   security.Kind       // of a refusal; "" = security.KindIPC
+	file   *channel.Attachment // an accepted message's file: the daemon's copy
 }
 
 func (w *Watcher) decide(ctx context.Context, folder, sub, name string, data []byte, bad string) (decision, error) {
@@ -475,7 +485,22 @@ func (w *Watcher) decide(ctx context.Context, folder, sub, name string, data []b
 	if r := Authorize(from, req, facts); r != nil {
 		return refuse(r.Reason, r.Target, r.Alert)
 	}
-	return decision{accept: true, req: req, from: from, group: folder}, nil
+	d := decision{accept: true, req: req, from: from, group: folder}
+	if req.File != "" {
+		// The sender's own folder, main's included: what a group may send
+		// is what it may read.
+		file, r, err := stageFile(w.cfg.Layout.Group(folder), req.File, w.cfg.Layout.Outgoing())
+		if err != nil {
+			return decision{}, err
+		}
+		if r != nil {
+			d, _ := refuse(r.Reason, r.Target, r.Alert)
+			d.kind = r.Kind
+			return d, nil
+		}
+		d.file = &file
+	}
+	return d, nil
 }
 
 func (w *Watcher) facts(ctx context.Context, req Request) (Facts, error) {
@@ -537,18 +562,22 @@ func (w *Watcher) record(ctx context.Context, folder, sub, name, hash string, d 
 				return nil, fmt.Errorf("record ipc file done: %w", err)
 			}
 		}
-		rec.state, rec.req, rec.alert = "refused", d.req, d.alert
+		rec.state, rec.req, rec.file, rec.alert = "refused", d.req, d.file, d.alert
 		var reqJSON, vJSON sql.NullString
 		if d.accept {
 			rec.state = "accepted"
-			b, _ := json.Marshal(d.req)
+			b, _ := json.Marshal(recorded{d.req, d.file})
 			reqJSON = sql.NullString{String: string(b), Valid: true}
 		} else {
 			target := d.target
 			if target == "" {
 				target = fmt.Sprintf("ipc/%s/%s/%s", folder, sub, name)
 			}
-			rec.v = security.Violation{Time: w.now().UTC(), Group: d.group, Kind: security.KindIPC, Tool: "ipc", Target: target,
+			kind := d.kind
+			if kind == "" {
+				kind = security.KindIPC
+			}
+			rec.v = security.Violation{Time: w.now().UTC(), Group: d.group, Kind: kind, Tool: "ipc", Target: target,
 				Detail: fmt.Sprintf("%s (file ipc/%s/%s/%s)", d.reason, folder, sub, name), Action: "blocked"}
 			b, _ := json.Marshal(rec.v)
 			vJSON = sql.NullString{String: string(b), Valid: true}
@@ -632,6 +661,13 @@ func (w *Watcher) lookup(ctx context.Context, folder, sub, name, hash string) (*
 	return rec, err == nil, err
 }
 
+// recorded is what ipc_files.request holds of an accepted file: the
+// request, and the daemon's copy of a message's file.
+type recorded struct {
+	Request
+	Staged *channel.Attachment `json:"staged,omitempty"`
+}
+
 const recordColumns = `id, folder, sub, name, state, COALESCE(request, ''), COALESCE(violation, ''), alert, attempts, decided_at`
 
 func scanRecord(row interface{ Scan(...any) error }) (*record, error) {
@@ -641,9 +677,11 @@ func scanRecord(row interface{ Scan(...any) error }) (*record, error) {
 		return nil, err
 	}
 	if req != "" {
-		if err := json.Unmarshal([]byte(req), &r.req); err != nil {
+		var rq recorded
+		if err := json.Unmarshal([]byte(req), &rq); err != nil {
 			return nil, fmt.Errorf("ipc record %d: %w", r.id, err)
 		}
+		r.req, r.file = rq.Request, rq.Staged
 	}
 	if v != "" {
 		if err := json.Unmarshal([]byte(v), &r.v); err != nil {
@@ -718,7 +756,7 @@ func (w *Watcher) act(ctx context.Context, rec *record) error {
 	r, a := rec.req, w.cfg.Actions
 	switch r.Type {
 	case TypeMessage:
-		return a.SendMessage(ctx, rec.key(), rec.folder, r.ChatJID, r.Text)
+		return a.SendMessage(ctx, rec.key(), rec.folder, r.ChatJID, r.Text, rec.file)
 	case TypeRegisterGroup:
 		g := NewGroup{JID: r.JID, Name: r.Name, Folder: r.Folder, Trigger: r.Trigger, RequiresTrigger: true, Senders: r.Senders}
 		if r.RequiresTrigger != nil {
