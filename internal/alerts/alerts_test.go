@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/mock"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/outbox/outboxtest"
 	"github.com/nanoclawd/nanoclawd/internal/security"
@@ -57,10 +58,10 @@ func newEnv(t testing.TB, dir string, cooldown time.Duration, clock func() time.
 	t.Cleanup(func() { db.Close() })
 	e := &env{db: db, dbPath: layout.New(filepath.Join(dir, "data"), "").DB(), groupsDir: filepath.Join(dir, "groups"), rec: outboxtest.NewRecorder()}
 	e.mainOK.Store(true)
-	main := func(context.Context) (string, string, bool) {
+	main := &mock.MainChat{MainChatFn: func(context.Context) (string, string, bool) {
 		return mainFolder, mainJID, e.mainOK.Load()
-	}
-	e.out = outbox.New(db, e.rec, zerolog.Nop())
+	}}
+	e.out = outbox.New(db, e.rec, nil, zerolog.Nop())
 	e.out.MinBackoff, e.out.MaxBackoff = time.Millisecond, 5*time.Millisecond
 	e.rep = NewReporter(db, e.groupsDir, e.out, main, cooldown, clock, zerolog.Nop())
 	if run {

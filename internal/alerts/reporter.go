@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/groups"
@@ -21,9 +22,11 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// MainFunc reports the main group's folder and chat; ok is false while no
+// MainChat names the main group's folder and chat; ok is false while no
 // main group is registered.
-type MainFunc func(ctx context.Context) (folder, jid string, ok bool)
+type MainChat interface {
+	MainChat(ctx context.Context) (folder, jid string, ok bool)
+}
 
 // Reporter records violations and raises alerts about them.
 type Reporter struct {
@@ -31,12 +34,13 @@ type Reporter struct {
 	groupsDir string
 	out       *outbox.Outbox
 	log       zerolog.Logger
-	main      MainFunc
+	main      MainChat
 	cooldown  time.Duration
 	now       func() time.Time
 
-	wake   chan struct{} // capacity 1: a cooldown window got a repeat
-	fileMu sync.Mutex    // one writer of security.jsonl files at a time
+	wake    chan struct{} // capacity 1: a cooldown window got a repeat
+	fileMu  sync.Mutex    // one writer of security.jsonl files at a time
+	toFlush atomic.Bool   // RecordTx ran since the last Flush
 
 	// MaxPerGroup is how many alerts one group may raise in a cooldown
 	// window (DefaultMaxPerGroup when 0); the rest go into one summary.
@@ -51,7 +55,7 @@ const DefaultMaxPerGroup = 3
 // the main group as main reports it. Repeats of a (group, kind, target)
 // within cooldown are folded into one summary; cooldown 0 alerts every
 // violation. clock is time.Now when nil; log gets what fails in Run.
-func NewReporter(db *sql.DB, groupsDir string, out *outbox.Outbox, main MainFunc, cooldown time.Duration, clock func() time.Time, log zerolog.Logger) *Reporter {
+func NewReporter(db *sql.DB, groupsDir string, out *outbox.Outbox, main MainChat, cooldown time.Duration, clock func() time.Time, log zerolog.Logger) *Reporter {
 	if clock == nil {
 		clock = time.Now
 	}
@@ -67,64 +71,18 @@ func NewReporter(db *sql.DB, groupsDir string, out *outbox.Outbox, main MainFunc
 // right after. The security.jsonl line is written after the commit; one
 // missed by a crash is written by the next Run.
 func (r *Reporter) Report(ctx context.Context, v security.Violation) error {
-	return r.record(ctx, v, true, nil)
+	return r.record(ctx, v, true)
 }
 
-// RecordOnce is Report (alert true), or a record in the audit trail only
-// (alert false: a refused IPC file that is malformed rather than an attempt
-// to cross a boundary), for a caller that may repeat the call after a
-// crash, such as the IPC watcher finishing a refused file again after a
-// restart. claim runs inside the transaction that records v, before
-// anything else, and marks the caller's key done; it returns false when
-// the key was done before, and then nothing is recorded. Because the mark and the record commit together, a kill -9 can
-// neither double the alert nor lose it.
-func (r *Reporter) RecordOnce(ctx context.Context, v security.Violation, alert bool, claim func(tx *sql.Tx) (bool, error)) error {
-	return r.record(ctx, v, alert, claim)
-}
-
-func (r *Reporter) record(ctx context.Context, v security.Violation, alert bool, claim func(tx *sql.Tx) (bool, error)) error {
-	if v.Time.IsZero() {
-		v.Time = r.now()
-	}
-	v.Time = v.Time.UTC()
-	v = sanitize(v)
-	mainFolder, mainJID, haveMain := r.main(ctx)
-
+func (r *Reporter) record(ctx context.Context, v security.Violation, alert bool) error {
 	tx, err := r.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("alerts: begin: %w", err)
 	}
 	defer tx.Rollback()
-	if claim != nil {
-		first, err := claim(tx)
-		if err != nil {
-			return fmt.Errorf("alerts: claim violation of group %s: %w", v.Group, err)
-		}
-		if !first {
-			return nil
-		}
-	}
-	res, err := tx.ExecContext(ctx,
-		`INSERT INTO violations (time, grp, kind, tool, target, detail, action, rule) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		v.Time.UnixNano(), v.Group, v.Kind, v.Tool, v.Target, v.Detail, v.Action, v.Rule)
+	id, v, folded, err := r.recordTx(ctx, tx, v, alert)
 	if err != nil {
-		return fmt.Errorf("alerts: record violation of group %s: %w", v.Group, err)
-	}
-	id, err := res.LastInsertId()
-	if err != nil {
-		return fmt.Errorf("alerts: record violation: %w", err)
-	}
-	folded := false
-	if alert && (!haveMain || v.Group != mainFolder) {
-		chat := sql.NullString{String: mainJID, Valid: haveMain}
-		if haveMain {
-			if _, err := outbox.AddressTx(ctx, tx, mainJID); err != nil {
-				return err
-			}
-		}
-		if folded, err = r.raiseTx(ctx, tx, v, chat); err != nil {
-			return err
-		}
+		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("alerts: commit violation of group %s: %w", v.Group, err)
@@ -135,6 +93,70 @@ func (r *Reporter) record(ctx context.Context, v security.Violation, alert bool,
 		r.out.Wake()
 	}
 	return r.logLine(ctx, id, v, false)
+}
+
+// RecordTx is Report (alert true), or a record in the audit trail only
+// (alert false: a refused IPC file that is malformed rather than an attempt
+// to cross a boundary), inside the
+// caller's transaction, for a caller whose own record must commit with
+// the violation's: the IPC journal, so that a refused file is audited and
+// alerted exactly once, even across a kill -9. After tx commits the caller
+// calls Flush.
+func (r *Reporter) RecordTx(ctx context.Context, tx *sql.Tx, v security.Violation, alert bool) error {
+	r.toFlush.Store(true)
+	_, _, _, err := r.recordTx(ctx, tx, v, alert)
+	return err
+}
+
+// Flush follows the commit of transactions that called RecordTx: it
+// writes their audit lines and wakes the outbox and the summaries. With no
+// RecordTx since the last Flush it does nothing.
+func (r *Reporter) Flush(ctx context.Context) error {
+	if !r.toFlush.Swap(false) {
+		return nil
+	}
+	r.out.Wake()
+	r.poke()
+	// As at a start: this may meet rows of a crashed run, or of a Report
+	// writing its own line; the check for a line already there keeps each
+	// line once.
+	return r.replayLog(ctx)
+}
+
+// recordTx inserts v's audit row and raises its alert (or folds it into
+// its group's window); it returns the row, v as recorded, and whether the
+// alert was folded.
+func (r *Reporter) recordTx(ctx context.Context, tx *sql.Tx, v security.Violation, alert bool) (int64, security.Violation, bool, error) {
+	if v.Time.IsZero() {
+		v.Time = r.now()
+	}
+	v.Time = v.Time.UTC()
+	v = sanitize(v)
+	res, err := tx.ExecContext(ctx,
+		`INSERT INTO violations (time, grp, kind, tool, target, detail, action, rule) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.Time.UnixNano(), v.Group, v.Kind, v.Tool, v.Target, v.Detail, v.Action, v.Rule)
+	if err != nil {
+		return 0, v, false, fmt.Errorf("alerts: record violation of group %s: %w", v.Group, err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return 0, v, false, fmt.Errorf("alerts: record violation: %w", err)
+	}
+	if !alert {
+		return id, v, false, nil
+	}
+	mainFolder, mainJID, haveMain := r.main.MainChat(ctx)
+	if haveMain && v.Group == mainFolder {
+		return id, v, false, nil
+	}
+	chat := sql.NullString{String: mainJID, Valid: haveMain}
+	if haveMain {
+		if _, err := outbox.AddressTx(ctx, tx, mainJID); err != nil {
+			return 0, v, false, err
+		}
+	}
+	folded, err := r.raiseTx(ctx, tx, v, chat)
+	return id, v, folded, err
 }
 
 // raiseTx queues an alert for v, or counts it into its group's open
@@ -283,7 +305,7 @@ func (r *Reporter) Run(ctx context.Context) error {
 // that ended quietly, and returns when the next window with folded
 // violations ends.
 func (r *Reporter) sendDue(ctx context.Context) (time.Time, error) {
-	_, mainJID, haveMain := r.main(ctx)
+	_, mainJID, haveMain := r.main.MainChat(ctx)
 	chat := sql.NullString{String: mainJID, Valid: haveMain}
 	now := r.now().UnixNano()
 	tx, err := r.db.BeginTx(ctx, nil)
@@ -345,7 +367,7 @@ func (r *Reporter) sendDue(ctx context.Context) (time.Time, error) {
 // group's chat, if there is one now. The daemon calls it after any change
 // to the registered groups.
 func (r *Reporter) Kick(ctx context.Context) error {
-	_, jid, ok := r.main(ctx)
+	_, jid, ok := r.main.MainChat(ctx)
 	if !ok {
 		return nil
 	}

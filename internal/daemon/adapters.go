@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
@@ -35,90 +34,64 @@ func (a ipcGroups) GroupByJID(ctx context.Context, jid string) (ipc.Group, bool,
 	return a.lookup(a.reg.ByJID(ctx, jid))
 }
 
-// actions carries out accepted IPC files. Each key is done at most once.
-type actions struct{ d *Daemon }
+// ipcEffects carries out IPC files inside the watcher's journal
+// transaction, so each happens exactly when its file is recorded.
+type ipcEffects struct{ d *Daemon }
 
-// once runs f inside a transaction that also records key, unless key was
-// recorded before.
-func (a actions) once(ctx context.Context, key string, f func(tx *sql.Tx) error) error {
-	tx, err := a.d.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO done_keys (key, done_at) VALUES (?, ?)`, key, time.Now().UnixMilli())
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return nil
-	}
-	if err := f(tx); err != nil {
-		return err
-	}
-	return tx.Commit()
-}
-
-func (a actions) SendMessage(ctx context.Context, key, fromFolder, chatJID, text string, file *channel.Attachment) error {
-	err := a.once(ctx, key, func(tx *sql.Tx) error {
-		var err error
-		if file != nil {
-			_, err = outbox.EnqueueFileTx(ctx, tx, chatJID, text, outbox.KindIPC, *file)
-		} else {
-			_, err = outbox.EnqueueTx(ctx, tx, chatJID, text, outbox.KindIPC)
-		}
-		return err
-	})
-	if err == nil {
-		a.d.outbox.Wake()
+func (e ipcEffects) SendMessageTx(ctx context.Context, tx *sql.Tx, _ int64, _, chatJID, text string, file *channel.Attachment) error {
+	var err error
+	if file != nil {
+		_, err = outbox.EnqueueFileTx(ctx, tx, chatJID, text, outbox.KindIPC, *file)
+	} else {
+		_, err = outbox.EnqueueTx(ctx, tx, chatJID, text, outbox.KindIPC)
 	}
 	return err
 }
 
-func (a actions) RegisterGroup(ctx context.Context, key string, ng ipc.NewGroup) error {
+func (e ipcEffects) RegisterGroupTx(ctx context.Context, tx *sql.Tx, _ int64, ng ipc.NewGroup) error {
 	g := groups.Group{JID: ng.JID, Name: ng.Name, Folder: ng.Folder, Trigger: ng.Trigger, RequiresTrigger: ng.RequiresTrigger}
 	if g.Trigger == "" {
-		g.Trigger = a.d.Config().DefaultTrigger()
+		g.Trigger = e.d.Config().DefaultTrigger()
 	}
 	if len(ng.Senders) > 0 {
 		g.Security = &security.Policy{Senders: ng.Senders}
 	}
-	err := a.d.reg.Add(ctx, g)
+	err := e.d.reg.AddTx(ctx, tx, g)
 	if errors.Is(err, groups.ErrDuplicateJID) {
-		if have, lerr := a.d.reg.ByJID(ctx, g.JID); lerr == nil && have.Folder == g.Folder {
-			return nil // registered by this same file before a crash
+		if have, lerr := e.d.reg.ByJID(ctx, g.JID); lerr == nil && have.Folder == g.Folder {
+			return nil // registered already, under the same folder
 		}
 	}
 	if err == nil {
-		a.d.mu.Lock()
-		if a.d.watched != nil {
-			a.d.watched[g.Folder] = true
+		// Before the commit: should the transaction roll back, the next
+		// reload of the registry only unwatches a folder never registered.
+		e.d.mu.Lock()
+		if e.d.watched != nil {
+			e.d.watched[g.Folder] = true
 		}
-		a.d.mu.Unlock()
+		e.d.mu.Unlock()
 	}
 	return err
 }
 
-func (a actions) RefreshGroups(ctx context.Context) error {
-	g, err := a.d.reg.Main(ctx)
+func (e ipcEffects) RefusedTx(ctx context.Context, tx *sql.Tx, _ int64, v security.Violation, alert bool) error {
+	return e.d.reporter.RecordTx(ctx, tx, v, alert)
+}
+
+func (e ipcEffects) Committed(ctx context.Context) {
+	e.d.outbox.Wake()
+	if err := e.d.reporter.Flush(ctx); err != nil {
+		e.d.log.Error().Err(err).Msg("ipc: audit lines")
+	}
+}
+
+func (e ipcEffects) RefreshGroups(ctx context.Context) error {
+	g, err := e.d.reg.Main(ctx)
 	if err != nil {
 		return err
 	}
-	a.d.beforeRun(ctx, g)
+	e.d.beforeRun(ctx, g)
 	return nil
-}
-
-// Violation records a refused file once: the audit row, the alert and the
-// key's done-mark commit together.
-func (a actions) Violation(ctx context.Context, key string, v security.Violation, alert bool) error {
-	return a.d.reporter.RecordOnce(ctx, v, alert, func(tx *sql.Tx) (bool, error) {
-		res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO done_keys (key, done_at) VALUES (?, ?)`, key, time.Now().UnixMilli())
-		if err != nil {
-			return false, err
-		}
-		n, err := res.RowsAffected()
-		return n > 0, err
-	})
 }
 
 // chats lists chats for available_groups.json.

@@ -46,21 +46,22 @@ const ShutdownGrace = 10 * time.Second
 
 // Daemon is one running nanoclawd.
 type Daemon struct {
-	cfg      atomic.Pointer[config.Config]
-	log      zerolog.Logger
-	db       *sql.DB
-	reg      *groups.Registry
-	messages *messages.Store
-	channels channel.Set
-	outbox   *outbox.Outbox
-	reporter *alerts.Reporter
-	tokens   *ipc.Tokens
-	sched    *scheduler.Scheduler
-	queue    *runner.Queue
-	ledger   *runner.Ledger
-	router   *router.Router
-	watcher  *ipc.Watcher
-	lock     *os.File
+	cfg         atomic.Pointer[config.Config]
+	log         zerolog.Logger
+	db          *sql.DB
+	checkpoints *store.Checkpointer
+	reg         *groups.Registry
+	messages    *messages.Store
+	channels    channel.Set
+	outbox      *outbox.Outbox
+	reporter    *alerts.Reporter
+	tokens      *ipc.Tokens
+	sched       *scheduler.Scheduler
+	queue       *runner.Queue
+	ledger      *runner.Ledger
+	router      *router.Router
+	watcher     *ipc.Watcher
+	lock        *os.File
 
 	mu             sync.Mutex
 	watched        map[string]bool // group folders whose IPC directories are watched
@@ -86,14 +87,13 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 			d.close()
 		}
 	}()
-	if d.db, err = store.Open(cfg.DataDir); err != nil {
+	if d.db, d.checkpoints, err = store.OpenWithCheckpointer(cfg.DataDir); err != nil {
 		return nil, err
 	}
 	d.reg = groups.New(d.db, cfg.GroupsDir)
 	d.reg.Assistant = cfg.AssistantName
 	d.messages = messages.New(d.db)
-	d.outbox = outbox.New(d.db, &d.channels, log.With().Str("part", "outbox").Logger())
-	d.outbox.Main = d.mainGroup
+	d.outbox = outbox.New(d.db, &d.channels, d.reg, log.With().Str("part", "outbox").Logger())
 	if cfg.Channels.Local.Enabled {
 		d.channels = append(d.channels, local.New(cfg.Channels.Local.Socket, d.db))
 	}
@@ -103,7 +103,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 			Logger: log.With().Str("part", "whatsapp").Logger(), Outbox: d.outbox,
 		}))
 	}
-	d.reporter = alerts.NewReporter(d.db, cfg.GroupsDir, d.outbox, d.mainGroup, cfg.Alerts.Cooldown.D(), nil, log.With().Str("part", "alerts").Logger())
+	d.reporter = alerts.NewReporter(d.db, cfg.GroupsDir, d.outbox, d.reg, cfg.Alerts.Cooldown.D(), nil, log.With().Str("part", "alerts").Logger())
 	d.reporter.MaxPerGroup = cfg.Alerts.MaxPerGroup
 	if d.tokens, err = ipc.OpenTokens(ctx, d.db); err != nil {
 		return nil, err
@@ -128,7 +128,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	}
 	if d.watcher, err = ipc.NewWatcher(ipc.Config{
 		IPCRoot: cfg.Layout().IPCRoot(), Layout: cfg.Layout(), DB: d.db, Tokens: d.tokens, Groups: ipcGroups{d.reg},
-		Tasks: d.sched, Actions: actions{d}, Log: log.With().Str("part", "ipc").Logger(),
+		Tasks: d.sched, Effects: ipcEffects{d}, Log: log.With().Str("part", "ipc").Logger(),
 	}); err != nil {
 		return nil, err
 	}
@@ -174,6 +174,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	var outWG sync.WaitGroup
 	outWG.Add(1)
 	go func() { defer outWG.Done(); d.outbox.Run(bg) }()
+	goRun("checkpoints", d.checkpoints.Run)
 	goRun("alerts", d.reporter.Run)
 	goRun("scheduler", d.sched.Run)
 	goRun("ipc", d.watcher.Run)
@@ -238,14 +239,6 @@ func (d *Daemon) close() {
 	if d.lock != nil {
 		d.lock.Close()
 	}
-}
-
-func (d *Daemon) mainGroup(ctx context.Context) (folder, jid string, ok bool) {
-	g, err := d.reg.Main(ctx)
-	if err != nil {
-		return "", "", false
-	}
-	return g.Folder, g.JID, true
 }
 
 // beforeRun refreshes the files an agent reads in its IPC directory.

@@ -55,7 +55,7 @@ func (d *Daemon) reload(ctx context.Context) {
 
 // tellMain queues text for the main group's chat, if there is one.
 func (d *Daemon) tellMain(ctx context.Context, text string) {
-	_, jid, ok := d.mainGroup(ctx)
+	_, jid, ok := d.reg.MainChat(ctx)
 	if !ok {
 		return
 	}

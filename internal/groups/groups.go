@@ -130,8 +130,33 @@ func (r *Registry) Main(ctx context.Context) (Group, error) {
 	return r.one(ctx, `is_main = ?`, 1)
 }
 
+// MainChat names the main group's folder and chat; ok is false while no
+// main group is registered (or it cannot be read).
+func (r *Registry) MainChat(ctx context.Context) (folder, jid string, ok bool) {
+	g, err := r.Main(ctx)
+	if err != nil {
+		return "", "", false
+	}
+	return g.Folder, g.JID, true
+}
+
 // Add registers g and creates its folder with a starter CLAUDE.md.
 func (r *Registry) Add(ctx context.Context, g Group) error {
+	tx, err := r.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := r.AddTx(ctx, tx, g); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// AddTx is Add inside the caller's transaction, so that a group registered
+// by an IPC file is registered exactly when the journal records the file.
+// The folder is created before tx commits; creating it again is harmless.
+func (r *Registry) AddTx(ctx context.Context, tx *sql.Tx, g Group) error {
 	if err := ValidFolder(g.Folder); err != nil {
 		return err
 	}
@@ -144,11 +169,6 @@ func (r *Registry) Add(ctx context.Context, g Group) error {
 	if g.AddedAt.IsZero() {
 		g.AddedAt = time.Now().UTC()
 	}
-	tx, err := r.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
 	var n int
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM groups WHERE jid = ?`, g.JID).Scan(&n); err != nil {
 		return err
@@ -175,10 +195,7 @@ func (r *Registry) Add(ctx context.Context, g Group) error {
 		g.JID, g.Name, g.Folder, g.Trigger, g.RequiresTrigger, g.IsMain, sec, g.AddedAt.UTC().Format(time.RFC3339Nano)); err != nil {
 		return fmt.Errorf("register %s: %w", g.Folder, err)
 	}
-	if err := r.createFolder(g); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return r.createFolder(g)
 }
 
 func (r *Registry) createFolder(g Group) error {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -65,30 +66,39 @@ type event struct {
 	alert bool
 }
 
-// fakeActions reports every call on a channel, as the daemon would act.
-type fakeActions struct {
-	events chan event
-	groups *fakeGroups
+// fakeEffects reports every effect on a channel once its journal
+// transaction has committed, as the daemon's outbox would see it.
+type fakeEffects struct {
+	events  chan event
+	groups  *fakeGroups
+	pending []event // effects of the transaction under way
 }
 
-func (a *fakeActions) SendMessage(_ context.Context, key, from, chat, text string, file *channel.Attachment) error {
-	a.events <- event{kind: "send", key: key, from: from, chat: chat, text: text, file: file}
+func (a *fakeEffects) SendMessageTx(_ context.Context, _ *sql.Tx, id int64, from, chat, text string, file *channel.Attachment) error {
+	a.pending = append(a.pending, event{kind: "send", key: strconv.FormatInt(id, 10), from: from, chat: chat, text: text, file: file})
 	return nil
 }
 
-func (a *fakeActions) RegisterGroup(_ context.Context, key string, g NewGroup) error {
+func (a *fakeEffects) RegisterGroupTx(_ context.Context, _ *sql.Tx, id int64, g NewGroup) error {
 	a.groups.add(Group{JID: g.JID, Folder: g.Folder})
-	a.events <- event{kind: "register", key: key, group: g}
+	a.pending = append(a.pending, event{kind: "register", key: strconv.FormatInt(id, 10), group: g})
 	return nil
 }
 
-func (a *fakeActions) RefreshGroups(context.Context) error {
+func (a *fakeEffects) RefusedTx(_ context.Context, _ *sql.Tx, id int64, v security.Violation, alert bool) error {
+	a.pending = append(a.pending, event{kind: "violation", key: strconv.FormatInt(id, 10), v: v, alert: alert})
+	return nil
+}
+
+func (a *fakeEffects) Committed(context.Context) {
+	for _, e := range a.pending {
+		a.events <- e
+	}
+	a.pending = nil
+}
+
+func (a *fakeEffects) RefreshGroups(context.Context) error {
 	a.events <- event{kind: "refresh"}
-	return nil
-}
-
-func (a *fakeActions) Violation(_ context.Context, key string, v security.Violation, alert bool) error {
-	a.events <- event{kind: "violation", key: key, v: v, alert: alert}
 	return nil
 }
 
@@ -100,7 +110,7 @@ type harness struct {
 	tokens  *Tokens
 	sched   *scheduler.Scheduler
 	groups  *fakeGroups
-	actions *fakeActions
+	effects *fakeEffects
 	w       *Watcher
 	token   map[string]string // folder → live token
 }
@@ -128,10 +138,10 @@ func newHarness(t testing.TB) *harness {
 	root := l.IPCRoot()
 	groups := &fakeGroups{}
 	h := &harness{root: root, layout: l, db: db, tokens: tokens, groups: groups, token: map[string]string{},
-		actions: &fakeActions{events: make(chan event, 100000), groups: groups}}
+		effects: &fakeEffects{events: make(chan event, 100000), groups: groups}}
 	h.sched = scheduler.New(db, time.UTC, nil, root, zerolog.Nop())
 	h.w, err = NewWatcher(Config{IPCRoot: root, Layout: l, DB: db, Tokens: tokens, Groups: groups, Tasks: h.sched,
-		Actions: h.actions, Log: zerolog.Nop()})
+		Effects: h.effects, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +196,7 @@ func (h *harness) msg(folder, chat, text string) map[string]any {
 func (h *harness) next(t testing.TB) event {
 	t.Helper()
 	select {
-	case e := <-h.actions.events:
+	case e := <-h.effects.events:
 		return e
 	case <-time.After(10 * time.Second):
 		t.Fatal("no action from the watcher within 10s")

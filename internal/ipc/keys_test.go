@@ -8,33 +8,32 @@ import (
 	"time"
 )
 
-// After a quiet week the prune empties ipc_files and SQLite starts row ids
-// at 1 again; the daemon keeps the keys it has done, so a key reused for a
-// new file would make the daemon drop that file as already sent.
+// After a quiet week the prune empties the journal; a plain row id would
+// start at 1 again, and a file's id must name it for ever (AUTOINCREMENT).
 func TestKeysNotReusedAfterPrune(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	first := h.drop(t, "family", MessagesDir, h.msg("family", "family@g.us", "before the quiet week"))
-	h.w.handle(ctx, "family", MessagesDir, filepath.Base(first))
+	h.w.handle(ctx, ref{"family", MessagesDir, filepath.Base(first)})
 	k1 := h.expectSend(t, "family", "family@g.us", "before the quiet week").key
 
 	h.w.now = func() time.Time { return time.Now().Add(8 * 24 * time.Hour) }
 	h.w.prune(ctx)
 	var n int
-	h.db.QueryRow(`SELECT count(*) FROM ipc_files`).Scan(&n)
+	h.db.QueryRow(`SELECT count(*) FROM ipc_journal`).Scan(&n)
 	if n != 0 {
 		t.Fatalf("%d rows left after the prune, want 0 (the case where ids restart)", n)
 	}
 	second := h.drop(t, "family", MessagesDir, h.msg("family", "family@g.us", "after the quiet week"))
-	h.w.handle(ctx, "family", MessagesDir, filepath.Base(second))
+	h.w.handle(ctx, ref{"family", MessagesDir, filepath.Base(second)})
 	if k2 := h.expectSend(t, "family", "family@g.us", "after the quiet week").key; k2 == k1 {
 		t.Errorf("the new file got the old file's key %q", k1)
 	}
 }
 
-// A file is removed before its record is marked done, so a file found
-// under a done record is a new one, even with the same name and content:
-// it is carried out, with a new key.
+// A file is removed before its journal entry is marked done, so a file
+// found after that is a new one, even with the same name and content: it
+// is carried out, with a new key.
 func TestSameNameAndContentAgainIsANewFile(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
@@ -51,7 +50,7 @@ func TestSameNameAndContentAgainIsANewFile(t *testing.T) {
 			}
 			os.Rename(path+".tmp", path)
 		}
-		h.w.handle(ctx, "family", MessagesDir, filepath.Base(path))
+		h.w.handle(ctx, ref{"family", MessagesDir, filepath.Base(path)})
 		e := h.expectSend(t, "family", "family@g.us", "good morning")
 		if keys[e.key] {
 			t.Fatalf("round %d reused key %q", i, e.key)
@@ -62,9 +61,9 @@ func TestSameNameAndContentAgainIsANewFile(t *testing.T) {
 		}
 	}
 	// Handling the same (now absent) file again does nothing.
-	h.w.handle(ctx, "family", MessagesDir, filepath.Base(path))
+	h.w.handle(ctx, ref{"family", MessagesDir, filepath.Base(path)})
 	select {
-	case e := <-h.actions.events:
+	case e := <-h.effects.events:
 		t.Errorf("a handled file acted again: %+v", e)
 	default:
 	}

@@ -21,20 +21,22 @@ import (
 
 const killChildEnv = "NANOCLAW_IPC_KILL_CHILD"
 
-// sqlActions records every call in SQLite, as the daemon's outbox would,
-// so the parent can count calls after the process is killed.
-type sqlActions struct{ db *sql.DB }
+// sqlEffects records every effect in SQLite inside the journal
+// transaction, as the daemon's outbox and audit table do, so the parent
+// can count them after the process is killed.
+type sqlEffects struct{}
 
-func (a sqlActions) SendMessage(ctx context.Context, key, from, chat, text string, _ *channel.Attachment) error {
-	_, err := a.db.ExecContext(ctx, `INSERT INTO test_calls (key, what) VALUES (?, ?)`, key, text)
+func (sqlEffects) SendMessageTx(ctx context.Context, tx *sql.Tx, id int64, from, chat, text string, _ *channel.Attachment) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO test_calls (key, what) VALUES (?, ?)`, id, text)
 	return err
 }
-func (a sqlActions) RegisterGroup(context.Context, string, NewGroup) error { return nil }
-func (a sqlActions) RefreshGroups(context.Context) error                   { return nil }
-func (a sqlActions) Violation(ctx context.Context, key string, v security.Violation, alert bool) error {
-	_, err := a.db.ExecContext(ctx, `INSERT INTO test_calls (key, what) VALUES (?, ?)`, key, "violation")
+func (sqlEffects) RegisterGroupTx(context.Context, *sql.Tx, int64, NewGroup) error { return nil }
+func (sqlEffects) RefusedTx(ctx context.Context, tx *sql.Tx, id int64, v security.Violation, alert bool) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO test_calls (key, what) VALUES (?, ?)`, id, "violation")
 	return err
 }
+func (sqlEffects) Committed(context.Context)           {}
+func (sqlEffects) RefreshGroups(context.Context) error { return nil }
 
 // runKillChild is the daemon side of TestKill9: it handles files until it
 // is killed.
@@ -51,7 +53,7 @@ func runKillChild(dataDir string) {
 	groups := &fakeGroups{groups: testGroups}
 	root := filepath.Join(dataDir, "ipc")
 	w, err := NewWatcher(Config{IPCRoot: root, DB: db, Tokens: tokens, Groups: groups,
-		Tasks: scheduler.New(db, time.UTC, nil, root, zerolog.Nop()), Actions: sqlActions{db}, Log: zerolog.Nop()})
+		Tasks: scheduler.New(db, time.UTC, nil, root, zerolog.Nop()), Effects: sqlEffects{}, Log: zerolog.Nop()})
 	if err != nil {
 		panic(err)
 	}

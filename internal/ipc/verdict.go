@@ -24,21 +24,43 @@ type Verdict struct {
 	ID     string `json:"id,omitempty"` // schedule_task: the new task's id
 }
 
-// writeVerdict answers the request file name of folder. The group's IPC
-// dir is the agent's to write, so the answer is written through an
-// os.Root: a results dir or file the agent made a symlink cannot send the
-// daemon's write anywhere else.
-func (w *Watcher) writeVerdict(folder, name string, v Verdict) error {
-	root, err := os.OpenRoot(filepath.Join(w.cfg.IPCRoot, folder))
-	if err != nil {
-		return err
+// answers writes the verdicts of one batch. A group's IPC dir is the
+// agent's to write, so they are written through an os.Root: a results dir
+// or file the agent made a symlink cannot send the daemon's write anywhere
+// else. Each group's root is opened once per batch.
+type answers struct {
+	w     *Watcher
+	roots map[string]*os.Root // nil: no MCP server waits for answers there
+}
+
+// write answers the request file name of folder.
+func (a *answers) write(folder, name string, v Verdict) error {
+	root, opened := a.roots[folder]
+	if !opened {
+		r, err := os.OpenRoot(filepath.Join(a.w.cfg.IPCRoot, folder))
+		if err != nil {
+			return err
+		}
+		if fi, err := r.Lstat(ResultsDir); err == nil && fi.IsDir() {
+			root = r
+		} else {
+			r.Close()
+		}
+		a.roots[folder] = root
 	}
-	defer root.Close()
-	if fi, err := root.Lstat(ResultsDir); err != nil || !fi.IsDir() {
-		return nil // no MCP server waits for answers here
+	if root == nil {
+		return nil
 	}
 	data, _ := json.Marshal(v)
 	return atomicfile.WriteIn(root, filepath.Join(ResultsDir, name), data, 0o600)
+}
+
+func (a *answers) close() {
+	for _, r := range a.roots {
+		if r != nil {
+			r.Close()
+		}
+	}
 }
 
 // pruneVerdicts removes answers nobody picked up within a minute.

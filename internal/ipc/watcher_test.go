@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 )
@@ -230,5 +231,39 @@ func TestSymlinkedDirectoryIsNotFollowed(t *testing.T) {
 	os.Symlink(filepath.Join(h.root, "main", MessagesDir), dir)
 	if err := h.w.checkDirs("family", MessagesDir); err == nil {
 		t.Fatal("a symlinked messages/ was accepted")
+	}
+}
+
+// TestVerdicts: where an MCP server waits (results/ exists), each file
+// gets its verdict: sent (with a new task's id) or refused with the reason.
+func TestVerdicts(t *testing.T) {
+	h := newHarness(t)
+	results := filepath.Join(h.root, "family", ResultsDir)
+	if err := os.Mkdir(results, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	h.start(t)
+	verdict := func(path string) Verdict {
+		t.Helper()
+		v, ok := AwaitVerdict(filepath.Join(h.root, "family"), filepath.Base(path), 10*time.Second)
+		if !ok {
+			t.Fatalf("no verdict for %s", filepath.Base(path))
+		}
+		return v
+	}
+	sent := h.drop(t, "family", MessagesDir, h.msg("family", "family@g.us", "hi"))
+	h.expectSend(t, "family", "family@g.us", "hi")
+	if v := verdict(sent); v.Status != "sent" {
+		t.Errorf("verdict %+v, want sent", v)
+	}
+	refused := h.drop(t, "family", MessagesDir, h.msg("family", "work@g.us", "leak"))
+	h.expectRefused(t, refused, true, "family", "may only message its own chat")
+	if v := verdict(refused); v.Status != "refused" || !strings.Contains(v.Reason, "may only message its own chat") {
+		t.Errorf("verdict %+v, want refused with the reason", v)
+	}
+	task := h.drop(t, "family", TasksDir, map[string]any{"type": "schedule_task", "prompt": "p", "schedule_type": "interval",
+		"schedule_value": "3600000", "context_mode": "group", "token": h.token["family"]})
+	if v := verdict(task); v.Status != "sent" || !strings.HasPrefix(v.ID, "task-") {
+		t.Errorf("verdict %+v, want sent with the task id", v)
 	}
 }

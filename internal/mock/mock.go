@@ -42,3 +42,10 @@ func (c *Channel) SetTyping(ctx context.Context, jid string, on bool) error {
 	return c.SetTypingFn(ctx, jid, on)
 }
 func (c *Channel) Connected() bool { return c.ConnectedFn() }
+
+// MainChat names the main group (outbox.MainChat, alerts.MainChat).
+type MainChat struct {
+	MainChatFn func(ctx context.Context) (folder, jid string, ok bool)
+}
+
+func (m *MainChat) MainChat(ctx context.Context) (string, string, bool) { return m.MainChatFn(ctx) }

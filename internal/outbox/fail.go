@@ -78,8 +78,8 @@ func (o *Outbox) giveUp(ctx context.Context, chat string, id int64, cause error)
 		return fmt.Errorf("outbox: look up earlier failures in %s: %w", chat, err)
 	}
 	notice := false
-	if told == 0 && o.Main != nil {
-		_, mainJID, ok := o.Main(ctx)
+	if told == 0 && o.main != nil {
+		_, mainJID, ok := o.main.MainChat(ctx)
 		if !ok || mainJID != chat { // never about the main chat to itself
 			to := sql.NullString{String: mainJID, Valid: ok} // NULL: waits for a main group
 			if _, err := enqueueTx(ctx, tx, to, undeliveredText(chat, cause), KindNotice, nil); err != nil {

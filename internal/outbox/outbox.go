@@ -51,6 +51,7 @@ const tellAgain = 24 * time.Hour
 // Send and its mark (then the stable Outgoing.ID lets the channel drop it).
 type Outbox struct {
 	db   *sql.DB
+	main MainChat
 	send Sender
 	log  zerolog.Logger
 
@@ -64,9 +65,6 @@ type Outbox struct {
 	// channel.ErrUnavailable (the channel is down) never count: those
 	// messages wait for the channel. Set before Run.
 	GiveUpAfter time.Duration
-	// Main names the main group, told once when messages to a chat are
-	// dropped. Nil: failures are only logged. Set before Run.
-	Main func(ctx context.Context) (folder, jid string, ok bool)
 
 	installMu sync.Mutex
 	install   string // the install id, once read
@@ -85,12 +83,20 @@ type chatState struct {
 	retryAt time.Time     // no automatic send before this
 }
 
+// MainChat names the main group, told once when messages to a chat are
+// dropped as undeliverable; ok is false while there is none.
+type MainChat interface {
+	MainChat(ctx context.Context) (folder, jid string, ok bool)
+}
+
 // New returns an outbox over db (migrated by store.Open) that sends
-// through sender. Nothing is sent until Run is called.
-func New(db *sql.DB, sender Sender, log zerolog.Logger) *Outbox {
+// through sender and tells main (nil: no one) what it drops. Nothing is
+// sent until Run is called.
+func New(db *sql.DB, sender Sender, main MainChat, log zerolog.Logger) *Outbox {
 	return &Outbox{
 		db:          db,
 		send:        sender,
+		main:        main,
 		log:         log,
 		MinBackoff:  500 * time.Millisecond,
 		MaxBackoff:  time.Minute,
@@ -281,58 +287,94 @@ func (o *Outbox) drain(ctx context.Context, chat string, st *chatState) error {
 		return o.failed(ctx, chat, st, 0, err)
 	}
 	for {
-		var (
-			id                  int64
-			text                string
-			firstFail           sql.NullInt64
-			fPath, fName, fMIME sql.NullString
-		)
-		err := o.db.QueryRowContext(ctx,
-			`SELECT id, text, first_error_at, file_path, file_name, file_mime FROM outbox
-			 WHERE chat_jid = ? AND sent_at IS NULL AND failed_at IS NULL ORDER BY id LIMIT 1`,
-			chat).Scan(&id, &text, &firstFail, &fPath, &fName, &fMIME)
-		if errors.Is(err, sql.ErrNoRows) {
+		queued, err := o.next(ctx, chat)
+		if err != nil {
+			return o.failed(ctx, chat, st, 0, fmt.Errorf("read queued messages: %w", err))
+		}
+		if len(queued) == 0 {
 			return nil
 		}
-		if err != nil {
-			return o.failed(ctx, chat, st, 0, fmt.Errorf("read queued message: %w", err))
-		}
-		o.mu.Lock()
-		gen := o.notifies
-		o.mu.Unlock()
-		out := channel.Outgoing{ID: MessageKey(install, id), ChatJID: chat, Text: text}
-		if fPath.Valid {
-			out.File = &channel.Attachment{Name: fName.String, MIME: fMIME.String, Path: fPath.String}
-		}
-		if err := o.send.Send(ctx, out); err != nil {
-			if ctx.Err() == nil && o.hopeless(err, firstFail) {
-				if gerr := o.giveUp(ctx, chat, id, err); gerr != nil {
-					return o.failed(ctx, chat, st, 0, gerr)
-				}
-				o.dropFile(out.File)
-				continue
+		for _, q := range queued {
+			if err := o.sendOne(ctx, chat, st, install, q); err != nil {
+				return err
 			}
-			o.failed(ctx, chat, st, id, err)
-			o.mu.Lock()
-			if o.notifies != gen {
-				// The channel came back while this send was failing.
-				st.retryAt = time.Time{}
-			}
-			o.mu.Unlock()
-			return err
 		}
-		// The message is out; if marking it fails it will be offered again
-		// later with the same ID, which the channel may use to drop it.
-		if _, err := o.db.ExecContext(context.WithoutCancel(ctx),
-			`UPDATE outbox SET sent_at = ?, attempts = attempts + 1, last_error = NULL WHERE id = ?`,
-			time.Now().UnixNano(), id); err != nil {
-			return o.failed(ctx, chat, st, 0, fmt.Errorf("mark message %d sent: %w", id, err))
-		}
-		o.dropFile(out.File)
-		o.mu.Lock()
-		st.fails, st.retryAt = 0, time.Time{}
-		o.mu.Unlock()
 	}
+}
+
+// queued is one unsent row of the outbox.
+type queued struct {
+	id        int64
+	text      string
+	firstFail sql.NullInt64
+	file      *channel.Attachment
+}
+
+// drainBatch is how many queued rows of a chat are read at once: one
+// query for a burst instead of one a message.
+const drainBatch = 64
+
+// next reads the chat's oldest unsent messages, in order.
+func (o *Outbox) next(ctx context.Context, chat string) ([]queued, error) {
+	rows, err := o.db.QueryContext(ctx,
+		`SELECT id, text, first_error_at, file_path, file_name, file_mime FROM outbox
+		 WHERE chat_jid = ? AND sent_at IS NULL AND failed_at IS NULL ORDER BY id LIMIT ?`,
+		chat, drainBatch)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []queued
+	for rows.Next() {
+		var q queued
+		var path, name, mime sql.NullString
+		if err := rows.Scan(&q.id, &q.text, &q.firstFail, &path, &name, &mime); err != nil {
+			return nil, err
+		}
+		if path.Valid {
+			q.file = &channel.Attachment{Name: name.String, MIME: mime.String, Path: path.String}
+		}
+		out = append(out, q)
+	}
+	return out, rows.Err()
+}
+
+// sendOne sends q and marks it sent, or gives it up when it can never
+// go; a non-nil error stops the chat's drain until its retry.
+func (o *Outbox) sendOne(ctx context.Context, chat string, st *chatState, install string, q queued) error {
+	o.mu.Lock()
+	gen := o.notifies
+	o.mu.Unlock()
+	out := channel.Outgoing{ID: MessageKey(install, q.id), ChatJID: chat, Text: q.text, File: q.file}
+	if err := o.send.Send(ctx, out); err != nil {
+		if ctx.Err() == nil && o.hopeless(err, q.firstFail) {
+			if gerr := o.giveUp(ctx, chat, q.id, err); gerr != nil {
+				return o.failed(ctx, chat, st, 0, gerr)
+			}
+			o.dropFile(q.file)
+			return nil
+		}
+		o.failed(ctx, chat, st, q.id, err)
+		o.mu.Lock()
+		if o.notifies != gen {
+			// The channel came back while this send was failing.
+			st.retryAt = time.Time{}
+		}
+		o.mu.Unlock()
+		return err
+	}
+	// The message is out; if marking it fails it will be offered again
+	// later with the same ID, which the channel may use to drop it.
+	if _, err := o.db.ExecContext(context.WithoutCancel(ctx),
+		`UPDATE outbox SET sent_at = ?, attempts = attempts + 1, last_error = NULL WHERE id = ?`,
+		time.Now().UnixNano(), q.id); err != nil {
+		return o.failed(ctx, chat, st, 0, fmt.Errorf("mark message %d sent: %w", q.id, err))
+	}
+	o.dropFile(q.file)
+	o.mu.Lock()
+	st.fails, st.retryAt = 0, time.Time{}
+	o.mu.Unlock()
+	return nil
 }
 
 // Flush tries once, now, to send everything queued (ignoring backoffs),

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/mock"
 	"github.com/nanoclawd/nanoclawd/internal/outbox/outboxtest"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/rs/zerolog"
@@ -31,7 +32,10 @@ type env struct {
 
 // newEnv builds an outbox over a fresh database that sends to a recorder;
 // start runs it until the test ends.
-func newEnv(t testing.TB) *env {
+func newEnv(t testing.TB) *env { return newEnvTelling(t, nil) }
+
+// newEnvTelling is newEnv with main as the main chat the outbox tells.
+func newEnvTelling(t testing.TB, main MainChat) *env {
 	t.Helper()
 	db, err := store.Open(t.TempDir())
 	if err != nil {
@@ -39,7 +43,7 @@ func newEnv(t testing.TB) *env {
 	}
 	t.Cleanup(func() { db.Close() })
 	e := &env{db: db, rec: outboxtest.NewRecorder()}
-	e.out = New(db, e.rec, zerolog.Nop())
+	e.out = New(db, e.rec, main, zerolog.Nop())
 	e.out.MinBackoff, e.out.MaxBackoff = time.Millisecond, 5*time.Millisecond
 	return e
 }
@@ -90,8 +94,7 @@ func enqueue(t *testing.T, e *env, chat, text string) {
 }
 
 func TestUndeliverableMessageIsDroppedOnceAndTheChatMovesOn(t *testing.T) {
-	e := newEnv(t)
-	e.out.Main = func(context.Context) (string, string, bool) { return "main", mainJID, true }
+	e := newEnvTelling(t, &mock.MainChat{MainChatFn: func(context.Context) (string, string, bool) { return "main", mainJID, true }})
 	gone := fmt.Errorf("send to %s: not in group: %w", famJID, channel.ErrUndeliverable)
 	tries := refuseText(e, map[string]error{"one": gone, "three": gone})
 	enqueue(t, e, famJID, "one")

@@ -55,11 +55,19 @@ func OpenFile(path string) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	if err := Migrate(db, migrations.FS); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if err := migrate(db, path); err != nil {
+		return nil, err
 	}
 	return db, nil
+}
+
+// migrate brings db up to date, closing it if that fails.
+func migrate(db *sql.DB, path string) error {
+	if err := Migrate(db, migrations.FS); err != nil {
+		db.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }
 
 // Migrate applies, in one transaction, every *.sql file of fsys whose

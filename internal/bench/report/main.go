@@ -87,6 +87,8 @@ func table(w io.Writer, f figures) (missing []string) {
 	fmt.Fprintf(tw, "inbound → agent start (main, unconfined)\t%s\t-\n", pct("BenchmarkInboundToMainAgentStart"))
 	fmt.Fprintf(tw, "IPC file → message sent\t%s\t%s (1 s IPC poll)\n", pct("BenchmarkIPCToSent"), pollWait(ipcPoll))
 	fmt.Fprintf(tw, "IPC sustained\t%s files/s\ta burst waits for the next 1 s poll\n", get("BenchmarkIPCThroughput/files/s"))
+	fmt.Fprintf(tw, "  daemon CPU per IPC file\t%s µs\t-\n", get("BenchmarkIPCThroughput/cpu-us/file"))
+	fmt.Fprintf(tw, "IPC burst of 300 files → last sent\t%s ms\twaits for the next 1 s poll\n", get("BenchmarkIPCBurst300/last-sent-ms"))
 	fmt.Fprintf(tw, "violation frame → alert sent\t%s\t%s (alerts ride the IPC poll)\n", pct("BenchmarkViolationToAlert"), pollWait(ipcPoll))
 	fmt.Fprintf(tw, "daemon start, 100 groups\tp50 %s ms  max %s ms\t-\n", get("BenchmarkStart100Groups/p50-ms"), get("BenchmarkStart100Groups/max-ms"))
 	fmt.Fprintf(tw, "idle wakeups\t%s /s\tat least %s /s (its two poll timers)\n", get("BenchmarkIdle/wakeups/s"), num(1/messagePoll.Seconds()+1/ipcPoll.Seconds()))

@@ -1,0 +1,116 @@
+package ipc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// maxAttempts bounds the tries of a file effect that keeps failing (a file
+// that cannot be removed, say) before its entry is given up.
+const maxAttempts = 5
+
+// finish does what is left of entries once their records committed: the
+// file removed (carried out) or quarantined with its reason (refused), the
+// verdict written for the agent, a new group watched, the snapshot of
+// groups refreshed; then the entries are marked done and the daemon woken.
+// All of it is safe to repeat, so a crash before the mark only repeats it.
+func (w *Watcher) finish(ctx context.Context, entries []*entry) {
+	if len(entries) == 0 {
+		return
+	}
+	var finished []*entry
+	var ids []int64
+	tasks := false
+	ans := &answers{w: w, roots: map[string]*os.Root{}}
+	defer ans.close()
+	for _, e := range entries {
+		if err := w.finishOne(ctx, e, ans); err != nil {
+			w.failed(ctx, e, err)
+			continue
+		}
+		finished, ids = append(finished, e), append(ids, e.id)
+		switch e.typ {
+		case TypeScheduleTask, TypePauseTask, TypeResumeTask, TypeCancelTask, TypeUpdateTask:
+			tasks = true
+		}
+	}
+	// Marked before the daemon is woken, so that the outbox's writes for
+	// these files do not contend with this one (SQLite's busy wait sleeps
+	// whole milliseconds).
+	if err := w.markDone(ctx, ids); err != nil {
+		w.logErr(ctx, err) // they stay open and are finished again
+	} else {
+		for _, e := range finished {
+			delete(w.open, e.ref)
+		}
+	}
+	if tasks {
+		w.cfg.Tasks.Changed()
+	}
+	w.cfg.Effects.Committed(ctx)
+}
+
+func (w *Watcher) finishOne(ctx context.Context, e *entry, ans *answers) error {
+	path := ""
+	if e.present {
+		path = w.path(e.ref)
+	}
+	if e.status == statusRefused {
+		if err := w.quarantine(e, path, e.reason); err != nil {
+			return err
+		}
+	} else {
+		if path != "" {
+			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+		if e.newFolder != "" {
+			if err := w.Watch(e.newFolder); err != nil {
+				return err
+			}
+		}
+		if e.typ == TypeRefreshGroups {
+			if err := w.cfg.Effects.RefreshGroups(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	w.logErr(ctx, ans.write(e.folder, e.name, e.verdict()))
+	return nil
+}
+
+// failed counts a failed try of e's file effects; they are tried again at
+// the next rescan, until the maxAttempts-th try gives up.
+func (w *Watcher) failed(ctx context.Context, e *entry, cause error) {
+	e.attempts++
+	w.logErr(ctx, fmt.Errorf("ipc file %s (attempt %d of %d): %w", e.ref, e.attempts, maxAttempts, cause))
+	done := e.attempts >= maxAttempts
+	if _, err := w.cfg.DB.ExecContext(ctx, `UPDATE ipc_journal SET attempts = ?, done = ? WHERE id = ?`, e.attempts, done, e.id); err != nil {
+		w.logErr(ctx, fmt.Errorf("journal: %w", err))
+		return
+	}
+	if done {
+		delete(w.open, e.ref)
+	}
+}
+
+// quarantine moves the file at path, if any (whatever it is: a symlink or
+// FIFO is moved, not followed or opened), to ipc/errors/ with the reason
+// beside it. Repeating it after a crash only rewrites the reason.
+func (w *Watcher) quarantine(e *entry, path, reason string) error {
+	dest := filepath.Join(w.cfg.IPCRoot, ErrorsDir, fmt.Sprintf("%s.%s.%d.%s", e.folder, e.sub, e.id, e.name))
+	if path != "" {
+		if err := os.Rename(path, dest); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("quarantine %s: %w", path, err)
+		}
+	}
+	if err := os.WriteFile(dest+".reason", []byte(reason+"\n"), 0o600); err != nil {
+		return fmt.Errorf("quarantine %s: %w", path, err)
+	}
+	return nil
+}

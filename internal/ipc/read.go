@@ -1,0 +1,133 @@
+package ipc
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// file is one IPC file as read: its content, or why it is refused unread.
+type file struct {
+	ref
+	data []byte
+	hash string // of data; for a refused object, of its identity
+	bad  string // why the object is refused unread; "" when data is the content
+}
+
+func (w *Watcher) path(r ref) string { return filepath.Join(w.cfg.IPCRoot, r.folder, r.sub, r.name) }
+
+// read reads the file r names; nil, nil when it is gone (handled already).
+// Its directories are checked once per batch.
+func (v *view) read(r ref) (*file, error) {
+	dir := [2]string{r.folder, r.sub}
+	err, checked := v.dirs[dir]
+	if !checked {
+		err = v.w.checkDirs(r.folder, r.sub)
+		v.dirs[dir] = err
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	data, hash, bad, err := readIPCFile(v.w.path(r))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &file{ref: r, data: data, hash: hash, bad: bad}, nil
+}
+
+// checkDirs refuses to read through a group directory an agent replaced
+// with a symlink (say, to another group's messages/).
+func (w *Watcher) checkDirs(folder, sub string) error {
+	for _, dir := range []string{filepath.Join(w.cfg.IPCRoot, folder), filepath.Join(w.cfg.IPCRoot, folder, sub)} {
+		fi, err := os.Lstat(dir)
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory (%s); remove it, the watcher recreates it", dir, fi.Mode().Type())
+		}
+	}
+	return nil
+}
+
+// readIPCFile reads path without following a symlink or blocking on a
+// FIFO. bad is set, and nothing read, for anything but a regular file of at
+// most MaxFileSize; hash then identifies that object instead of content.
+func readIPCFile(path string) (data []byte, hash, bad string, err error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, "", "", err
+	}
+	ident := func() string {
+		id := fmt.Sprintf("%s:%d:%d", fi.Mode().Type(), fi.Size(), fi.ModTime().UnixNano())
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			id += fmt.Sprintf(":%d", st.Ino)
+		}
+		return "nonregular:" + id
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, ident(), fmt.Sprintf("not a regular file (%s); write files with the nanoclaw MCP tools", kind(fi.Mode())), nil
+	}
+	if fi.Size() > MaxFileSize {
+		return nil, ident(), fmt.Sprintf("file of %d bytes is over the 1 MiB limit", fi.Size()), nil
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENXIO) {
+			return nil, ident(), "replaced while being read", nil
+		}
+		return nil, "", "", err
+	}
+	defer f.Close()
+	ofi, err := f.Stat()
+	if err != nil || !os.SameFile(fi, ofi) {
+		return nil, ident(), "replaced while being read", nil
+	}
+	// One read(2) takes a file as long as fstat said; the byte to spare
+	// tells one that grew since, which is read on up to the limit.
+	data = make([]byte, ofi.Size()+1)
+	n, err := io.ReadAtLeast(f, data, int(ofi.Size()))
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, "", "", fmt.Errorf("read %s: %w", path, err)
+	}
+	data = data[:n]
+	if n > int(ofi.Size()) {
+		rest, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1-int64(n)))
+		if err != nil {
+			return nil, "", "", fmt.Errorf("read %s: %w", path, err)
+		}
+		data = append(data, rest...)
+	}
+	if len(data) > MaxFileSize {
+		return nil, ident(), "file grew over the 1 MiB limit while being read", nil
+	}
+	sum := sha256.Sum256(data)
+	return data, hex.EncodeToString(sum[:]), "", nil
+}
+
+func kind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	case m&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return m.Type().String()
+}
