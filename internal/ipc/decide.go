@@ -38,8 +38,10 @@ func (w *Watcher) violation(f ref, d decision) security.Violation {
 	if kind == "" {
 		kind = security.KindIPC
 	}
+	// Rule "ipc" for a file outside the folder too: no configuration
+	// lets a group send what is not its own, whatever its kind says.
 	return security.Violation{Time: w.now().UTC(), Group: d.group, Kind: kind, Tool: "ipc", Target: target,
-		Detail: fmt.Sprintf("%s (file ipc/%s)", d.reason, f), Action: "blocked"}
+		Detail: fmt.Sprintf("%s (file ipc/%s)", d.reason, f), Action: "blocked", Rule: "ipc"}
 }
 
 // view is what one batch knows of the registry, the run tokens and the
