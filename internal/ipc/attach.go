@@ -80,16 +80,15 @@ func stageFile(groupDir, file, dir string) (channel.Attachment, *Refusal, error)
 	if fi.Size() > MaxAttachment {
 		return refuse("file %q is %d bytes, over the %d MiB limit", file, fi.Size(), MaxAttachment>>20)
 	}
-	att, over, err := copyInto(dir, f)
+	path, head, over, err := copyInto(dir, f)
 	if err != nil {
 		return channel.Attachment{}, nil, err
 	}
 	if over {
 		return refuse("file %q grew over the %d MiB limit while it was read", file, MaxAttachment>>20)
 	}
-	att.Name = filepath.Base(rel)
-	att.MIME = mimeOf(att.Name, att.head)
-	return att.Attachment, nil, nil
+	name := filepath.Base(rel)
+	return channel.Attachment{Name: name, MIME: mimeOf(name, head), Path: path}, nil, nil
 }
 
 // escapes tells whether err is os.Root's refusal of a path that leads out
@@ -98,24 +97,19 @@ func escapes(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
 }
 
-// staged is a copy made by copyInto, with its first bytes for sniffing.
-type staged struct {
-	channel.Attachment
-	head []byte
-}
-
 // copyInto copies at most MaxAttachment bytes of f into a new file of dir
 // (made 0700) and syncs it, so the copy is on disk before the decision
-// that refers to it commits. over says f had more; nothing is kept then.
-func copyInto(dir string, f io.Reader) (staged, bool, error) {
+// that refers to it commits; head is its first bytes, for sniffing. over
+// says f had more; nothing is kept then.
+func copyInto(dir string, f io.Reader) (path string, head []byte, over bool, err error) {
 	if err := mkdirPrivate(dir); err != nil {
-		return staged{}, false, err
+		return "", nil, false, err
 	}
 	out, err := os.CreateTemp(dir, "file-*")
 	if err != nil {
-		return staged{}, false, fmt.Errorf("copy a file to send: %w", err)
+		return "", nil, false, fmt.Errorf("copy a file to send: %w", err)
 	}
-	head := make([]byte, 512)
+	head = make([]byte, 512)
 	n, rerr := io.ReadFull(f, head)
 	head = head[:n]
 	if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
@@ -133,15 +127,15 @@ func copyInto(dir string, f io.Reader) (staged, bool, error) {
 	if cerr := out.Close(); werr == nil {
 		werr = cerr
 	}
-	over := int64(n)+copied > MaxAttachment
+	over = int64(n)+copied > MaxAttachment
 	if err := errors.Join(rerr, werr); err != nil || over {
 		os.Remove(out.Name())
 		if err != nil {
-			return staged{}, false, fmt.Errorf("copy a file to send into %s: %w", dir, err)
+			return "", nil, false, fmt.Errorf("copy a file to send into %s: %w", dir, err)
 		}
-		return staged{}, true, nil
+		return "", nil, true, nil
 	}
-	return staged{Attachment: channel.Attachment{Path: out.Name()}, head: head}, false, nil
+	return out.Name(), head, false, nil
 }
 
 // mimeOf names a file's type: by its content when that is an image (an

@@ -2,6 +2,7 @@ package ipc
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -179,3 +180,20 @@ func TestStagedCopyIsImmuneToLaterChanges(t *testing.T) {
 		t.Errorf("the swapped file: refusal %+v, want an alerted one", r)
 	}
 }
+
+// A file that grows past the cap between the size check and the copy is
+// refused by the copy itself, which keeps nothing.
+func TestCopyIntoStopsAtTheCap(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "outgoing")
+	zeros := io.LimitReader(neverEnding{}, MaxAttachment+1)
+	if path, _, over, err := copyInto(dir, zeros); err != nil || !over || path != "" {
+		t.Fatalf("copyInto of %d bytes = %q, over %v, %v; want over and nothing kept", MaxAttachment+1, path, over, err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("left %v behind", entries)
+	}
+}
+
+type neverEnding struct{}
+
+func (neverEnding) Read(p []byte) (int, error) { clear(p); return len(p), nil }
