@@ -60,6 +60,9 @@ func (c chatCommand) Run(ctx context.Context, g *globals, args []string) error {
 			for _, m := range msgs {
 				after = max(after, m.Seq)
 				fmt.Fprintf(g.stdout, "%s: %s\n", cfg.AssistantName, m.Text)
+				if m.File != "" {
+					fmt.Fprintf(g.stdout, "  [file %s, %s, %d bytes: GET /files/%d on the socket]\n", m.File, m.FileType, m.FileBytes, m.Seq)
+				}
 			}
 		}
 	}()

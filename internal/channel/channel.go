@@ -64,7 +64,18 @@ type Chat struct {
 type Outgoing struct {
 	ID      string // stable idempotency key (the outbox row)
 	ChatJID string
-	Text    string
+	Text    string // with File: its caption
+	File    *Attachment
+}
+
+// Attachment is a file sent with a message (an agent's send_message with
+// a file). Path is the daemon's own copy, made when the request was
+// decided, so what is sent cannot change after it was checked; the outbox
+// removes it once the message is sent or given up.
+type Attachment struct {
+	Name string // the file's base name, as the chat shows it
+	MIME string // e.g. image/png, application/pdf
+	Path string // the daemon's copy (under layout.Layout.Outgoing)
 }
 
 // Sink receives what a channel hears. OnMessage must have persisted the

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 
+	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/ipc"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
@@ -37,8 +38,13 @@ func (a ipcGroups) GroupByJID(ctx context.Context, jid string) (ipc.Group, bool,
 // transaction, so each happens exactly when its file is recorded.
 type ipcEffects struct{ d *Daemon }
 
-func (e ipcEffects) SendMessageTx(ctx context.Context, tx *sql.Tx, _ int64, _, chatJID, text string) error {
-	_, err := outbox.EnqueueTx(ctx, tx, chatJID, text, outbox.KindIPC)
+func (e ipcEffects) SendMessageTx(ctx context.Context, tx *sql.Tx, _ int64, _, chatJID, text string, file *channel.Attachment) error {
+	var err error
+	if file != nil {
+		_, err = outbox.EnqueueFileTx(ctx, tx, chatJID, text, outbox.KindIPC, *file)
+	} else {
+		_, err = outbox.EnqueueTx(ctx, tx, chatJID, text, outbox.KindIPC)
+	}
 	return err
 }
 

@@ -129,7 +129,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		Log: log.With().Str("part", "router").Logger(), Snapshots: d.snapshots,
 	}
 	if d.watcher, err = ipc.NewWatcher(ipc.Config{
-		IPCRoot: cfg.Layout().IPCRoot(), DB: d.db, Tokens: d.tokens, Groups: ipcGroups{d.reg},
+		IPCRoot: cfg.Layout().IPCRoot(), Layout: cfg.Layout(), DB: d.db, Tokens: d.tokens, Groups: ipcGroups{d.reg},
 		Tasks: d.sched, Effects: ipcEffects{d}, Log: log.With().Str("part", "ipc").Logger(),
 	}); err != nil {
 		return nil, err
@@ -167,6 +167,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	bg, bgCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer bgCancel()
+	// Copies of files an agent sent that a crash left behind; an hour's
+	// grace spares one the IPC watcher is about to queue.
+	if err := d.outbox.SweepFiles(ctx, cfg.Layout().Outgoing(), time.Hour); err != nil {
+		d.log.Warn().Err(err).Msg("sweep old copies of sent files")
+	}
 	// The outbox outlives ctx so shutdown can flush it.
 	var outWG sync.WaitGroup
 	outWG.Add(1)

@@ -1,6 +1,10 @@
 package ipc
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/nanoclawd/nanoclawd/internal/security"
+)
 
 // Group is what authorization needs to know of a registered group.
 type Group struct {
@@ -23,11 +27,14 @@ type Facts struct {
 }
 
 // Refusal says why a file is not carried out. Alert marks a cross-group
-// attempt (or a token problem), which the main group is told about.
+// attempt (or a token problem), which the main group is told about. Kind
+// is what the audit calls it: security.KindIPC when empty,
+// security.KindFilesystem for a file to send from outside the group's folder.
 type Refusal struct {
 	Reason string
 	Target string
 	Alert  bool
+	Kind   security.Kind
 }
 
 func (r *Refusal) Error() string { return r.Reason }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
@@ -19,6 +20,8 @@ type decision struct {
 	alert  bool
 	group  string // who tried: the directory's group, or the token's owner
 	target string
+	kind   security.Kind       // of a refusal; "" = security.KindIPC
+	file   *channel.Attachment // an accepted message's file: the daemon's copy
 }
 
 func refuse(f ref, reason, target string, alert bool) decision {
@@ -31,8 +34,14 @@ func (w *Watcher) violation(f ref, d decision) security.Violation {
 	if target == "" {
 		target = "ipc/" + f.String()
 	}
-	return security.Violation{Time: w.now().UTC(), Group: d.group, Kind: security.KindIPC, Tool: "ipc", Target: target,
-		Detail: fmt.Sprintf("%s (file ipc/%s)", d.reason, f), Action: "blocked"}
+	kind := d.kind
+	if kind == "" {
+		kind = security.KindIPC
+	}
+	// Rule "ipc" for a file outside the folder too: no configuration
+	// lets a group send what is not its own, whatever its kind says.
+	return security.Violation{Time: w.now().UTC(), Group: d.group, Kind: kind, Tool: "ipc", Target: target,
+		Detail: fmt.Sprintf("%s (file ipc/%s)", d.reason, f), Action: "blocked", Rule: "ipc"}
 }
 
 // view is what one batch knows of the registry, the run tokens and the
@@ -140,7 +149,23 @@ func (v *view) decide(ctx context.Context, f *file) (decision, error) {
 	if r := Authorize(from, req, facts); r != nil {
 		return refuse(f.ref, r.Reason, r.Target, r.Alert), nil
 	}
-	return decision{accept: true, req: req, from: from, to: facts.Target, group: f.folder}, nil
+	d := decision{accept: true, req: req, from: from, to: facts.Target, group: f.folder}
+	if req.File != "" {
+		// The sender's own folder, main's included: what a group may send
+		// is what it may read.
+		l := v.w.cfg.Layout
+		file, r, err := stageFile(l.Group(f.folder), req.File, l.Outgoing())
+		if err != nil {
+			return decision{}, err
+		}
+		if r != nil {
+			d := refuse(f.ref, r.Reason, r.Target, r.Alert)
+			d.kind = r.Kind
+			return d, nil
+		}
+		d.file = &file
+	}
+	return d, nil
 }
 
 func (v *view) facts(ctx context.Context, req Request) (Facts, error) {

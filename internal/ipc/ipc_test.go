@@ -15,6 +15,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
@@ -59,6 +61,7 @@ type event struct {
 	chat  string
 	text  string
 	group NewGroup
+	file  *channel.Attachment
 	v     security.Violation
 	alert bool
 }
@@ -71,8 +74,8 @@ type fakeEffects struct {
 	pending []event // effects of the transaction under way
 }
 
-func (a *fakeEffects) SendMessageTx(_ context.Context, _ *sql.Tx, id int64, from, chat, text string) error {
-	a.pending = append(a.pending, event{kind: "send", key: strconv.FormatInt(id, 10), from: from, chat: chat, text: text})
+func (a *fakeEffects) SendMessageTx(_ context.Context, _ *sql.Tx, id int64, from, chat, text string, file *channel.Attachment) error {
+	a.pending = append(a.pending, event{kind: "send", key: strconv.FormatInt(id, 10), from: from, chat: chat, text: text, file: file})
 	return nil
 }
 
@@ -102,6 +105,7 @@ func (a *fakeEffects) RefreshGroups(context.Context) error {
 type harness struct {
 	t       *testing.T
 	root    string // <dataDir>/ipc
+	layout  layout.Layout
 	db      *sql.DB
 	tokens  *Tokens
 	sched   *scheduler.Scheduler
@@ -130,12 +134,13 @@ func newHarness(t testing.TB) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := filepath.Join(dataDir, "ipc")
+	l := layout.New(dataDir, t.TempDir())
+	root := l.IPCRoot()
 	groups := &fakeGroups{}
-	h := &harness{root: root, db: db, tokens: tokens, groups: groups, token: map[string]string{},
+	h := &harness{root: root, layout: l, db: db, tokens: tokens, groups: groups, token: map[string]string{},
 		effects: &fakeEffects{events: make(chan event, 100000), groups: groups}}
 	h.sched = scheduler.New(db, time.UTC, nil, nil, zerolog.Nop())
-	h.w, err = NewWatcher(Config{IPCRoot: root, DB: db, Tokens: tokens, Groups: groups, Tasks: h.sched,
+	h.w, err = NewWatcher(Config{IPCRoot: root, Layout: l, DB: db, Tokens: tokens, Groups: groups, Tasks: h.sched,
 		Effects: h.effects, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)

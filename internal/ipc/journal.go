@@ -90,7 +90,23 @@ func (w *Watcher) handle(ctx context.Context, refs ...ref) {
 			}
 		}
 		refs = refs[n:]
-		w.finish(ctx, append(leftovers, w.record(ctx, todo)...))
+		recorded := w.record(ctx, todo)
+		dropUnrecorded(todo, recorded)
+		w.finish(ctx, append(leftovers, recorded...))
+	}
+}
+
+// dropUnrecorded removes the copies of message files whose record did not
+// commit: the file stays in place and is decided (and copied) again.
+func dropUnrecorded(todo []judged, recorded []*entry) {
+	done := make(map[ref]bool, len(recorded))
+	for _, e := range recorded {
+		done[e.ref] = true
+	}
+	for _, j := range todo {
+		if j.d.file != nil && !done[j.f.ref] {
+			os.Remove(j.d.file.Path)
+		}
 	}
 }
 
@@ -150,7 +166,7 @@ func (w *Watcher) recordTx(ctx context.Context, tx *sql.Tx, f *file, d decision)
 		if err := w.insertTx(ctx, tx, e); err != nil {
 			return nil, err
 		}
-		return e, w.cfg.Effects.SendMessageTx(ctx, tx, e.id, f.folder, d.req.ChatJID, d.req.Text)
+		return e, w.cfg.Effects.SendMessageTx(ctx, tx, e.id, f.folder, d.req.ChatJID, d.req.Text, d.file)
 	}
 	// A change the database refuses (a finished task, a taken folder)
 	// refuses the file: only its own part of the batch is undone.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
@@ -25,7 +26,7 @@ const killChildEnv = "NANOCLAW_IPC_KILL_CHILD"
 // can count them after the process is killed.
 type sqlEffects struct{}
 
-func (sqlEffects) SendMessageTx(ctx context.Context, tx *sql.Tx, id int64, from, chat, text string) error {
+func (sqlEffects) SendMessageTx(ctx context.Context, tx *sql.Tx, id int64, from, chat, text string, _ *channel.Attachment) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO test_calls (key, what) VALUES (?, ?)`, id, text)
 	return err
 }

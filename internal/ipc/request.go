@@ -46,6 +46,7 @@ type Request struct {
 	Type            string   `json:"type"`
 	ChatJID         string   `json:"chatJid,omitempty"`
 	Text            string   `json:"text,omitempty"`
+	File            string   `json:"file,omitempty"` // message: a file of the group's folder to send, Text its caption
 	Prompt          string   `json:"prompt,omitempty"`
 	ScheduleType    string   `json:"schedule_type,omitempty"`
 	ScheduleValue   string   `json:"schedule_value,omitempty"`
@@ -71,7 +72,7 @@ func Dir(typ string) string {
 
 // schema lists, per type, the fields besides type and token.
 var schema = map[string]struct{ required, optional []string }{
-	TypeMessage:       {required: []string{"chatJid", "text"}},
+	TypeMessage:       {required: []string{"chatJid", "text"}, optional: []string{"file"}},
 	TypeScheduleTask:  {required: []string{"prompt", "schedule_type", "schedule_value", "context_mode"}, optional: []string{"targetJid"}},
 	TypePauseTask:     {required: []string{"taskId"}},
 	TypeResumeTask:    {required: []string{"taskId"}},
@@ -86,6 +87,7 @@ var schema = map[string]struct{ required, optional []string }{
 var setters = map[string]func(*Request, any) bool{
 	"chatJid":        str(func(r *Request) *string { return &r.ChatJID }),
 	"text":           str(func(r *Request) *string { return &r.Text }),
+	"file":           str(func(r *Request) *string { return &r.File }),
 	"prompt":         str(func(r *Request) *string { return &r.Prompt }),
 	"schedule_type":  str(func(r *Request) *string { return &r.ScheduleType }),
 	"schedule_value": str(func(r *Request) *string { return &r.ScheduleValue }),
@@ -173,6 +175,9 @@ func (r *Request) validate() error {
 		if len(jid) > 256 || strings.ContainsFunc(jid, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
 			return fmt.Errorf("chat id %.40q: no spaces or control characters, at most 256 bytes", jid)
 		}
+	}
+	if len(r.File) > 4096 || strings.ContainsRune(r.File, 0) {
+		return fmt.Errorf("file %.40q: a path of at most 4096 bytes, without NUL", r.File)
 	}
 	switch r.Type {
 	case TypeScheduleTask:

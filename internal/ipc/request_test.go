@@ -15,6 +15,11 @@ func TestDecode(t *testing.T) {
 		want error // nil = accepted
 	}{
 		{`{"type":"message","chatJid":"a@g.us","text":"hi"` + tok + `}`, nil},
+		{`{"type":"message","chatJid":"a@g.us","text":"hi","file":"media/cat.png"` + tok + `}`, nil},
+		{`{"type":"message","chatJid":"a@g.us","text":"hi","file":""` + tok + `}`, ErrField},
+		{`{"type":"message","chatJid":"a@g.us","text":"hi","file":true` + tok + `}`, ErrField},
+		{"{\"type\":\"message\",\"chatJid\":\"a@g.us\",\"text\":\"hi\",\"file\":\"a\\u0000b\"" + tok + "}", ErrField},
+		{`{"type":"refresh_groups","file":"x"` + tok + `}`, ErrField},
 		{`{"type":"schedule_task","prompt":"p","schedule_type":"once","schedule_value":"2030-01-01T09:00:00","context_mode":"isolated"` + tok + `}`, nil},
 		{`{"type":"update_task","taskId":"t1","prompt":"p"` + tok + `}`, nil},
 		{`{"type":"update_task","taskId":"t1","schedule_value":"0 9 * * *"` + tok + `}`, nil}, // type taken from the task

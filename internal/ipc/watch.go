@@ -20,7 +20,9 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"github.com/rs/zerolog"
 
+	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
@@ -61,7 +63,10 @@ type NewGroup struct {
 // file, so an effect happens exactly when its record commits: once, even
 // across a kill -9. id is the file's journal row, never handed out twice.
 type Effects interface {
-	SendMessageTx(ctx context.Context, tx *sql.Tx, id int64, fromFolder, chatJID, text string) error
+	// SendMessageTx queues text for chatJID; file, when not nil, is the
+	// daemon's copy of the file it carries, which the message owns once
+	// tx commits.
+	SendMessageTx(ctx context.Context, tx *sql.Tx, id int64, fromFolder, chatJID, text string, file *channel.Attachment) error
 	// RegisterGroupTx registers g, creating its folder; registering the
 	// same jid and folder again must succeed. An error wrapping one of
 	// groups' sentinel errors refuses the file.
@@ -80,6 +85,9 @@ type Effects interface {
 // Config holds what a Watcher works with.
 type Config struct {
 	IPCRoot string // <dataDir>/ipc
+	// Layout names the groups' folders (a message's file must lie in its
+	// group's) and where the daemon copies such a file.
+	Layout  layout.Layout
 	DB      *sql.DB
 	Tokens  TokenChecker
 	Groups  Groups

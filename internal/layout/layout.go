@@ -22,6 +22,7 @@
 //	    current_tasks.json       snapshots the MCP tools read
 //	    available_groups.json
 //	  sessions/<folder>/         the agent's Claude session (home/ = a confined run's HOME)
+//	  outgoing/                  the daemon's copies of files agents send, until sent
 //	<groupsDir>/
 //	  global/CLAUDE.md           memory shared by every group
 //	  <folder>/                  the group's folder, its agent's working directory
@@ -131,6 +132,12 @@ func (l Layout) Session(folder string) string { return filepath.Join(l.Sessions(
 // directory, so nothing of the owner's home is needed.
 func (l Layout) SessionHome(folder string) string { return filepath.Join(l.Session(folder), "home") }
 
+// Outgoing holds the daemon's copy of each file an agent's send_message
+// sends, made when the request is decided (so the agent cannot change what
+// is sent after the check) and removed once the message is sent or given
+// up. No agent may read it: it holds every group's files.
+func (l Layout) Outgoing() string { return l.data("outgoing") }
+
 // Group is a group's folder, its agent's working directory.
 func (l Layout) Group(folder string) string { return filepath.Join(l.GroupsDir, folder) }
 
@@ -166,7 +173,7 @@ func (l Layout) StateFiles() []string {
 	out = append(out, SQLiteFiles(l.DB())...)
 	out = append(out, SQLiteFiles(l.WhatsAppDB())...)
 	return append(out, l.WhatsAppVersion(), l.WhatsAppStatus(), l.Lock(), l.ControlSocket(),
-		l.GroupsChanged(), l.Logs(), l.Gateways(), l.IPCRoot())
+		l.GroupsChanged(), l.Logs(), l.Gateways(), l.IPCRoot(), l.Outgoing())
 }
 
 // SQLiteFiles are a SQLite database and the journal files WAL mode keeps

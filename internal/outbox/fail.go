@@ -82,7 +82,7 @@ func (o *Outbox) giveUp(ctx context.Context, chat string, id int64, cause error)
 		_, mainJID, ok := o.main.MainChat(ctx)
 		if !ok || mainJID != chat { // never about the main chat to itself
 			to := sql.NullString{String: mainJID, Valid: ok} // NULL: waits for a main group
-			if _, err := enqueueTx(ctx, tx, to, undeliveredText(chat, cause), KindNotice); err != nil {
+			if _, err := enqueueTx(ctx, tx, to, undeliveredText(chat, cause), KindNotice, nil); err != nil {
 				return err
 			}
 			notice = true

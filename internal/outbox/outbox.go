@@ -132,20 +132,35 @@ func EnqueueTx(ctx context.Context, tx *sql.Tx, chatJID, text, kind string) (int
 	if chatJID == "" {
 		return 0, ErrNoChat
 	}
-	return enqueueTx(ctx, tx, sql.NullString{String: chatJID, Valid: true}, text, kind)
+	return enqueueTx(ctx, tx, sql.NullString{String: chatJID, Valid: true}, text, kind, nil)
+}
+
+// EnqueueFileTx is EnqueueTx for a message with a file: text is its
+// caption, file.Path the daemon's copy, which the outbox owns from now on
+// (removed once the message is sent or given up).
+func EnqueueFileTx(ctx context.Context, tx *sql.Tx, chatJID, text, kind string, file channel.Attachment) (int64, error) {
+	if chatJID == "" {
+		return 0, ErrNoChat
+	}
+	return enqueueTx(ctx, tx, sql.NullString{String: chatJID, Valid: true}, text, kind, &file)
 }
 
 // EnqueueForMainTx queues a message for a main group that is not
 // registered yet; AddressTx gives it its chat once there is one.
 func EnqueueForMainTx(ctx context.Context, tx *sql.Tx, text, kind string) (int64, error) {
-	return enqueueTx(ctx, tx, sql.NullString{}, text, kind)
+	return enqueueTx(ctx, tx, sql.NullString{}, text, kind, nil)
 }
 
 // enqueueTx also accepts a NULL chat: a message waiting for a main group.
-func enqueueTx(ctx context.Context, tx *sql.Tx, chat sql.NullString, text, kind string) (int64, error) {
+func enqueueTx(ctx context.Context, tx *sql.Tx, chat sql.NullString, text, kind string, file *channel.Attachment) (int64, error) {
+	var path, name, mime sql.NullString
+	if file != nil {
+		path, name, mime = sql.NullString{String: file.Path, Valid: true},
+			sql.NullString{String: file.Name, Valid: true}, sql.NullString{String: file.MIME, Valid: true}
+	}
 	res, err := tx.ExecContext(ctx,
-		`INSERT INTO outbox (chat_jid, text, kind, created_at) VALUES (?, ?, ?, ?)`,
-		chat, text, kind, time.Now().UnixNano())
+		`INSERT INTO outbox (chat_jid, text, kind, created_at, file_path, file_name, file_mime) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		chat, text, kind, time.Now().UnixNano(), path, name, mime)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: queue message for %q: %w", chat.String, err)
 	}
@@ -292,6 +307,7 @@ type queued struct {
 	id        int64
 	text      string
 	firstFail sql.NullInt64
+	file      *channel.Attachment
 }
 
 // drainBatch is how many queued rows of a chat are read at once: one
@@ -301,7 +317,7 @@ const drainBatch = 64
 // next reads the chat's oldest unsent messages, in order.
 func (o *Outbox) next(ctx context.Context, chat string) ([]queued, error) {
 	rows, err := o.db.QueryContext(ctx,
-		`SELECT id, text, first_error_at FROM outbox
+		`SELECT id, text, first_error_at, file_path, file_name, file_mime FROM outbox
 		 WHERE chat_jid = ? AND sent_at IS NULL AND failed_at IS NULL ORDER BY id LIMIT ?`,
 		chat, drainBatch)
 	if err != nil {
@@ -311,8 +327,12 @@ func (o *Outbox) next(ctx context.Context, chat string) ([]queued, error) {
 	var out []queued
 	for rows.Next() {
 		var q queued
-		if err := rows.Scan(&q.id, &q.text, &q.firstFail); err != nil {
+		var path, name, mime sql.NullString
+		if err := rows.Scan(&q.id, &q.text, &q.firstFail, &path, &name, &mime); err != nil {
 			return nil, err
+		}
+		if path.Valid {
+			q.file = &channel.Attachment{Name: name.String, MIME: mime.String, Path: path.String}
 		}
 		out = append(out, q)
 	}
@@ -325,12 +345,13 @@ func (o *Outbox) sendOne(ctx context.Context, chat string, st *chatState, instal
 	o.mu.Lock()
 	gen := o.notifies
 	o.mu.Unlock()
-	out := channel.Outgoing{ID: MessageKey(install, q.id), ChatJID: chat, Text: q.text}
+	out := channel.Outgoing{ID: MessageKey(install, q.id), ChatJID: chat, Text: q.text, File: q.file}
 	if err := o.send.Send(ctx, out); err != nil {
 		if ctx.Err() == nil && o.hopeless(err, q.firstFail) {
 			if gerr := o.giveUp(ctx, chat, q.id, err); gerr != nil {
 				return o.failed(ctx, chat, st, 0, gerr)
 			}
+			o.dropFile(q.file)
 			return nil
 		}
 		o.failed(ctx, chat, st, q.id, err)
@@ -349,6 +370,7 @@ func (o *Outbox) sendOne(ctx context.Context, chat string, st *chatState, instal
 		time.Now().UnixNano(), q.id); err != nil {
 		return o.failed(ctx, chat, st, 0, fmt.Errorf("mark message %d sent: %w", q.id, err))
 	}
+	o.dropFile(q.file)
 	o.mu.Lock()
 	st.fails, st.retryAt = 0, time.Time{}
 	o.mu.Unlock()

@@ -21,6 +21,16 @@
 //	                  not message (noted as "cross TEXT"), reply "queued TEXT"
 //	ipc-forged TEXT   the same to its own chat with a wrong token (noted as
 //	                  "forged TEXT"), then reply "queued TEXT"
+//	send-file PATH TEXT
+//	                  write "file PATH of FOLDER" to PATH (relative to its
+//	                  working directory, the group's folder), then an IPC
+//	                  message "ipc TEXT" to its own chat with "file": PATH
+//	                  (noted as "file TEXT"), reply "queued TEXT"
+//	ipc-file PATH TEXT
+//	                  the same IPC message without writing anything first:
+//	                  PATH is sent as given (/etc/passwd, ../other/x)
+//	link-file TARGET PATH TEXT
+//	                  make PATH a symlink to TARGET, then ipc-file PATH TEXT
 //	task TYPE VALUE TEXT
 //	                  an IPC schedule_task (context isolated) whose prompt is
 //	                  "run TEXT" (noted as "task TEXT"), then reply
@@ -195,6 +205,33 @@ func do(text string, in input, raw []byte) {
 		writeIPC(ipcDir().Messages(), arg, map[string]string{"type": "message", "chatJid": os.Getenv(protocol.EnvChatJID),
 			"text": "ipc " + arg, "token": "forged-" + os.Getenv(protocol.EnvIPCToken)}, "forged "+arg)
 		result("queued "+arg, "")
+	case "send-file", "ipc-file", "link-file":
+		f := strings.SplitN(arg, " ", 3)
+		if verb == "link-file" {
+			if len(f) != 3 {
+				fatal("link-file wants TARGET PATH TEXT, got %q", arg)
+			}
+			if err := os.Symlink(f[0], f[1]); err != nil {
+				fatal("link-file: %v", err)
+			}
+			f = f[1:]
+		} else {
+			f = strings.SplitN(arg, " ", 2)
+		}
+		if len(f) != 2 {
+			fatal("%s wants PATH TEXT, got %q", verb, arg)
+		}
+		if verb == "send-file" {
+			if err := os.MkdirAll(filepath.Dir(f[0]), 0o700); err != nil {
+				fatal("send-file: %v", err)
+			}
+			if err := os.WriteFile(f[0], []byte("file "+f[0]+" of "+os.Getenv(protocol.EnvGroupFolder)), 0o600); err != nil {
+				fatal("send-file: %v", err)
+			}
+		}
+		writeIPC(ipcDir().Messages(), f[1], map[string]string{"type": "message", "chatJid": os.Getenv(protocol.EnvChatJID),
+			"text": "ipc " + f[1], "file": f[0], "token": os.Getenv(protocol.EnvIPCToken)}, "file "+f[1])
+		result("queued "+f[1], "")
 	case "task":
 		f := strings.SplitN(arg, " ", 3)
 		if len(f) != 3 {

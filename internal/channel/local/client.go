@@ -65,6 +65,13 @@ func (c *Client) Sent(ctx context.Context, after int64, wait time.Duration, chat
 	return page.Messages, nil
 }
 
+// File returns the bytes of the file sent with message seq.
+func (c *Client) File(ctx context.Context, seq int64) ([]byte, error) {
+	var data []byte
+	err := c.do(ctx, http.MethodGet, "/files/"+strconv.FormatInt(seq, 10), nil, http.StatusOK, &data)
+	return data, err
+}
+
 // Health returns nil when the channel answers on its socket.
 func (c *Client) Health(ctx context.Context) error {
 	return c.do(ctx, http.MethodGet, "/health", nil, http.StatusOK, nil)
@@ -97,6 +104,10 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, want 
 	}
 	if out == nil {
 		return nil
+	}
+	if raw, ok := out.(*[]byte); ok {
+		*raw, err = io.ReadAll(resp.Body)
+		return err
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("local channel at %s: %s %s: %w", c.socket, method, path, err)

@@ -5,7 +5,9 @@
 //	POST /messages {"chatJid","sender","senderName","text"} → 202 {"id"}
 //	               (optional "quotedSender", "quotedText": the message it replies to)
 //	GET  /sent?after=SEQ&wait=SECONDS → 200 {"messages":[{"seq","chatJid","text","time"}]}
-//	               (optional "chatJid=JID": only what was sent to that chat)
+//	               (optional "chatJid=JID": only what was sent to that chat; a message
+//	               with a file also has "file" (its name), "fileType" and "fileBytes")
+//	GET  /files/SEQ → 200 the bytes of the file sent with message SEQ
 //	GET  /health → 200 {"status":"ok",...}
 //
 // Client is the other end: 'nanoclawd chat' and the end-to-end tests.
@@ -70,9 +72,22 @@ func (c *Channel) Connected() bool { return true }
 func (c *Channel) SetTyping(context.Context, string, bool) error { return nil }
 
 // Send implements channel.Channel. A repeat of the same m.ID is a no-op.
+// A file is kept with the message, as the chat would show it.
 func (c *Channel) Send(ctx context.Context, m channel.Outgoing) error {
-	_, err := c.db.ExecContext(ctx, `INSERT OR IGNORE INTO local_sent (out_id, chat_jid, text, time) VALUES (?, ?, ?, ?)`,
-		m.ID, m.ChatJID, m.Text, time.Now().UnixNano())
+	var name, mime sql.NullString
+	var data []byte
+	if m.File != nil {
+		var err error
+		if data, err = os.ReadFile(m.File.Path); err != nil {
+			return fmt.Errorf("local channel: the file to send is gone: %w: %w", err, channel.ErrUndeliverable)
+		}
+		if data == nil {
+			data = []byte{} // an empty file is still a file (NULL is none)
+		}
+		name, mime = sql.NullString{String: m.File.Name, Valid: true}, sql.NullString{String: m.File.MIME, Valid: true}
+	}
+	_, err := c.db.ExecContext(ctx, `INSERT OR IGNORE INTO local_sent (out_id, chat_jid, text, time, file_name, file_mime, file_data)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, m.ID, m.ChatJID, m.Text, time.Now().UnixNano(), name, mime, data)
 	if err != nil {
 		return fmt.Errorf("local channel: %w", err)
 	}
@@ -150,8 +165,12 @@ type Message struct {
 type SentMessage struct {
 	Seq     int64  `json:"seq"`
 	ChatJID string `json:"chatJid"`
-	Text    string `json:"text"`
+	Text    string `json:"text"` // with a file: its caption
 	Time    string `json:"time"`
+	// A file sent with the message (its bytes: GET /files/SEQ).
+	File      string `json:"file,omitempty"`
+	FileType  string `json:"fileType,omitempty"`
+	FileBytes int64  `json:"fileBytes,omitempty"`
 }
 
 func (c *Channel) handler(sink channel.Sink) http.Handler {
@@ -223,6 +242,22 @@ func (c *Channel) handler(sink channel.Sink) http.Handler {
 			t.Stop()
 		}
 	})
+	mux.HandleFunc("GET /files/{seq}", func(w http.ResponseWriter, req *http.Request) {
+		var mime string
+		var data []byte
+		err := c.db.QueryRowContext(req.Context(), `SELECT file_mime, file_data FROM local_sent
+			WHERE seq = ? AND file_data IS NOT NULL`, req.PathValue("seq")).Scan(&mime, &data)
+		if errors.Is(err, sql.ErrNoRows) {
+			httpError(w, http.StatusNotFound, "no message with that seq carried a file")
+			return
+		}
+		if err != nil {
+			httpError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		w.Header().Set("Content-Type", mime)
+		w.Write(data)
+	})
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, req *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "channel": "local", "uptimeSeconds": int(time.Since(c.start).Seconds())})
 	})
@@ -230,7 +265,8 @@ func (c *Channel) handler(sink channel.Sink) http.Handler {
 }
 
 func (c *Channel) sentAfter(ctx context.Context, after int64, chat string) ([]SentMessage, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT seq, chat_jid, text, time FROM local_sent
+	rows, err := c.db.QueryContext(ctx, `SELECT seq, chat_jid, text, time,
+		COALESCE(file_name, ''), COALESCE(file_mime, ''), COALESCE(length(file_data), 0) FROM local_sent
 		WHERE seq > ? AND (? = '' OR chat_jid = ?) ORDER BY seq LIMIT ?`, after, chat, chat, maxPage)
 	if err != nil {
 		return nil, err
@@ -240,7 +276,7 @@ func (c *Channel) sentAfter(ctx context.Context, after int64, chat string) ([]Se
 	for rows.Next() {
 		var m SentMessage
 		var ns int64
-		if err := rows.Scan(&m.Seq, &m.ChatJID, &m.Text, &ns); err != nil {
+		if err := rows.Scan(&m.Seq, &m.ChatJID, &m.Text, &ns, &m.File, &m.FileType, &m.FileBytes); err != nil {
 			return nil, err
 		}
 		m.Time = time.Unix(0, ns).UTC().Format("2006-01-02T15:04:05.000000Z07:00")

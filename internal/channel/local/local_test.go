@@ -3,6 +3,7 @@ package local
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -206,4 +207,51 @@ func TestStaleSocketReplaced(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// A message with a file shows the file's name, type and size in /sent
+// (the text, time and seq as always), and its bytes at /files/SEQ; a
+// repeat of the same message is not shown twice; a copy that is gone
+// cannot be sent.
+func TestSendWithFile(t *testing.T) {
+	c, client, _, _ := serve(t, &fakeSink{})
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "copy")
+	if err := os.WriteFile(path, []byte("%PDF-1.4 report"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := channel.Outgoing{ID: "k1", ChatJID: "local:fam", Text: "the report",
+		File: &channel.Attachment{Name: "report.pdf", MIME: "application/pdf", Path: path}}
+	for range 2 {
+		if err := c.Send(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Send(ctx, channel.Outgoing{ID: "k2", ChatJID: "local:fam", Text: "plain"}); err != nil {
+		t.Fatal(err)
+	}
+	sent, err := client.Sent(ctx, 0, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sent) != 2 {
+		t.Fatalf("sent %+v, want 2 messages", sent)
+	}
+	f := sent[0]
+	if f.Text != "the report" || f.ChatJID != "local:fam" || f.File != "report.pdf" || f.FileType != "application/pdf" || f.FileBytes != 15 || f.Time == "" {
+		t.Errorf("file message %+v", f)
+	}
+	if p := sent[1]; p.File != "" || p.FileType != "" || p.FileBytes != 0 {
+		t.Errorf("plain message %+v carries a file", p)
+	}
+	if data, err := client.File(ctx, f.Seq); err != nil || string(data) != "%PDF-1.4 report" {
+		t.Errorf("GET /files/%d = %q, %v", f.Seq, data, err)
+	}
+	if _, err := client.File(ctx, sent[1].Seq); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("GET /files of a message without a file: %v, want 404", err)
+	}
+	m.ID, m.File.Path = "k3", filepath.Join(t.TempDir(), "gone")
+	if err := c.Send(ctx, m); !errors.Is(err, channel.ErrUndeliverable) {
+		t.Errorf("sending a missing copy: %v, want ErrUndeliverable", err)
+	}
 }

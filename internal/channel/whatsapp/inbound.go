@@ -205,7 +205,7 @@ func (c *Channel) inbound(ctx context.Context, e *events.Message) (m channel.Mes
 			MimeType: img.GetMimetype(),
 			Size:     int64(img.GetFileLength()),
 			Fetch: func(ctx context.Context) ([]byte, error) {
-				d := c.mediaDownloader()
+				d := c.mediaClient()
 				if d == nil {
 					return nil, ErrNotConnected
 				}
@@ -322,12 +322,14 @@ func messageText(msg *waE2E.Message) string {
 	return ""
 }
 
-// downloader is the part of whatsmeow's client that fetches media.
-type downloader interface {
+// media is the part of whatsmeow's client that fetches and uploads
+// media: inbound images, files sent with a message (media.go).
+type media interface {
 	Download(ctx context.Context, msg whatsmeow.DownloadableMessage) ([]byte, error)
+	Upload(ctx context.Context, plaintext []byte, appInfo whatsmeow.MediaType) (whatsmeow.UploadResponse, error)
 }
 
-func (c *Channel) mediaDownloader() downloader {
+func (c *Channel) mediaClient() media {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.media != nil {

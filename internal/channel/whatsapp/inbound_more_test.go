@@ -77,22 +77,35 @@ func TestUndecryptableLogged(t *testing.T) {
 	}
 }
 
-// fakeDownloader stands in for whatsmeow's media download.
-type fakeDownloader struct {
+// fakeMedia stands in for whatsmeow's media download and upload.
+type fakeMedia struct {
 	got  whatsmeow.DownloadableMessage
 	data []byte
+	// Upload: what was uploaded as what, and the error to fail with.
+	uploaded []byte
+	kind     whatsmeow.MediaType
+	fail     error
 }
 
-func (f *fakeDownloader) Download(ctx context.Context, msg whatsmeow.DownloadableMessage) ([]byte, error) {
+func (f *fakeMedia) Download(ctx context.Context, msg whatsmeow.DownloadableMessage) ([]byte, error) {
 	f.got = msg
 	return f.data, nil
+}
+
+func (f *fakeMedia) Upload(ctx context.Context, data []byte, kind whatsmeow.MediaType) (whatsmeow.UploadResponse, error) {
+	f.uploaded, f.kind = data, kind
+	if f.fail != nil {
+		return whatsmeow.UploadResponse{}, f.fail
+	}
+	return whatsmeow.UploadResponse{URL: "https://mmg.whatsapp.net/up", DirectPath: "/v/t62/up", MediaKey: []byte("key"),
+		FileEncSHA256: []byte("enc"), FileSHA256: []byte("sha"), FileLength: uint64(len(data))}, nil
 }
 
 // A photo arrives with its caption as text and an Image that downloads the
 // very ImageMessage WhatsApp sent; a photo without caption still arrives.
 func TestInboundImage(t *testing.T) {
 	c, sink := newTestChannel(t, Options{})
-	dl := &fakeDownloader{data: []byte("jpeg bytes")}
+	dl := &fakeMedia{data: []byte("jpeg bytes")}
 	c.media = dl
 	im := &waE2E.ImageMessage{
 		Caption: proto.String("@Andy what bird is this?"), Mimetype: proto.String("image/jpeg"),

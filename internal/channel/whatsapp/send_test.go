@@ -25,6 +25,7 @@ type fakeSender struct {
 type sentMsg struct {
 	id   types.MessageID
 	text string
+	msg  *waE2E.Message
 }
 
 func (f *fakeSender) SendMessage(ctx context.Context, to types.JID, m *waE2E.Message, extra ...whatsmeow.SendRequestExtra) (whatsmeow.SendResponse, error) {
@@ -34,7 +35,7 @@ func (f *fakeSender) SendMessage(ctx context.Context, to types.JID, m *waE2E.Mes
 			return whatsmeow.SendResponse{}, err
 		}
 	}
-	f.sent = append(f.sent, sentMsg{extra[0].ID, m.GetConversation()})
+	f.sent = append(f.sent, sentMsg{extra[0].ID, m.GetConversation(), m})
 	return whatsmeow.SendResponse{ID: extra[0].ID}, nil
 }
 
@@ -51,10 +52,10 @@ func TestSendSplitsLongTextWithDerivedIDs(t *testing.T) {
 		}
 		return nil
 	}}
-	if err := c.sendText(context.Background(), f, family, m); err == nil {
+	if err := c.sendText(context.Background(), f, nil, family, m); err == nil {
 		t.Fatal("sendText reported success although part 2 failed")
 	}
-	if err := c.sendText(context.Background(), f, family, m); err != nil {
+	if err := c.sendText(context.Background(), f, nil, family, m); err != nil {
 		t.Fatal(err)
 	}
 	if len(f.sent) != 2 {
@@ -70,7 +71,7 @@ func TestSendSplitsLongTextWithDerivedIDs(t *testing.T) {
 		t.Errorf("part ids %s %s, want MessageID(key/0), MessageID(key/1)", f.sent[0].id, f.sent[1].id)
 	}
 	short := &fakeSender{}
-	if err := c.sendText(context.Background(), short, family, channel.Outgoing{ID: "inst-8", Text: "hi"}); err != nil {
+	if err := c.sendText(context.Background(), short, nil, family, channel.Outgoing{ID: "inst-8", Text: "hi"}); err != nil {
 		t.Fatal(err)
 	}
 	if short.sent[0].id != MessageID("inst-8") || short.sent[0].text != "Andy: hi" {
@@ -97,7 +98,7 @@ func TestSendErrorClassification(t *testing.T) {
 		{fmt.Errorf("%w 500", whatsmeow.ErrServerReturnedError), false, false},
 	} {
 		f := &fakeSender{fail: func(int, types.MessageID) error { return tc.err }}
-		err := c.sendText(context.Background(), f, family, channel.Outgoing{ID: "k", Text: "hi"})
+		err := c.sendText(context.Background(), f, nil, family, channel.Outgoing{ID: "k", Text: "hi"})
 		if errors.Is(err, channel.ErrUndeliverable) != tc.undeliverable || errors.Is(err, channel.ErrUnavailable) != tc.unavailable {
 			t.Errorf("%v: undeliverable=%v unavailable=%v, want %v %v", tc.err,
 				errors.Is(err, channel.ErrUndeliverable), errors.Is(err, channel.ErrUnavailable), tc.undeliverable, tc.unavailable)

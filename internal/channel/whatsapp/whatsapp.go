@@ -85,9 +85,9 @@ type Channel struct {
 	sink   channel.Sink
 	ctx    context.Context // Run's context, for sink calls from whatsmeow's goroutines
 	lids   lidResolver
-	media  downloader // tests' stand-in for client.Download; nil = the client
-	own    types.JID  // our phone-number JID
-	ownLID types.JID  // our LID: the "message yourself" chat may arrive under it
+	media  media     // tests' stand-in for client.Download and Upload; nil = the client
+	own    types.JID // our phone-number JID
+	ownLID types.JID // our LID: the "message yourself" chat may arrive under it
 
 	retryAt atomic.Int64 // unix ns of the next reconnect attempt (NextRetry)
 
@@ -212,10 +212,12 @@ func (c *Channel) Send(ctx context.Context, m channel.Outgoing) error {
 	if cli == nil || !c.Connected() {
 		return fmt.Errorf("send to %s: %w: %w", m.ChatJID, ErrNotConnected, channel.ErrUnavailable)
 	}
-	return c.sendText(ctx, cli, to, m)
+	return c.sendText(ctx, cli, c.mediaClient(), to, m)
 }
 
-func (c *Channel) sendText(ctx context.Context, cli sender, to types.JID, m channel.Outgoing) error {
+// sendText sends m's text, split if long; a file goes with the first
+// part as its caption, uploaded through up.
+func (c *Channel) sendText(ctx context.Context, cli sender, up media, to types.JID, m channel.Outgoing) error {
 	parts := splitText(c.outgoingBody(m.Text), maxPart)
 	for i, part := range parts {
 		id := MessageID(m.ID)
@@ -225,9 +227,15 @@ func (c *Channel) sendText(ctx context.Context, cli sender, to types.JID, m chan
 		if c.wasDelivered(id) {
 			continue
 		}
+		msg := &waE2E.Message{Conversation: proto.String(part)}
+		if i == 0 && m.File != nil {
+			var err error
+			if msg, err = fileMessage(ctx, up, m.File, part); err != nil {
+				return fmt.Errorf("send to %s: %w", to, err)
+			}
+		}
 		c.rememberSent(id)
-		if _, err := cli.SendMessage(ctx, to, &waE2E.Message{Conversation: proto.String(part)},
-			whatsmeow.SendRequestExtra{ID: id}); err != nil {
+		if _, err := cli.SendMessage(ctx, to, msg, whatsmeow.SendRequestExtra{ID: id}); err != nil {
 			return fmt.Errorf("send to %s: %w", to, classifySendError(err))
 		}
 		if len(parts) > 1 {

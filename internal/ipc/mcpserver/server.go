@@ -58,7 +58,8 @@ func NewServer(env Env) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "nanoclaw", Version: "1"}, nil)
 	t := &tools{env: env}
 	mcp.AddTool(s, &mcp.Tool{Name: "send_message", Description: "Send a message to the chat now, while you keep working. " +
-		"Without chatJid it goes to this group's chat" + ifMain(env, "; as the main group you may name any chat") + "."}, t.sendMessage)
+		"Without chatJid it goes to this group's chat" + ifMain(env, "; as the main group you may name any chat") + ". " +
+		"With file, a file of your own folder goes with it (the text is its caption)."}, t.sendMessage)
 	mcp.AddTool(s, &mcp.Tool{Name: "schedule_task", Description: "Schedule a prompt to run later as a task. " +
 		"schedule_type cron: schedule_value is 5 cron fields in local time (\"0 9 * * 1-5\" = weekdays 9:00); " +
 		"interval: milliseconds between runs (\"3600000\" = hourly); once: local time \"YYYY-MM-DDTHH:MM:SS\". " +
@@ -136,8 +137,9 @@ func text(s string) *mcp.CallToolResult {
 }
 
 type sendMessageIn struct {
-	Text    string `json:"text" jsonschema:"the message text"`
+	Text    string `json:"text" jsonschema:"the message text (with file: its caption)"`
 	ChatJID string `json:"chatJid,omitempty" jsonschema:"the chat to send to; leave out for this group's chat"`
+	File    string `json:"file,omitempty" jsonschema:"a file of your folder to send with the text: a path relative to your working directory, or absolute inside it; PNG and JPEG show as pictures, anything else as a document; at most 16 MiB"`
 }
 
 func (t *tools) sendMessage(_ context.Context, _ *mcp.CallToolRequest, in sendMessageIn) (*mcp.CallToolResult, any, error) {
@@ -150,7 +152,11 @@ func (t *tools) sendMessage(_ context.Context, _ *mcp.CallToolRequest, in sendMe
 	}
 	// Whether this group may send there is the daemon's to decide: a
 	// refusal is then audited and alerted like any other.
-	return t.write(ipc.Request{Type: ipc.TypeMessage, ChatJID: chat, Text: in.Text}, "Message sent.")
+	done := "Message sent."
+	if in.File != "" {
+		done = fmt.Sprintf("Message sent with %s.", filepath.Base(in.File))
+	}
+	return t.write(ipc.Request{Type: ipc.TypeMessage, ChatJID: chat, Text: in.Text, File: in.File}, done)
 }
 
 type scheduleIn struct {

@@ -138,6 +138,13 @@ func TestToolsWriteValidIPCFiles(t *testing.T) {
 	if r := written(t, msgs); r.Type != ipc.TypeMessage || r.ChatJID != "family@g.us" || r.Text != "hello" {
 		t.Fatalf("%+v", r)
 	}
+	// The file is passed on as given: the daemon, not the tool, checks it.
+	if out, isErr := call(t, cs, "send_message", map[string]any{"text": "the chart", "file": "out/chart.png"}); isErr {
+		t.Fatal(out)
+	}
+	if r := written(t, msgs); r.Type != ipc.TypeMessage || r.Text != "the chart" || r.File != "out/chart.png" {
+		t.Fatalf("%+v", r)
+	}
 	if out, isErr := call(t, cs, "schedule_task", map[string]any{"prompt": "p", "schedule_type": "cron", "schedule_value": "0 9 * * *"}); isErr {
 		t.Fatal(out)
 	}
