@@ -35,6 +35,33 @@ func Write(path string, data []byte, mode fs.FileMode) error {
 // write to (an agent's IPC directory), where a symlink planted anywhere on
 // the way must not send the write outside root.
 func WriteIn(root *os.Root, name string, data []byte, mode fs.FileMode) error {
+	return write(root, name, data, mode, true)
+}
+
+// Put is Write without the sync: the file is still replaced all at once,
+// so no reader sees half of it, but a power cut may leave it empty. It is
+// for files that only matter while the daemon runs and are written again
+// after a start — an IPC verdict, a follow-up for a running agent, the
+// snapshots an agent reads — where the sync cost a millisecond on every
+// tool call and message.
+func Put(path string, data []byte, mode fs.FileMode) error {
+	dir, err := os.OpenRoot(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer dir.Close()
+	if err := write(dir, filepath.Base(path), data, mode, false); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// PutIn is Put for name inside root, as WriteIn is for Write.
+func PutIn(root *os.Root, name string, data []byte, mode fs.FileMode) error {
+	return write(root, name, data, mode, false)
+}
+
+func write(root *os.Root, name string, data []byte, mode fs.FileMode, sync bool) error {
 	tmp := filepath.Join(filepath.Dir(name), "."+rand.Text()[:10]+"."+filepath.Base(name)+".tmp")
 	// O_EXCL: a name planted in advance (a symlink) fails instead of being
 	// written through; 0600 until the data is complete.
@@ -46,7 +73,7 @@ func WriteIn(root *os.Root, name string, data []byte, mode fs.FileMode) error {
 	if err == nil {
 		err = f.Chmod(mode)
 	}
-	if err == nil {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

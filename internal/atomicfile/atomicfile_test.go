@@ -80,3 +80,46 @@ func TestWriteFailsCleanly(t *testing.T) {
 		t.Errorf("temp file left behind: %v", entries)
 	}
 }
+
+// Put keeps every property of Write but the sync: the content and mode
+// replace the old file at once, a symlink is replaced, not followed, and
+// PutIn stays inside its root.
+func TestPutIsWriteWithoutTheSync(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	path := filepath.Join(dir, "verdict.json")
+	os.WriteFile(path, []byte("old"), 0o600)
+	if err := Put(path, []byte("new"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "new" {
+		t.Errorf("content %q, want new", b)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o640 {
+		t.Errorf("mode %v, want 0640", fi.Mode().Perm())
+	}
+	target := filepath.Join(outside, "secret")
+	os.WriteFile(target, []byte("keep"), 0o600)
+	link := filepath.Join(dir, "link.json")
+	os.Symlink(target, link)
+	if err := Put(link, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "keep" {
+		t.Errorf("Put wrote through a symlink: %q", b)
+	}
+	os.Symlink(outside, filepath.Join(dir, "out"))
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if err := PutIn(root, filepath.Join("out", "planted"), []byte("x"), 0o600); err == nil {
+		t.Error("PutIn wrote through a symlink out of its root")
+	}
+	if _, err := os.Stat(filepath.Join(outside, "planted")); err == nil {
+		t.Error("a file appeared outside the root")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 3 { // verdict.json, link.json, out: no temp file
+		t.Errorf("left behind: %v", entries)
+	}
+}

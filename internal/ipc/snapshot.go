@@ -128,5 +128,5 @@ func writeSnapshot(path string, v any) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return atomicfile.Write(path, data, 0o600)
+	return atomicfile.Put(path, data, 0o600)
 }

@@ -52,7 +52,7 @@ func (a *answers) write(folder, name string, v Verdict) error {
 		return nil
 	}
 	data, _ := json.Marshal(v)
-	return atomicfile.WriteIn(root, filepath.Join(ResultsDir, name), data, 0o600)
+	return atomicfile.PutIn(root, filepath.Join(ResultsDir, name), data, 0o600)
 }
 
 func (a *answers) close() {

@@ -28,7 +28,7 @@ func FollowUp(ipcDir, text string) error {
 		return fmt.Errorf("follow-up: %w", err)
 	}
 	name := fmt.Sprintf("%019d-%s.json", time.Now().UnixNano(), strings.ToLower(rand.Text()[:8]))
-	if err := atomicfile.Write(filepath.Join(in, name), b, 0o644); err != nil {
+	if err := atomicfile.Put(filepath.Join(in, name), b, 0o644); err != nil {
 		return fmt.Errorf("follow-up: %w", err)
 	}
 	return nil
