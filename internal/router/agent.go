@@ -117,8 +117,8 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	}
 	spec.Closing = job.Closing
 	if r.Typing != nil && !a.standby {
-		r.Typing(ctx, a.replyTo, true)
-		defer r.Typing(context.WithoutCancel(ctx), a.replyTo, false)
+		r.Typing.SetTyping(ctx, a.replyTo, true)
+		defer r.Typing.SetTyping(context.WithoutCancel(ctx), a.replyTo, false)
 	}
 	if !g.IsMain {
 		if a.conf, err = r.confine(ctx, cfg, g, eff, &spec, p.session); err != nil {

@@ -45,6 +45,10 @@ type (
 		Get(ctx context.Context, id string) (scheduler.Task, error)
 		Done(ctx context.Context, taskID, result string, runErr error) error
 	}
+	// Typing shows that the assistant is at work in a chat (best effort).
+	Typing interface {
+		SetTyping(ctx context.Context, jid string, on bool)
+	}
 	// Snapshots writes the files an agent reads in its IPC directory.
 	Snapshots interface {
 		Refresh(ctx context.Context, folder string, isMain bool) error
@@ -68,8 +72,8 @@ type Router struct {
 	Tokens   Tokens
 	Tasks    Tasks
 	Ledger   Ledger
-	Typing   func(ctx context.Context, jid string, on bool) // best effort; may be nil
-	Binary   string                                         // this nanoclawd, for the agent's MCP server
+	Typing   Typing // may be nil
+	Binary   string // this nanoclawd, for the agent's MCP server
 	Log      zerolog.Logger
 	// Snapshots, if set, refreshes the files an agent reads in its IPC
 	// directory before each run.

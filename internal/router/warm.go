@@ -214,8 +214,8 @@ func (r *Router) adopt(ctx context.Context, sb *standby, job runner.Job, prompt 
 	a.mu.Unlock()
 	r.Log.Debug().Str("group", a.group.Folder).Msg("a message for an agent started ahead")
 	if r.Typing != nil {
-		r.Typing(ctx, a.replyTo, true)
-		defer r.Typing(context.WithoutCancel(ctx), a.replyTo, false)
+		r.Typing.SetTyping(ctx, a.replyTo, true)
+		defer r.Typing.SetTyping(context.WithoutCancel(ctx), a.replyTo, false)
 	}
 	go func() {
 		defer close(followDone)
