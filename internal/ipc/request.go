@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -78,7 +79,7 @@ var schema = map[string]struct{ required, optional []string }{
 	TypeResumeTask:    {required: []string{"taskId"}},
 	TypeCancelTask:    {required: []string{"taskId"}},
 	TypeUpdateTask:    {required: []string{"taskId"}, optional: []string{"prompt", "schedule_type", "schedule_value"}},
-	TypeRegisterGroup: {required: []string{"jid", "name", "folder"}, optional: []string{"trigger", "requiresTrigger"}},
+	TypeRegisterGroup: {required: []string{"jid", "name", "folder"}, optional: []string{"trigger", "requiresTrigger", "senders"}},
 	TypeRefreshGroups: {},
 }
 
@@ -103,7 +104,15 @@ var setters = map[string]func(*Request, any) bool{
 		r.RequiresTrigger = &b
 		return ok
 	},
+	"senders": func(r *Request, v any) bool {
+		list, ok := v.([]string)
+		r.Senders = list
+		return ok && len(list) > 0 && len(list) <= maxSenders && !slices.ContainsFunc(list, func(s string) bool { return s == "" || len(s) > 256 })
+	},
 }
+
+// maxSenders bounds register_group's senders list.
+const maxSenders = 256
 
 func str(field func(*Request) *string) func(*Request, any) bool {
 	return func(r *Request, v any) bool {
@@ -122,7 +131,7 @@ var (
 )
 
 // Decode parses an IPC file strictly: one JSON object of strings (and the
-// boolean requiresTrigger), no duplicate, unknown or differently-cased keys,
+// boolean requiresTrigger, and the string list senders), no duplicate, unknown or differently-cased keys,
 // nothing after it. The token is filled in whenever the object parsed, even
 // if another field is wrong, so the caller can tell who wrote a bad file.
 func Decode(data []byte) (Request, error) {
@@ -158,8 +167,11 @@ func Decode(data []byte) (Request, error) {
 			return r, fmt.Errorf("%w: %s has no field %q", ErrField, typ, k)
 		}
 		if set := setters[k]; set != nil && !set(&r, v) {
-			if k == "requiresTrigger" {
+			switch k {
+			case "requiresTrigger":
 				return r, fmt.Errorf("%w: %q must be true or false", ErrField, k)
+			case "senders":
+				return r, fmt.Errorf("%w: %q must be a list of 1 to %d non-empty strings (phone numbers or ids)", ErrField, k, maxSenders)
 			}
 			return r, fmt.Errorf("%w: %q must be a non-empty string", ErrField, k)
 		}
@@ -230,8 +242,17 @@ func parseObject(data []byte) (map[string]any, error) {
 		switch v := tok.(type) {
 		case string, bool:
 			obj[key] = v
+		case json.Delim:
+			if v != '[' {
+				return nil, fmt.Errorf("value of %.40q must be a string, a boolean or a list of strings", key)
+			}
+			list, err := stringList(dec)
+			if err != nil {
+				return nil, fmt.Errorf("value of %.40q: %w", key, err)
+			}
+			obj[key] = list
 		default:
-			return nil, fmt.Errorf("value of %.40q must be a string or a boolean", key)
+			return nil, fmt.Errorf("value of %.40q must be a string, a boolean or a list of strings", key)
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing brace
@@ -241,4 +262,22 @@ func parseObject(data []byte) (map[string]any, error) {
 		return nil, errors.New("data after the JSON object")
 	}
 	return obj, nil
+}
+
+// stringList reads the rest of a JSON array of strings, after its '['.
+func stringList(dec *json.Decoder) ([]string, error) {
+	list := []string{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		s, ok := tok.(string)
+		if !ok {
+			return nil, errors.New("the list may hold only strings")
+		}
+		list = append(list, s)
+	}
+	_, err := dec.Token() // the closing bracket
+	return list, err
 }

@@ -50,6 +50,13 @@ func TestDecode(t *testing.T) {
 		{`{"type":"register_group","jid":"a@g.us","name":"A","folder":"../a"` + tok + `}`, ErrField},
 		{`{"type":"register_group","jid":"a@g.us","name":"A","folder":"GLOBAL"` + tok + `}`, ErrField},
 		{`{"type":"register_group","jid":"a@g.us","name":"A","folder":"a","requiresTrigger":"no"` + tok + `}`, ErrField},
+		{`{"type":"register_group","jid":"a@g.us","name":"A","folder":"a","senders":["4917012345","4917099999"]` + tok + `}`, nil},
+		{`{"type":"register_group","jid":"a@g.us","name":"A","folder":"a","senders":[]` + tok + `}`, ErrField},
+		{`{"type":"register_group","jid":"a@g.us","name":"A","folder":"a","senders":[""]` + tok + `}`, ErrField},
+		{`{"type":"register_group","jid":"a@g.us","name":"A","folder":"a","senders":"4917012345"` + tok + `}`, ErrField},
+		{`{"type":"register_group","jid":"a@g.us","name":"A","folder":"a","senders":[1]` + tok + `}`, ErrSyntax},
+		{`{"type":"register_group","jid":"a@g.us","name":"A","folder":"a","senders":[["x"]]` + tok + `}`, ErrSyntax},
+		{`{"type":"message","chatJid":"a@g.us","text":"hi","senders":["x"]` + tok + `}`, ErrField},
 	}
 	for _, tc := range tests {
 		req, err := Decode([]byte(tc.in))
@@ -201,5 +208,16 @@ func TestTokens(t *testing.T) {
 	restarted.now = func() time.Time { return time.Now().Add(TokenGrace + time.Second) }
 	if ok, _, _ := restarted.Check(ctx, "work", live); ok {
 		t.Fatal("a token outlived the grace period after a restart")
+	}
+}
+
+// register_group's senders (offered by the MCP tool) reach the request.
+func TestDecodeSenders(t *testing.T) {
+	req, err := Decode([]byte(`{"type":"register_group","jid":"a@g.us","name":"A","folder":"a","senders":["4917012345","4917099999"],"token":"t"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(req.Senders, ",") != "4917012345,4917099999" {
+		t.Errorf("senders %q", req.Senders)
 	}
 }
