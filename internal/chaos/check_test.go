@@ -37,6 +37,12 @@ func (h *history) checkCalls(t *testing.T, in *e2e.Install, sent []e2e.Sent) {
 		case c > 1:
 			h.doubled++
 			t.Errorf("message %s in %s answered %d times", ps.token, ps.chat, c)
+			for _, m := range sent {
+				if m.ChatJID == ps.chat && strings.Contains(m.Text, ps.token) {
+					t.Logf("sent #%d at %s: %.300q", m.Seq, m.Time, m.Text)
+				}
+			}
+			dumpFor(t, in, strings.TrimPrefix(ps.chat, "local:"), ps.token)
 		case c == 0 && ps.call && !failedIn(sent, ps.chat):
 			h.lost++
 			t.Errorf("call %s in %s never answered (nor reported failed)", ps.token, ps.chat)
