@@ -250,6 +250,12 @@ func (a *agentRun) OnResult(res runner.Result) {
 		a.router.Log.Warn().Str("group", a.group.Folder).Str("error", a.failure).Msg("agent result error")
 		return
 	}
+	if a.standby && a.adopted == "" {
+		// No prompt was handed to it: whatever it answers (a file it took
+		// from input/ while being stopped) is not the chat's to get.
+		a.router.Log.Warn().Str("group", a.group.Folder).Msg("an agent started ahead answered before it was given a prompt; dropped")
+		return
+	}
 	var upTo int64
 	if a.answered < len(a.batches) {
 		upTo = a.batches[a.answered]

@@ -78,3 +78,31 @@ func TestGiveUpAnswersTheFailedBatch(t *testing.T) {
 		t.Errorf("a failed task told the group: %q", got)
 	}
 }
+
+// An agent started ahead that answers before it was handed a prompt (it
+// took a follow-up meant for the group's run from input/ while it was
+// being stopped) sends nothing and moves no cursor; once adopted, its
+// answers count.
+func TestStandbyAnswersOnlyWhatItWasGiven(t *testing.T) {
+	e := newEnv(t)
+	e.post(famJID, alice, "1", "@Andy one")
+	msgs, _ := e.msgs.Unanswered(context.Background(), famJID)
+	g, err := e.r.Groups.ByFolder(context.Background(), "family")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := &agentRun{router: e.r, group: g, replyTo: famJID, standby: true}
+	text := "echo @Andy one"
+	run.OnResult(runner.Result{Status: "success", Result: &text})
+	if q := e.queued(famJID); len(q) != 0 {
+		t.Errorf("a standby given no prompt got its answer sent: %q", q)
+	}
+	if u := e.unanswered(famJID); len(u) != 1 {
+		t.Errorf("a standby given no prompt moved the cursor: unanswered = %q", u)
+	}
+	run.adopted, run.batches = "the prompt", []int64{msgs[len(msgs)-1].Seq}
+	run.OnResult(runner.Result{Status: "success", Result: &text})
+	if q := e.queued(famJID); len(q) != 1 || len(e.unanswered(famJID)) != 0 {
+		t.Errorf("the adopted standby's answer: queued %q, unanswered %q", q, e.unanswered(famJID))
+	}
+}

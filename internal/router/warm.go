@@ -27,7 +27,8 @@ type standby struct {
 	run     *agentRun
 	cancel  context.CancelFunc
 	closing chan struct{} // closed: the agent is asked to finish (_close)
-	done    chan error    // the run's end
+	done    chan error    // the run's end, for the one who adopted it
+	ended   chan struct{} // closed once the agent process is gone
 }
 
 type warm struct {
@@ -35,6 +36,11 @@ type warm struct {
 	ctx     context.Context // the daemon's; ends every standby
 	recent  []string        // folders, most recently active first
 	waiting map[string]*standby
+	// stopping holds standbys told to stop whose process may still run.
+	// A group's next run waits for its own to be gone: a standby takes the
+	// first file in the group's input/ as its prompt, so one still alive
+	// could take, and answer, a follow-up meant for the run.
+	stopping map[string]*standby
 }
 
 // WarmUp starts standbys for the agent.warm most recently active groups,
@@ -78,7 +84,7 @@ func (r *Router) touchWarm(folder string, running bool) {
 		for _, f := range w.recent[max(n, 0):] {
 			if sb := w.waiting[f]; sb != nil {
 				delete(w.waiting, f)
-				sb.stop()
+				w.stop(sb)
 			}
 		}
 		w.recent = w.recent[:max(n, 0)]
@@ -95,11 +101,12 @@ func (r *Router) touchWarm(folder string, running bool) {
 
 func (r *Router) startStandby(parent context.Context, g groups.Group) *standby {
 	ctx, cancel := context.WithCancel(parent)
-	sb := &standby{cancel: cancel, closing: make(chan struct{}), done: make(chan error, 1)}
+	sb := &standby{cancel: cancel, closing: make(chan struct{}), done: make(chan error, 1), ended: make(chan struct{})}
 	sb.run = &agentRun{router: r, group: g, replyTo: g.JID, useSession: true, standby: true, started: make(chan struct{})}
 	go func() {
 		err := sb.run.start(ctx, runner.Job{Folder: g.Folder, Closing: sb.closing}, "", false)
 		sb.done <- err
+		close(sb.ended)
 		r.warm.mu.Lock()
 		if r.warm.waiting[g.Folder] == sb {
 			delete(r.warm.waiting, g.Folder)
@@ -112,10 +119,37 @@ func (r *Router) startStandby(parent context.Context, g groups.Group) *standby {
 // stop ends a standby that was never given work.
 func (sb *standby) stop() { sb.cancel() }
 
+// stop ends sb and remembers it until it is gone; w.mu is held.
+func (w *warm) stop(sb *standby) {
+	sb.stop()
+	if w.stopping == nil {
+		w.stopping = map[string]*standby{}
+	}
+	w.stopping[sb.run.group.Folder] = sb
+}
+
+// awaitStopped waits until no standby of folder told to stop still runs.
+func (r *Router) awaitStopped(folder string) {
+	w := &r.warm
+	w.mu.Lock()
+	sb := w.stopping[folder]
+	w.mu.Unlock()
+	if sb == nil {
+		return
+	}
+	<-sb.ended
+	w.mu.Lock()
+	if w.stopping[folder] == sb {
+		delete(w.stopping, folder)
+	}
+	w.mu.Unlock()
+}
+
 // takeStandby hands over g's standby if it runs and was started with what
 // a fresh run would get now (policy, options, session, command); a stale
 // one is stopped. nil: start one cold.
 func (r *Router) takeStandby(ctx context.Context, g groups.Group) *standby {
+	r.awaitStopped(g.Folder)
 	w := &r.warm
 	w.mu.Lock()
 	sb := w.waiting[g.Folder]
@@ -128,16 +162,18 @@ func (r *Router) takeStandby(ctx context.Context, g groups.Group) *standby {
 	case <-sb.run.started:
 	default:
 		sb.stop() // not running yet: a cold start is as fast
+		<-sb.ended
 		return nil
 	}
 	select {
-	case <-sb.done:
+	case <-sb.ended:
 		return nil // it ended meanwhile (idle timeout, crash)
 	default:
 	}
 	if fp, err := r.fingerprint(ctx, g, true); err != nil || fp != sb.run.fingerprint {
 		r.Log.Info().Str("group", g.Folder).Msg("the agent started ahead was started with another policy or session; starting a fresh one")
 		sb.stop()
+		<-sb.ended
 		return nil
 	}
 	return sb
@@ -163,7 +199,7 @@ func (r *Router) RefreshWarm(ctx context.Context) {
 	r.warm.mu.Unlock()
 	for _, sb := range stale {
 		sb.stop()
-		<-sb.done
+		<-sb.ended
 		r.Log.Info().Str("group", sb.run.group.Folder).Msg("the agent started ahead was stopped: the config or the group's policy changed")
 		r.touchWarm(sb.run.group.Folder, r.Queue.Running(sb.run.group.Folder))
 	}
@@ -177,8 +213,9 @@ func (r *Router) dropStandby(folder string) {
 	r.warm.mu.Unlock()
 	if sb != nil {
 		sb.stop()
-		<-sb.done
+		<-sb.ended
 	}
+	r.awaitStopped(folder)
 }
 
 // fingerprint sums up everything a run of g is started with but its
