@@ -67,7 +67,7 @@ func Login(ctx context.Context, o LoginOptions) (own types.JID, err error) {
 
 	useCurrentVersion(ctx, o.DataDir, o.FetchVersion) // an outdated version cannot even pair
 	for {
-		own, again, err := loginRound(ctx, newClient(device, o.Logger), phone, o.Out)
+		own, again, err := loginRound(withWhatsmeowLog(ctx, o.Logger), newClient(device, o.Logger), phone, o.Out)
 		if !again {
 			return own, err
 		}
@@ -213,7 +213,7 @@ func Logout(ctx context.Context, dataDir string, log zerolog.Logger) (types.JID,
 	defer cancel()
 	useCurrentVersion(ctx, dataDir, nil)
 	cli := newClient(device, log)
-	err = cli.ConnectContext(ctx)
+	err = cli.ConnectContext(withWhatsmeowLog(ctx, log))
 	if err == nil {
 		err = cli.Logout(ctx) // on success whatsmeow deletes the device from the store
 		cli.Disconnect()

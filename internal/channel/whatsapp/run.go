@@ -143,7 +143,7 @@ func (c *Channel) keepConnected(ctx context.Context, l link) error {
 			c.setStatus(stateConnecting, "")
 		}
 		var wait time.Duration
-		err := l.ConnectContext(ctx)
+		err := l.ConnectContext(withWhatsmeowLog(ctx, c.log))
 		switch {
 		case ctx.Err() != nil:
 			l.Disconnect()

@@ -78,13 +78,26 @@ func Paired(ctx context.Context, dataDir string) (types.JID, error) {
 }
 
 // newClient makes a whatsmeow client whose websocket dials give up after
-// dialTimeout (proxies from the environment still apply).
+// dialTimeout (proxies from the environment still apply). whatsmeow logs in
+// two ways: through the waLog logger it is given, and, in its newer code
+// (app state, receipts, retries, LID mapping), through zerolog.Ctx of the
+// context it works in — BackgroundEventCtx when it has none from us. Both
+// get our logger, capped at info; without the second, those lines would go
+// to zerolog's default context logger, which drops them.
 func newClient(device *wastore.Device, log zerolog.Logger) *whatsmeow.Client {
 	cli := whatsmeow.NewClient(device, waLog.Zerolog(atMostInfo(log)).Sub("Client"))
+	cli.BackgroundEventCtx = withWhatsmeowLog(context.Background(), log)
 	hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: dialTimeout}
 	cli.SetWebsocketHTTPClient(hc)
 	cli.SetPreLoginHTTPClient(hc)
 	return cli
+}
+
+// withWhatsmeowLog is ctx carrying the logger whatsmeow finds with
+// zerolog.Ctx: ours, capped at info. A connection's ctx must carry it too,
+// since whatsmeow handles everything the connection receives in that ctx.
+func withWhatsmeowLog(ctx context.Context, log zerolog.Logger) context.Context {
+	return atMostInfo(log).With().Str("sublogger", "Client").Logger().WithContext(ctx)
 }
 
 // atMostInfo keeps whatsmeow's debug output (a line per message and

@@ -80,3 +80,23 @@ func TestWhatsmeowLogCappedAtInfo(t *testing.T) {
 		t.Error("a stricter level was loosened")
 	}
 }
+
+// whatsmeow's newer code logs through zerolog.Ctx: the client's background
+// context and a connection's context carry our logger, capped at info too.
+func TestWhatsmeowContextLogger(t *testing.T) {
+	var buf strings.Builder
+	log := zerolog.New(&buf).Level(zerolog.DebugLevel)
+	cli := newClient(&wastore.Device{}, log)
+	for name, ctx := range map[string]context.Context{
+		"BackgroundEventCtx": cli.BackgroundEventCtx,
+		"connection":         withWhatsmeowLog(context.Background(), log),
+	} {
+		buf.Reset()
+		zerolog.Ctx(ctx).Debug().Msg("receipt handled")
+		zerolog.Ctx(ctx).Warn().Msg("app state conflict")
+		out := buf.String()
+		if strings.Contains(out, "receipt handled") || !strings.Contains(out, "app state conflict") || !strings.Contains(out, `"sublogger":"Client"`) {
+			t.Errorf("%s: log = %q", name, out)
+		}
+	}
+}
