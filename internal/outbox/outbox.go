@@ -106,67 +106,6 @@ func New(db *sql.DB, sender Sender, main MainChat, log zerolog.Logger) *Outbox {
 	}
 }
 
-// Enqueue stores a message for chatJID durably (committed when it returns)
-// and wakes Run. kind is one of the Kind constants.
-func (o *Outbox) Enqueue(ctx context.Context, chatJID, text, kind string) (int64, error) {
-	tx, err := o.db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, fmt.Errorf("outbox: begin: %w", err)
-	}
-	defer tx.Rollback()
-	id, err := EnqueueTx(ctx, tx, chatJID, text, kind)
-	if err != nil {
-		return 0, err
-	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("outbox: commit message for %s: %w", chatJID, err)
-	}
-	o.Wake()
-	return id, nil
-}
-
-// EnqueueTx adds a message inside the caller's transaction, so that it is
-// queued if and only if the rest of tx commits. The caller must call Wake
-// after a successful Commit.
-func EnqueueTx(ctx context.Context, tx *sql.Tx, chatJID, text, kind string) (int64, error) {
-	if chatJID == "" {
-		return 0, ErrNoChat
-	}
-	return enqueueTx(ctx, tx, sql.NullString{String: chatJID, Valid: true}, text, kind, nil)
-}
-
-// EnqueueFileTx is EnqueueTx for a message with a file: text is its
-// caption, file.Path the daemon's copy, which the outbox owns from now on
-// (removed once the message is sent or given up).
-func EnqueueFileTx(ctx context.Context, tx *sql.Tx, chatJID, text, kind string, file channel.Attachment) (int64, error) {
-	if chatJID == "" {
-		return 0, ErrNoChat
-	}
-	return enqueueTx(ctx, tx, sql.NullString{String: chatJID, Valid: true}, text, kind, &file)
-}
-
-// EnqueueForMainTx queues a message for a main group that is not
-// registered yet; AddressTx gives it its chat once there is one.
-func EnqueueForMainTx(ctx context.Context, tx *sql.Tx, text, kind string) (int64, error) {
-	return enqueueTx(ctx, tx, sql.NullString{}, text, kind, nil)
-}
-
-// enqueueTx also accepts a NULL chat: a message waiting for a main group.
-func enqueueTx(ctx context.Context, tx *sql.Tx, chat sql.NullString, text, kind string, file *channel.Attachment) (int64, error) {
-	var path, name, mime sql.NullString
-	if file != nil {
-		path, name, mime = sql.NullString{String: file.Path, Valid: true},
-			sql.NullString{String: file.Name, Valid: true}, sql.NullString{String: file.MIME, Valid: true}
-	}
-	res, err := tx.ExecContext(ctx,
-		`INSERT INTO outbox (chat_jid, text, kind, created_at, file_path, file_name, file_mime) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		chat, text, kind, time.Now().UnixNano(), path, name, mime)
-	if err != nil {
-		return 0, fmt.Errorf("outbox: queue message for %q: %w", chat.String, err)
-	}
-	return res.LastInsertId()
-}
-
 // Wake makes Run look for new rows at once. Enqueue calls it; callers of
 // EnqueueTx call it after their commit.
 func (o *Outbox) Wake() {
@@ -186,17 +125,6 @@ func (o *Outbox) Notify() {
 	}
 	o.mu.Unlock()
 	o.Wake()
-}
-
-// AddressTx gives every waiting message for the main group (queued by
-// EnqueueForMainTx) its chat, and says how many there were.
-func AddressTx(ctx context.Context, tx *sql.Tx, chatJID string) (int64, error) {
-	res, err := tx.ExecContext(ctx,
-		`UPDATE outbox SET chat_jid = ? WHERE chat_jid IS NULL AND sent_at IS NULL`, chatJID)
-	if err != nil {
-		return 0, fmt.Errorf("outbox: address waiting alerts to %s: %w", chatJID, err)
-	}
-	return res.RowsAffected()
 }
 
 // Run sends queued messages until ctx ends: at start it resumes every
