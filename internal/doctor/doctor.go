@@ -1,7 +1,8 @@
 // Package doctor checks everything a nanoclawd run needs — config, SQLite,
 // node, the agent runner and its SDK, the sandbox tools, WhatsApp, a main
 // group, API credentials — and says for each what is there or what to do.
-// Each check is a plain function returning one Result.
+// Each check is a plain function returning one Result; they stand in one
+// file, in the order doctor prints them, so the file reads as the report.
 package doctor
 
 import (

@@ -65,6 +65,9 @@
 //	                  every reply shows which messages it answered
 //
 // Anything else is answered like echo with the whole text: "echo: TEXT".
+//
+// It is one file on purpose, past 400 lines: the list above and the
+// switch that carries it out are read together, one command at a time.
 package main
 
 import (
