@@ -93,6 +93,7 @@ func table(w io.Writer, f figures) (missing []string) {
 	fmt.Fprintf(tw, "daemon start, 100 groups\tp50 %s ms  max %s ms\t-\n", get("BenchmarkStart100Groups/p50-ms"), get("BenchmarkStart100Groups/max-ms"))
 	fmt.Fprintf(tw, "idle wakeups\t%s /s\tat least %s /s (its two poll timers)\n", get("BenchmarkIdle/wakeups/s"), num(1/messagePoll.Seconds()+1/ipcPoll.Seconds()))
 	fmt.Fprintf(tw, "idle RSS\t%s MiB\t-\n", get("BenchmarkIdle/rss-MiB"))
+	fmt.Fprintf(tw, "  of which the daemon's own (not its program's code)\t%s MiB\t-\n", get("BenchmarkIdle/anon-MiB"))
 	fmt.Fprintf(tw, "real SDK: message → API request, cold\t%s\tthe same start-up, after its poll\n", pct("BenchmarkSDKColdMessageToAPI"))
 	fmt.Fprintf(tw, "real SDK: message → API request, agent started ahead\t%s\t-\n", pct("BenchmarkSDKWarmMessageToAPI"))
 	fmt.Fprintf(tw, "  memory of one agent started ahead\t%s MiB\t-\n", get("BenchmarkSDKWarmMessageToAPI/standby-rss-MiB"))
