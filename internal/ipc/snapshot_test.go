@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,8 +22,8 @@ type chatsFake struct {
 	registered map[string]bool
 }
 
-func (c chatsFake) ListChats(context.Context) ([]channel.Chat, error) { return c.chats, nil }
-func (c chatsFake) IsRegistered(_ context.Context, jid string) (bool, error) {
+func (c *chatsFake) ListChats(context.Context) ([]channel.Chat, error) { return c.chats, nil }
+func (c *chatsFake) IsRegistered(_ context.Context, jid string) (bool, error) {
 	return c.registered[jid], nil
 }
 
@@ -37,7 +38,7 @@ func TestSnapshotsMainSeesAllOthersTheirOwn(t *testing.T) {
 	}
 	defer db.Close()
 	l := layout.New(dir, t.TempDir())
-	chats := chatsFake{chats: []channel.Chat{
+	chats := &chatsFake{chats: []channel.Chat{
 		{JID: "old@g.us", Name: "Old", IsGroup: true, Time: time.Unix(100, 0)},
 		{JID: "new@g.us", Name: "New", IsGroup: true, Time: time.Unix(200, 0)},
 		{JID: "alice@s.whatsapp.net", Name: "Alice", Time: time.Unix(300, 0)},
@@ -117,5 +118,60 @@ func TestSnapshotsMainSeesAllOthersTheirOwn(t *testing.T) {
 	}
 	if _, err := os.Stat(l.IPC("work").TasksSnapshot()); !os.IsNotExist(err) {
 		t.Errorf("work, never refreshed, got a file: %v", err)
+	}
+}
+
+// A refresh that would change nothing leaves the files as they are (an
+// agent's start need not pay for replacing them); a changed list, or a
+// file gone, is written again.
+func TestSnapshotsRewriteOnlyWhatChanged(t *testing.T) {
+	dir := t.TempDir()
+	db, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	l := layout.New(dir, t.TempDir())
+	chats := &chatsFake{chats: []channel.Chat{{JID: "a@g.us", Name: "A", IsGroup: true, Time: time.Unix(100, 0)}}}
+	snaps := NewSnapshots(l, db, chats, zerolog.Nop())
+	ctx := context.Background()
+	refresh := func() {
+		t.Helper()
+		if err := snaps.Refresh(ctx, "main", true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inode := func(path string) uint64 {
+		t.Helper()
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Sys().(*syscall.Stat_t).Ino
+	}
+	tasksFile, groupsFile := l.IPC("main").TasksSnapshot(), l.IPC("main").GroupsSnapshot()
+	refresh()
+	t0, g0 := inode(tasksFile), inode(groupsFile)
+	refresh()
+	if inode(tasksFile) != t0 || inode(groupsFile) != g0 {
+		t.Error("a refresh with nothing changed replaced the files")
+	}
+
+	chats.chats = append(chats.chats, channel.Chat{JID: "b@g.us", Name: "B", IsGroup: true, Time: time.Unix(200, 0)})
+	refresh()
+	if inode(groupsFile) == g0 {
+		t.Error("a new chat did not rewrite available_groups.json")
+	}
+	if data, _ := os.ReadFile(groupsFile); !strings.Contains(string(data), "b@g.us") || !strings.Contains(string(data), "lastSync") {
+		t.Errorf("available_groups.json = %s", data)
+	}
+	if inode(tasksFile) != t0 {
+		t.Error("current_tasks.json was replaced though no task changed")
+	}
+
+	os.Remove(tasksFile)
+	refresh()
+	if data, err := os.ReadFile(tasksFile); err != nil || strings.TrimSpace(string(data)) != "[]" {
+		t.Errorf("a removed current_tasks.json was not written again: %q, %v", data, err)
 	}
 }
