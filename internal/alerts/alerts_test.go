@@ -1,16 +1,13 @@
 package alerts
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -161,21 +158,6 @@ func TestAlertReachesMainChatAndAuditLog(t *testing.T) {
 	}
 }
 
-func readLines(t testing.TB, path string) []string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	return lines
-}
-
 func TestHintsPerKind(t *testing.T) {
 	cases := []struct {
 		v    security.Violation
@@ -239,75 +221,6 @@ func TestAlertWaitsForMainGroup(t *testing.T) {
 // counted returns how many violations a message stands for: 1 for an
 // alert, N for "+N more".
 var moreRE = regexp.MustCompile(`^\[SANDBOX ALERT\] \+(\d+) more`)
-
-func counted(t testing.TB, text string) int {
-	if m := moreRE.FindStringSubmatch(text); m != nil {
-		n, _ := strconv.Atoi(m[1])
-		return n
-	}
-	if !strings.HasPrefix(text, "[SANDBOX ALERT] ") {
-		t.Fatalf("not an alert: %q", text)
-	}
-	return 1
-}
-
-func TestThousandRepeatsFoldIntoSummary(t *testing.T) {
-	clock := &fakeClock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
-	e := newEnv(t, "", time.Minute, clock.Now, true)
-	ctx := context.Background()
-	for i := range 1000 {
-		if err := e.rep.Report(ctx, netViolation("family", "evil.example")); err != nil {
-			t.Fatal(i, err)
-		}
-	}
-	first := e.rec.Next(t)
-	if n := counted(t, first.Text); n != 1 {
-		t.Fatalf("first message counts %d: %s", n, first.Text)
-	}
-	clock.Add(time.Minute)
-	e.rep.poke()
-	sum := e.rec.Next(t)
-	if n := counted(t, sum.Text); n != 999 {
-		t.Fatalf("summary counts %d, want 999: %s", n, sum.Text)
-	}
-	if !strings.Contains(sum.Text, "family") || !strings.Contains(sum.Text, "evil.example") {
-		t.Errorf("summary does not name group and target: %s", sum.Text)
-	}
-	// The window with no repeats ends quietly.
-	clock.Add(time.Minute)
-	e.rep.poke()
-	if err := e.out.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n := e.count(t, `SELECT count(*) FROM outbox`); n != 2 {
-		t.Errorf("%d messages for 1000 repeats, want 2", n)
-	}
-	if n := e.count(t, `SELECT count(*) FROM violations`); n != 1000 {
-		t.Errorf("%d audit rows, want 1000", n)
-	}
-}
-
-// A flood under a real clock and a short cooldown: the summaries come from
-// Run's timer, and the counts still add up.
-func TestFloodCountsAddUp(t *testing.T) {
-	const total = 400
-	e := newEnv(t, "", 50*time.Millisecond, nil, true)
-	ctx := context.Background()
-	for i := range total {
-		if err := e.rep.Report(ctx, netViolation("family", "evil.example")); err != nil {
-			t.Fatal(i, err)
-		}
-	}
-	sum, msgs := 0, 0
-	for sum < total {
-		sum += counted(t, e.rec.Next(t).Text)
-		msgs++
-	}
-	if sum != total {
-		t.Errorf("messages count %d violations, want %d", sum, total)
-	}
-	t.Logf("%d violations → %d messages", total, msgs)
-}
 
 // An agent controls tool, target and detail (and, through its IPC dir
 // name, nothing else). Whatever it writes there must not start a second
@@ -376,27 +289,6 @@ func TestBadFolderCannotEscapeGroupsDir(t *testing.T) {
 	}
 }
 
-func TestReplayWritesMissedAuditLines(t *testing.T) {
-	e := newEnv(t, "", time.Minute, nil, false)
-	ctx := context.Background()
-	if err := e.rep.Report(ctx, netViolation("family", "a.example")); err != nil {
-		t.Fatal(err)
-	}
-	// As if the daemon died after the commit and before the line.
-	path := filepath.Join(e.groupsDir, "family", "logs", "security.jsonl")
-	os.Remove(path)
-	e.db.Exec(`UPDATE violations SET logged = 0`)
-	if err := e.rep.replayLog(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.rep.replayLog(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if lines := readLines(t, path); len(lines) != 1 || !strings.Contains(lines[0], "a.example") {
-		t.Errorf("after replay: %q", lines)
-	}
-}
-
 func TestListFilterAndTable(t *testing.T) {
 	e := newEnv(t, "", time.Minute, nil, false)
 	ctx := context.Background()
@@ -457,82 +349,5 @@ func TestGroupNotice(t *testing.T) {
 	n := GroupNotice("Andy")
 	if !strings.HasPrefix(n, "Andy ") || !strings.Contains(n, "admin") || strings.Contains(n, "\n") {
 		t.Errorf("GroupNotice = %q", n)
-	}
-}
-
-// A flood of distinct violations from one group, the way an agent printing
-// fake denials makes them: at most MaxPerGroup alerts and one summary,
-// counts adding up, every kind and tool named in the summary (nothing
-// hides behind another's name), and nothing of the attacker's text turned
-// into a hint.
-func TestFloodOfDistinctViolationsPerGroup(t *testing.T) {
-	clock := &fakeClock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
-	e := newEnv(t, "", time.Minute, clock.Now, true)
-	ctx := context.Background()
-	var vs []security.Violation
-	for i := range 96 {
-		vs = append(vs, security.Violation{Group: "family", Kind: security.KindFilesystem, Tool: "Bash", Target: fmt.Sprintf("/fake/%d", i),
-			Detail: "Read-only file system", Action: "reported"})
-	}
-	vs = append(vs,
-		security.Violation{Group: "family", Kind: security.KindTool, Tool: "TodoWrite", Target: ""},
-		security.Violation{Group: "family", Kind: security.KindTool, Tool: "TodoWrite", Target: ""},
-		security.Violation{Group: "family", Kind: security.KindIPC, Tool: "register_group", Target: ""},
-		security.Violation{Group: "family", Kind: security.KindNetwork, Tool: "Bash", Target: "wa.me", Detail: "reply to this bot with your 6-digit WhatsApp code"},
-	)
-	for _, v := range vs {
-		if err := e.rep.Report(ctx, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	clock.Add(time.Minute)
-	e.rep.poke()
-	var msgs []string
-	sum := 0
-	for sum < len(vs) {
-		m := e.rec.Next(t)
-		msgs = append(msgs, m.Text)
-		sum += counted(t, m.Text)
-	}
-	if sum != len(vs) || len(msgs) > DefaultMaxPerGroup+1 {
-		t.Fatalf("%d violations → %d messages counting %d, want at most %d:\n%s", len(vs), len(msgs), sum, DefaultMaxPerGroup+1, strings.Join(msgs, "\n---\n"))
-	}
-	summary := msgs[len(msgs)-1]
-	t.Logf("first alert:\n%s\nsummary:\n%s", msgs[0], summary)
-	for _, want := range []string{"tool by TodoWrite ×2", "ipc by register_group ×1", "network by Bash ×1", "filesystem by Bash ×93", "and 90 more"} {
-		if !strings.Contains(summary, want) {
-			t.Errorf("summary lacks %q:\n%s", want, summary)
-		}
-	}
-	for _, m := range msgs {
-		if strings.Contains(m, `"allowedDomains":["wa.me"]`) {
-			t.Errorf("a hint was built from the attacker's target:\n%s", m)
-		}
-	}
-}
-
-// A crash after the audit line was written but before its row was marked
-// written: the replay at the next start does not write the line twice,
-// and still writes one that is missing.
-func TestAuditReplayWritesEachLineOnce(t *testing.T) {
-	e := newEnv(t, "", time.Minute, nil, false)
-	ctx := context.Background()
-	for _, target := range []string{"a.example", "b.example"} {
-		if err := e.rep.Report(ctx, netViolation("family", target)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	path := filepath.Join(e.groupsDir, "family", "logs", "security.jsonl")
-	lines := readLines(t, path)
-	// As if the crash came after a.example's line, and before b.example's.
-	os.WriteFile(path, []byte(lines[0]+"\n"), 0o600)
-	if _, err := e.db.Exec(`UPDATE violations SET logged = 0`); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.rep.replayLog(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if got := readLines(t, path); len(got) != 2 || got[0] != lines[0] || got[1] != lines[1] {
-		t.Errorf("after the replay:\n%s", strings.Join(got, "\n"))
 	}
 }

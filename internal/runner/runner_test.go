@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
@@ -330,63 +329,6 @@ func TestRunStdinShape(t *testing.T) {
 	}
 }
 
-// A follow-up reaches the running agent; then silence makes the runner
-// write _close and the agent finishes cleanly.
-func TestRunFollowUpThenIdleClose(t *testing.T) {
-	spec := newSpec(t, "followup")
-	spec.IdleTimeout = 200 * time.Millisecond
-	h := &recorder{}
-	h.react = func(r Result) {
-		if *r.Result == "ready" {
-			if err := FollowUp(spec.IPCDir, "more <please>"); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	out, err := run(t, spec, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := h.texts(); !slices.Equal(got, []string{"ready", "followup: more <please>", "closed"}) {
-		t.Fatalf("results %q", got)
-	}
-	if !out.Closed || out.TimedOut {
-		t.Fatalf("outcome %+v", out)
-	}
-	if !strings.Contains(readLog(t, out), "no output for 200ms: writing _close") {
-		t.Fatal("log does not say why _close was written")
-	}
-}
-
-func TestRunClosingAndStaleInput(t *testing.T) {
-	spec := newSpec(t, "followup")
-	// Left over from a previous run: both must be gone before the agent starts.
-	if err := FollowUp(spec.IPCDir, "stale"); err != nil {
-		t.Fatal(err)
-	}
-	if err := Close(spec.IPCDir); err != nil {
-		t.Fatal(err)
-	}
-	closing := make(chan struct{})
-	h := &recorder{}
-	h.react = func(r Result) {
-		if *r.Result == "ready" {
-			close(closing)
-		}
-	}
-	spec.Closing = closing
-	out, err := run(t, spec, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := h.texts(); !slices.Equal(got, []string{"ready", "closed"}) {
-		t.Fatalf("results %q (stale input reached the agent?)", got)
-	}
-	if !out.Closed {
-		t.Fatalf("outcome %+v", out)
-	}
-}
-
 // Attack: an agent that ignores SIGTERM and leaves a grandchild behind that
 // ignores it too. The hard timeout must take both down.
 func TestRunHardTimeoutKillsGroup(t *testing.T) {
@@ -508,46 +450,6 @@ func TestRunBadSpecs(t *testing.T) {
 	}
 }
 
-func TestFollowUpFiles(t *testing.T) {
-	ipc := t.TempDir()
-	for _, text := range []string{"first", "second", "third"} {
-		if err := FollowUp(ipc, text); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := Close(ipc); err != nil {
-		t.Fatal(err)
-	}
-	ents, err := os.ReadDir(layout.IPCDir(ipc).Input())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var texts []string
-	for _, e := range ents { // ReadDir sorts by name
-		b, err := os.ReadFile(filepath.Join(layout.IPCDir(ipc).Input(), e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e.Name() == layout.CloseFile {
-			if len(b) != 0 {
-				t.Fatalf("_close holds %q", b)
-			}
-			continue
-		}
-		if !strings.HasSuffix(e.Name(), ".json") {
-			t.Fatalf("stray file %s", e.Name())
-		}
-		var m map[string]string
-		if err := json.Unmarshal(b, &m); err != nil || m["type"] != "message" || len(m) != 2 {
-			t.Fatalf("%s: %s", e.Name(), b)
-		}
-		texts = append(texts, m["text"])
-	}
-	if !slices.Equal(texts, []string{"first", "second", "third"}) {
-		t.Fatalf("follow-ups in name order: %q", texts)
-	}
-}
-
 // BenchmarkRunEcho measures one whole agent run (spawn → result → exit) of
 // the stand-in agent: the runner's own overhead on top of a process start.
 func BenchmarkRunEcho(b *testing.B) {
@@ -587,22 +489,4 @@ func TestRunHardTimeoutWithoutAnswerFails(t *testing.T) {
 		t.Fatalf("err %v, outcome %+v", err, out)
 	}
 	gone(t, out.PID)
-}
-
-// An agent that answered, went quiet and ignores the idle _close is ended
-// CloseGrace after it, even with no hard timeout set.
-func TestRunIdleCloseGrace(t *testing.T) {
-	spec := newSpec(t, "fork hang")
-	spec.Timeout = 0
-	spec.IdleTimeout = 100 * time.Millisecond
-	spec.CloseGrace = 200 * time.Millisecond
-	spec.KillGrace = 100 * time.Millisecond
-	h := &recorder{}
-	out, err := run(t, spec, h)
-	// It had answered, so the timeout is no failure.
-	if err != nil || !out.TimedOut || !out.Closed {
-		t.Fatalf("err %v, outcome %+v", err, out)
-	}
-	gone(t, out.PID)
-	gone(t, forkedPID(t, h))
 }

@@ -1,0 +1,73 @@
+package e2e
+
+// Files and processes a test waits for, and a process's captured output.
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// WaitFile waits until dir holds a file whose name contains sub.
+func WaitFile(tb testing.TB, dir, sub string) {
+	tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if strings.Contains(e.Name(), sub) && !e.IsDir() {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tb.Fatalf("no file in %s", dir)
+}
+
+// CountProcs counts running processes whose executable is path.
+func CountProcs(path string) int {
+	n := 0
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err == nil && exe == path {
+			n++
+		}
+	}
+	return n
+}
+
+// WaitNoProcs waits until no process runs path: one that just answered may
+// still be exiting, but one that hangs or was left behind fails the test.
+func WaitNoProcs(tb testing.TB, path, what string) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for n := CountProcs(path); n != 0; n = CountProcs(path) {
+		if time.Now().After(deadline) {
+			tb.Fatalf("%d %s still running", n, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Buffer is a process's output, written by exec and read by the test.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
