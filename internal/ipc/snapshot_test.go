@@ -2,6 +2,7 @@ package ipc
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"os"
 	"strings"
@@ -27,17 +28,22 @@ func (c *chatsFake) IsRegistered(_ context.Context, jid string) (bool, error) {
 	return c.registered[jid], nil
 }
 
-// The main group's agent sees every task and the group chats it may
-// register; another group sees its own tasks and no chats; a task change
-// reaches the files of every group refreshed before.
-func TestSnapshotsMainSeesAllOthersTheirOwn(t *testing.T) {
+// snapshotStore is a fresh SQLite store and layout, closed with the test.
+func snapshotStore(t *testing.T) (*sql.DB, layout.Layout) {
 	dir := t.TempDir()
 	db, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	l := layout.New(dir, t.TempDir())
+	t.Cleanup(func() { db.Close() })
+	return db, layout.New(dir, t.TempDir())
+}
+
+// The main group's agent sees every task and the group chats it may
+// register; another group sees its own tasks and no chats; a task change
+// reaches the files of every group refreshed before.
+func TestSnapshotsMainSeesAllOthersTheirOwn(t *testing.T) {
+	db, l := snapshotStore(t)
 	chats := &chatsFake{chats: []channel.Chat{
 		{JID: "old@g.us", Name: "Old", IsGroup: true, Time: time.Unix(100, 0)},
 		{JID: "new@g.us", Name: "New", IsGroup: true, Time: time.Unix(200, 0)},
@@ -125,13 +131,7 @@ func TestSnapshotsMainSeesAllOthersTheirOwn(t *testing.T) {
 // agent's start need not pay for replacing them); a changed list, or a
 // file gone, is written again.
 func TestSnapshotsRewriteOnlyWhatChanged(t *testing.T) {
-	dir := t.TempDir()
-	db, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	l := layout.New(dir, t.TempDir())
+	db, l := snapshotStore(t)
 	chats := &chatsFake{chats: []channel.Chat{{JID: "a@g.us", Name: "A", IsGroup: true, Time: time.Unix(100, 0)}}}
 	snaps := NewSnapshots(l, db, chats, zerolog.Nop())
 	ctx := context.Background()
