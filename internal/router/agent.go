@@ -39,7 +39,8 @@ type agentRun struct {
 	fingerprint string
 
 	mu         sync.Mutex
-	batches    []int64 // for each prompt batch sent (initial, then follow-ups), its highest seq
+	batches    []batch // each prompt batch handed over (initial, then follow-ups)
+	matched    int     // batches answered: batches[matched] is the oldest waiting
 	answered   int     // result frames seen
 	delivered  int64   // highest seq handed to the agent
 	sent       int     // replies queued
@@ -52,6 +53,12 @@ type agentRun struct {
 	eff        security.Effective // the run's policy
 	mark       int                // the agent's process group, recorded in agent_marks
 	startedAt  time.Time          // when the agent process first started
+}
+
+// batch is messages handed to the agent in one prompt.
+type batch struct {
+	top  int64  // the highest seq among them
+	file string // the follow-up file that carried them; "" for the prompt on stdin
 }
 
 // startTime is when this run's agent started inside the queue's job; zero
@@ -205,14 +212,19 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 			}
 		}
 		prompt, top := a.router.promptOf(msgs)
-		if err := runner.FollowUp(a.ipcDir, prompt); err != nil {
-			a.router.Log.Error().Err(err).Str("group", a.group.Folder).Msg("follow-up; it will come with the next run")
-			continue
-		}
+		// Written and listed under mu, so OnResult never sees the file
+		// before its batch (a fast agent's answer would then move no
+		// cursor, and the messages would be answered again next run).
 		a.mu.Lock()
-		a.batches = append(a.batches, top)
-		a.delivered = top
+		file, err := runner.FollowUp(a.ipcDir, prompt)
+		if err == nil {
+			a.batches = append(a.batches, batch{top, file})
+			a.delivered = top
+		}
 		a.mu.Unlock()
+		if err != nil {
+			a.router.Log.Error().Err(err).Str("group", a.group.Folder).Msg("follow-up; it will come with the next run")
+		}
 	}
 }
 
@@ -256,19 +268,34 @@ func (a *agentRun) OnResult(res runner.Result) {
 		a.router.Log.Warn().Str("group", a.group.Folder).Msg("an agent started ahead answered before it was given a prompt; dropped")
 		return
 	}
-	var upTo int64
-	if a.answered < len(a.batches) {
-		upTo = a.batches[a.answered]
-	}
 	a.answered++
 	text := ""
 	if res.Result != nil {
 		text = StripInternal(*res.Result)
 	}
+	// A result answers the oldest batch waiting, once the agent has taken
+	// it: a follow-up file still in input/ was not read, so a result now
+	// (one an agent gives of itself, say when asked to finish) is not its
+	// answer. Its text goes out; the messages wait for the next run.
+	var upTo int64
+	if a.matched < len(a.batches) && !waiting(a.batches[a.matched].file) {
+		upTo = a.batches[a.matched].top
+		a.matched++
+	}
 	if text != "" {
 		a.lastText = text
 	}
 	a.queue(ctx, text, outbox.KindReply, upTo)
+}
+
+// waiting reports whether the follow-up file is still there for the agent
+// to take.
+func waiting(file string) bool {
+	if file == "" {
+		return false
+	}
+	_, err := os.Lstat(file)
+	return err == nil
 }
 
 // queue puts text (if any) in the outbox and moves the cursor to upTo (if

@@ -85,7 +85,7 @@ func (r *Router) runMessages(ctx context.Context, job runner.Job) (*agentRun, er
 		run = sb.run
 		err = r.adopt(ctx, sb, job, prompt, top, stopFollow, followDone)
 	} else {
-		run = &agentRun{router: r, group: g, replyTo: g.JID, batches: []int64{top}, delivered: top, useSession: true,
+		run = &agentRun{router: r, group: g, replyTo: g.JID, batches: []batch{{top: top}}, delivered: top, useSession: true,
 			started: make(chan struct{})}
 		go func() {
 			defer close(followDone)

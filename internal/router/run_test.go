@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -100,9 +101,47 @@ func TestStandbyAnswersOnlyWhatItWasGiven(t *testing.T) {
 	if u := e.unanswered(famJID); len(u) != 1 {
 		t.Errorf("a standby given no prompt moved the cursor: unanswered = %q", u)
 	}
-	run.adopted, run.batches = "the prompt", []int64{msgs[len(msgs)-1].Seq}
+	run.adopted, run.batches = "the prompt", []batch{{top: msgs[len(msgs)-1].Seq}}
 	run.OnResult(runner.Result{Status: "success", Result: &text})
 	if q := e.queued(famJID); len(q) != 1 || len(e.unanswered(famJID)) != 0 {
 		t.Errorf("the adopted standby's answer: queued %q, unanswered %q", q, e.unanswered(famJID))
+	}
+}
+
+// A result counts as the answer to a follow-up only once the agent has
+// taken the follow-up's file from input/: a result it gives of itself
+// while the file still waits (an agent asked to finish just as the
+// follow-up was written) sends its text but moves no cursor, so the
+// follow-up's messages come with the next run instead of being lost.
+func TestResultAnswersOnlyAFollowUpTaken(t *testing.T) {
+	e := newEnv(t)
+	e.post(famJID, alice, "1", "@Andy one")
+	first, _ := e.msgs.Unanswered(context.Background(), famJID)
+	e.post(famJID, alice, "2", "@Andy two")
+	all, _ := e.msgs.Unanswered(context.Background(), famJID)
+	g, err := e.r.Groups.ByFolder(context.Background(), "family")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := &agentRun{router: e.r, group: g, replyTo: famJID, batches: []batch{{top: first[0].Seq}}, ipcDir: t.TempDir()}
+	file, err := runner.FollowUp(run.ipcDir, "two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.batches = append(run.batches, batch{all[1].Seq, file})
+	say := func(s string) { run.OnResult(runner.Result{Status: "success", Result: &s}) }
+
+	say("one answered")
+	say("closed") // the follow-up's file is still in input/
+	if got := e.unanswered(famJID); len(got) != 1 || got[0] != "@Andy two" {
+		t.Fatalf("unanswered = %q, want the follow-up the agent never took", got)
+	}
+	if got := e.queued(famJID); len(got) != 2 || got[1] != "closed" {
+		t.Errorf("queued = %q, want both texts sent", got)
+	}
+	os.Remove(file) // the agent takes it
+	say("two answered")
+	if got := e.unanswered(famJID); len(got) != 0 {
+		t.Errorf("unanswered after the follow-up's answer = %q", got)
 	}
 }

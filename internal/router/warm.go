@@ -246,9 +246,20 @@ func (r *Router) fingerprint(ctx context.Context, g groups.Group, useSession boo
 // job from now on. It returns when the agent has ended.
 func (r *Router) adopt(ctx context.Context, sb *standby, job runner.Job, prompt string, top int64, stopFollow, followDone chan struct{}) error {
 	a := sb.run
+	// The prompt goes as a follow-up, written and listed under mu (see
+	// follow), before follow starts from it.
 	a.mu.Lock()
-	a.batches, a.delivered, a.adopted = []int64{top}, top, prompt
+	file, err := runner.FollowUp(a.ipcDir, prompt)
+	if err == nil {
+		a.batches, a.delivered, a.adopted = []batch{{top, file}}, top, prompt
+	}
 	a.mu.Unlock()
+	if err != nil {
+		sb.stop()
+		<-sb.done
+		close(followDone)
+		return err
+	}
 	r.Log.Debug().Str("group", a.group.Folder).Msg("a message for an agent started ahead")
 	if r.Typing != nil {
 		r.Typing.SetTyping(ctx, a.replyTo, true)
@@ -267,11 +278,6 @@ func (r *Router) adopt(ctx context.Context, sb *standby, job runner.Job, prompt 
 		case <-followDone:
 		}
 	}()
-	if err := runner.FollowUp(a.ipcDir, prompt); err != nil {
-		sb.stop()
-		<-sb.done
-		return err
-	}
 	return <-sb.done
 }
 

@@ -22,7 +22,7 @@ func TestRunFollowUpThenIdleClose(t *testing.T) {
 	h := &recorder{}
 	h.react = func(r Result) {
 		if *r.Result == "ready" {
-			if err := FollowUp(spec.IPCDir, "more <please>"); err != nil {
+			if _, err := FollowUp(spec.IPCDir, "more <please>"); err != nil {
 				t.Error(err)
 			}
 		}
@@ -45,7 +45,7 @@ func TestRunFollowUpThenIdleClose(t *testing.T) {
 func TestRunClosingAndStaleInput(t *testing.T) {
 	spec := newSpec(t, "followup")
 	// Left over from a previous run: both must be gone before the agent starts.
-	if err := FollowUp(spec.IPCDir, "stale"); err != nil {
+	if _, err := FollowUp(spec.IPCDir, "stale"); err != nil {
 		t.Fatal(err)
 	}
 	if err := Close(spec.IPCDir); err != nil {
@@ -74,7 +74,7 @@ func TestRunClosingAndStaleInput(t *testing.T) {
 func TestFollowUpFiles(t *testing.T) {
 	ipc := t.TempDir()
 	for _, text := range []string{"first", "second", "third"} {
-		if err := FollowUp(ipc, text); err != nil {
+		if _, err := FollowUp(ipc, text); err != nil {
 			t.Fatal(err)
 		}
 	}

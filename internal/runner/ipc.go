@@ -17,21 +17,22 @@ import (
 // FollowUp hands text to the agent running for ipcDir as
 // <ipcDir>/input/<time>-<rand>.json = {"type":"message","text":…}. The file
 // is written under a temporary name and renamed, so the agent never reads
-// half of it; names sort in the order they were written.
-func FollowUp(ipcDir, text string) error {
+// half of it; names sort in the order they were written. It returns the
+// file's path: the agent deletes the file when it takes the follow-up.
+func FollowUp(ipcDir, text string) (string, error) {
 	in := layout.IPCDir(ipcDir).Input()
 	if err := os.MkdirAll(in, 0o755); err != nil {
-		return fmt.Errorf("follow-up: creating %s: %w", in, err)
+		return "", fmt.Errorf("follow-up: creating %s: %w", in, err)
 	}
 	b, err := json.Marshal(protocol.FollowUp{Type: protocol.FollowUpMessage, Text: text})
 	if err != nil {
-		return fmt.Errorf("follow-up: %w", err)
+		return "", fmt.Errorf("follow-up: %w", err)
 	}
-	name := fmt.Sprintf("%019d-%s.json", time.Now().UnixNano(), strings.ToLower(rand.Text()[:8]))
-	if err := atomicfile.Put(filepath.Join(in, name), b, 0o644); err != nil {
-		return fmt.Errorf("follow-up: %w", err)
+	path := filepath.Join(in, fmt.Sprintf("%019d-%s.json", time.Now().UnixNano(), strings.ToLower(rand.Text()[:8])))
+	if err := atomicfile.Put(path, b, 0o644); err != nil {
+		return "", fmt.Errorf("follow-up: %w", err)
 	}
-	return nil
+	return path, nil
 }
 
 // Close writes the empty <ipcDir>/input/_close that asks the agent to finish.
