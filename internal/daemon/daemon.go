@@ -77,6 +77,7 @@ func (d *Daemon) Config() *config.Config { return d.cfg.Load() }
 func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, error) {
 	d := &Daemon{log: log}
 	d.cfg.Store(cfg)
+	store.LimitMallocArenas() // before SQLite allocates from many threads
 	lock, err := acquireLock(cfg.DataDir)
 	if err != nil {
 		return nil, err
