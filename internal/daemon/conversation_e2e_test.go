@@ -122,6 +122,9 @@ func TestTriggerGroupChatterStaysContext(t *testing.T) {
 	if n := strings.Count(prompt, "<message "); n != 3 || !strings.Contains(prompt, ">note 4<") || !strings.Contains(prompt, ">@Andy prompt<") {
 		t.Errorf("prompt holds %d messages, want the newest 3:\n%s", n, prompt)
 	}
+	if log, _ := os.ReadFile(in.Layout().DaemonLog()); !strings.Contains(string(log), `"messages":6,"kept":3`) {
+		t.Error("the daemon's log does not say that 3 older messages were left out of the prompt")
+	}
 }
 
 // A group's senders allowlist: only those may call the assistant; what

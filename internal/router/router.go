@@ -140,6 +140,8 @@ func (r *Router) promptOf(msgs []messages.Stored) (string, int64) {
 		top = max(top, m.Seq)
 	}
 	if n := cfg.Agent.MaxPromptMessages; n > 0 && len(msgs) > n {
+		r.Log.Warn().Int("messages", len(msgs)).Int("kept", n).Int64("up_to_seq", top).
+			Msg("a prompt holds only the newest agent.maxPromptMessages messages; the older ones count as answered without the agent seeing them")
 		msgs = msgs[len(msgs)-n:]
 	}
 	pm := make([]PromptMessage, len(msgs))
