@@ -36,13 +36,14 @@ type Snapshots struct {
 	chats  Chats
 	log    zerolog.Logger
 
-	mu      sync.Mutex
-	seen    map[string]bool   // folder → isMain, for TasksChanged
-	written map[string][]byte // path → the list it holds, as last written
+	mu   sync.Mutex
+	seen map[string]bool // folder → isMain, for TasksChanged
 
 	// writeMu makes reading a list and writing its file one step, so a
-	// slower writer holding an older list cannot replace a newer one.
+	// slower writer holding an older list cannot replace a newer one; it
+	// also guards written.
 	writeMu sync.Mutex
+	written map[string][]byte // path → the list it holds, as last written
 }
 
 // Chats is where the chat list comes from (the daemon's chat table and
@@ -144,10 +145,7 @@ func (s *Snapshots) write(path string, list any, file func(list []byte) any) err
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	same := bytes.Equal(s.written[path], l)
-	s.mu.Unlock()
-	if same {
+	if bytes.Equal(s.written[path], l) {
 		if _, err := os.Lstat(path); err == nil {
 			return nil
 		}
@@ -162,8 +160,6 @@ func (s *Snapshots) write(path string, list any, file func(list []byte) any) err
 	if err := atomicfile.Put(path, data, 0o600); err != nil {
 		return err
 	}
-	s.mu.Lock()
 	s.written[path] = l
-	s.mu.Unlock()
 	return nil
 }
