@@ -54,7 +54,8 @@ func WaitNoProcs(tb testing.TB, path, what string) {
 	}
 }
 
-// Buffer is a process's output, written by exec and read by the test.
+// Buffer is output written by one goroutine (exec for a process, a logger)
+// while the test reads it.
 type Buffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer

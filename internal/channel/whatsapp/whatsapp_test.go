@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"go.mau.fi/whatsmeow/types/events"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/e2e"
 )
 
 func TestOwns(t *testing.T) {
@@ -96,7 +96,7 @@ func TestSendWhileDisconnected(t *testing.T) {
 // `whatsapp login` (another process) has written a pairing.
 func TestRunWaitsForPairing(t *testing.T) {
 	dir := t.TempDir()
-	var logs syncBuffer
+	var logs e2e.Buffer // the daemon's logger writes while the test reads
 	clock := newFakeClock()
 	c := New(Options{DataDir: dir, AssistantName: "Andy", Logger: zerolog.New(&logs), Clock: clock,
 		FetchVersion: func(context.Context) (wastore.WAVersionContainer, error) {
@@ -139,19 +139,6 @@ func TestRunWaitsForPairing(t *testing.T) {
 		t.Errorf("Run after cancel = %v", err)
 	}
 }
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // fakePair stores a device with a JID, as pairing would, so Run and Login
 // see a paired store. The keys are real, the account is not.
