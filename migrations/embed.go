@@ -1,6 +1,7 @@
 // Package migrations holds the numbered SQL files that build nanoclawd's
-// SQLite schema. Files are applied in name order, each once, and the count
-// applied is kept in PRAGMA user_version.
+// SQLite schema. Each file starts with its number (0001, 0002, … without
+// a gap); files are applied in number order, each once, and the highest
+// number applied is kept in PRAGMA user_version.
 package migrations
 
 import "embed"

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/mattn/go-sqlite3" // also the database/sql driver "sqlite3"
@@ -70,14 +70,15 @@ func migrate(db *sql.DB, path string) error {
 	return nil
 }
 
-// Migrate applies, in one transaction, every *.sql file of fsys whose
-// position (1-based, in name order) is above PRAGMA user_version.
+// Migrate applies, in one transaction, every NNNN_name.sql file of fsys
+// whose number is above PRAGMA user_version, in number order, and records
+// the highest number applied. Numbers must run 1, 2, 3, … without a gap or
+// a repeat, so a file added later can never be taken for one already run.
 func Migrate(db *sql.DB, fsys fs.FS) error {
-	names, err := fs.Glob(fsys, "*.sql")
+	files, err := numbered(fsys)
 	if err != nil {
 		return err
 	}
-	sort.Strings(names)
 	tx, err := db.Begin()
 	if err != nil {
 		return fmt.Errorf("begin migration: %w", err)
@@ -87,10 +88,10 @@ func Migrate(db *sql.DB, fsys fs.FS) error {
 	if err := tx.QueryRow("PRAGMA user_version").Scan(&version); err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
-	if version > len(names) {
-		return fmt.Errorf("%w (schema %d, this binary knows %d): upgrade nanoclawd or point dataDir at another directory", ErrTooNew, version, len(names))
+	if version > len(files) {
+		return fmt.Errorf("%w (schema %d, this binary knows %d): upgrade nanoclawd or point dataDir at another directory", ErrTooNew, version, len(files))
 	}
-	for _, name := range names[version:] {
+	for _, name := range files[version:] {
 		body, err := fs.ReadFile(fsys, name)
 		if err != nil {
 			return err
@@ -99,8 +100,33 @@ func Migrate(db *sql.DB, fsys fs.FS) error {
 			return fmt.Errorf("migration %s: %w", strings.TrimSuffix(name, ".sql"), err)
 		}
 	}
-	if _, err := tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", len(names))); err != nil {
+	if _, err := tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", len(files))); err != nil {
 		return fmt.Errorf("write schema version: %w", err)
 	}
 	return tx.Commit()
+}
+
+// numbered lists fsys's *.sql files so that file number n is at index n-1,
+// refusing a name without a number, a gap and a repeat.
+func numbered(fsys fs.FS) ([]string, error) {
+	names, err := fs.Glob(fsys, "*.sql")
+	if err != nil {
+		return nil, err
+	}
+	files := make([]string, len(names))
+	for _, name := range names {
+		digits, _, _ := strings.Cut(name, "_")
+		n, err := strconv.Atoi(digits)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("migration %s: the name must start with its number, as in 0001_name.sql", name)
+		}
+		if n > len(names) {
+			return nil, fmt.Errorf("migration %s: numbers must run from 1 without a gap, and there are %d files", name, len(names))
+		}
+		if files[n-1] != "" {
+			return nil, fmt.Errorf("migration %s: number %d is taken by %s; give one of them the next free number", name, n, files[n-1])
+		}
+		files[n-1] = name
+	}
+	return files, nil
 }
