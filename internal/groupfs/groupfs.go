@@ -192,9 +192,8 @@ func (d *Dir) checkFile(ctx context.Context, name string) error {
 	return nil
 }
 
-// Entries lists the directory, with each entry's own Lstat (never
-// followed).
-func (d *Dir) Entries() ([]fs.FileInfo, error) {
+// Names lists the directory's entries, in no order.
+func (d *Dir) Names() ([]string, error) {
 	f, err := d.root.Open(".")
 	if err != nil {
 		return nil, err
@@ -203,6 +202,16 @@ func (d *Dir) Entries() ([]fs.FileInfo, error) {
 	names, err := f.Readdirnames(-1)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", d.path, err)
+	}
+	return names, nil
+}
+
+// Entries lists the directory, with each entry's own Lstat (never
+// followed).
+func (d *Dir) Entries() ([]fs.FileInfo, error) {
+	names, err := d.Names()
+	if err != nil {
+		return nil, err
 	}
 	out := make([]fs.FileInfo, 0, len(names))
 	for _, n := range names {

@@ -131,6 +131,20 @@ func IsRealDir(tb testing.TB, path string) {
 	}
 }
 
+// WaitRealDir waits (up to 20 s) until path is a directory, not a link:
+// until the daemon dealt with a link planted there.
+func WaitRealDir(tb testing.TB, path string) {
+	tb.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if fi, err := os.Lstat(path); err == nil && fi.IsDir() {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s is still not a real directory after 20 s", path)
+		}
+	}
+}
+
 // Reporter records violations (groupfs.Reporter).
 type Reporter struct {
 	mu   sync.Mutex
