@@ -107,6 +107,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	}
 	d.reporter = alerts.NewReporter(d.db, cfg.GroupsDir, d.outbox, d.reg, cfg.Alerts.Cooldown.D(), nil, log.With().Str("part", "alerts").Logger())
 	d.reporter.MaxPerGroup = cfg.Alerts.MaxPerGroup
+	d.reg.Reporter = d.reporter
 	if d.tokens, err = ipc.OpenTokens(ctx, d.db); err != nil {
 		return nil, err
 	}
