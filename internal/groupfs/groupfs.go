@@ -11,8 +11,9 @@
 // group goes on working.
 //
 // The top directory itself (<dataDir>/ipc/<folder>, <groupsDir>/<folder>,
-// <dataDir>/sessions/<folder>) is the daemon's: its parent is not the
-// group's to write, so it is opened by path, but a link there is refused.
+// <dataDir>/sessions/<folder>) lies in a directory no group can write, so
+// it is opened by path: a link there can only be the owner's (a group's
+// folder kept elsewhere) and is followed.
 package groupfs
 
 import (
@@ -59,13 +60,6 @@ type Dir struct {
 func Open(top, group string, perm fs.FileMode, rep Reporter) (*Dir, error) {
 	if err := os.MkdirAll(top, perm); err != nil {
 		return nil, fmt.Errorf("create %s: %w", top, err)
-	}
-	fi, err := os.Lstat(top)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("%s is a %s, not a directory: nanoclawd does not follow it; remove it and restart", top, kind(fi.Mode()))
 	}
 	root, err := os.OpenRoot(top)
 	if err != nil {

@@ -171,16 +171,25 @@ func TestMoveToMovesTheLink(t *testing.T) {
 	c.Intact(t)
 }
 
-// The top directory is the daemon's: a link there is refused outright.
-func TestOpenRefusesALinkedTop(t *testing.T) {
-	c := groupfstest.NewCanary(t)
+// The top directory is the owner's to place: a link there (a group's
+// folder kept elsewhere) is followed, and what lies below it is checked.
+func TestOpenFollowsTheOwnersTopLink(t *testing.T) {
+	elsewhere := t.TempDir()
 	top := filepath.Join(t.TempDir(), "family")
-	c.Link(t, top)
-	if d, err := groupfs.Open(top, "family", 0o700, nil); err == nil {
-		d.Close()
-		t.Fatal("Open followed a link at the top directory")
+	if err := os.Symlink(elsewhere, top); err != nil {
+		t.Fatal(err)
 	}
-	c.Intact(t)
+	d, err := groupfs.Open(top, "family", 0o700, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Put("CLAUDE.md", []byte("notes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(elsewhere, "CLAUDE.md")); err != nil {
+		t.Errorf("the write did not land in the owner's folder: %v", err)
+	}
 }
 
 func TestNamesStayInside(t *testing.T) {
