@@ -27,10 +27,10 @@ func (w *Watcher) finish(ctx context.Context, entries []*entry) {
 	var finished []*entry
 	var ids []int64
 	tasks := false
-	ans := &answers{w: w, dirs: map[string]*groupfs.Dir{}}
-	defer ans.close()
+	ds := w.newDirs()
+	defer ds.close()
 	for _, e := range entries {
-		if err := w.finishOne(ctx, e, ans); err != nil {
+		if err := w.finishOne(ctx, e, ds); err != nil {
 			w.failed(ctx, e, err)
 			continue
 		}
@@ -56,15 +56,14 @@ func (w *Watcher) finish(ctx context.Context, entries []*entry) {
 	w.cfg.Effects.Committed(ctx)
 }
 
-func (w *Watcher) finishOne(ctx context.Context, e *entry, ans *answers) error {
+func (w *Watcher) finishOne(ctx context.Context, e *entry, ds *dirs) error {
 	var dir *groupfs.Dir // the file's directory, when the file is there
 	if e.present {
-		d, err := w.subDir(ctx, e.folder, e.sub)
+		d, err := ds.get(ctx, e.folder, e.sub)
 		if err != nil {
 			return err
 		}
-		defer d.Close()
-		dir = d
+		dir = d // nil: swapped for a link since, so the file is gone with it
 	}
 	if e.status == statusRefused {
 		if err := w.quarantine(e, dir, e.reason); err != nil {
@@ -87,7 +86,7 @@ func (w *Watcher) finishOne(ctx context.Context, e *entry, ans *answers) error {
 			}
 		}
 	}
-	w.logErr(ctx, ans.write(ctx, e.folder, e.name, e.verdict()))
+	w.logErr(ctx, writeVerdict(ctx, ds, e.folder, e.name, e.verdict()))
 	return nil
 }
 
@@ -104,17 +103,6 @@ func (w *Watcher) failed(ctx context.Context, e *entry, cause error) {
 	if done {
 		delete(w.open, e.ref)
 	}
-}
-
-// subDir opens folder's messages/ or tasks/ directory (sub), replacing a
-// link there with a real directory (reported).
-func (w *Watcher) subDir(ctx context.Context, folder, sub string) (*groupfs.Dir, error) {
-	top, err := w.ipcDir(folder)
-	if err != nil {
-		return nil, err
-	}
-	defer top.Close()
-	return top.Sub(ctx, sub, 0o700)
 }
 
 // quarantine moves e's file from dir, if any (whatever it is: a symlink or

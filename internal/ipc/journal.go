@@ -90,7 +90,7 @@ func (w *Watcher) handle(ctx context.Context, refs ...ref) {
 			}
 		}
 		refs = refs[n:]
-		v.close()
+		v.dirs.close()
 		recorded := w.record(ctx, todo)
 		dropUnrecorded(todo, recorded)
 		w.finish(ctx, append(leftovers, recorded...))
@@ -317,7 +317,7 @@ func (w *Watcher) markDone(ctx context.Context, ids []int64) error {
 func (w *Watcher) resume(ctx context.Context) {
 	var todo []*entry
 	v := w.newView()
-	defer v.close()
+	defer v.dirs.close()
 	for _, e := range w.open {
 		f, err := v.read(ctx, e.ref)
 		if err != nil {

@@ -28,24 +28,11 @@ type file struct {
 // replaced with a link (say, to another group's messages/) is removed and
 // reported, never read through.
 func (v *view) read(ctx context.Context, r ref) (*file, error) {
-	key := [2]string{r.folder, r.sub}
-	d, opened := v.dirs[key]
-	if !opened {
-		top, err := v.w.ipcDir(r.folder)
-		if err != nil {
-			return nil, err
-		}
-		d.dir, d.err = top.Existing(ctx, r.sub)
-		top.Close()
-		v.dirs[key] = d
+	dir, err := v.dirs.get(ctx, r.folder, r.sub)
+	if err != nil || dir == nil {
+		return nil, err
 	}
-	if d.err != nil {
-		return nil, d.err
-	}
-	if d.dir == nil {
-		return nil, nil
-	}
-	data, hash, bad, err := readIPCFile(d.dir, r.name)
+	data, hash, bad, err := readIPCFile(dir, r.name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -53,21 +40,6 @@ func (v *view) read(ctx context.Context, r ref) (*file, error) {
 		return nil, err
 	}
 	return &file{ref: r, data: data, hash: hash, bad: bad}, nil
-}
-
-// dirAnswer is a directory of a view, opened once.
-type dirAnswer struct {
-	dir *groupfs.Dir // nil: not there
-	err error
-}
-
-// close releases the directories the view opened.
-func (v *view) close() {
-	for _, d := range v.dirs {
-		if d.dir != nil {
-			d.dir.Close()
-		}
-	}
 }
 
 // readIPCFile reads name in dir without following a symlink or blocking on

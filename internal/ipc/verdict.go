@@ -25,36 +25,55 @@ type Verdict struct {
 	ID     string `json:"id,omitempty"` // schedule_task: the new task's id
 }
 
-// answers writes the verdicts of one batch. A group's IPC dir is the
-// agent's to write, so they are written through groupfs: a results dir or
-// file the agent made a symlink cannot send the daemon's write anywhere
-// else. Each group's results dir is opened once per batch.
-type answers struct {
-	w    *Watcher
-	dirs map[string]*groupfs.Dir // nil: no MCP server waits for answers there
-}
-
-// write answers the request file name of folder.
-func (a *answers) write(ctx context.Context, folder, name string, v Verdict) error {
-	dir, opened := a.dirs[folder]
-	if !opened {
-		var err error
-		if dir, err = a.w.results(ctx, folder); err != nil {
-			return err
-		}
-		a.dirs[folder] = dir
-	}
-	if dir == nil {
-		return nil
+// writeVerdict answers the request file name of folder in its results/,
+// if the MCP server made one. A group's IPC dir is the agent's to write,
+// so the verdict goes through groupfs (ds): a results dir or file the agent
+// made a symlink cannot send the daemon's write anywhere else.
+func writeVerdict(ctx context.Context, ds *dirs, folder, name string, v Verdict) error {
+	dir, err := ds.get(ctx, folder, ResultsDir)
+	if err != nil || dir == nil {
+		return err
 	}
 	data, _ := json.Marshal(v)
 	return dir.Put(name, data, 0o600)
 }
 
-func (a *answers) close() {
-	for _, d := range a.dirs {
-		if d != nil {
-			d.Close()
+// dirs opens the directories of one batch, each once, through groupfs:
+// one an agent replaced with a link is removed and reported, never
+// followed, and counts as not there.
+type dirs struct {
+	w *Watcher
+	m map[[2]string]dirAnswer // by (folder, sub)
+}
+
+type dirAnswer struct {
+	dir *groupfs.Dir // nil: not there
+	err error
+}
+
+func (w *Watcher) newDirs() *dirs { return &dirs{w: w, m: map[[2]string]dirAnswer{}} }
+
+// get opens folder's directory sub; nil, nil when there is none.
+func (ds *dirs) get(ctx context.Context, folder, sub string) (*groupfs.Dir, error) {
+	key := [2]string{folder, sub}
+	a, opened := ds.m[key]
+	if !opened {
+		top, err := ds.w.ipcDir(folder)
+		if err != nil {
+			return nil, err
+		}
+		a.dir, a.err = top.Existing(ctx, sub)
+		top.Close()
+		ds.m[key] = a
+	}
+	return a.dir, a.err
+}
+
+// close releases the directories opened.
+func (ds *dirs) close() {
+	for _, a := range ds.m {
+		if a.dir != nil {
+			a.dir.Close()
 		}
 	}
 }

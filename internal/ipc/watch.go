@@ -374,6 +374,17 @@ func (w *Watcher) scanFolder(ctx context.Context, folder string) {
 	}
 }
 
+// subDir opens folder's messages/ or tasks/ directory (sub), replacing a
+// link there with a real directory (reported).
+func (w *Watcher) subDir(ctx context.Context, folder, sub string) (*groupfs.Dir, error) {
+	top, err := w.ipcDir(folder)
+	if err != nil {
+		return nil, err
+	}
+	defer top.Close()
+	return top.Sub(ctx, sub, 0o700)
+}
+
 // names lists folder's sub directory in name order.
 func (w *Watcher) names(ctx context.Context, folder, sub string) ([]string, error) {
 	d, err := w.subDir(ctx, folder, sub)
