@@ -198,7 +198,7 @@ func summaryText(group string, folded []foldedCount, cooldown time.Duration) str
 		l.targets = append(l.targets, f)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "[SANDBOX ALERT] +%d more (within %s): group %q was denied %d more actions:", total, cooldown, show(group, maxGroup), total)
+	fmt.Fprintf(&b, "[SANDBOX ALERT] +%d more (within %s): group %q: %d more violations, blocked by nanoclawd or reported by the agent:", total, cooldown, show(group, maxGroup), total)
 	for _, l := range lines {
 		fmt.Fprintf(&b, "\n- %s by %s ×%d:", show(l.kind, maxKind), show(l.tool, maxTool), l.n)
 		sort.SliceStable(l.targets, func(i, j int) bool { return l.targets[i].n > l.targets[j].n })
@@ -213,7 +213,10 @@ func summaryText(group string, folded []foldedCount, cooldown time.Duration) str
 			fmt.Fprintf(&b, " %s ×%d", quote(t.target, maxAlertTarget/2), t.n)
 		}
 	}
-	fmt.Fprintf(&b, "\nEach one: `nanoclawd violations --group %s --since %s`.", show(group, maxGroup), cooldown)
+	// The window folds nanoclawd's own refusals with what only the agent
+	// reports; the list says which is which.
+	fmt.Fprintf(&b, "\nEach one, and whether nanoclawd blocked it or only the agent reports it: `nanoclawd violations --group %s --since %s`.",
+		show(group, maxGroup), cooldown)
 	return b.String()
 }
 
