@@ -42,6 +42,46 @@ func (v *view) read(ctx context.Context, r ref) (*file, error) {
 	return &file{ref: r, data: data, hash: hash, bad: bad}, nil
 }
 
+// dirs opens the directories of one batch, each once, through groupfs:
+// one an agent replaced with a link is removed and reported, never
+// followed, and counts as not there.
+type dirs struct {
+	w *Watcher
+	m map[[2]string]dirAnswer // by (folder, sub)
+}
+
+type dirAnswer struct {
+	dir *groupfs.Dir // nil: not there
+	err error
+}
+
+func (w *Watcher) newDirs() *dirs { return &dirs{w: w, m: map[[2]string]dirAnswer{}} }
+
+// get opens folder's directory sub; nil, nil when there is none.
+func (ds *dirs) get(ctx context.Context, folder, sub string) (*groupfs.Dir, error) {
+	key := [2]string{folder, sub}
+	a, opened := ds.m[key]
+	if !opened {
+		top, err := ds.w.ipcDir(folder)
+		if err != nil {
+			return nil, err
+		}
+		a.dir, a.err = top.Existing(ctx, sub)
+		top.Close()
+		ds.m[key] = a
+	}
+	return a.dir, a.err
+}
+
+// close releases the directories opened.
+func (ds *dirs) close() {
+	for _, a := range ds.m {
+		if a.dir != nil {
+			a.dir.Close()
+		}
+	}
+}
+
 // readIPCFile reads name in dir without following a symlink or blocking on
 // a FIFO. bad is set, and nothing read, for anything but a regular file of
 // at most MaxFileSize; hash then identifies that object instead of content.

@@ -38,46 +38,6 @@ func writeVerdict(ctx context.Context, ds *dirs, folder, name string, v Verdict)
 	return dir.Put(name, data, 0o600)
 }
 
-// dirs opens the directories of one batch, each once, through groupfs:
-// one an agent replaced with a link is removed and reported, never
-// followed, and counts as not there.
-type dirs struct {
-	w *Watcher
-	m map[[2]string]dirAnswer // by (folder, sub)
-}
-
-type dirAnswer struct {
-	dir *groupfs.Dir // nil: not there
-	err error
-}
-
-func (w *Watcher) newDirs() *dirs { return &dirs{w: w, m: map[[2]string]dirAnswer{}} }
-
-// get opens folder's directory sub; nil, nil when there is none.
-func (ds *dirs) get(ctx context.Context, folder, sub string) (*groupfs.Dir, error) {
-	key := [2]string{folder, sub}
-	a, opened := ds.m[key]
-	if !opened {
-		top, err := ds.w.ipcDir(folder)
-		if err != nil {
-			return nil, err
-		}
-		a.dir, a.err = top.Existing(ctx, sub)
-		top.Close()
-		ds.m[key] = a
-	}
-	return a.dir, a.err
-}
-
-// close releases the directories opened.
-func (ds *dirs) close() {
-	for _, a := range ds.m {
-		if a.dir != nil {
-			a.dir.Close()
-		}
-	}
-}
-
 // results opens folder's results dir, if the MCP server made one (nil if
 // not, or if a link stood there: removed and reported).
 func (w *Watcher) results(ctx context.Context, folder string) (*groupfs.Dir, error) {
