@@ -107,6 +107,7 @@ func (d *Dir) sub(ctx context.Context, name string, perm fs.FileMode, create boo
 	}
 	// A few tries: a directory swapped for a link between the check and
 	// the open is caught by the identity check and dealt with again.
+	last := errors.New("it kept changing while nanoclawd opened it")
 	for try := 0; try < 3; try++ {
 		fi, err := d.root.Lstat(name)
 		switch {
@@ -133,6 +134,7 @@ func (d *Dir) sub(ctx context.Context, name string, perm fs.FileMode, create boo
 		// the very directory Lstat saw, not a link put there since.
 		r, err := d.root.OpenRoot(name)
 		if err != nil {
+			last = err
 			continue
 		}
 		if ofi, err := r.Stat("."); err == nil && os.SameFile(fi, ofi) {
@@ -140,7 +142,7 @@ func (d *Dir) sub(ctx context.Context, name string, perm fs.FileMode, create boo
 		}
 		r.Close()
 	}
-	return nil, fmt.Errorf("open %s: it kept changing while nanoclawd opened it", d.join(name))
+	return nil, fmt.Errorf("open %s: %w", d.join(name), last)
 }
 
 // refuse removes the non-directory at name (unlinkat: a link is removed
