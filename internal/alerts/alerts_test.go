@@ -21,6 +21,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/mock"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/outbox/outboxtest"
+	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
@@ -177,6 +178,37 @@ func TestHintsPerKind(t *testing.T) {
 		for _, w := range c.want {
 			if !strings.Contains(text, w) {
 				t.Errorf("%s/%s alert lacks %q:\n%s", c.v.Kind, c.v.Tool, w, text)
+			}
+		}
+	}
+}
+
+// An alert says first who stands behind it: nanoclawd's own refusal is
+// "blocked"; what only the agent says is "the agent reports", never
+// mistaken for a verified block, whatever action it claimed.
+func TestAlertSaysWhoBlocked(t *testing.T) {
+	v := security.Violation{Group: "g", Kind: security.KindFilesystem, Tool: "Read", Target: "/home/o/.ssh/id_rsa", Rule: "hostSecurity.denyRead"}
+	blocked := alertText(sanitize(security.Violation{Group: "g", Kind: security.KindNetwork, Tool: "network", Target: "x.test", Action: "blocked"}))
+	reported := v
+	reported.Action = "reported"
+	for _, c := range []struct {
+		text      string
+		want, not []string
+	}{
+		{blocked, []string{"[SANDBOX ALERT] blocked: "}, []string{"the agent reports", "not verified"}},
+		{alertText(sanitize(reported)), []string{"[SANDBOX ALERT] the agent reports (not verified by nanoclawd): ", "the agent says so", "hostSecurity.denyRead"},
+			[]string{"blocked:", "Refused by"}},
+		{alertText(sanitize(security.Violation{Group: "g", Kind: security.KindFilesystem, Tool: groupfs.Tool, Target: "/d/ipc/g/results",
+			Action: "blocked", Rule: groupfs.Rule})), []string{"blocked: ", "put a link at", "/d/ipc/g/results", "never follows a link"}, []string{"was denied"}},
+	} {
+		for _, w := range c.want {
+			if !strings.Contains(c.text, w) {
+				t.Errorf("alert lacks %q:\n%s", w, c.text)
+			}
+		}
+		for _, w := range c.not {
+			if strings.Contains(c.text, w) {
+				t.Errorf("alert says %q:\n%s", w, c.text)
 			}
 		}
 	}

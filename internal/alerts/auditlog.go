@@ -11,8 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/security"
@@ -22,6 +24,27 @@ import (
 // row written. The check of the mark under fileMu keeps Run's replay and a
 // concurrent Report from writing one row twice.
 func (r *Reporter) logLine(ctx context.Context, id int64, v security.Violation, replay bool) error {
+	var links found
+	err := r.logLineLocked(ctx, id, v, replay, &links)
+	// A link found on the way is reported once the lock is free: its own
+	// audit line then goes into the real logs/ that replaced the link.
+	for _, lv := range links {
+		if rerr := r.Report(ctx, lv); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}
+	return err
+}
+
+// found keeps the links groupfs met while fileMu was held.
+type found []security.Violation
+
+func (f *found) Report(_ context.Context, v security.Violation) error {
+	*f = append(*f, v)
+	return nil
+}
+
+func (r *Reporter) logLineLocked(ctx context.Context, id int64, v security.Violation, replay bool, links *found) error {
 	r.fileMu.Lock()
 	defer r.fileMu.Unlock()
 	var logged int
@@ -31,7 +54,7 @@ func (r *Reporter) logLine(ctx context.Context, id int64, v security.Violation, 
 	if logged != 0 {
 		return nil
 	}
-	if err := r.appendLine(v, replay); err != nil {
+	if err := r.appendLine(ctx, v, replay, links); err != nil {
 		if errors.Is(err, errBadFolder) {
 			// Nothing will ever fix it; the SQLite row is the record.
 			r.db.ExecContext(ctx, `UPDATE violations SET logged = 1 WHERE id = ?`, id)
@@ -46,21 +69,26 @@ func (r *Reporter) logLine(ctx context.Context, id int64, v security.Violation, 
 
 var errBadFolder = errors.New("not a valid group folder name")
 
-func (r *Reporter) appendLine(v security.Violation, replay bool) error {
+// appendLine appends v's line to its group's logs/security.jsonl. The
+// group's folder is the group's to write, so the file is reached through
+// groupfs: a link at logs/ or security.jsonl is removed (and kept in links
+// for the caller to report), never written through.
+func (r *Reporter) appendLine(ctx context.Context, v security.Violation, replay bool, links *found) error {
 	if groups.ValidFolder(v.Group) != nil {
 		return fmt.Errorf("alerts: audit line for %q: %w", v.Group, errBadFolder)
 	}
 	l := layout.New("", r.groupsDir)
-	dir := l.GroupLogs(v.Group)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("alerts: create %s: %w", dir, err)
+	dir, err := groupfs.OpenSub(ctx, l.GroupLogs(v.Group), v.Group, 0o700, links)
+	if err != nil {
+		return fmt.Errorf("alerts: %w", err)
 	}
+	defer dir.Close()
 	line, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("alerts: encode violation: %w", err)
 	}
 	path := l.SecurityLog(v.Group)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := dir.OpenFile(ctx, filepath.Base(path), os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("alerts: open audit log: %w", err)
 	}

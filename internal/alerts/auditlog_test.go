@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/groupfs/groupfstest"
 )
 
 func readLines(t testing.TB, path string) []string {
@@ -71,5 +73,36 @@ func TestAuditReplayWritesEachLineOnce(t *testing.T) {
 	}
 	if got := readLines(t, path); len(got) != 2 || got[0] != lines[0] || got[1] != lines[1] {
 		t.Errorf("after the replay:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+// A group that made its logs/ (or security.jsonl) a link into a host
+// directory does not get the daemon's audit lines written there: the link
+// is removed and recorded as a violation of its own, and both lines land
+// in the real logs/.
+func TestAuditLogDoesNotFollowLinks(t *testing.T) {
+	for _, at := range []string{"logs", "logs/security.jsonl"} {
+		t.Run(at, func(t *testing.T) {
+			e := newEnv(t, "", time.Minute, nil, false)
+			c := groupfstest.NewCanary(t)
+			target := c.Dir
+			if at != "logs" {
+				target = filepath.Join(c.Dir, "notes.txt")
+			}
+			link := filepath.Join(e.groupsDir, "family", filepath.FromSlash(at))
+			c.Link(t, link, target)
+			if err := e.rep.Report(context.Background(), netViolation("family", "a.example")); err != nil {
+				t.Fatal(err)
+			}
+			c.Intact(t)
+			lines := readLines(t, filepath.Join(e.groupsDir, "family", "logs", "security.jsonl"))
+			all := strings.Join(lines, "\n")
+			if len(lines) != 2 || !strings.Contains(all, `"kind":"filesystem"`) || !strings.Contains(all, "a.example") {
+				t.Errorf("audit lines %q; want the network violation and the link's", lines)
+			}
+			if n := e.count(t, `SELECT count(*) FROM violations WHERE kind = 'filesystem' AND target = ? AND action = 'blocked'`, link); n != 1 {
+				t.Errorf("%d violation rows for the link, want 1", n)
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
@@ -125,8 +126,6 @@ func headline(v security.Violation) string {
 	switch v.Kind {
 	case security.KindNetwork:
 		what = "network access to"
-	case security.KindFilesystem:
-		what = "file access to"
 	case security.KindTool:
 		what = "use on"
 	case security.KindPermission:
@@ -135,6 +134,12 @@ func headline(v security.Violation) string {
 		return fmt.Sprintf("group %q tried to act as another group (%s): %s", group, tool, target)
 	case security.KindLimit:
 		return fmt.Sprintf("group %q: the run went over its %s limit and was stopped", group, show(v.Target, maxKind))
+	case security.KindFilesystem:
+		if v.Rule == groupfs.Rule {
+			return fmt.Sprintf("group %q put a link at %s, where nanoclawd keeps its own directory or file; nanoclawd removed it without following it",
+				group, target)
+		}
+		what = "file access to"
 	default:
 		what = show(string(v.Kind), maxKind) + " access to"
 	}
@@ -142,13 +147,18 @@ func headline(v security.Violation) string {
 }
 
 // alertText is the message for a violation that gets an alert of its own.
+// It starts by saying who stands behind it: "blocked" when nanoclawd (its
+// sandbox, gateway, IPC checks or limits) refused the action itself, "the
+// agent reports" when only the agent says so, which it can make up.
 func alertText(v security.Violation) string {
 	var b strings.Builder
 	b.WriteString("[SANDBOX ALERT] ")
-	b.WriteString(headline(v))
 	if v.Action == "reported" {
-		b.WriteString("\n(seen in the agent's tool output, not verified by nanoclawd)")
+		b.WriteString("the agent reports (not verified by nanoclawd): ")
+	} else {
+		b.WriteString("blocked: ")
 	}
+	b.WriteString(headline(v))
 	if v.Detail != "" {
 		b.WriteString("\nDetail: ")
 		b.WriteString(quote(v.Detail, maxAlertDetail))
@@ -188,7 +198,7 @@ func summaryText(group string, folded []foldedCount, cooldown time.Duration) str
 		l.targets = append(l.targets, f)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "[SANDBOX ALERT] +%d more (within %s): group %q was denied %d more actions:", total, cooldown, show(group, maxGroup), total)
+	fmt.Fprintf(&b, "[SANDBOX ALERT] +%d more (within %s): group %q: %d more violations, blocked by nanoclawd or reported by the agent:", total, cooldown, show(group, maxGroup), total)
 	for _, l := range lines {
 		fmt.Fprintf(&b, "\n- %s by %s ×%d:", show(l.kind, maxKind), show(l.tool, maxTool), l.n)
 		sort.SliceStable(l.targets, func(i, j int) bool { return l.targets[i].n > l.targets[j].n })
@@ -203,7 +213,10 @@ func summaryText(group string, folded []foldedCount, cooldown time.Duration) str
 			fmt.Fprintf(&b, " %s ×%d", quote(t.target, maxAlertTarget/2), t.n)
 		}
 	}
-	fmt.Fprintf(&b, "\nEach one: `nanoclawd violations --group %s --since %s`.", show(group, maxGroup), cooldown)
+	// The window folds nanoclawd's own refusals with what only the agent
+	// reports; the list says which is which.
+	fmt.Fprintf(&b, "\nEach one, and whether nanoclawd blocked it or only the agent reports it: `nanoclawd violations --group %s --since %s`.",
+		show(group, maxGroup), cooldown)
 	return b.String()
 }
 
@@ -214,13 +227,17 @@ func fixHint(v security.Violation) string {
 	folder := show(v.Group, maxGroup)
 	setSec := fmt.Sprintf("`nanoclawd groups set-security %s --file OVERRIDE.json`", folder)
 	showCmd := fmt.Sprintf("`nanoclawd security show %s`", folder)
-	if v.Action == "reported" {
-		return "nanoclawd did not see this refusal itself: it is what the agent's tool printed, which the agent can make up. " +
-			"Change nothing unless the group really needs this; `nanoclawd violations --group " + folder + "` lists what was verified."
-	}
 	rule := v.Rule
 	if rule == "" {
 		rule = defaultRule(v)
+	}
+	if v.Action == "reported" {
+		hint := "nanoclawd did not see this refusal itself: the agent says so, and an agent can make that up. " +
+			"Change nothing unless the group really needs this; `nanoclawd violations --group " + folder + "` lists what nanoclawd blocked itself."
+		if rule != "" {
+			hint += " The setting that would refuse it is " + rule + "."
+		}
+		return hint
 	}
 	switch rule {
 	case "hostSecurity.network.allowedDomains":
@@ -246,6 +263,9 @@ func fixHint(v security.Violation) string {
 	case "ipc":
 		return "No configuration change allows this: a group may only act for itself. " +
 			"If you did not expect it, look at what the group's agent was asked to do."
+	case groupfs.Rule:
+		return "No configuration change allows this: nanoclawd never follows a link a group puts in its own directories (it could lead anywhere on this machine). " +
+			"The group goes on working; if you did not expect it, look at what the group's agent was asked to do."
 	}
 	return "See " + showCmd + " for the group's effective policy."
 }

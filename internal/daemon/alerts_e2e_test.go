@@ -24,13 +24,15 @@ func TestAlertViolationEndToEnd(t *testing.T) {
 	h.Post("local:family", "Alice", "@Andy violation network evil.example")
 	all := h.WaitFor("local:main", func(s string) bool { return strings.Contains(s, "evil.example") })
 	alert := all[len(all)-1].Text
-	for _, want := range []string{`group "family"`, "Bash", "evil.example", "network.allowedDomains"} {
+	// The frame says "blocked"; it is only the agent's word, and the alert
+	// says so.
+	for _, want := range []string{"the agent reports", `group "family"`, "Bash", "evil.example", "network.allowedDomains"} {
 		if !strings.HasPrefix(alert, "[SANDBOX ALERT]") || !strings.Contains(alert, want) {
 			t.Errorf("alert lacks [SANDBOX ALERT] or %q:\n%s", want, alert)
 		}
 	}
 	e := h.waitAudit("family", func(e auditEntry) bool { return e.Target == "evil.example" })
-	if e != (auditEntry{Time: e.Time, Group: "family", Kind: "network", Tool: "Bash", Target: "evil.example", Detail: "testagent", Action: "blocked"}) {
+	if e != (auditEntry{Time: e.Time, Group: "family", Kind: "network", Tool: "Bash", Target: "evil.example", Detail: "testagent", Action: "reported"}) {
 		t.Errorf("security.jsonl line %+v", e)
 	}
 	if v := h.violations("family"); len(v) != 1 || v[0] != e {

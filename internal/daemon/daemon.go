@@ -107,6 +107,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	}
 	d.reporter = alerts.NewReporter(d.db, cfg.GroupsDir, d.outbox, d.reg, cfg.Alerts.Cooldown.D(), nil, log.With().Str("part", "alerts").Logger())
 	d.reporter.MaxPerGroup = cfg.Alerts.MaxPerGroup
+	d.reg.Reporter = d.reporter
 	if d.tokens, err = ipc.OpenTokens(ctx, d.db); err != nil {
 		return nil, err
 	}
@@ -131,7 +132,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	}
 	if d.watcher, err = ipc.NewWatcher(ipc.Config{
 		IPCRoot: cfg.Layout().IPCRoot(), Layout: cfg.Layout(), DB: d.db, Tokens: d.tokens, Groups: ipcGroups{d.reg},
-		Tasks: d.sched, Effects: ipcEffects{d}, Log: log.With().Str("part", "ipc").Logger(),
+		Tasks: d.sched, Effects: ipcEffects{d}, Reporter: d.reporter, Log: log.With().Str("part", "ipc").Logger(),
 	}); err != nil {
 		return nil, err
 	}

@@ -183,7 +183,7 @@ func (h *ipcInstall) auditLines(folder string) []auditEntry {
 		}
 		var e auditEntry
 		json.Unmarshal([]byte(line), &e)
-		if _, err := time.Parse(time.RFC3339Nano, e.Time); err != nil || e.Action != "blocked" || e.Group != folder {
+		if _, err := time.Parse(time.RFC3339Nano, e.Time); err != nil || (e.Action != "blocked" && e.Action != "reported") || e.Group != folder {
 			h.TB.Errorf("security.jsonl of %s: bad line %q", folder, line)
 		}
 		out = append(out, e)

@@ -16,6 +16,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/groupfs"
+	"github.com/nanoclawd/nanoclawd/internal/groupfs/groupfstest"
 )
 
 func TestIPCHostileFiles(t *testing.T) {
@@ -179,11 +183,19 @@ func TestIPCHostileFiles(t *testing.T) {
 		if err := os.Symlink(filepath.Join("..", "work", "messages"), own); err != nil {
 			t.Fatal(err)
 		}
-		name := h.drop("family", "messages", "vialink", message("local:work", "never-vialink", famTok))
-		h.refused("work", "messages", name, "family", "family tried to act as work")
-		h.alerted(name, "family")
+		// The daemon hears its watched directory go: the link is removed,
+		// never read through, recorded, and a real messages/ takes its place.
+		groupfstest.WaitRealDir(t, own)
+		e := h.waitAudit("family", func(e auditEntry) bool { return e.Target == own })
+		if e.Kind != "filesystem" || e.Tool != groupfs.Tool || e.Action != "blocked" {
+			t.Errorf("the link is audited as %+v; want a blocked filesystem violation of nanoclawd's", e)
+		}
+		name := h.drop("family", "messages", "afterlink", message("local:family", "after the link", famTok))
+		h.WaitFor("local:family", e2e.Equals("after the link"))
+		if _, err := os.Lstat(filepath.Join(h.ipcDir("work", "messages"), name)); !os.IsNotExist(err) {
+			t.Errorf("family's file went into work's messages/ (%v)", err)
+		}
 		h.stillAnswering(mainTok)
-		h.neverSent("never-vialink")
 	})
 	t.Run("a refused file's group stays untouched", func(t *testing.T) {
 		h.sub(t)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/fswatch"
+	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
@@ -58,6 +59,27 @@ type Registry struct {
 	groupsDir string
 	// Assistant is the assistant's name, for the notes of a new group.
 	Assistant string
+	// Reporter records a link found where a group's folder keeps logs/ or
+	// CLAUDE.md (removed, never followed), inside the transaction that
+	// registers the group; nil records nothing.
+	Reporter Reporter
+}
+
+// Reporter records violations inside the caller's transaction
+// (alerts.Reporter); Flush follows the commit.
+type Reporter interface {
+	RecordTx(ctx context.Context, tx *sql.Tx, v security.Violation, alert bool) error
+	Flush(ctx context.Context) error
+}
+
+// txReport is a Reporter bound to one transaction, as groupfs takes it.
+type txReport struct {
+	tx  *sql.Tx
+	rep Reporter
+}
+
+func (t txReport) Report(ctx context.Context, v security.Violation) error {
+	return t.rep.RecordTx(ctx, t.tx, v, true)
 }
 
 // New returns the registry kept in db, whose folders live in groupsDir.
@@ -150,7 +172,13 @@ func (r *Registry) Add(ctx context.Context, g Group) error {
 	if err := r.AddTx(ctx, tx, g); err != nil {
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	if r.Reporter != nil {
+		return r.Reporter.Flush(ctx)
+	}
+	return nil
 }
 
 // AddTx is Add inside the caller's transaction, so that a group registered
@@ -195,18 +223,33 @@ func (r *Registry) AddTx(ctx context.Context, tx *sql.Tx, g Group) error {
 		g.JID, g.Name, g.Folder, g.Trigger, g.RequiresTrigger, g.IsMain, sec, g.AddedAt.UTC().Format(time.RFC3339Nano)); err != nil {
 		return fmt.Errorf("register %s: %w", g.Folder, err)
 	}
-	return r.createFolder(g)
+	return r.createFolder(ctx, tx, g)
 }
 
-func (r *Registry) createFolder(g Group) error {
-	if err := os.MkdirAll(r.layout().GroupLogs(g.Folder), 0o755); err != nil {
+// createFolder makes the group's folder with logs/ and a starter
+// CLAUDE.md, keeping what a group wrote there before (it may be registered
+// again). The folder may hold what an earlier group planted, so it is
+// worked on through groupfs: a link at logs/ or CLAUDE.md is removed and
+// reported, never followed.
+func (r *Registry) createFolder(ctx context.Context, tx *sql.Tx, g Group) error {
+	var rep groupfs.Reporter
+	if r.Reporter != nil {
+		rep = txReport{tx, r.Reporter}
+	}
+	dir, err := groupfs.Open(r.layout().Group(g.Folder), g.Folder, 0o755, rep)
+	if err != nil {
 		return fmt.Errorf("create group folder: %w", err)
 	}
-	path := r.layout().GroupMemory(g.Folder)
-	if _, err := os.Stat(path); err == nil {
-		return nil // keep what a group already wrote
+	defer dir.Close()
+	logs, err := dir.Sub(ctx, layout.LogsDir, 0o755)
+	if err != nil {
+		return fmt.Errorf("create group folder: %w", err)
 	}
-	return os.WriteFile(path, []byte(Notes(g, r.Assistant)), 0o644)
+	logs.Close()
+	if _, err := dir.Create(ctx, layout.MemoryFile, []byte(Notes(g, r.Assistant)), 0o644); err != nil {
+		return fmt.Errorf("create group folder: %w", err)
+	}
+	return nil
 }
 
 //go:embed templates/*.md

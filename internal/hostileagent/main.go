@@ -15,6 +15,11 @@
 //	HOSTILE_BIGFILE write one file of this many MiB in /tmp (reports how far it got)
 //	HOSTILE_FILL    write this many 1 MiB files into its folder, then wait to be stopped
 //	HOSTILE_MEM     hold this many MiB of memory, then wait to be stopped
+//	HOSTILE_LINK    when the prompt says "plant links": lines "PATH TARGET";
+//	                each PATH ($NANOCLAW_* expanded) is replaced by a symlink
+//	                to TARGET, then a message request is written in messages/
+//	                (its text "linked"), which makes the daemon answer in
+//	                results/
 package main
 
 import (
@@ -41,7 +46,7 @@ const (
 )
 
 func main() {
-	io.Copy(io.Discard, os.Stdin)
+	input, _ := io.ReadAll(os.Stdin)
 	var b strings.Builder
 	say := func(format string, args ...any) {
 		if b.Len() < total {
@@ -68,6 +73,9 @@ func main() {
 		} else {
 			say("WRITE %s: ok", w)
 		}
+	}
+	if strings.Contains(string(input), "plant links") {
+		plantLinks(lines(os.Getenv("HOSTILE_LINK")), say)
 	}
 	if addr := os.Getenv("HOSTILE_DIAL"); addr != "" {
 		dial(addr, say)
@@ -105,6 +113,29 @@ func main() {
 		hold[0]++
 	}
 	frame(b.String())
+}
+
+// plantLinks replaces each "PATH TARGET" path with a link to TARGET, where
+// the daemon keeps a directory or file of its own, then asks the daemon
+// to send a message, so that it writes its verdict in results/.
+func plantLinks(specs []string, say func(string, ...any)) {
+	for _, spec := range specs {
+		path, target, _ := strings.Cut(os.ExpandEnv(spec), " ")
+		os.RemoveAll(path)
+		if err := os.Symlink(target, path); err != nil {
+			say("LINK %s: refused: %v", path, err)
+		} else {
+			say("LINK %s: ok", path)
+		}
+	}
+	ipc := os.Getenv(protocol.EnvIPCDir)
+	req := fmt.Sprintf(`{"type":"message","chatJid":%q,"text":"linked","token":%q}`, os.Getenv(protocol.EnvChatJID), os.Getenv(protocol.EnvIPCToken))
+	tmp := filepath.Join(ipc, "messages", "linked.json.tmp")
+	err := os.WriteFile(tmp, []byte(req), 0o644)
+	if err == nil {
+		err = os.Rename(tmp, strings.TrimSuffix(tmp, ".tmp"))
+	}
+	say("REQUEST: %v", err)
 }
 
 // forks starts up to n children that sleep until the run ends.

@@ -53,7 +53,7 @@ type view struct {
 	byFolder map[string]groupAnswer
 	byJID    map[string]groupAnswer
 	tokens   map[[2]string]tokenAnswer
-	dirs     map[[2]string]error // checkDirs of (folder, sub)
+	dirs     *dirs
 }
 
 type groupAnswer struct {
@@ -68,7 +68,7 @@ type tokenAnswer struct {
 
 func (w *Watcher) newView() *view {
 	return &view{w: w, byFolder: map[string]groupAnswer{}, byJID: map[string]groupAnswer{},
-		tokens: map[[2]string]tokenAnswer{}, dirs: map[[2]string]error{}}
+		tokens: map[[2]string]tokenAnswer{}, dirs: w.newDirs()}
 }
 
 func (v *view) group(ctx context.Context, memo map[string]groupAnswer, key string,

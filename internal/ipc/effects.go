@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 )
 
 // maxAttempts bounds the tries of a file effect that keeps failing (a file
@@ -25,10 +27,10 @@ func (w *Watcher) finish(ctx context.Context, entries []*entry) {
 	var finished []*entry
 	var ids []int64
 	tasks := false
-	ans := &answers{w: w, roots: map[string]*os.Root{}}
-	defer ans.close()
+	ds := w.newDirs()
+	defer ds.close()
 	for _, e := range entries {
-		if err := w.finishOne(ctx, e, ans); err != nil {
+		if err := w.finishOne(ctx, e, ds); err != nil {
 			w.failed(ctx, e, err)
 			continue
 		}
@@ -54,18 +56,22 @@ func (w *Watcher) finish(ctx context.Context, entries []*entry) {
 	w.cfg.Effects.Committed(ctx)
 }
 
-func (w *Watcher) finishOne(ctx context.Context, e *entry, ans *answers) error {
-	path := ""
+func (w *Watcher) finishOne(ctx context.Context, e *entry, ds *dirs) error {
+	var dir *groupfs.Dir // the file's directory, when the file is there
 	if e.present {
-		path = w.path(e.ref)
+		d, err := ds.get(ctx, e.folder, e.sub)
+		if err != nil {
+			return err
+		}
+		dir = d // nil: swapped for a link since, so the file is gone with it
 	}
 	if e.status == statusRefused {
-		if err := w.quarantine(e, path, e.reason); err != nil {
+		if err := w.quarantine(e, dir, e.reason); err != nil {
 			return err
 		}
 	} else {
-		if path != "" {
-			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if dir != nil {
+			if err := dir.Remove(e.name); err != nil {
 				return err
 			}
 		}
@@ -80,7 +86,7 @@ func (w *Watcher) finishOne(ctx context.Context, e *entry, ans *answers) error {
 			}
 		}
 	}
-	w.logErr(ctx, ans.write(e.folder, e.name, e.verdict()))
+	w.logErr(ctx, writeVerdict(ctx, ds, e.folder, e.name, e.verdict()))
 	return nil
 }
 
@@ -99,18 +105,18 @@ func (w *Watcher) failed(ctx context.Context, e *entry, cause error) {
 	}
 }
 
-// quarantine moves the file at path, if any (whatever it is: a symlink or
+// quarantine moves e's file from dir, if any (whatever it is: a symlink or
 // FIFO is moved, not followed or opened), to ipc/errors/ with the reason
 // beside it. Repeating it after a crash only rewrites the reason.
-func (w *Watcher) quarantine(e *entry, path, reason string) error {
+func (w *Watcher) quarantine(e *entry, dir *groupfs.Dir, reason string) error {
 	dest := filepath.Join(w.cfg.IPCRoot, ErrorsDir, fmt.Sprintf("%s.%s.%d.%s", e.folder, e.sub, e.id, e.name))
-	if path != "" {
-		if err := os.Rename(path, dest); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("quarantine %s: %w", path, err)
+	if dir != nil {
+		if err := dir.MoveTo(e.name, dest); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("quarantine %s: %w", e.ref, err)
 		}
 	}
 	if err := os.WriteFile(dest+".reason", []byte(reason+"\n"), 0o600); err != nil {
-		return fmt.Errorf("quarantine %s: %w", path, err)
+		return fmt.Errorf("quarantine %s: %w", e.ref, err)
 	}
 	return nil
 }

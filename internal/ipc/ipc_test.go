@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/groupfs/groupfstest"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
@@ -113,6 +114,7 @@ type harness struct {
 	effects *fakeEffects
 	w       *Watcher
 	token   map[string]string // folder → live token
+	links   *groupfstest.Reporter
 }
 
 var testGroups = []Group{
@@ -138,10 +140,10 @@ func newHarness(t testing.TB) *harness {
 	root := l.IPCRoot()
 	groups := &fakeGroups{}
 	h := &harness{root: root, layout: l, db: db, tokens: tokens, groups: groups, token: map[string]string{},
-		effects: &fakeEffects{events: make(chan event, 100000), groups: groups}}
+		effects: &fakeEffects{events: make(chan event, 100000), groups: groups}, links: &groupfstest.Reporter{}}
 	h.sched = scheduler.New(db, time.UTC, nil, nil, zerolog.Nop())
 	h.w, err = NewWatcher(Config{IPCRoot: root, Layout: l, DB: db, Tokens: tokens, Groups: groups, Tasks: h.sched,
-		Effects: h.effects, Log: zerolog.Nop()})
+		Effects: h.effects, Reporter: h.links, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}

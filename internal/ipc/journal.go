@@ -60,7 +60,7 @@ func (w *Watcher) handle(ctx context.Context, refs ...ref) {
 		for n < len(refs) {
 			r := refs[n]
 			n++
-			f, err := v.read(r)
+			f, err := v.read(ctx, r)
 			if err != nil {
 				w.logErr(ctx, fmt.Errorf("ipc file %s: %w", r, err))
 				continue
@@ -90,6 +90,7 @@ func (w *Watcher) handle(ctx context.Context, refs ...ref) {
 			}
 		}
 		refs = refs[n:]
+		v.dirs.close()
 		recorded := w.record(ctx, todo)
 		dropUnrecorded(todo, recorded)
 		w.finish(ctx, append(leftovers, recorded...))
@@ -316,8 +317,9 @@ func (w *Watcher) markDone(ctx context.Context, ids []int64) error {
 func (w *Watcher) resume(ctx context.Context) {
 	var todo []*entry
 	v := w.newView()
+	defer v.dirs.close()
 	for _, e := range w.open {
-		f, err := v.read(e.ref)
+		f, err := v.read(ctx, e.ref)
 		if err != nil {
 			w.logErr(ctx, fmt.Errorf("ipc file %s: %w", e.ref, err))
 			continue // unsure whether it is there: not now
@@ -334,7 +336,7 @@ func (w *Watcher) prune(ctx context.Context) {
 	if entries, err := os.ReadDir(w.cfg.IPCRoot); err == nil {
 		for _, e := range entries {
 			if e.IsDir() && e.Name() != ErrorsDir {
-				w.pruneVerdicts(e.Name())
+				w.pruneVerdicts(ctx, e.Name())
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package ipc
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -10,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 )
 
 // file is one IPC file as read: its content, or why it is refused unread.
@@ -20,23 +23,16 @@ type file struct {
 	bad  string // why the object is refused unread; "" when data is the content
 }
 
-func (w *Watcher) path(r ref) string { return filepath.Join(w.cfg.IPCRoot, r.folder, r.sub, r.name) }
-
 // read reads the file r names; nil, nil when it is gone (handled already).
-// Its directories are checked once per batch.
-func (v *view) read(r ref) (*file, error) {
-	dir := [2]string{r.folder, r.sub}
-	err, checked := v.dirs[dir]
-	if !checked {
-		err = v.w.checkDirs(r.folder, r.sub)
-		v.dirs[dir] = err
-	}
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	} else if err != nil {
+// Its directory is opened once per batch, through groupfs: one an agent
+// replaced with a link (say, to another group's messages/) is removed and
+// reported, never read through.
+func (v *view) read(ctx context.Context, r ref) (*file, error) {
+	dir, err := v.dirs.get(ctx, r.folder, r.sub)
+	if err != nil || dir == nil {
 		return nil, err
 	}
-	data, hash, bad, err := readIPCFile(v.w.path(r))
+	data, hash, bad, err := readIPCFile(dir, r.name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -46,26 +42,52 @@ func (v *view) read(r ref) (*file, error) {
 	return &file{ref: r, data: data, hash: hash, bad: bad}, nil
 }
 
-// checkDirs refuses to read through a group directory an agent replaced
-// with a symlink (say, to another group's messages/).
-func (w *Watcher) checkDirs(folder, sub string) error {
-	for _, dir := range []string{filepath.Join(w.cfg.IPCRoot, folder), filepath.Join(w.cfg.IPCRoot, folder, sub)} {
-		fi, err := os.Lstat(dir)
-		if err != nil {
-			return err
-		}
-		if !fi.IsDir() {
-			return fmt.Errorf("%s is not a directory (%s); remove it, the watcher recreates it", dir, fi.Mode().Type())
-		}
-	}
-	return nil
+// dirs opens the directories of one batch, each once, through groupfs:
+// one an agent replaced with a link is removed and reported, never
+// followed, and counts as not there.
+type dirs struct {
+	w *Watcher
+	m map[[2]string]dirAnswer // by (folder, sub)
 }
 
-// readIPCFile reads path without following a symlink or blocking on a
-// FIFO. bad is set, and nothing read, for anything but a regular file of at
-// most MaxFileSize; hash then identifies that object instead of content.
-func readIPCFile(path string) (data []byte, hash, bad string, err error) {
-	fi, err := os.Lstat(path)
+type dirAnswer struct {
+	dir *groupfs.Dir // nil: not there
+	err error
+}
+
+func (w *Watcher) newDirs() *dirs { return &dirs{w: w, m: map[[2]string]dirAnswer{}} }
+
+// get opens folder's directory sub; nil, nil when there is none.
+func (ds *dirs) get(ctx context.Context, folder, sub string) (*groupfs.Dir, error) {
+	key := [2]string{folder, sub}
+	a, opened := ds.m[key]
+	if !opened {
+		top, err := ds.w.ipcDir(folder)
+		if err != nil {
+			return nil, err
+		}
+		a.dir, a.err = top.Existing(ctx, sub)
+		top.Close()
+		ds.m[key] = a
+	}
+	return a.dir, a.err
+}
+
+// close releases the directories opened.
+func (ds *dirs) close() {
+	for _, a := range ds.m {
+		if a.dir != nil {
+			a.dir.Close()
+		}
+	}
+}
+
+// readIPCFile reads name in dir without following a symlink or blocking on
+// a FIFO. bad is set, and nothing read, for anything but a regular file of
+// at most MaxFileSize; hash then identifies that object instead of content.
+func readIPCFile(dir *groupfs.Dir, name string) (data []byte, hash, bad string, err error) {
+	path := filepath.Join(dir.Path(), name) // for messages
+	fi, err := dir.Root().Lstat(name)
 	if err != nil {
 		return nil, "", "", err
 	}
@@ -82,7 +104,7 @@ func readIPCFile(path string) (data []byte, hash, bad string, err error) {
 	if fi.Size() > MaxFileSize {
 		return nil, ident(), fmt.Sprintf("file of %d bytes is over the 1 MiB limit", fi.Size()), nil
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := dir.Root().OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENXIO) {
 			return nil, ident(), "replaced while being read", nil

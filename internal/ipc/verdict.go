@@ -1,6 +1,7 @@
 package ipc
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -9,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
+	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 )
 
 // ResultsDir is where the daemon answers the nanoclaw MCP tools: for a
@@ -24,58 +25,46 @@ type Verdict struct {
 	ID     string `json:"id,omitempty"` // schedule_task: the new task's id
 }
 
-// answers writes the verdicts of one batch. A group's IPC dir is the
-// agent's to write, so they are written through an os.Root: a results dir
-// or file the agent made a symlink cannot send the daemon's write anywhere
-// else. Each group's root is opened once per batch.
-type answers struct {
-	w     *Watcher
-	roots map[string]*os.Root // nil: no MCP server waits for answers there
-}
-
-// write answers the request file name of folder.
-func (a *answers) write(folder, name string, v Verdict) error {
-	root, opened := a.roots[folder]
-	if !opened {
-		r, err := os.OpenRoot(filepath.Join(a.w.cfg.IPCRoot, folder))
-		if err != nil {
-			return err
-		}
-		if fi, err := r.Lstat(ResultsDir); err == nil && fi.IsDir() {
-			root = r
-		} else {
-			r.Close()
-		}
-		a.roots[folder] = root
-	}
-	if root == nil {
-		return nil
+// writeVerdict answers the request file name of folder in its results/,
+// if the MCP server made one. A group's IPC dir is the agent's to write,
+// so the verdict goes through groupfs (ds): a results dir or file the agent
+// made a symlink cannot send the daemon's write anywhere else.
+func writeVerdict(ctx context.Context, ds *dirs, folder, name string, v Verdict) error {
+	dir, err := ds.get(ctx, folder, ResultsDir)
+	if err != nil || dir == nil {
+		return err
 	}
 	data, _ := json.Marshal(v)
-	return atomicfile.PutIn(root, filepath.Join(ResultsDir, name), data, 0o600)
+	return dir.Put(name, data, 0o600)
 }
 
-func (a *answers) close() {
-	for _, r := range a.roots {
-		if r != nil {
-			r.Close()
-		}
+// results opens folder's results dir, if the MCP server made one (nil if
+// not, or if a link stood there: removed and reported).
+func (w *Watcher) results(ctx context.Context, folder string) (*groupfs.Dir, error) {
+	top, err := w.ipcDir(folder)
+	if err != nil {
+		return nil, err
 	}
+	defer top.Close()
+	return top.Existing(ctx, ResultsDir)
+}
+
+// ipcDir opens folder's IPC directory.
+func (w *Watcher) ipcDir(folder string) (*groupfs.Dir, error) {
+	return groupfs.Open(filepath.Join(w.cfg.IPCRoot, folder), folder, 0o700, w.cfg.Reporter)
 }
 
 // pruneVerdicts removes answers nobody picked up within a minute.
-func (w *Watcher) pruneVerdicts(folder string) {
-	dir := filepath.Join(w.cfg.IPCRoot, folder, ResultsDir)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
+func (w *Watcher) pruneVerdicts(ctx context.Context, folder string) {
+	dir, err := w.results(ctx, folder)
+	if err != nil || dir == nil {
+		w.logErr(ctx, err)
 		return
 	}
+	defer dir.Close()
 	cutoff := w.now().Add(-time.Minute)
-	for _, e := range entries {
-		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && fi.ModTime().Before(cutoff) {
-			os.Remove(filepath.Join(dir, e.Name()))
-		}
-	}
+	_, err = dir.RemoveFiles(func(fi fs.FileInfo) bool { return fi.Mode().IsRegular() && fi.ModTime().Before(cutoff) })
+	w.logErr(ctx, err)
 }
 
 // AwaitVerdict waits up to wait for the daemon's answer to the request file

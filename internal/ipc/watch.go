@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
@@ -93,7 +95,10 @@ type Config struct {
 	Groups  Groups
 	Tasks   Tasks
 	Effects Effects
-	Log     zerolog.Logger
+	// Reporter records a link the agent put where the daemon keeps a
+	// directory (removed, never followed); nil records nothing.
+	Reporter groupfs.Reporter
+	Log      zerolog.Logger
 	// SafetyRescan is the period of a full rescan that catches anything
 	// fsnotify missed; default one minute.
 	SafetyRescan time.Duration
@@ -158,7 +163,7 @@ func (w *Watcher) Watch(folder string) error {
 	if err := groups.ValidFolder(folder); err != nil {
 		return fmt.Errorf("watch ipc: %w", err)
 	}
-	if err := w.ensureWatched(folder); err != nil {
+	if err := w.ensureWatched(context.Background(), folder); err != nil {
 		return err
 	}
 	w.mu.Lock()
@@ -172,15 +177,31 @@ func (w *Watcher) Watch(folder string) error {
 	return nil
 }
 
-func (w *Watcher) ensureWatched(folder string) error {
-	for _, sub := range []string{"", MessagesDir, TasksDir} {
-		dir := filepath.Join(w.cfg.IPCRoot, folder, sub)
-		if err := mkdirPrivate(dir); err != nil {
+// ensureWatched makes folder's IPC directory and its messages/ and tasks/
+// private real directories (a link the agent put there is removed and
+// reported; the chmod acts on the real directory) and watches them.
+func (w *Watcher) ensureWatched(ctx context.Context, folder string) error {
+	top, err := w.ipcDir(folder)
+	if err != nil {
+		return err
+	}
+	defer top.Close()
+	if err := top.Chmod(0o700); err != nil {
+		return err
+	}
+	for _, sub := range []string{MessagesDir, TasksDir} {
+		d, err := top.Sub(ctx, sub, 0o700)
+		if err != nil {
 			return err
 		}
-		if sub == "" {
-			continue
+		err = d.Chmod(0o700)
+		d.Close()
+		if err != nil {
+			return err
 		}
+		// fsnotify takes a path: a link swapped in since the check could
+		// only bring events, and every read goes through groupfs again.
+		dir := filepath.Join(w.cfg.IPCRoot, folder, sub)
 		if err := w.fsw.Add(dir); err != nil {
 			return fmt.Errorf("watch %s: %w", dir, err)
 		}
@@ -242,6 +263,7 @@ func (w *Watcher) gather(ev fsnotify.Event) []ref {
 	var refs []ref
 	seen := map[ref]bool{}
 	for {
+		w.dirGone(ev)
 		if r, ok := w.fileOf(ev); ok && !seen[r] {
 			seen[r] = true
 			refs = append(refs, r)
@@ -276,6 +298,32 @@ func (w *Watcher) fileOf(ev fsnotify.Event) (ref, bool) {
 	return ref{parts[0], parts[1], parts[2]}, watched
 }
 
+// dirGone notes a watched messages/ or tasks/ that was removed or renamed
+// (an agent may swap it for a link): its folder is scanned again at once,
+// which puts a real, watched directory back.
+func (w *Watcher) dirGone(ev fsnotify.Event) {
+	if !ev.Has(fsnotify.Remove) && !ev.Has(fsnotify.Rename) {
+		return
+	}
+	rel, err := filepath.Rel(w.cfg.IPCRoot, ev.Name)
+	if err != nil {
+		return
+	}
+	folder, sub, ok := strings.Cut(rel, string(filepath.Separator))
+	if !ok || (sub != MessagesDir && sub != TasksDir) {
+		return
+	}
+	w.mu.Lock()
+	if w.folders[folder] {
+		w.pending[folder] = true
+	}
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
 func (w *Watcher) scanPending(ctx context.Context) {
 	w.mu.Lock()
 	folders := w.pending
@@ -294,10 +342,6 @@ func (w *Watcher) scanAll(ctx context.Context) {
 	}
 	w.mu.Unlock()
 	for _, f := range folders {
-		// A deleted directory loses its watch; bring both back.
-		if err := w.ensureWatched(f); err != nil {
-			w.cfg.Log.Error().Err(err).Str("group", f).Msg("ipc watcher")
-		}
 		w.scanFolder(ctx, f)
 	}
 }
@@ -305,16 +349,21 @@ func (w *Watcher) scanAll(ctx context.Context) {
 // scanFolder handles the files in folder's directories, in name order
 // (NanoClaw names start with the time), maxBatch at a time.
 func (w *Watcher) scanFolder(ctx context.Context, folder string) {
+	// A deleted directory (or one an agent swapped for a link) loses its
+	// watch; bring both back.
+	if err := w.ensureWatched(ctx, folder); err != nil {
+		w.cfg.Log.Error().Err(err).Str("group", folder).Msg("ipc watcher")
+	}
 	for _, sub := range []string{MessagesDir, TasksDir} {
-		entries, err := os.ReadDir(filepath.Join(w.cfg.IPCRoot, folder, sub))
+		names, err := w.names(ctx, folder, sub)
 		if err != nil {
 			w.cfg.Log.Error().Err(err).Str("group", folder).Msg("ipc watcher: scan")
 			continue
 		}
 		var refs []ref
-		for _, e := range entries {
-			if strings.HasSuffix(e.Name(), ".json") {
-				refs = append(refs, ref{folder, sub, e.Name()})
+		for _, name := range names {
+			if strings.HasSuffix(name, ".json") {
+				refs = append(refs, ref{folder, sub, name})
 			}
 		}
 		for len(refs) > 0 && ctx.Err() == nil {
@@ -323,6 +372,32 @@ func (w *Watcher) scanFolder(ctx context.Context, folder string) {
 			refs = refs[n:]
 		}
 	}
+}
+
+// subDir opens folder's messages/ or tasks/ directory (sub), replacing a
+// link there with a real directory (reported).
+func (w *Watcher) subDir(ctx context.Context, folder, sub string) (*groupfs.Dir, error) {
+	top, err := w.ipcDir(folder)
+	if err != nil {
+		return nil, err
+	}
+	defer top.Close()
+	return top.Sub(ctx, sub, 0o700)
+}
+
+// names lists folder's sub directory in name order.
+func (w *Watcher) names(ctx context.Context, folder, sub string) ([]string, error) {
+	d, err := w.subDir(ctx, folder, sub)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	names, err := d.Names()
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 func (w *Watcher) logErr(ctx context.Context, err error) {

@@ -64,6 +64,7 @@ const (
 	ResultsDir     = "results"
 	InputDir       = "input"
 	CloseFile      = "_close"
+	SessionHomeDir = "home"   // a confined run's HOME, in its session directory
 	ErrorsDir      = "errors" // beside the groups' IPC directories
 	TasksSnapshot  = "current_tasks.json"
 	GroupsSnapshot = "available_groups.json"
@@ -130,7 +131,9 @@ func (l Layout) Session(folder string) string { return filepath.Join(l.Sessions(
 
 // SessionHome is HOME of a group's confined runs, inside its session
 // directory, so nothing of the owner's home is needed.
-func (l Layout) SessionHome(folder string) string { return filepath.Join(l.Session(folder), "home") }
+func (l Layout) SessionHome(folder string) string {
+	return filepath.Join(l.Session(folder), SessionHomeDir)
+}
 
 // Outgoing holds the daemon's copy of each file an agent's send_message
 // sends, made when the request is decided (so the agent cannot change what

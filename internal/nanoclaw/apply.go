@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
@@ -88,7 +89,7 @@ func Apply(ctx context.Context, in *Install, t Target, dryRun bool, out io.Write
 		}
 		added[g.Folder] = true
 		if ng.Notes != "" {
-			if err := os.WriteFile(filepath.Join(t.Registry.Dir(g.Folder), "CLAUDE.md"), []byte(ng.Notes), 0o644); err != nil {
+			if err := writeNotes(ctx, t, g.Folder, ng.Notes, true); err != nil {
 				return err
 			}
 		}
@@ -100,15 +101,12 @@ func Apply(ctx context.Context, in *Install, t Target, dryRun bool, out io.Write
 	}
 	if in.GlobalNotes != "" {
 		path := filepath.Join(t.Registry.Dir(layout.GlobalFolder), layout.MemoryFile)
-		if _, err := os.Stat(path); err == nil {
+		if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() {
 			say("keep global/CLAUDE.md: one exists")
 		} else {
 			say("%s global/CLAUDE.md (%d bytes)", verb("copy"), len(in.GlobalNotes))
 			if !dryRun {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					return err
-				}
-				if err := os.WriteFile(path, []byte(in.GlobalNotes), 0o644); err != nil {
+				if err := writeNotes(ctx, t, layout.GlobalFolder, in.GlobalNotes, false); err != nil {
 					return err
 				}
 			}
@@ -138,6 +136,22 @@ func Apply(ctx context.Context, in *Install, t Target, dryRun bool, out io.Write
 		}
 	}
 	return nil
+}
+
+// writeNotes writes folder's CLAUDE.md — replacing it, or only when there
+// is none — through groupfs: a folder may hold a link an earlier group's
+// agent left there, which is replaced, never written through.
+func writeNotes(ctx context.Context, t Target, folder, notes string, replace bool) error {
+	dir, err := groupfs.Open(t.Registry.Dir(folder), folder, 0o755, nil)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	if replace {
+		return dir.Put(layout.MemoryFile, []byte(notes), 0o644)
+	}
+	_, err = dir.Create(ctx, layout.MemoryFile, []byte(notes), 0o644)
+	return err
 }
 
 func importTasks(ctx context.Context, in *Install, t Target, dryRun bool, say func(string, ...any), verb func(string) string, added map[string]bool) (int, error) {

@@ -11,6 +11,7 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/nanoclawd/nanoclawd/internal/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/groupfs/groupfstest"
 )
 
 func TestMain(m *testing.M) { e2e.Main(m) }
@@ -123,4 +124,39 @@ func TestImportFromNanoClawSQLite(t *testing.T) {
 	in.Start()
 	in.Post("local:family", "Ann", "@Andy session")
 	in.WaitFor("local:family", e2e.Equals("session: sess-from-nanoclaw"))
+}
+
+// Folders an import writes into may hold what a removed group's agent left:
+// a CLAUDE.md linked into a host directory is replaced, never written
+// through (a dangling one included, which a plain write would create).
+func TestImportDoesNotFollowLinkedNotes(t *testing.T) {
+	nc := t.TempDir()
+	os.MkdirAll(filepath.Join(nc, "store"), 0o755)
+	dbPath := filepath.Join(nc, "store", "messages.db")
+	src, err := sql.Open("sqlite3", dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.Exec(schema); err != nil {
+		t.Fatal(err)
+	}
+	src.Close()
+	for folder, notes := range map[string]string{"family": "Grandma visits on Sundays.\n", "global": "The house is in Berlin.\n"} {
+		os.MkdirAll(filepath.Join(nc, "groups", folder), 0o755)
+		os.WriteFile(filepath.Join(nc, "groups", folder, "CLAUDE.md"), []byte(notes), 0o644)
+	}
+	in := e2e.New(t, e2e.Options{})
+	c := groupfstest.NewCanary(t)
+	c.Link(t, filepath.Join(in.Dir, "groups", "family", "CLAUDE.md"), filepath.Join(c.Dir, "notes.txt"))
+	c.Link(t, filepath.Join(in.Dir, "groups", "global", "CLAUDE.md"), filepath.Join(c.Dir, "planted.md"))
+	in.CLI("groups", "import", dbPath)
+	c.Intact(t)
+	for folder, want := range map[string]string{"family": "Grandma", "global": "Berlin"} {
+		path := filepath.Join(in.Dir, "groups", folder, "CLAUDE.md")
+		fi, err := os.Lstat(path)
+		b, _ := os.ReadFile(path)
+		if err != nil || !fi.Mode().IsRegular() || !strings.Contains(string(b), want) {
+			t.Errorf("%s/CLAUDE.md: %v, %v, %q; want a file of its own with the imported notes", folder, fi, err, b)
+		}
+	}
 }

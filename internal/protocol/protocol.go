@@ -118,8 +118,10 @@ const (
 	StatusError    = "error"
 )
 
-// Violation actions: "reported" when the agent only saw the refusal in a
-// tool's output (unverified); anything else counts as "blocked".
+// Violation actions. An agent's frame may say either, but the daemon
+// records every violation frame as "reported" — the agent's word, which it
+// can make up; "blocked" is for what nanoclawd refused itself (its sandbox,
+// gateway, IPC checks, limits, links in a group's directories).
 const (
 	ActionBlocked  = "blocked"
 	ActionReported = "reported"
@@ -143,7 +145,7 @@ type Violation struct {
 	Tool   string `json:"tool,omitempty"`
 	Target string `json:"target,omitempty"` // a path or a host
 	Detail string `json:"detail,omitempty"`
-	Action string `json:"action,omitempty"` // ActionReported, or blocked
+	Action string `json:"action,omitempty"` // what the agent claims; recorded as ActionReported whatever it says
 }
 
 // ViolationFrame is the payload of a violation frame (no "result").

@@ -11,7 +11,6 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
-	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
@@ -89,10 +88,8 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	}
 	p := pathsOf(cfg, g.Folder)
 	a.ipcDir = p.ipc
-	for _, d := range []string{layout.IPCDir(p.ipc).Input(), p.session, p.logs} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return fmt.Errorf("prepare %s: %w", d, err)
-		}
+	if err := r.prepareDirs(ctx, g, p); err != nil {
+		return err
 	}
 	if r.Snapshots != nil {
 		if err := r.Snapshots.Refresh(ctx, g.Folder, g.IsMain); err != nil {
@@ -123,6 +120,7 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		return err
 	}
 	spec.Closing = job.Closing
+	spec.Reporter = r.Reporter
 	if r.Typing != nil && !a.standby {
 		r.Typing.SetTyping(ctx, a.replyTo, true)
 		defer r.Typing.SetTyping(context.WithoutCancel(ctx), a.replyTo, false)
@@ -216,7 +214,7 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 		// before its batch (a fast agent's answer would then move no
 		// cursor, and the messages would be answered again next run).
 		a.mu.Lock()
-		file, err := runner.FollowUp(a.ipcDir, prompt)
+		file, err := runner.FollowUp(ctx, a.ipcDir, prompt, a.router.Reporter)
 		if err == nil {
 			a.batches = append(a.batches, batch{top, file})
 			a.delivered = top

@@ -2,11 +2,8 @@ package router
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -35,7 +32,7 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 			cfg.AssistantName, g.Folder, err))
 		return nil, runner.NoRetry(err)
 	}
-	socket, err := gatewaySocket(cfg.Layout().Gateways())
+	socket, err := gateway.SocketPath(cfg.Layout().Gateways())
 	if err != nil {
 		return nil, err
 	}
@@ -121,22 +118,6 @@ func (c *confinement) done() {
 	close(c.stop)
 	c.gw.Close()
 	sandbox.Cleanup(c.plan)
-}
-
-// gatewaySocket is a fresh socket path for a run's gateway: in dir (the
-// layout's gateways directory), or, when that path would be too long for a
-// Unix socket, under a private directory in /tmp.
-func gatewaySocket(dir string) (string, error) {
-	b := make([]byte, 6)
-	rand.Read(b)
-	name := hex.EncodeToString(b) + ".sock"
-	if len(filepath.Join(dir, name)) > 100 {
-		dir = filepath.Join(os.TempDir(), fmt.Sprintf("nanoclawd-%d", os.Getuid()))
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("gateway directory %s: %w", dir, err)
-	}
-	return filepath.Join(dir, name), nil
 }
 
 // tellMain queues a notice for the main group's chat.

@@ -124,7 +124,7 @@ func TestResultAnswersOnlyAFollowUpTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := &agentRun{router: e.r, group: g, replyTo: famJID, batches: []batch{{top: first[0].Seq}}, ipcDir: t.TempDir()}
-	file, err := runner.FollowUp(run.ipcDir, "two")
+	file, err := runner.FollowUp(context.Background(), run.ipcDir, "two", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

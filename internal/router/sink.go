@@ -72,7 +72,7 @@ func (r *Router) newSession(ctx context.Context, g groups.Group, seq int64) erro
 	if r.Queue.Running(g.Folder) {
 		// The agent going now holds the old conversation: ask it to finish,
 		// so the next message gets the fresh one without waiting for idle.
-		if err := runner.Close(string(r.Config().Layout().IPC(g.Folder))); err != nil {
+		if err := runner.Close(ctx, string(r.Config().Layout().IPC(g.Folder)), r.Reporter); err != nil {
 			r.Log.Warn().Err(err).Str("group", g.Folder).Msg("ask the running agent to finish")
 		}
 	}

@@ -1,11 +1,14 @@
 package router
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
 	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/security"
@@ -82,4 +85,32 @@ func agentSpec(in specInput) (runner.Spec, error) {
 			Standby: in.Standby,
 		},
 	}, nil
+}
+
+// prepareDirs makes the directories of a run that its group can write —
+// input/, logs/, the session directory and a confined run's HOME in it —
+// real directories, through groupfs: a link the group left in place of
+// one is removed and reported, never followed (the sandbox binds and the
+// daemon writes there next).
+func (r *Router) prepareDirs(ctx context.Context, g groups.Group, p runPaths) error {
+	for _, dir := range []string{layout.IPCDir(p.ipc).Input(), p.logs} {
+		d, err := groupfs.OpenSub(ctx, dir, g.Folder, 0o700, r.Reporter)
+		if err != nil {
+			return fmt.Errorf("prepare %s: %w", dir, err)
+		}
+		d.Close()
+	}
+	session, err := groupfs.Open(p.session, g.Folder, 0o700, r.Reporter)
+	if err != nil {
+		return fmt.Errorf("prepare %s: %w", p.session, err)
+	}
+	defer session.Close()
+	if g.IsMain {
+		return nil
+	}
+	home, err := session.Sub(ctx, layout.SessionHomeDir, 0o700)
+	if err != nil {
+		return fmt.Errorf("prepare %s: %w", p.session, err)
+	}
+	return home.Close()
 }

@@ -249,7 +249,7 @@ func (r *Router) adopt(ctx context.Context, sb *standby, job runner.Job, prompt 
 	// The prompt goes as a follow-up, written and listed under mu (see
 	// follow), before follow starts from it.
 	a.mu.Lock()
-	file, err := runner.FollowUp(a.ipcDir, prompt)
+	file, err := runner.FollowUp(ctx, a.ipcDir, prompt, r.Reporter)
 	if err == nil {
 		a.batches, a.delivered, a.adopted = []batch{{top, file}}, top, prompt
 	}

@@ -3,6 +3,7 @@ package runner
 // Follow-ups, _close and the idle end of a run.
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/groupfs/groupfstest"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
@@ -22,7 +24,7 @@ func TestRunFollowUpThenIdleClose(t *testing.T) {
 	h := &recorder{}
 	h.react = func(r Result) {
 		if *r.Result == "ready" {
-			if _, err := FollowUp(spec.IPCDir, "more <please>"); err != nil {
+			if _, err := FollowUp(context.Background(), spec.IPCDir, "more <please>", nil); err != nil {
 				t.Error(err)
 			}
 		}
@@ -45,10 +47,10 @@ func TestRunFollowUpThenIdleClose(t *testing.T) {
 func TestRunClosingAndStaleInput(t *testing.T) {
 	spec := newSpec(t, "followup")
 	// Left over from a previous run: both must be gone before the agent starts.
-	if _, err := FollowUp(spec.IPCDir, "stale"); err != nil {
+	if _, err := FollowUp(context.Background(), spec.IPCDir, "stale", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := Close(spec.IPCDir); err != nil {
+	if err := Close(context.Background(), spec.IPCDir, nil); err != nil {
 		t.Fatal(err)
 	}
 	closing := make(chan struct{})
@@ -74,11 +76,11 @@ func TestRunClosingAndStaleInput(t *testing.T) {
 func TestFollowUpFiles(t *testing.T) {
 	ipc := t.TempDir()
 	for _, text := range []string{"first", "second", "third"} {
-		if _, err := FollowUp(ipc, text); err != nil {
+		if _, err := FollowUp(context.Background(), ipc, text, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := Close(ipc); err != nil {
+	if err := Close(context.Background(), ipc, nil); err != nil {
 		t.Fatal(err)
 	}
 	ents, err := os.ReadDir(layout.IPCDir(ipc).Input())
@@ -127,4 +129,38 @@ func TestRunIdleCloseGrace(t *testing.T) {
 	}
 	gone(t, out.PID)
 	gone(t, forkedPID(t, h))
+}
+
+// A group that replaced input/ and logs/ with links to a host directory
+// (the canary): clearing the stale input deleted every file there, and the
+// run log and _close were written through. Now each link is removed and
+// reported, and the run goes on with real directories.
+func TestRunDoesNotFollowInputOrLogsLinks(t *testing.T) {
+	spec := newSpec(t, "hello")
+	c := groupfstest.NewCanary(t)
+	rep := &groupfstest.Reporter{}
+	spec.Reporter = rep
+	input := layout.IPCDir(spec.IPCDir).Input()
+	c.Link(t, input)
+	c.Link(t, spec.LogDir)
+	h := &recorder{}
+	if _, err := run(t, spec, h); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.texts(); !slices.Equal(got, []string{"echo: hello"}) {
+		t.Fatalf("results %q; want the agent's answer", got)
+	}
+	// A follow-up and a _close after the run start: through a fresh link too.
+	c.Link(t, input)
+	if _, err := FollowUp(context.Background(), spec.IPCDir, "more", rep); err != nil {
+		t.Fatal(err)
+	}
+	c.Intact(t)
+	for _, dir := range []string{input, spec.LogDir} {
+		groupfstest.IsRealDir(t, dir)
+	}
+	rep.Reported(t, spec.LogDir)
+	if n := len(rep.Got()); n != 3 {
+		t.Errorf("%d links reported, want 3 (input twice, logs once): %+v", n, rep.Got())
+	}
 }

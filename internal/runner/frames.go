@@ -101,23 +101,17 @@ func (f *frameReader) frame(payload []byte, cut bool) {
 		f.out.Answered = fr.Status == protocol.StatusSuccess
 		f.answered()
 	case protocol.FrameViolation:
+		// Whatever the frame claims, it is the agent's word: recorded as
+		// "reported". Only what nanoclawd refused itself (gateway, IPC,
+		// limits, links) is "blocked".
 		f.log.Printf("frame: violation kind=%s tool=%s target=%q", fr.Kind, fr.Tool, fr.Target)
 		f.h.OnViolation(security.Violation{
 			Time: time.Now().UTC(), Group: f.spec.Input.GroupFolder,
-			Kind: security.Kind(fr.Kind), Tool: fr.Tool, Target: fr.Target, Detail: fr.Detail, Action: action(fr.Action),
+			Kind: security.Kind(fr.Kind), Tool: fr.Tool, Target: fr.Target, Detail: fr.Detail, Action: protocol.ActionReported,
 		})
 	default:
 		f.log.Printf("frame dropped: unknown type %q", fr.Type)
 	}
-}
-
-// action is a violation frame's action as recorded: "reported" when the
-// agent says it only saw the refusal in a tool's output, else "blocked".
-func action(a string) string {
-	if a == protocol.ActionReported {
-		return a
-	}
-	return protocol.ActionBlocked
 }
 
 func clip(b []byte, n int) []byte {

@@ -1,47 +1,53 @@
 package runner
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
+	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
 )
+
+// The agent's input/ lies in its IPC directory, which it may change at any
+// moment: it is only ever reached through groupfs, so a link the agent put
+// there is removed (and reported to rep) rather than written through.
 
 // FollowUp hands text to the agent running for ipcDir as
 // <ipcDir>/input/<time>-<rand>.json = {"type":"message","text":…}. The file
 // is written under a temporary name and renamed, so the agent never reads
 // half of it; names sort in the order they were written. It returns the
 // file's path: the agent deletes the file when it takes the follow-up.
-func FollowUp(ipcDir, text string) (string, error) {
-	in := layout.IPCDir(ipcDir).Input()
-	if err := os.MkdirAll(in, 0o755); err != nil {
-		return "", fmt.Errorf("follow-up: creating %s: %w", in, err)
+func FollowUp(ctx context.Context, ipcDir, text string, rep groupfs.Reporter) (string, error) {
+	in, err := openInput(ctx, ipcDir, rep)
+	if err != nil {
+		return "", fmt.Errorf("follow-up: %w", err)
 	}
+	defer in.Close()
 	b, err := json.Marshal(protocol.FollowUp{Type: protocol.FollowUpMessage, Text: text})
 	if err != nil {
 		return "", fmt.Errorf("follow-up: %w", err)
 	}
-	path := filepath.Join(in, fmt.Sprintf("%019d-%s.json", time.Now().UnixNano(), strings.ToLower(rand.Text()[:8])))
-	if err := atomicfile.Put(path, b, 0o644); err != nil {
+	name := fmt.Sprintf("%019d-%s.json", time.Now().UnixNano(), strings.ToLower(rand.Text()[:8]))
+	if err := in.Put(name, b, 0o644); err != nil {
 		return "", fmt.Errorf("follow-up: %w", err)
 	}
-	return path, nil
+	return filepath.Join(in.Path(), name), nil
 }
 
 // Close writes the empty <ipcDir>/input/_close that asks the agent to finish.
-func Close(ipcDir string) error {
-	d := layout.IPCDir(ipcDir)
-	if err := os.MkdirAll(d.Input(), 0o755); err != nil {
-		return fmt.Errorf("close: creating %s: %w", d.Input(), err)
+func Close(ctx context.Context, ipcDir string, rep groupfs.Reporter) error {
+	in, err := openInput(ctx, ipcDir, rep)
+	if err != nil {
+		return fmt.Errorf("close: %w", err)
 	}
-	if err := os.WriteFile(d.Close(), nil, 0o644); err != nil {
+	defer in.Close()
+	if err := in.Put(layout.CloseFile, nil, 0o644); err != nil {
 		return fmt.Errorf("close: %w", err)
 	}
 	return nil
@@ -50,22 +56,18 @@ func Close(ipcDir string) error {
 // clearInput empties <ipcDir>/input before a run: a _close left over from the
 // last run would end the new agent at once, and follow-ups the last agent
 // never read are in the new prompt already (the cursor did not pass them).
-func clearInput(ipcDir string) error {
-	in := layout.IPCDir(ipcDir).Input()
-	if err := os.MkdirAll(in, 0o755); err != nil {
-		return fmt.Errorf("creating the agent input directory %s: %w", in, err)
-	}
-	ents, err := os.ReadDir(in)
+func clearInput(ctx context.Context, ipcDir string, rep groupfs.Reporter) error {
+	in, err := openInput(ctx, ipcDir, rep)
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", in, err)
+		return fmt.Errorf("the agent input directory: %w", err)
 	}
-	for _, e := range ents {
-		if e.IsDir() {
-			continue
-		}
-		if err := os.Remove(filepath.Join(in, e.Name())); err != nil && !os.IsNotExist(err) {
-			return fmt.Errorf("clearing stale agent input: %w", err)
-		}
+	defer in.Close()
+	if _, err := in.RemoveFiles(nil); err != nil {
+		return fmt.Errorf("clearing stale agent input: %w", err)
 	}
 	return nil
+}
+
+func openInput(ctx context.Context, ipcDir string, rep groupfs.Reporter) (*groupfs.Dir, error) {
+	return groupfs.OpenSub(ctx, layout.IPCDir(ipcDir).Input(), filepath.Base(ipcDir), 0o755, rep)
 }

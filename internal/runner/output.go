@@ -3,13 +3,17 @@ package runner
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 )
 
 // readLines calls fn for each line of r (without the newline or a trailing
@@ -63,13 +67,18 @@ type runLog struct {
 
 const logHeadroom = 64 << 10
 
-func openRunLog(dir string, max int64) (*runLog, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating the run log directory %s: %w", dir, err)
+// openRunLog creates a new run log in dir, the group's logs/, through
+// groupfs: the group must not be able to send its output elsewhere by
+// putting a link there.
+func openRunLog(ctx context.Context, dir string, max int64, rep groupfs.Reporter) (*runLog, error) {
+	d, err := groupfs.OpenSub(ctx, dir, filepath.Base(filepath.Dir(dir)), 0o755, rep)
+	if err != nil {
+		return nil, fmt.Errorf("the run log directory: %w", err)
 	}
+	defer d.Close()
 	for {
 		path := logPath(dir)
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+		f, err := d.OpenFile(ctx, filepath.Base(path), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 		if errors.Is(err, os.ErrExist) {
 			continue // two runs in the same nanosecond
 		}

@@ -117,10 +117,10 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 	if err != nil {
 		return out, err
 	}
-	if err := clearInput(spec.IPCDir); err != nil {
+	if err := clearInput(ctx, spec.IPCDir, spec.Reporter); err != nil {
 		return out, err
 	}
-	log, err := openRunLog(spec.LogDir, spec.MaxLogBytes)
+	log, err := openRunLog(ctx, spec.LogDir, spec.MaxLogBytes, spec.Reporter)
 	if err != nil {
 		return out, err
 	}
@@ -265,7 +265,7 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 		}
 		out.Closed = true
 		log.Printf("%s: writing _close", why)
-		if err := Close(spec.IPCDir); err != nil {
+		if err := Close(context.WithoutCancel(ctx), spec.IPCDir, spec.Reporter); err != nil {
 			log.Printf("writing _close: %v", err)
 		}
 	}

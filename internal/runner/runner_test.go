@@ -233,7 +233,7 @@ func TestRunViolationFrame(t *testing.T) {
 	}
 	v := h.violations[0]
 	if v.Group != "fam" || v.Kind != "network" || v.Tool != "Bash" || v.Target != "evil.example.com" ||
-		v.Detail != "testagent" || v.Action != "blocked" || v.Time.IsZero() {
+		v.Detail != "testagent" || v.Action != "reported" || v.Time.IsZero() {
 		t.Fatalf("violation %+v", v)
 	}
 	if got := h.texts(); !slices.Equal(got, []string{"violation reported"}) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
 )
 
@@ -18,6 +19,9 @@ type Spec struct {
 	Input   protocol.ContainerInput
 	IPCDir  string // <dataDir>/ipc/<folder> (layout.IPCDir); its input/ is cleared before the start
 	LogDir  string // <groupsDir>/<folder>/logs; the run log goes here
+	// Reporter records a link the group put in place of input/ or logs/
+	// (removed, never followed); nil records nothing.
+	Reporter groupfs.Reporter
 
 	Timeout     time.Duration // hard limit of one turn (from the start, then from each result frame); 0 = none
 	IdleTimeout time.Duration // no output for this long → _close; 0 = none

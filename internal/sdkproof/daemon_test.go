@@ -207,7 +207,13 @@ func TestDaemonSandboxesNonMainGroupEndToEnd(t *testing.T) {
 	}
 	has := func(rows []row, kind, tool, target string) bool {
 		for _, r := range rows {
-			if r.Group == "family" && r.Kind == kind && r.Tool == tool && targetIs(r.Target, target) && r.Action == "blocked" {
+			// Only the gateway's refusal is nanoclawd's own ("blocked"); the
+			// SDK's denials reach it as the agent's frames ("reported").
+			action := "reported"
+			if kind == "network" {
+				action = "blocked"
+			}
+			if r.Group == "family" && r.Kind == kind && r.Tool == tool && targetIs(r.Target, target) && r.Action == action {
 				return true
 			}
 		}

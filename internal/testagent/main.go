@@ -273,7 +273,8 @@ func do(text string, in input, raw []byte) {
 	case "violation":
 		kind, target, _ := strings.Cut(arg, " ")
 		note("violation " + target) // first: the log may count a frame never written, never miss one
-		frame(protocol.ViolationFrame(protocol.Violation{Kind: kind, Tool: "Bash", Target: target, Detail: "testagent"}))
+		// It claims "blocked", as any agent may: the daemon records "reported".
+		frame(protocol.ViolationFrame(protocol.Violation{Kind: kind, Tool: "Bash", Target: target, Detail: "testagent", Action: protocol.ActionBlocked}))
 		result("violation reported", "")
 	case "violations":
 		// Distinct fake denials, as an agent printing them in a loop makes:
