@@ -15,6 +15,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
@@ -29,13 +30,17 @@ import (
 // returned func ends the gateway and tidies up after the run. If the
 // sandbox cannot be built the run fails closed and the main group is told.
 func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group, eff security.Effective, spec *runner.Spec, sessionDir string) (*confinement, error) {
-	if err := sandbox.Probe(ctx); err != nil {
+	user := cfg.Agent.RunAs.User()
+	if err := sandbox.Probe(ctx, user); err != nil {
 		r.Log.Error().Err(err).Str("group", g.Folder).Msg("not starting the agent unconfined")
 		r.tellMain(ctx, fmt.Sprintf("[SANDBOX ALERT] %s: the agent of group %s was not started: %v. Run 'nanoclawd doctor'.",
 			cfg.AssistantName, g.Folder, err))
 		return nil, runner.NoRetry(err)
 	}
-	socket, err := gatewaySocket(cfg.Layout().Gateways())
+	if err := sandbox.Shield(cfg.Layout(), user); err != nil {
+		return nil, runner.NoRetry(fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err))
+	}
+	socket, err := gatewaySocket(cfg.Layout().Gateways(), user)
 	if err != nil {
 		return nil, err
 	}
@@ -53,6 +58,13 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 	if err != nil {
 		return nil, err
 	}
+	if user.Switches() {
+		// Connecting takes write permission on the socket (made 0600).
+		if err := os.Lchown(socket, user.UID, user.GID); err != nil {
+			gw.Close()
+			return nil, fmt.Errorf("give the gateway socket to the run's user: %w", err)
+		}
+	}
 	for name, ph := range gw.Env() {
 		spec.Env[name] = ph
 	}
@@ -61,6 +73,17 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 		gw.Close()
 		return nil, fmt.Errorf("prepare %s: %w", home, err)
 	}
+	// The run's own dirs become its user's (the daemon, root, still reads
+	// them); logs/ and the protected names keep their owner.
+	for _, d := range []struct {
+		dir  string
+		keep []string
+	}{{spec.Dir, []string{layout.LogsDir, ".claude", ".mcp.json"}}, {sessionDir, nil}, {spec.IPCDir, nil}} {
+		if err := sandbox.HandOver(d.dir, user, d.keep...); err != nil {
+			gw.Close()
+			return nil, runner.NoRetry(err)
+		}
+	}
 	// The runner resolves "~" in what an agent aims at against the owner's
 	// home, which is what denyRead names, not against its own.
 	spec.Env[protocol.EnvHostHome] = os.Getenv("HOME")
@@ -68,15 +91,18 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 	spec.Env["TMPDIR"] = "/tmp"
 	delete(spec.Env, "ANTHROPIC_BASE_URL") // sandbox-init points it at the relay
 
-	plan := sandbox.ForGroup(eff, cfg.Agent.Limits.SandboxLimits(), spec.Command, r.Binary, spec.Dir, sessionDir, spec.IPCDir, socket)
-	cmd, err := sandbox.Command(plan, r.Binary, os.Getuid(), plan.Argv)
+	plan := sandbox.ForGroup(eff, cfg.Agent.Limits.SandboxLimits(), user, spec.Command, r.Binary, spec.Dir, sessionDir, spec.IPCDir, socket)
+	launch, err := sandbox.Command(plan, r.Binary, user, plan.Argv)
 	if err != nil {
 		gw.Close()
+		r.Log.Error().Err(err).Str("group", g.Folder).Msg("not starting the agent unconfined")
 		return nil, runner.NoRetry(err)
 	}
-	spec.Command = cmd
-	spec.Lifeline = true
-	return &confinement{router: r, group: g.Folder, plan: plan, gw: gw, stop: make(chan struct{})}, nil
+	spec.Command = launch.Argv
+	spec.Lifeline = true // fd 3; launch.Files follow from sandbox.FirstFD
+	spec.ExtraFiles = launch.Files
+	spec.Credential = launch.Credential()
+	return &confinement{router: r, group: g.Folder, plan: plan, gw: gw, launch: launch, stop: make(chan struct{})}, nil
 }
 
 // confinement is one confined run: its plan, its gateway, and the watch
@@ -86,6 +112,7 @@ type confinement struct {
 	group  string
 	plan   sandbox.Plan
 	gw     *gateway.Run
+	launch sandbox.Launch
 	stop   chan struct{}
 
 	mu   sync.Mutex
@@ -116,17 +143,33 @@ func (c *confinement) exceeded() string {
 	return c.over
 }
 
-// done ends the gateway and the watch and tidies up after the run.
+// done ends the gateway and the watch and tidies up after the run: no
+// file the run made keeps a setuid or setgid bit (the seccomp filter
+// refuses to set one; each found anyway is cleared and reported).
 func (c *confinement) done() {
 	close(c.stop)
 	c.gw.Close()
+	c.launch.Close()
 	sandbox.Cleanup(c.plan)
+	var writable []string
+	for _, m := range c.plan.Mounts {
+		if m.Mode == sandbox.ReadWrite && m.Dir {
+			writable = append(writable, m.Path)
+		}
+	}
+	for _, f := range sandbox.Sweep(writable, c.launch.User) {
+		v := security.Violation{Time: time.Now().UTC(), Group: c.group, Kind: security.KindFilesystem, Tool: "sandbox", Target: f,
+			Detail: "a file the run made had a setuid or setgid bit; the bit was cleared", Action: "blocked", Rule: "no setuid files"}
+		if err := c.router.Reporter.Report(context.Background(), v); err != nil {
+			c.router.Log.Error().Err(err).Str("group", c.group).Msg("report a setuid file")
+		}
+	}
 }
 
 // gatewaySocket is a fresh socket path for a run's gateway: in dir (the
 // layout's gateways directory), or, when that path would be too long for a
 // Unix socket, under a private directory in /tmp.
-func gatewaySocket(dir string) (string, error) {
+func gatewaySocket(dir string, user sandbox.User) (string, error) {
 	b := make([]byte, 6)
 	rand.Read(b)
 	name := hex.EncodeToString(b) + ".sock"
@@ -135,6 +178,15 @@ func gatewaySocket(dir string) (string, error) {
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("gateway directory %s: %w", dir, err)
+	}
+	if user.Switches() {
+		// bubblewrap, started as the run's user, passes through to bind it.
+		if err := os.Chown(dir, -1, user.GID); err != nil {
+			return "", fmt.Errorf("gateway directory %s: %w", dir, err)
+		}
+		if err := os.Chmod(dir, 0o710); err != nil {
+			return "", fmt.Errorf("gateway directory %s: %w", dir, err)
+		}
 	}
 	return filepath.Join(dir, name), nil
 }

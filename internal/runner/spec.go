@@ -5,6 +5,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
@@ -35,6 +36,11 @@ type Spec struct {
 	// (a kill -9 included). Pdeathsig cannot say so through bubblewrap,
 	// which clears it when it changes its credentials.
 	Lifeline bool
+	// ExtraFiles are handed to the agent after the lifeline, from fd 4 on
+	// (the sandbox's seccomp filter).
+	ExtraFiles []*os.File
+	// Credential starts the agent as another host user (nil: the daemon's).
+	Credential *syscall.Credential
 }
 
 func (s *Spec) defaults() {

@@ -6,7 +6,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/nanoclawd/nanoclawd/internal/layout"
@@ -20,11 +22,16 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 func world(t *testing.T) (root string, in Input) {
 	t.Helper()
 	root, _ = filepath.EvalSymlinks(t.TempDir())
+	// bwrap started as the run's user resolves every bound path as that
+	// user: the test's private temp dir must let it pass.
+	if err := os.Chmod(filepath.Dir(root), 0o711); err != nil {
+		t.Fatal(err)
+	}
 	mk := func(p string, file bool) string {
 		p = filepath.Join(root, p)
 		if file {
 			os.MkdirAll(filepath.Dir(p), 0o755)
-			if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			return p
@@ -78,8 +85,7 @@ func TestPlanIsAnAllowList(t *testing.T) {
 		in.GroupDir:   ReadWrite,
 		in.SessionDir: ReadWrite,
 		in.IPCDir:     ReadWrite,
-		filepath.Join(in.GroupDir, ".git/config"): ReadOnly,
-		filepath.Join(in.GroupDir, ".git/hooks"):  ReadOnly,
+		filepath.Join(in.GroupDir, ".git"):        ReadOnly,
 		filepath.Join(in.GroupDir, "logs"):        ReadOnly,
 		filepath.Join(in.GroupDir, ".envrc"):      ReadOnly,
 	} {
@@ -125,7 +131,7 @@ func TestBwrapArgsGolden(t *testing.T) {
 			{Path: "/srv/nc/groups/family/.git", Mode: ReadOnly, Dir: true, Missing: true},
 		},
 	}
-	got := strings.Join(BwrapArgs(p, 0, InitArgs("/opt/nanoclawd", p, []string{"/usr/bin/node", "/srv/agent/dist/index.js"})), "\n") + "\n"
+	got := strings.Join(BwrapArgs(p, User{DefaultRunID, DefaultRunID}, FirstFD, InitArgs("/opt/nanoclawd", p, []string{"/usr/bin/node", "/srv/agent/dist/index.js"})), "\n") + "\n"
 	golden(t, "bwrap-args.golden", got)
 	profile := Profile(p)
 	golden(t, "macos-profile.golden.sb", profile)
@@ -154,9 +160,11 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
-// The plan, run for real: inside, the group's folder is writable, the
-// owner's secret and the root are not there, a protected name cannot be
-// created, and the uid is not root.
+// The plan, run for real, as a run is started: inside, the group's folder
+// is writable, the owner's secret and the root are not there, a protected
+// name cannot be created, the user is the run's (never root), nested user
+// namespaces, writes to /dev and setuid bits are refused, and /dev/shm is
+// bounded. On the host, what the run made is the run user's.
 func TestSandboxRunsForReal(t *testing.T) {
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Skip("bwrap is not installed (apt-get install bubblewrap)")
@@ -164,25 +172,35 @@ func TestSandboxRunsForReal(t *testing.T) {
 	root, in := world(t)
 	in.Binary = "" // no sandbox-init here: run a shell directly
 	p := New(in)
-	script := `id -u; echo hi > ok.txt && echo wrote; cat ` + filepath.Join(root, "home/.ssh/id_rsa") + ` 2>&1; ls ` + root + ` 2>&1;
-		echo x > .envrc 2>&1 || echo envrc-refused; cat ` + filepath.Join(root, "home/docs/recipes.md") + `; echo; ls /etc | wc -l`
-	args := BwrapArgs(p, os.Getuid(), []string{"/bin/sh", "-c", script})
-	out, err := exec.Command("bwrap", args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("bwrap: %v\n%s", err, out)
+	u := RunUser(User{DefaultRunID, DefaultRunID})
+	if err := HandOver(in.GroupDir, u, layout.LogsDir); err != nil {
+		t.Fatal(err)
 	}
-	got := string(out)
+	script := `id -u; echo hi > ok.txt && echo wrote; cat ` + filepath.Join(root, "home/.ssh/id_rsa") + ` 2>&1; ls ` + root + ` 2>&1;
+		echo x > .envrc 2>&1 || echo envrc-refused; cat ` + filepath.Join(root, "home/docs/recipes.md") + `; echo; ls /etc | wc -l
+		unshare -Ur true 2>/dev/null && echo USERNS-OPEN || echo userns-refused
+		touch /dev/x 2>/dev/null && echo DEV-WRITABLE || echo dev-refused
+		cp /bin/sh ./sh && chmod 4755 ./sh 2>/dev/null && echo SETUID-SET || echo setuid-refused
+		df -k /dev/shm | tail -1`
+	got := runIn(t, p, u, true, []string{"/bin/sh", "-c", script})
 	t.Logf("inside:\n%s", got)
-	for _, want := range []string{"wrote", "envrc-refused", "x\n"} {
+	for _, want := range []string{"wrote", "envrc-refused", "x\n", "userns-refused", "dev-refused", "setuid-refused", " 65536 "} {
 		if !strings.Contains(got, want) {
 			t.Errorf("inside output lacks %q", want)
 		}
 	}
-	if strings.HasPrefix(got, "0\n") {
-		t.Error("the run is root inside")
+	if !strings.HasPrefix(got, strconv.Itoa(u.UID)+"\n") || strings.HasPrefix(got, "0\n") {
+		t.Errorf("the run is not uid %d inside", u.UID)
 	}
-	if b, err := os.ReadFile(filepath.Join(in.GroupDir, "ok.txt")); err != nil || string(b) != "hi\n" {
-		t.Errorf("the group's folder is not writable: %q %v", b, err)
+	fi, err := os.Stat(filepath.Join(in.GroupDir, "ok.txt"))
+	if err != nil {
+		t.Fatalf("the group's folder is not writable: %v", err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != u.UID || st.Uid == 0 && os.Geteuid() == 0 {
+		t.Errorf("a file the run made is uid %d on the host, want %d", st.Uid, u.UID)
+	}
+	if fi, err := os.Stat(filepath.Join(in.GroupDir, "sh")); err != nil || fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+		t.Errorf("the run's copy of a shell: %v %v", fi, err)
 	}
 	if _, err := os.Stat(filepath.Join(in.GroupDir, ".envrc")); err == nil {
 		Cleanup(p)
@@ -192,7 +210,7 @@ func TestSandboxRunsForReal(t *testing.T) {
 	}
 }
 
-var testLimits = Limits{Processes: 512, FileSize: 1 << 30, TmpSize: 512 << 20, Memory: 4 << 30, Disk: 2 << 30}
+var testLimits = Limits{Processes: 512, FileSize: 1 << 30, TmpSize: 512 << 20, ShmSize: 64 << 20, Memory: 4 << 30, Disk: 2 << 30}
 
 // A program named without a path is taken from the system runtime when
 // PATH has it there, even behind a shim earlier in PATH.
