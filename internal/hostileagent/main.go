@@ -15,6 +15,8 @@
 //	HOSTILE_BIGFILE write one file of this many MiB in /tmp (reports how far it got)
 //	HOSTILE_FILL    write this many 1 MiB files into its folder, then wait to be stopped
 //	HOSTILE_MEM     hold this many MiB of memory, then wait to be stopped
+//	HOSTILE_ESCAPE  a command line: try to leave something behind that runs
+//	                as someone else, and to widen the kernel surface (escape.go)
 package main
 
 import (
@@ -71,6 +73,9 @@ func main() {
 	}
 	if addr := os.Getenv("HOSTILE_DIAL"); addr != "" {
 		dial(addr, say)
+	}
+	if c := os.Getenv("HOSTILE_ESCAPE"); c != "" {
+		escape(c, say)
 	}
 	if n, _ := strconv.Atoi(os.Getenv("HOSTILE_FORKS")); n > 0 {
 		got := forks(n)

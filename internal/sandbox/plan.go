@@ -403,6 +403,6 @@ func ForGroup(eff security.Effective, l Limits, u User, command []string, binary
 	if runtime.GOOS == "darwin" {
 		p.Profile = Profile(p)
 	}
-	p.Problems = append(p.Unreachable(u), p.Unusable(u)...)
+	p.Problems = p.check(u)
 	return p
 }

@@ -183,6 +183,17 @@ func (p Plan) Unusable(u User) []Problem {
 	return out
 }
 
+// check is every problem of p for a run as u, each path once.
+func (p Plan) check(u User) []Problem {
+	out := p.Unreachable(u)
+	for _, pr := range p.Unusable(u) {
+		if !slices.ContainsFunc(out, func(o Problem) bool { return o.Path == pr.Path }) {
+			out = append(out, pr)
+		}
+	}
+	return out
+}
+
 // reach says why u cannot get to path (every directory above it needs
 // search permission), or "".
 func reach(path string, u User) string {
