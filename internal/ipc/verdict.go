@@ -52,7 +52,9 @@ func (a *answers) write(folder, name string, v Verdict) error {
 		return nil
 	}
 	data, _ := json.Marshal(v)
-	return atomicfile.PutIn(root, filepath.Join(ResultsDir, name), data, 0o600)
+	// Readable by the run, which may be another user than the daemon; the
+	// group's IPC dir (its own, 0700) keeps everyone else out.
+	return atomicfile.PutIn(root, filepath.Join(ResultsDir, name), data, 0o644)
 }
 
 func (a *answers) close() {
