@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"encoding/json"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -106,5 +107,56 @@ func TestConfinedRunLeavesNothingThatRunsAsSomeoneElse(t *testing.T) {
 	git(ctl, "status")
 	if _, err := os.Stat(canary); err != nil {
 		t.Fatalf("the control repository's hook did not run, so the test proves nothing: %v", err)
+	}
+}
+
+// security show names who a run is on the host, its seccomp policy and its
+// limits; it and doctor flag an allowWrite path the run's user could not
+// write.
+func TestSecurityShowNamesTheRunUserAndItsKernelSurface(t *testing.T) {
+	locked := filepath.Join(t.TempDir(), "owners-only")
+	if err := os.MkdirAll(locked, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	in := e2e.New(t, e2e.Options{Security: `"allowWrite": [` + e2e.Quote(locked) + `]`})
+	in.AddGroup("local:family", "family")
+	want := sandbox.RunUser(sandbox.User{UID: sandbox.DefaultRunID, GID: sandbox.DefaultRunID})
+	var shown struct {
+		Confinement struct {
+			RunAs    sandbox.User      `json:"runAs"`
+			Seccomp  string            `json:"seccomp"`
+			Limits   sandbox.Limits    `json:"limits"`
+			Problems []sandbox.Problem `json:"problems"`
+		} `json:"confinement"`
+	}
+	if err := json.Unmarshal([]byte(in.CLI("security", "show", "family", "--json")), &shown); err != nil {
+		t.Fatal(err)
+	}
+	c := shown.Confinement
+	if c.RunAs != want || c.Seccomp != sandbox.SeccompPolicy || c.Limits.ShmSize != 64<<20 || c.Limits.Memory != 4096<<20 {
+		t.Errorf("security show --json confinement: %+v, want runAs %+v, seccomp %s and the limits", c, want, sandbox.SeccompPolicy)
+	}
+	text := in.CLI("security", "show", "family")
+	for _, line := range []string{
+		"run as: uid " + strconv.Itoa(want.UID) + " gid " + strconv.Itoa(want.GID),
+		"seccomp filter " + sandbox.SeccompPolicy + ", no nested user namespaces, /dev read-only",
+		"/dev/shm 64 MiB",
+	} {
+		if !strings.Contains(text, line) {
+			t.Errorf("security show lacks %q:\n%s", line, text)
+		}
+	}
+	if !want.Switches() {
+		return // runs are the daemon's own user: the owner's dir is theirs
+	}
+	if len(c.Problems) != 1 || c.Problems[0].Path != locked || !strings.Contains(c.Problems[0].Why, "chown -R") {
+		t.Errorf("security show --json problems: %+v, want %s not writable", c.Problems, locked)
+	}
+	if !strings.Contains(text, "PROBLEM "+locked+": not writable by the runs' user") {
+		t.Errorf("security show does not flag %s:\n%s", locked, text)
+	}
+	out, _, code := e2e.Run(t, "", in.Env, "doctor", "--config", in.Config)
+	if code == 0 || !strings.Contains(out, "allowWrite "+locked+": not writable by the runs' user") {
+		t.Errorf("doctor (exit %d) does not flag %s:\n%s", code, locked, out)
 	}
 }

@@ -170,7 +170,9 @@ func probeCalls(dir string) {
 		{"setns", func() syscall.Errno { return sys(unix.SYS_SETNS, ^uintptr(0)) }},
 		{"unshare", func() syscall.Errno { return sys(unix.SYS_UNSHARE, 0) }},
 		{"unshare-user", func() syscall.Errno { return sys(unix.SYS_UNSHARE, unix.CLONE_NEWUSER) }},
-		{"clone-newuser", func() syscall.Errno { return sys(unix.SYS_CLONE, unix.CLONE_NEWUSER|unix.CLONE_NEWNS|uintptr(unix.SIGCHLD)) }},
+		{"clone-newuser", func() syscall.Errno {
+			return sys(unix.SYS_CLONE, unix.CLONE_NEWUSER|unix.CLONE_NEWNS|uintptr(unix.SIGCHLD))
+		}},
 		{"clone3", func() syscall.Errno { return sys(unix.SYS_CLONE3, 0, 0) }},
 		{"kexec_load", func() syscall.Errno { return sys(unix.SYS_KEXEC_LOAD, 0, 0, 0, 0) }},
 		{"kexec_file_load", func() syscall.Errno { return sys(unix.SYS_KEXEC_FILE_LOAD, ^uintptr(0), ^uintptr(0)) }},

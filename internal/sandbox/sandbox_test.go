@@ -82,12 +82,12 @@ func TestPlanIsAnAllowList(t *testing.T) {
 		filepath.Join(root, "home/.ssh"):      Hidden,
 		filepath.Join(root, "home/docs/.env"): Hidden,
 		filepath.Join(root, "home/docs/sub/.env"): Hidden,
-		in.GroupDir:   ReadWrite,
-		in.SessionDir: ReadWrite,
-		in.IPCDir:     ReadWrite,
-		filepath.Join(in.GroupDir, ".git"):        ReadOnly,
-		filepath.Join(in.GroupDir, "logs"):        ReadOnly,
-		filepath.Join(in.GroupDir, ".envrc"):      ReadOnly,
+		in.GroupDir:                          ReadWrite,
+		in.SessionDir:                        ReadWrite,
+		in.IPCDir:                            ReadWrite,
+		filepath.Join(in.GroupDir, ".git"):   ReadOnly,
+		filepath.Join(in.GroupDir, "logs"):   ReadOnly,
+		filepath.Join(in.GroupDir, ".envrc"): ReadOnly,
 	} {
 		m, ok := find(p, path)
 		if !ok || m.Mode != mode {
