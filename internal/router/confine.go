@@ -102,7 +102,18 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 	spec.Lifeline = true // fd 3; launch.Files follow from sandbox.FirstFD
 	spec.ExtraFiles = launch.Files
 	spec.Credential = launch.Credential()
-	return &confinement{router: r, group: g.Folder, plan: plan, gw: gw, launch: launch, stop: make(chan struct{})}, nil
+	c := &confinement{router: r, group: g.Folder, plan: plan, gw: gw, launch: launch, stop: make(chan struct{})}
+	if plan.Limits.Memory > 0 {
+		// A cgroup's limit counts shared memory too; where the daemon
+		// cannot make one, the watch measures resident memory alone.
+		cg, err := sandbox.NewRunCgroup("run-"+g.Folder+"-"+filepath.Base(socket), plan.Limits.Memory)
+		if err != nil {
+			r.Log.Debug().Err(err).Str("group", g.Folder).Msg("no memory cgroup for the run")
+		} else {
+			c.cgroup, spec.CgroupFD = cg, cg.FD
+		}
+	}
+	return c, nil
 }
 
 // confinement is one confined run: its plan, its gateway, and the watch
@@ -113,6 +124,7 @@ type confinement struct {
 	plan   sandbox.Plan
 	gw     *gateway.Run
 	launch sandbox.Launch
+	cgroup *sandbox.RunCgroup // nil where the daemon cannot make one
 	stop   chan struct{}
 
 	mu   sync.Mutex
@@ -123,17 +135,22 @@ type confinement struct {
 // goes over a limit is reported and its processes are killed.
 func (c *confinement) started(pid int) {
 	go sandbox.Watch(pid, c.plan.Workdir, c.plan.Limits, c.stop, func(what string) {
-		c.mu.Lock()
-		c.over = what
-		c.mu.Unlock()
-		limit, _, _ := strings.Cut(what, ":")
-		v := security.Violation{Time: time.Now().UTC(), Group: c.group, Kind: security.KindLimit, Tool: "sandbox", Target: limit,
-			Detail: what, Action: "blocked", Rule: "agent.limits"}
-		if err := c.router.Reporter.Report(context.Background(), v); err != nil {
-			c.router.Log.Error().Err(err).Str("group", c.group).Msg("report a run over its limit")
-		}
+		c.overLimit(what)
 		syscall.Kill(-pid, syscall.SIGKILL)
 	})
+}
+
+// overLimit records and reports that the run went over a limit.
+func (c *confinement) overLimit(what string) {
+	c.mu.Lock()
+	c.over = what
+	c.mu.Unlock()
+	limit, _, _ := strings.Cut(what, ":")
+	v := security.Violation{Time: time.Now().UTC(), Group: c.group, Kind: security.KindLimit, Tool: "sandbox", Target: limit,
+		Detail: what, Action: "blocked", Rule: "agent.limits"}
+	if err := c.router.Reporter.Report(context.Background(), v); err != nil {
+		c.router.Log.Error().Err(err).Str("group", c.group).Msg("report a run over its limit")
+	}
 }
 
 // exceeded is the limit the run went over, or "".
@@ -150,6 +167,12 @@ func (c *confinement) done() {
 	close(c.stop)
 	c.gw.Close()
 	c.launch.Close()
+	if c.cgroup != nil {
+		if c.cgroup.OOMKilled() && c.exceeded() == "" {
+			c.overLimit(fmt.Sprintf("memory: the run's memory, shared memory included, went over its limit of %d MiB", c.plan.Limits.Memory>>20))
+		}
+		c.cgroup.Close()
+	}
 	sandbox.Cleanup(c.plan)
 	var writable []string
 	for _, m := range c.plan.Mounts {

@@ -132,6 +132,7 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 	cmd.Env = env
 	cmd.SysProcAttr = sysProcAttr()
 	cmd.SysProcAttr.Credential = spec.Credential
+	intoCgroup(cmd.SysProcAttr, spec.CgroupFD)
 	if spec.Lifeline {
 		lr, lw, err := os.Pipe()
 		if err != nil {

@@ -41,6 +41,9 @@ type Spec struct {
 	ExtraFiles []*os.File
 	// Credential starts the agent as another host user (nil: the daemon's).
 	Credential *syscall.Credential
+	// CgroupFD, when > 0, is a cgroup directory the agent starts inside
+	// (Linux: its memory limit holds from the first instruction).
+	CgroupFD int
 }
 
 func (s *Spec) defaults() {

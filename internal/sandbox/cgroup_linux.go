@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 )
 
 // MemoryCgroup finds the daemon's own cgroup v2 directory and tells
@@ -62,4 +64,91 @@ func cgroup2Mount() string {
 		}
 	}
 	return ""
+}
+
+var delegated struct {
+	sync.Mutex
+	dir string // the daemon's cgroup, with memory enabled for children
+	err error
+}
+
+// RunCgroup is a child cgroup of the daemon's holding one run, whose
+// memory.max counts all the run's memory, shared memory included.
+type RunCgroup struct {
+	Dir string
+	FD  int // for SysProcAttr.CgroupFD: the run starts inside it
+	f   *os.File
+}
+
+// NewRunCgroup makes the cgroup of one run with its memory limit, or
+// says why it cannot (then the run goes on without one: the daemon
+// measures its memory from outside). The first call moves the daemon
+// itself into a leaf of its own cgroup, as cgroup v2 allows controllers
+// for children only of a cgroup without processes.
+func NewRunCgroup(name string, limit int64) (*RunCgroup, error) {
+	delegated.Lock()
+	defer delegated.Unlock()
+	if delegated.dir == "" && delegated.err == nil {
+		delegated.dir, delegated.err = enableMemory()
+	}
+	if delegated.err != nil {
+		return nil, delegated.err
+	}
+	dir := filepath.Join(delegated.dir, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("make cgroup %s: %w", dir, err)
+	}
+	for file, v := range map[string]string{"memory.max": strconv.FormatInt(limit, 10), "memory.swap.max": "0"} {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(v), 0o644); err != nil && !os.IsNotExist(err) {
+			os.Remove(dir)
+			return nil, fmt.Errorf("set %s of cgroup %s: %w", file, dir, err)
+		}
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		os.Remove(dir)
+		return nil, fmt.Errorf("open cgroup %s: %w", dir, err)
+	}
+	return &RunCgroup{Dir: dir, FD: int(f.Fd()), f: f}, nil
+}
+
+// OOMKilled tells whether the kernel killed a process of the run for
+// going over its memory limit.
+func (c *RunCgroup) OOMKilled() bool {
+	b, err := os.ReadFile(filepath.Join(c.Dir, "memory.events"))
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if n, ok := strings.CutPrefix(l, "oom_kill "); ok && n != "0" {
+			return true
+		}
+	}
+	return false
+}
+
+// Close removes the cgroup once the run's processes are gone.
+func (c *RunCgroup) Close() {
+	c.f.Close()
+	os.Remove(c.Dir) // EBUSY while a process is left: the run's PID namespace ends them all
+}
+
+// enableMemory moves the daemon into <its cgroup>/daemon and enables the
+// memory controller for the children of its cgroup.
+func enableMemory() (string, error) {
+	dir, err := MemoryCgroup()
+	if err != nil {
+		return "", err
+	}
+	leaf := filepath.Join(dir, "daemon")
+	if err := os.Mkdir(leaf, 0o755); err != nil && !os.IsExist(err) {
+		return "", fmt.Errorf("make cgroup %s: %w", leaf, err)
+	}
+	if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return "", fmt.Errorf("move the daemon into cgroup %s: %w", leaf, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+memory"), 0o644); err != nil {
+		return "", fmt.Errorf("enable the memory controller below %s: %w", dir, err)
+	}
+	return dir, nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +16,8 @@ import (
 	"github.com/elastic/go-seccomp-bpf/arch"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
 // The filter, run in a BPF interpreter over the seccomp_data the kernel
@@ -255,6 +258,56 @@ func TestRefusedCallsInsideARealSandbox(t *testing.T) {
 	}
 }
 
+// The plan, run for real, as a run is started: inside, the group's folder
+// is writable, the owner's secret and the root are not there, a protected
+// name cannot be created, the user is the run's (never root), nested user
+// namespaces, writes to /dev and setuid bits are refused, and /dev/shm is
+// bounded. On the host, what the run made is the run user's.
+func TestSandboxRunsForReal(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap is not installed (apt-get install bubblewrap)")
+	}
+	root, in := world(t)
+	in.Binary = "" // no sandbox-init here: run a shell directly
+	p := New(in)
+	u := RunUser(User{DefaultRunID, DefaultRunID})
+	if err := HandOver(in.GroupDir, u, layout.LogsDir); err != nil {
+		t.Fatal(err)
+	}
+	script := `id -u; echo hi > ok.txt && echo wrote; cat ` + filepath.Join(root, "home/.ssh/id_rsa") + ` 2>&1; ls ` + root + ` 2>&1;
+		echo x > .envrc 2>&1 || echo envrc-refused; cat ` + filepath.Join(root, "home/docs/recipes.md") + `; echo; ls /etc | wc -l
+		unshare -Ur true 2>/dev/null && echo USERNS-OPEN || echo userns-refused
+		touch /dev/x 2>/dev/null && echo DEV-WRITABLE || echo dev-refused
+		cp /bin/sh ./sh && chmod 4755 ./sh 2>/dev/null && echo SETUID-SET || echo setuid-refused
+		df -k /dev/shm | tail -1`
+	got := runIn(t, p, u, true, []string{"/bin/sh", "-c", script})
+	t.Logf("inside:\n%s", got)
+	for _, want := range []string{"wrote", "envrc-refused", "x\n", "userns-refused", "dev-refused", "setuid-refused", " 65536 "} {
+		if !strings.Contains(got, want) {
+			t.Errorf("inside output lacks %q", want)
+		}
+	}
+	if !strings.HasPrefix(got, strconv.Itoa(u.UID)+"\n") || strings.HasPrefix(got, "0\n") {
+		t.Errorf("the run is not uid %d inside", u.UID)
+	}
+	fi, err := os.Stat(filepath.Join(in.GroupDir, "ok.txt"))
+	if err != nil {
+		t.Fatalf("the group's folder is not writable: %v", err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != u.UID || st.Uid == 0 && os.Geteuid() == 0 {
+		t.Errorf("a file the run made is uid %d on the host, want %d", st.Uid, u.UID)
+	}
+	if fi, err := os.Stat(filepath.Join(in.GroupDir, "sh")); err != nil || fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+		t.Errorf("the run's copy of a shell: %v %v", fi, err)
+	}
+	if _, err := os.Stat(filepath.Join(in.GroupDir, ".envrc")); err == nil {
+		Cleanup(p)
+		if _, err := os.Stat(filepath.Join(in.GroupDir, ".envrc")); err == nil {
+			t.Error("the .envrc placeholder is still there after Cleanup")
+		}
+	}
+}
+
 // runIn runs argv in the sandbox p as u, with or without the seccomp
 // filter, and returns its output.
 func runIn(t *testing.T, p Plan, u User, filtered bool, argv []string, env ...string) string {
@@ -294,5 +347,27 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 	}
 	if err := os.WriteFile(to, b, mode); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A run's memory cgroup counts shared memory: a process that fills
+// /dev/shm past the limit is killed, and the cgroup says so. Only where
+// the daemon's cgroup has the memory controller delegated.
+func TestMemoryCgroupCountsSharedMemory(t *testing.T) {
+	if _, err := MemoryCgroup(); err != nil {
+		t.Skipf("this machine cannot give runs a memory cgroup, so doctor says so and the daemon measures memory instead: %v", err)
+	}
+	cg, err := NewRunCgroup(fmt.Sprintf("test-%d", os.Getpid()), 32<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cg.Close()
+	shm := fmt.Sprintf("/dev/shm/nanoclawd-test-%d", os.Getpid())
+	defer os.Remove(shm)
+	cmd := exec.Command("/bin/sh", "-c", "head -c 67108864 /dev/zero > "+shm)
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cg.FD}
+	err = cmd.Run()
+	if err == nil || !cg.OOMKilled() {
+		t.Errorf("64 MiB in /dev/shm under a 32 MiB cgroup: %v, oom-killed %v", err, cg.OOMKilled())
 	}
 }
