@@ -16,7 +16,9 @@ type RunCgroup struct {
 }
 
 // NewRunCgroup: Linux only.
-func NewRunCgroup(string, int64) (*RunCgroup, error) { return nil, errors.New("cgroups are Linux only") }
+func NewRunCgroup(string, int64) (*RunCgroup, error) {
+	return nil, errors.New("cgroups are Linux only")
+}
 
 // OOMKilled: Linux only.
 func (c *RunCgroup) OOMKilled() bool { return false }
