@@ -32,10 +32,7 @@ import (
 func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group, eff security.Effective, spec *runner.Spec, sessionDir string) (*confinement, error) {
 	user := cfg.Agent.RunAs.User()
 	if err := sandbox.Probe(ctx, user); err != nil {
-		r.Log.Error().Err(err).Str("group", g.Folder).Msg("not starting the agent unconfined")
-		r.tellMain(ctx, fmt.Sprintf("[SANDBOX ALERT] %s: the agent of group %s was not started: %v. Run 'nanoclawd doctor'.",
-			cfg.AssistantName, g.Folder, err))
-		return nil, runner.NoRetry(err)
+		return nil, r.failClosed(ctx, cfg, g, err)
 	}
 	if err := sandbox.Shield(cfg.Layout(), user); err != nil {
 		return nil, runner.NoRetry(fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err))
@@ -95,8 +92,7 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 	launch, err := sandbox.Command(plan, r.Binary, user, plan.Argv)
 	if err != nil {
 		gw.Close()
-		r.Log.Error().Err(err).Str("group", g.Folder).Msg("not starting the agent unconfined")
-		return nil, runner.NoRetry(err)
+		return nil, r.failClosed(ctx, cfg, g, err)
 	}
 	spec.Command = launch.Argv
 	spec.Lifeline = true // fd 3; launch.Files follow from sandbox.FirstFD
@@ -114,6 +110,15 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 		}
 	}
 	return c, nil
+}
+
+// failClosed logs and tells the main group that g's agent was not
+// started because its sandbox could not be built; the run is not retried.
+func (r *Router) failClosed(ctx context.Context, cfg *config.Config, g groups.Group, err error) error {
+	r.Log.Error().Err(err).Str("group", g.Folder).Msg("not starting the agent unconfined")
+	r.tellMain(ctx, fmt.Sprintf("[SANDBOX ALERT] %s: the agent of group %s was not started: %v. Run 'nanoclawd doctor'.",
+		cfg.AssistantName, g.Folder, err))
+	return runner.NoRetry(err)
 }
 
 // confinement is one confined run: its plan, its gateway, and the watch
