@@ -39,7 +39,7 @@ func (c securityShow) Run(ctx context.Context, g *globals, args []string) error 
 	if !eff.IsMain {
 		bin, _ := os.Executable()
 		l := cfg.Layout()
-		p := sandbox.ForGroup(eff, cfg.Agent.Limits.SandboxLimits(), cfg.Agent.Command, bin, l.Group(target.Folder),
+		p := sandbox.ForGroup(eff, cfg.Agent.Limits.SandboxLimits(), cfg.Agent.RunAs.User(), cfg.Agent.Command, bin, l.Group(target.Folder),
 			l.Session(target.Folder), string(l.IPC(target.Folder)), "")
 		plan = &p
 	}
@@ -83,8 +83,13 @@ func (c securityShow) Run(ctx context.Context, g *globals, args []string) error 
 			fmt.Fprintf(w, "  %-6s %s  (%s)\n", m.Mode, m.Path, m.Why)
 		}
 		fmt.Fprintf(w, "  network: %s; gateway %s\n", plan.Network, plan.Gateway)
-		fmt.Fprintf(w, "  limits: %d processes, files up to %d MiB, /tmp %d MiB, memory %d MiB, folder %d MiB\n",
-			plan.Limits.Processes, plan.Limits.FileSize>>20, plan.Limits.TmpSize>>20, plan.Limits.Memory>>20, plan.Limits.Disk>>20)
+		fmt.Fprintf(w, "  run as: uid %d gid %d on the host (never root, never the owner when the daemon runs as root)\n", plan.RunAs.UID, plan.RunAs.GID)
+		fmt.Fprintf(w, "  kernel: seccomp filter %s, no nested user namespaces, /dev read-only\n", plan.Seccomp)
+		fmt.Fprintf(w, "  limits: %d processes, files up to %d MiB, /tmp %d MiB, /dev/shm %d MiB, memory %d MiB, folder %d MiB\n",
+			plan.Limits.Processes, plan.Limits.FileSize>>20, plan.Limits.TmpSize>>20, plan.Limits.ShmSize>>20, plan.Limits.Memory>>20, plan.Limits.Disk>>20)
+		for _, pr := range plan.Problems {
+			fmt.Fprintf(w, "  PROBLEM %s: %s\n", pr.Path, pr.Why)
+		}
 		if plan.Profile != "" {
 			fmt.Fprintf(w, "  macOS sandbox profile:\n%s", plan.Profile)
 		}

@@ -67,13 +67,17 @@ func newRig(b *testing.B, others int) *rig {
 	agentSock := filepath.Join(sockDir, "agents")
 	in := e2e.New(b, e2e.Options{
 		Agent:      `"command": [` + e2e.Quote(e2e.Bin(b, "internal/bench/benchagent")) + `], "env": ["BENCH_SOCK"], "timeout": "10m", "idleTimeout": "10m"`,
-		Security:   `"allowWrite": [` + e2e.Quote(sockDir) + `]`,
+		Security:   `"allowWrite": [` + e2e.Quote(e2e.Shared(b, sockDir)) + `]`,
 		StopSignal: syscall.SIGTERM,
 		Wait:       30 * time.Second,
 	})
 	r := &rig{Install: in, agents: make(chan *agent, 16)}
 	ln, err := net.Listen("unix", agentSock)
 	if err != nil {
+		b.Fatal(err)
+	}
+	// Confined agents are another user under a root daemon.
+	if err := os.Chmod(agentSock, 0o777); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { ln.Close() })

@@ -67,6 +67,9 @@ type Agent struct {
 	Env           []string `json:"env" validate:"dive,required"`
 	// Limits bound each confined (non-main) run.
 	Limits Limits `json:"limits"`
+	// RunAs is the host user and group of confined runs when the daemon
+	// runs as root (otherwise they are the daemon's own user).
+	RunAs RunAs `json:"runAs" reload:"restart"`
 	// Warm is how many agents are kept started ahead, for the most recently
 	// active groups, so a message finds one booted (make bench: the first
 	// API request comes seconds sooner). Each costs the memory of an idle
@@ -84,9 +87,19 @@ type Limits struct {
 	Processes   int `json:"processes" validate:"min=16"`
 	FileSizeMiB int `json:"fileSizeMiB" validate:"min=1"`
 	TmpMiB      int `json:"tmpMiB" validate:"min=1"`
+	ShmMiB      int `json:"shmMiB" validate:"min=1"`
 	MemoryMiB   int `json:"memoryMiB" validate:"min=64"`
 	DiskMiB     int `json:"diskMiB" validate:"min=1"`
 }
+
+// RunAs is a host uid and gid, never root's.
+type RunAs struct {
+	UID int `json:"uid" validate:"min=1,max=2147483646"`
+	GID int `json:"gid" validate:"min=1,max=2147483646"`
+}
+
+// User is the host user confined runs are, as the sandbox starts them.
+func (r RunAs) User() sandbox.User { return sandbox.RunUser(sandbox.User{UID: r.UID, GID: r.GID}) }
 
 // Alerts configures sandbox alerts to the main group.
 type Alerts struct {
@@ -135,7 +148,7 @@ var DefaultDenyRead = []string{"~/.ssh", "~/.aws", "~/.gnupg", "~/.config", "~/L
 
 // Default returns the configuration used for a key the file leaves out.
 func Default() Config {
-	sandbox := true
+	sandboxOn := true
 	return Config{
 		AssistantName: "Andy",
 		DataDir:       layout.DefaultDataDir,
@@ -147,7 +160,8 @@ func Default() Config {
 		Agent: Agent{
 			Command:           []string{"node", "agent-runner/dist/index.js"},
 			MaxConcurrent:     5,
-			Limits:            Limits{Processes: 512, FileSizeMiB: 1024, TmpMiB: 512, MemoryMiB: 4096, DiskMiB: 2048},
+			Limits:            Limits{Processes: 512, FileSizeMiB: 1024, TmpMiB: 512, ShmMiB: 64, MemoryMiB: 4096, DiskMiB: 2048},
+			RunAs:             RunAs{UID: sandbox.DefaultRunID, GID: sandbox.DefaultRunID},
 			NewSessionCommand: "/new",
 			MaxPromptMessages: 50,
 			Warm:              1,
@@ -156,7 +170,7 @@ func Default() Config {
 			Env:               []string{},
 		},
 		HostSecurity: security.Policy{
-			Sandbox:        &sandbox,
+			Sandbox:        &sandboxOn,
 			Tools:          append([]string(nil), DefaultTools...),
 			PermissionMode: "default",
 			DenyRead:       append([]string(nil), DefaultDenyRead...),
@@ -170,7 +184,7 @@ func Default() Config {
 
 // SandboxLimits is l in the sandbox's units.
 func (l Limits) SandboxLimits() sandbox.Limits {
-	return sandbox.Limits{Processes: l.Processes, FileSize: int64(l.FileSizeMiB) << 20, TmpSize: int64(l.TmpMiB) << 20,
+	return sandbox.Limits{Processes: l.Processes, FileSize: int64(l.FileSizeMiB) << 20, TmpSize: int64(l.TmpMiB) << 20, ShmSize: int64(l.ShmMiB) << 20,
 		Memory: int64(l.MemoryMiB) << 20, Disk: int64(l.DiskMiB) << 20}
 }
 

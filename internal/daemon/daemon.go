@@ -27,6 +27,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/router"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
+	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/status"
 	"github.com/nanoclawd/nanoclawd/internal/store"
@@ -90,6 +91,10 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		}
 	}()
 	if d.db, d.checkpoints, err = store.OpenWithCheckpointer(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	// dataDir and groupsDir private before anything is made in them.
+	if err := sandbox.Shield(cfg.Layout(), cfg.Agent.RunAs.User()); err != nil {
 		return nil, err
 	}
 	d.reg = groups.New(d.db, cfg.GroupsDir)

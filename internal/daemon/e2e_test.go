@@ -102,7 +102,7 @@ exit $rc
 	// other groups share two.
 	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(wrapper) + `], "maxConcurrent": 3, "env": ["NC_COUNT_DIR"]`,
 		Env:      []string{"NC_COUNT_DIR=" + counts},
-		Security: `"allowWrite": [` + e2e.Quote(counts) + `], "allowRead": [` + e2e.Quote(e2e.Testagent(t)) + `]`})
+		Security: `"allowWrite": [` + e2e.Quote(e2e.Shared(t, counts)) + `], "allowRead": [` + e2e.Quote(e2e.Testagent(t)) + `]`})
 	in.AddGroup("local:main", "main", "--main")
 	for i := 1; i <= 4; i++ {
 		in.AddGroup(fmt.Sprintf("local:g%d", i), fmt.Sprintf("g%d", i), "--no-trigger")

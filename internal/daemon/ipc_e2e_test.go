@@ -68,7 +68,7 @@ func agentConfig(script string) string {
 // scratchSecurity lets confined agents write the test's scratch dir and
 // run the stand-in agent the script hands over to.
 func scratchSecurity(tb testing.TB, scratch string) string {
-	return `"allowWrite": [` + e2e.Quote(scratch) + `], "allowRead": [` + e2e.Quote(e2e.Testagent(tb)) + `]`
+	return `"allowWrite": [` + e2e.Quote(e2e.Shared(tb, scratch)) + `], "allowRead": [` + e2e.Quote(e2e.Testagent(tb)) + `]`
 }
 
 // ipcInstall is an install whose agents tell the test their IPC tokens.

@@ -26,6 +26,10 @@ type install struct {
 
 func newInstall(t *testing.T) *install {
 	dir := t.TempDir()
+	// A root doctor starts bwrap as the runs' user, who must reach it.
+	if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
+		t.Fatal(err)
+	}
 	bin := filepath.Join(dir, "fakebin")
 	os.MkdirAll(bin, 0o755)
 	for name, body := range map[string]string{"node": "echo v20.9.0", "bwrap": "exit 0", "socat": "exit 0"} {
@@ -77,8 +81,8 @@ func TestDoctorOnATempInstall(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 	got := lines(out)
-	if len(got) != 10 {
-		t.Errorf("%d check lines, want 10:\n%s", len(got), out)
+	if len(got) != 11 {
+		t.Errorf("%d check lines, want 11:\n%s", len(got), out)
 	}
 	expect(t, got, map[string]string{
 		"config":       "ok   config: " + in.config + " is valid",
@@ -87,6 +91,7 @@ func TestDoctorOnATempInstall(t *testing.T) {
 		"agent runner": "FIX  agent runner: " + filepath.Join(in.dir, "agent-runner", "dist", "index.js"),
 		"agent sdk":    "FIX  agent sdk: @anthropic-ai/claude-agent-sdk is not installed",
 		"sandbox":      "ok   sandbox: bwrap (a test sandbox",
+		"confinement":  "ok   confinement: runs are uid ",
 		"whatsapp":     "ok   whatsapp: disabled",
 		"main group":   "FIX  main group: none registered",
 		"credentials":  "FIX  credentials: agent.env lists ANTHROPIC_API_KEY but it is not set",

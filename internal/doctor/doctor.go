@@ -28,6 +28,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
@@ -84,7 +85,7 @@ func Run(ctx context.Context, configPath string, env Env) []Result {
 	cfg, res := Config(configPath)
 	out := []Result{res}
 	if cfg == nil {
-		out = append(out, Node(ctx, env, "node"), Sandbox(ctx, env))
+		out = append(out, Node(ctx, env, "node"), Sandbox(ctx, env, config.Default().Agent.RunAs.User()))
 		for _, c := range []string{"sqlite", "agent runner", "agent sdk", "whatsapp", "main group", "credentials"} {
 			out = append(out, fix(c, "not checked until the config is valid"))
 		}
@@ -96,7 +97,7 @@ func Run(ctx context.Context, configPath string, env Env) []Result {
 		defer db.Close()
 	}
 	script, res := AgentRunner(env, cfg.Agent.Command)
-	out = append(out, Node(ctx, env, nodeProgram(cfg.Agent.Command)), res, SDK(script), Sandbox(ctx, env))
+	out = append(out, Node(ctx, env, nodeProgram(cfg.Agent.Command)), res, SDK(script), Sandbox(ctx, env, cfg.Agent.RunAs.User()), Confinement(cfg))
 	pid, daemonRes := Daemon(cfg.DataDir)
 	out = append(out, WhatsApp(ctx, cfg, pid), MainGroup(ctx, db, cfg.GroupsDir), Credentials(env, cfg), daemonRes)
 	return out
@@ -237,7 +238,7 @@ func SDK(script string) Result {
 // that it can really build a run's sandbox here: user, PID and network
 // namespaces), sandbox-exec on macOS. Without it those groups' runs fail
 // closed.
-func Sandbox(ctx context.Context, env Env) Result {
+func Sandbox(ctx context.Context, env Env, user sandbox.User) Result {
 	switch env.GOOS {
 	case "darwin":
 		if _, err := env.LookPath("sandbox-exec"); err != nil {
@@ -255,7 +256,15 @@ func Sandbox(ctx context.Context, env Env) Result {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, bwrap, sandbox.ProbeArgs()...)
+	cmd, err := sandbox.ProbeCommand(ctx, bwrap, user)
+	if err != nil {
+		return fix("sandbox", "%v", err)
+	}
+	defer func() {
+		for _, f := range cmd.ExtraFiles {
+			f.Close()
+		}
+	}()
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
 		said := strings.TrimSpace(stderr.String())
@@ -265,9 +274,38 @@ func Sandbox(ctx context.Context, env Env) Result {
 		if said == "" {
 			said = err.Error()
 		}
-		return fix("sandbox", "bwrap is installed but cannot build an agent's sandbox (%s): allow unprivileged user namespaces (e.g. sysctl kernel.unprivileged_userns_clone=1, or kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu)", said)
+		return fix("sandbox", "bwrap is installed but cannot build an agent's sandbox (%s) as uid %d: allow unprivileged user namespaces (e.g. sysctl kernel.unprivileged_userns_clone=1, or kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu); --disable-userns needs bubblewrap 0.8 or later", said, user.UID)
 	}
-	return ok("sandbox", "bwrap (a test sandbox with user, PID and network namespaces started)")
+	return ok("sandbox", "bwrap (a test sandbox as uid %d, with user, PID and network namespaces, no nested user namespaces and seccomp filter %s started)", user.UID, sandbox.SeccompPolicy)
+}
+
+// Confinement says who confined runs are on this machine, what holds
+// their kernel surface and memory, and which allowWrite paths they could
+// not write.
+func Confinement(cfg *config.Config) Result {
+	user := cfg.Agent.RunAs.User()
+	who := fmt.Sprintf("runs are uid %d gid %d", user.UID, user.GID)
+	if !user.Switches() {
+		who += " (the daemon's own user: it is not root)"
+	}
+	r := ok("confinement", "%s; seccomp filter %s; /dev read-only, /dev/shm %d MiB", who, sandbox.SeccompPolicy, cfg.Agent.Limits.ShmMiB)
+	if _, err := sandbox.MemoryCgroup(); err != nil {
+		r.More = append(r.More, fmt.Sprintf("memory: no cgroup limit (%v); the daemon measures the runs' resident memory instead, which does not count shared memory beyond /dev/shm's bound", err))
+	} else {
+		r.More = append(r.More, "memory: cgroup v2 memory controller available to the daemon")
+	}
+	eff := security.Resolve(cfg.HostSecurity, security.Group{Folder: "doctor"}, cfg.SecurityHost(nil))
+	var p sandbox.Plan
+	for _, w := range eff.AllowWrite {
+		if w != cfg.Layout().Group("doctor") {
+			p.Mounts = append(p.Mounts, sandbox.Mount{Path: w, Mode: sandbox.ReadWrite, Why: "allowWrite"})
+		}
+	}
+	for _, bad := range p.Unusable(user) {
+		r.OK = false
+		r.More = append(r.More, fmt.Sprintf("allowWrite %s: %s", bad.Path, bad.Why))
+	}
+	return r
 }
 
 // WhatsApp checks pairing; when a daemon runs (daemonPID > 0) it adds the

@@ -14,6 +14,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 )
 
 // script writes an executable shell script into dir.
@@ -107,7 +108,7 @@ func TestSandbox(t *testing.T) {
 		{"darwin", nil, false, "sandbox-exec not found"},
 		{"windows", nil, false, "no sandbox on windows"},
 	} {
-		check(t, Sandbox(ctx, Env{GOOS: tc.goos, LookPath: lookIn(tc.progs)}), tc.ok, tc.want)
+		check(t, Sandbox(ctx, Env{GOOS: tc.goos, LookPath: lookIn(tc.progs)}, sandbox.User{UID: os.Getuid(), GID: os.Getgid()}), tc.ok, tc.want)
 	}
 }
 

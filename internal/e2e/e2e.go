@@ -89,6 +89,11 @@ func buildPkg(pkg string) (string, error) {
 		if binDir, err = os.MkdirTemp("", "nanoclawd-e2e"); err != nil {
 			return "", err
 		}
+		// A root daemon starts confined runs as another user, who runs
+		// these binaries.
+		if err := os.Chmod(binDir, 0o755); err != nil {
+			return "", err
+		}
 	}
 	bin := filepath.Join(binDir, filepath.Base(pkg))
 	args := []string{"build", "-o", bin}
@@ -120,6 +125,16 @@ func moduleRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// Shared makes dir writable by anyone and returns it: an allowWrite
+// directory a root daemon's confined runs (another user) write to.
+func Shared(tb testing.TB, dir string) string {
+	tb.Helper()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		tb.Fatal(err)
+	}
+	return dir
 }
 
 // Nanoclawd is the built cmd/nanoclawd.
@@ -208,6 +223,11 @@ func New(tb testing.TB, o Options) *Install {
 	tb.Helper()
 	if o.Dir == "" {
 		o.Dir = tb.TempDir()
+	}
+	// A root daemon starts bubblewrap as the runs' user, which must pass
+	// through the test's private temp dir to the install.
+	if err := os.Chmod(filepath.Dir(o.Dir), 0o711); err != nil {
+		tb.Fatal(err)
 	}
 	if o.Agent == "" {
 		o.Agent = `"command": [` + Quote(Testagent(tb)) + `], "timeout": "60s", "idleTimeout": "60s"`

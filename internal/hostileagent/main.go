@@ -20,6 +20,8 @@
 //	                to TARGET, then a message request is written in messages/
 //	                (its text "linked"), which makes the daemon answer in
 //	                results/
+//	HOSTILE_ESCAPE  a command line: try to leave something behind that runs
+//	                as someone else, and to widen the kernel surface (escape.go)
 package main
 
 import (
@@ -79,6 +81,9 @@ func main() {
 	}
 	if addr := os.Getenv("HOSTILE_DIAL"); addr != "" {
 		dial(addr, say)
+	}
+	if c := os.Getenv("HOSTILE_ESCAPE"); c != "" {
+		escape(c, say)
 	}
 	if n, _ := strconv.Atoi(os.Getenv("HOSTILE_FORKS")); n > 0 {
 		got := forks(n)

@@ -157,7 +157,9 @@ func (s *Snapshots) write(path string, list any, file func(list []byte) any) err
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := atomicfile.Put(path, data, 0o600); err != nil {
+	// Readable by the run, which may be another user than the daemon; the
+	// group's IPC dir (its own, 0700) keeps everyone else out.
+	if err := atomicfile.Put(path, data, 0o644); err != nil {
 		return err
 	}
 	s.written[path] = l

@@ -35,7 +35,9 @@ func writeVerdict(ctx context.Context, ds *dirs, folder, name string, v Verdict)
 		return err
 	}
 	data, _ := json.Marshal(v)
-	return dir.Put(name, data, 0o600)
+	// Readable by the run, which may be another user than the daemon; the
+	// group's IPC dir (its own, 0700) keeps everyone else out.
+	return dir.Put(name, data, 0o644)
 }
 
 // results opens folder's results dir, if the MCP server made one (nil if

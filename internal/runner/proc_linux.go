@@ -13,6 +13,14 @@ func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
+// intoCgroup starts the process inside the cgroup whose directory is open
+// as fd (CLONE_INTO_CGROUP), if fd > 0.
+func intoCgroup(attr *syscall.SysProcAttr, fd int) {
+	if fd > 0 {
+		attr.UseCgroupFD, attr.CgroupFD = true, fd
+	}
+}
+
 // awaitExit blocks until the process has exited but leaves it unreaped: while
 // the zombie exists its pid, and so its process group id, cannot be given to
 // another process, so killing the group afterwards never hits a stranger.

@@ -9,6 +9,9 @@ import (
 
 // sysProcAttr puts the agent in a process group of its own, so one signal
 // reaches everything it starts. (Pdeathsig exists only on Linux.)
+// intoCgroup: cgroups are Linux only.
+func intoCgroup(*syscall.SysProcAttr, int) {}
+
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }

@@ -131,6 +131,8 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 	cmd.Dir = spec.Dir
 	cmd.Env = env
 	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr.Credential = spec.Credential
+	intoCgroup(cmd.SysProcAttr, spec.CgroupFD)
 	if spec.Lifeline {
 		lr, lw, err := os.Pipe()
 		if err != nil {
@@ -140,6 +142,7 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 		defer lr.Close()
 		cmd.ExtraFiles = []*os.File{lr}
 	}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, spec.ExtraFiles...)
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return out, fmt.Errorf("agent stdin pipe: %w", err)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/groupfs"
@@ -39,6 +40,14 @@ type Spec struct {
 	// (a kill -9 included). Pdeathsig cannot say so through bubblewrap,
 	// which clears it when it changes its credentials.
 	Lifeline bool
+	// ExtraFiles are handed to the agent after the lifeline, from fd 4 on
+	// (the sandbox's seccomp filter).
+	ExtraFiles []*os.File
+	// Credential starts the agent as another host user (nil: the daemon's).
+	Credential *syscall.Credential
+	// CgroupFD, when > 0, is a cgroup directory the agent starts inside
+	// (Linux: its memory limit holds from the first instruction).
+	CgroupFD int
 }
 
 func (s *Spec) defaults() {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -17,29 +18,81 @@ import (
 // a non-main run then fails closed, it never runs unconfined.
 var ErrUnavailable = errors.New("the agent sandbox cannot be built")
 
-// InsideUID is the user a run is inside its sandbox when the daemon runs
-// as root; otherwise it keeps the daemon's uid. Either way it holds no
-// capability outside its own user namespace.
-const InsideUID = 65534
+// User is a host user and group.
+type User struct {
+	UID int `json:"uid"`
+	GID int `json:"gid"`
+}
+
+// DefaultRunID is the default host uid and gid of confined runs when the
+// daemon runs as root: high enough that no system or login user has it,
+// so no account needs to be made for it.
+const DefaultRunID = 64055
+
+// RunUser is who a confined run is on the host: the configured user when
+// the daemon runs as root (bubblewrap started by root maps the sandbox's
+// user to root, so it is started as this user instead: a run is never
+// root, never the owner), else the daemon's own user, the only one an
+// unprivileged process can start anything as.
+func RunUser(configured User) User {
+	if os.Geteuid() == 0 {
+		return configured
+	}
+	return User{UID: os.Getuid(), GID: os.Getgid()}
+}
+
+// Switches tells whether runs start as another user than the daemon's.
+func (u User) Switches() bool { return u.UID != os.Geteuid() || u.GID != os.Getegid() }
+
+// FirstFD is the first descriptor a confined run's Launch.Files get:
+// fd 3 is the runner's lifeline.
+const FirstFD = 4
+
+// Launch is how the daemon starts one confined run.
+type Launch struct {
+	Argv  []string   // bwrap and its arguments
+	Files []*os.File // handed over as fds FirstFD, FirstFD+1, …: the seccomp filter
+	User  User       // the host user bwrap is started as
+}
+
+// Credential is what the process is started as: nil for the daemon's own user.
+func (l Launch) Credential() *syscall.Credential {
+	if !l.User.Switches() {
+		return nil
+	}
+	return &syscall.Credential{Uid: uint32(l.User.UID), Gid: uint32(l.User.GID), Groups: []uint32{}}
+}
+
+// Close closes the files once the run has started (it holds its own copies).
+func (l Launch) Close() {
+	for _, f := range l.Files {
+		f.Close()
+	}
+}
 
 // BwrapArgs is the bubblewrap command line (without the program name) that
-// runs argv confined by p. Later mounts cover earlier ones, so the order is
-// the plan's: private /tmp, read-only trees, cut-outs, writable dirs,
-// cut-outs of those, protected names; the cut-outs are made read-only last
-// (a writable dir may sit inside one).
-func BwrapArgs(p Plan, uid int, argv []string) []string {
-	if uid == 0 {
-		uid = InsideUID
-	}
-	id := strconv.Itoa(uid)
+// runs argv confined by p as u, the seccomp filter read from seccompFD
+// (none if 0). Later mounts cover earlier ones, so the order is the plan's:
+// private /tmp, read-only trees, cut-outs, writable dirs, cut-outs of
+// those, protected names; the cut-outs and /dev are made read-only last (a
+// writable dir may sit inside one; /dev/shm stays writable, bounded).
+func BwrapArgs(p Plan, u User, seccompFD int, argv []string) []string {
+	uid, gid := strconv.Itoa(u.UID), strconv.Itoa(u.GID)
 	a := []string{
 		"--die-with-parent", "--new-session",
-		"--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-		"--uid", id, "--gid", id, "--hostname", "nanoclaw",
+		"--unshare-user", "--disable-userns", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+		"--uid", uid, "--gid", gid, "--hostname", "nanoclaw",
 		"--cap-drop", "ALL",
 		"--proc", "/proc", "--dev", "/dev",
 	}
-	var readOnly []string
+	if p.Limits.ShmSize > 0 {
+		a = append(a, "--size", strconv.FormatInt(p.Limits.ShmSize, 10))
+	}
+	a = append(a, "--tmpfs", "/dev/shm")
+	if seccompFD > 0 {
+		a = append(a, "--seccomp", strconv.Itoa(seccompFD))
+	}
+	readOnly := []string{"/dev"}
 	for _, m := range p.Mounts {
 		switch {
 		case m.Mode == Private:
@@ -80,16 +133,12 @@ func InitArgs(binary string, p Plan, command []string) []string {
 	return append(append(a, "--"), command...)
 }
 
-// Command is the whole confined command line for this OS.
-func Command(p Plan, binary string, uid int, command []string) ([]string, error) {
+// Command is the whole confined command line for this OS, run as u.
+func Command(p Plan, binary string, u User, command []string) (Launch, error) {
 	inner := InitArgs(binary, p, command)
 	switch runtime.GOOS {
 	case "linux":
-		bwrap, err := exec.LookPath("bwrap")
-		if err != nil {
-			return nil, fmt.Errorf("%w: bubblewrap (bwrap) is not installed: install it (apt-get install bubblewrap)", ErrUnavailable)
-		}
-		return append([]string{bwrap}, BwrapArgs(p, uid, inner)...), nil
+		return bwrapLaunch(p, u, inner)
 	case "darwin":
 		// No network namespace: every run would want the same loopback
 		// port, so each takes a free one (sandbox-init tells its agent which).
@@ -98,23 +147,51 @@ func Command(p Plan, binary string, uid int, command []string) ([]string, error)
 				inner[i] = "127.0.0.1:0"
 			}
 		}
-		return append([]string{"/usr/bin/sandbox-exec", "-p", Profile(p)}, inner...), nil
+		return Launch{Argv: append([]string{"/usr/bin/sandbox-exec", "-p", Profile(p)}, inner...), User: u}, nil
 	}
-	return nil, fmt.Errorf("%w: no sandbox for %s (only Linux with bubblewrap and macOS)", ErrUnavailable, runtime.GOOS)
+	return Launch{}, fmt.Errorf("%w: no sandbox for %s (only Linux with bubblewrap and macOS)", ErrUnavailable, runtime.GOOS)
+}
+
+// bwrapLaunch runs argv in bubblewrap as p plans, as u, under the seccomp filter.
+func bwrapLaunch(p Plan, u User, argv []string) (Launch, error) {
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		return Launch{}, fmt.Errorf("%w: bubblewrap (bwrap) is not installed: install it (apt-get install bubblewrap)", ErrUnavailable)
+	}
+	if bad := p.Unreachable(u); len(bad) > 0 {
+		return Launch{}, fmt.Errorf("%w: the run's user (uid %d) cannot reach %s: %s", ErrUnavailable, u.UID, bad[0].Path, bad[0].Why)
+	}
+	filter, err := seccompFile()
+	if err != nil {
+		return Launch{}, err
+	}
+	return Launch{Argv: append([]string{bwrap}, BwrapArgs(p, u, FirstFD, argv)...), Files: []*os.File{filter}, User: u}, nil
+}
+
+// seccompFile is the compiled filter in a sealed memory file, for bwrap's
+// --seccomp.
+func seccompFile() (*os.File, error) {
+	filter, err := SeccompFilter()
+	if err != nil {
+		return nil, err
+	}
+	return memFile("nanoclawd-seccomp", filter)
 }
 
 var probe struct {
 	sync.Mutex
 	ok time.Time
+	as User
 }
 
-// Probe checks that a sandbox can be built here, by building one around
-// /bin/true (on Linux) or checking sandbox-exec (on macOS). A success is
-// remembered for a minute, a failure is looked at again on the next call.
-func Probe(ctx context.Context) error {
+// Probe checks that a sandbox can be built here for runs as u, by building
+// one around /bin/true (on Linux) or checking sandbox-exec (on macOS). A
+// success is remembered for a minute, a failure is looked at again on the
+// next call.
+func Probe(ctx context.Context, u User) error {
 	probe.Lock()
 	defer probe.Unlock()
-	if time.Since(probe.ok) < time.Minute {
+	if time.Since(probe.ok) < time.Minute && probe.as == u {
 		return nil
 	}
 	var cmd *exec.Cmd
@@ -124,7 +201,16 @@ func Probe(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%w: bubblewrap (bwrap) is not installed: install it (apt-get install bubblewrap)", ErrUnavailable)
 		}
-		cmd = exec.CommandContext(ctx, bwrap, ProbeArgs()...)
+		c, err := ProbeCommand(ctx, bwrap, u)
+		if err != nil {
+			return err
+		}
+		cmd = c
+		defer func() {
+			for _, f := range cmd.ExtraFiles {
+				f.Close()
+			}
+		}()
 	case "darwin":
 		cmd = exec.CommandContext(ctx, "/usr/bin/sandbox-exec", "-p", "(version 1)(allow default)", "/usr/bin/true")
 	default:
@@ -136,17 +222,22 @@ func Probe(ctx context.Context) error {
 		if said == "" {
 			said = err.Error()
 		}
-		return fmt.Errorf("%w: %s: %s (allow unprivileged user namespaces, e.g. sysctl kernel.unprivileged_userns_clone=1, or kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu)",
+		return fmt.Errorf("%w: %s: %s (allow unprivileged user namespaces, e.g. sysctl kernel.unprivileged_userns_clone=1, or kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu; bubblewrap 0.8 or later for --disable-userns)",
 			ErrUnavailable, cmd.Path, said)
 	}
-	probe.ok = time.Now()
+	probe.ok, probe.as = time.Now(), u
 	return nil
 }
 
-// ProbeArgs are bubblewrap's arguments for a sandbox like a run's around
-// /bin/true.
-func ProbeArgs() []string {
-	p := Plan{Workdir: "/", Mounts: []Mount{{Path: "/usr", Mode: ReadOnly, Dir: true}}}
+// ProbeCommand is bubblewrap (the program bwrap) building a sandbox like
+// a run's (as u, the seccomp filter, no nested user namespaces, a bounded
+// /dev/shm) around /bin/true. The caller closes cmd.ExtraFiles.
+func ProbeCommand(ctx context.Context, bwrap string, u User) (*exec.Cmd, error) {
+	filter, err := seccompFile()
+	if err != nil {
+		return nil, err
+	}
+	p := Plan{Workdir: "/", Mounts: []Mount{{Path: "/usr", Mode: ReadOnly, Dir: true}}, Limits: Limits{ShmSize: 1 << 20}}
 	for _, s := range []string{"/bin", "/lib", "/lib64"} {
 		if link, err := os.Readlink(s); err == nil {
 			p.Mounts = append(p.Mounts, Mount{Path: s, Mode: ReadOnly, Link: link})
@@ -154,7 +245,10 @@ func ProbeArgs() []string {
 			p.Mounts = append(p.Mounts, Mount{Path: s, Mode: ReadOnly, Dir: true})
 		}
 	}
-	return BwrapArgs(p, os.Getuid(), []string{"/bin/true"})
+	cmd := exec.CommandContext(ctx, bwrap, BwrapArgs(p, u, 3, []string{"/bin/true"})...)
+	cmd.ExtraFiles = []*os.File{filter}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: Launch{User: u}.Credential()}
+	return cmd, nil
 }
 
 // Cleanup removes the empty placeholders the sandbox made on the host for

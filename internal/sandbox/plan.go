@@ -50,6 +50,7 @@ type Limits struct {
 	Processes int   `json:"processes"`     // RLIMIT_NPROC inside the run's user namespace
 	FileSize  int64 `json:"fileSizeBytes"` // RLIMIT_FSIZE: the largest file one write may make
 	TmpSize   int64 `json:"tmpBytes"`      // size of the private /tmp
+	ShmSize   int64 `json:"shmBytes"`      // size of /dev/shm (its pages count as no process's resident memory)
 	Memory    int64 `json:"memoryBytes"`   // resident memory of all the run's processes, measured (Watch)
 	Disk      int64 `json:"diskBytes"`     // files in the group's folder but its logs/, measured (Watch)
 }
@@ -73,6 +74,13 @@ type Plan struct {
 	Socket string `json:"socket,omitempty"`
 	// Profile is the macOS Seatbelt profile (set on macOS only).
 	Profile string `json:"profile,omitempty"`
+	// RunAs is the host user of the run's processes; Seccomp names the
+	// filter on its system calls.
+	RunAs   User   `json:"runAs"`
+	Seccomp string `json:"seccomp"`
+	// Problems are paths the run, as RunAs, could not use as planned
+	// (security show and doctor print them with the fix).
+	Problems []Problem `json:"problems,omitempty"`
 }
 
 // Input is what a plan is made from. Paths are absolute.
@@ -105,15 +113,23 @@ var System = []string{
 // Protected are the names in a group's folder that run code or change the
 // agent's own rules when someone else (the owner, git, an editor, the next
 // run) touches the folder: the group may read them, never create or change
-// them. Only the owner creates them.
+// them. Only the owner creates them. A whole .git is read-only (and, being
+// a mount point, cannot be renamed away to make a new one).
 var Protected = []struct {
 	Name string
 	Dir  bool
 }{
-	{".git/config", false}, {".git/hooks", true},
-	{".envrc", false}, {".vscode", true}, {".idea", true},
+	{".git", true}, {".envrc", false}, {".vscode", true}, {".idea", true},
 	{".claude", true}, {".mcp.json", false}, {layout.LogsDir, true},
 }
+
+// ProtectedAnywhere are the protected names that act wherever they are in
+// the folder (a nested repository, a direnv file, an editor's workspace
+// settings): those that exist deeper down are read-only too. A run cannot
+// be kept from making new ones deeper down; when the daemon runs as root
+// they are the run user's, which git (safe.directory) refuses to act on
+// for anyone else.
+var ProtectedAnywhere = []string{".git", ".envrc", ".vscode", ".idea"}
 
 // New makes the plan for one run. It looks at the file system (what
 // exists, what is a link) but changes nothing.
@@ -176,28 +192,19 @@ func New(in Input) Plan {
 	}
 	add(in.Socket, ReadWrite, "the egress gateway")
 	p.hide(in, roots(p.Mounts[n:]))
-	git := filepath.Join(in.GroupDir, ".git")
-	gitFI, err := os.Lstat(git)
-	hasRepo := err == nil && !placeholder(git, gitFI)
 	for _, pr := range Protected {
 		path := filepath.Join(in.GroupDir, pr.Name)
 		fi, err := os.Lstat(path)
-		exists := err == nil
-		if strings.HasPrefix(pr.Name, ".git/") {
-			if !hasRepo {
-				// No repository: the group may not make one either.
-				if !slices.ContainsFunc(p.Mounts, func(m Mount) bool { return m.Path == git }) {
-					p.Mounts = append(p.Mounts, Mount{Path: git, Mode: ReadOnly, Why: "protected: only the owner creates it", Dir: true, Missing: true})
-				}
-				continue
-			}
-		} else if exists && placeholder(path, fi) {
-			exists = false // left by a run the daemon could not tidy up after
-		}
+		exists := err == nil && !placeholder(path, fi) // an empty one was left by a run the daemon could not tidy up after
 		if exists {
 			add(path, ReadOnly, "protected: only the owner changes it")
 		} else {
 			p.Mounts = append(p.Mounts, Mount{Path: path, Mode: ReadOnly, Why: "protected: only the owner creates it", Dir: pr.Dir, Missing: true})
+		}
+	}
+	for _, f := range findNames(in.GroupDir, ProtectedAnywhere, maxGlobWalk) {
+		if filepath.Dir(f) != in.GroupDir {
+			add(f, ReadOnly, "protected: only the owner changes it")
 		}
 	}
 	return p
@@ -383,7 +390,7 @@ func under(p string, roots []string) bool {
 
 // ForGroup is the plan of one run of a group whose resolved policy is eff,
 // as the router builds it and `security show` prints it.
-func ForGroup(eff security.Effective, l Limits, command []string, binary, groupDir, sessionDir, ipcDir, socket string) Plan {
+func ForGroup(eff security.Effective, l Limits, u User, command []string, binary, groupDir, sessionDir, ipcDir, socket string) Plan {
 	cmd := slices.Clone(command)
 	if len(cmd) > 0 {
 		cmd[0] = lookPath(cmd[0])
@@ -392,8 +399,10 @@ func ForGroup(eff security.Effective, l Limits, command []string, binary, groupD
 		Command: cmd, Binary: binary, GroupDir: groupDir, SessionDir: sessionDir, IPCDir: ipcDir, Socket: socket,
 		AllowRead: eff.AllowRead, AllowWrite: eff.AllowWrite, DenyRead: eff.DenyRead, Limits: l,
 	})
+	p.RunAs, p.Seccomp = u, SeccompPolicy
 	if runtime.GOOS == "darwin" {
 		p.Profile = Profile(p)
 	}
+	p.Problems = p.check(u)
 	return p
 }
