@@ -61,6 +61,10 @@ func main() {
 			say("SELF %s", l)
 		}
 	}
+	if strings.Contains(string(input), "plant links") {
+		// First, so that the report's size cap never cuts these lines.
+		plantLinks(lines(os.Getenv("HOSTILE_LINK")), say)
+	}
 	say("ENV %s", strings.Join(os.Environ(), " "))
 	targets := lines(os.Getenv("HOSTILE_READ"))
 	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
@@ -75,9 +79,6 @@ func main() {
 		} else {
 			say("WRITE %s: ok", w)
 		}
-	}
-	if strings.Contains(string(input), "plant links") {
-		plantLinks(lines(os.Getenv("HOSTILE_LINK")), say)
 	}
 	if addr := os.Getenv("HOSTILE_DIAL"); addr != "" {
 		dial(addr, say)
