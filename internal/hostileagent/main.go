@@ -26,6 +26,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -127,8 +128,16 @@ func main() {
 func plantLinks(specs []string, say func(string, ...any)) {
 	for _, spec := range specs {
 		path, target, _ := strings.Cut(os.ExpandEnv(spec), " ")
-		os.RemoveAll(path)
-		if err := os.Symlink(target, path); err != nil {
+		// The daemon makes a watched directory again as soon as it is gone:
+		// an attacker simply tries again.
+		var err error
+		for try := 0; try < 100; try++ {
+			os.RemoveAll(path)
+			if err = os.Symlink(target, path); err == nil || !errors.Is(err, fs.ErrExist) {
+				break
+			}
+		}
+		if err != nil {
 			say("LINK %s: refused: %v", path, err)
 		} else {
 			say("LINK %s: ok", path)
