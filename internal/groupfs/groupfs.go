@@ -148,14 +148,14 @@ func (d *Dir) sub(ctx context.Context, name string, perm fs.FileMode, create boo
 // refuse removes the non-directory at name (unlinkat: a link is removed
 // itself, never followed) and reports it as a filesystem violation.
 func (d *Dir) refuse(ctx context.Context, name string, fi fs.FileInfo, want string) error {
-	what := kind(fi.Mode())
+	what := Kind(fi.Mode())
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		if to, err := d.root.Readlink(name); err == nil {
 			what = fmt.Sprintf("symlink to %q", to)
 		}
 	}
 	if err := d.root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove the %s at %s: %w", kind(fi.Mode()), d.join(name), err)
+		return fmt.Errorf("remove the %s at %s: %w", Kind(fi.Mode()), d.join(name), err)
 	}
 	if d.rep == nil {
 		return nil
@@ -332,7 +332,8 @@ func local(name string) error {
 	return nil
 }
 
-func kind(m fs.FileMode) string {
+// Kind names the type of a file for a message: symlink, FIFO, directory…
+func Kind(m fs.FileMode) string {
 	switch {
 	case m&fs.ModeSymlink != 0:
 		return "symlink"

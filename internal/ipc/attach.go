@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
@@ -75,7 +76,7 @@ func stageFile(groupDir, file, dir string) (channel.Attachment, *Refusal, error)
 		return refuse("file %q cannot be read: %v", file, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return refuse("file %q is not a regular file (%s)", file, kind(fi.Mode()))
+		return refuse("file %q is not a regular file (%s)", file, groupfs.Kind(fi.Mode()))
 	}
 	if fi.Size() > MaxAttachment {
 		return refuse("file %q is %d bytes, over the %d MiB limit", file, fi.Size(), MaxAttachment>>20)

@@ -99,7 +99,7 @@ func readIPCFile(dir *groupfs.Dir, name string) (data []byte, hash, bad string, 
 		return "nonregular:" + id
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, ident(), fmt.Sprintf("not a regular file (%s); write files with the nanoclaw MCP tools", kind(fi.Mode())), nil
+		return nil, ident(), fmt.Sprintf("not a regular file (%s); write files with the nanoclaw MCP tools", groupfs.Kind(fi.Mode())), nil
 	}
 	if fi.Size() > MaxFileSize {
 		return nil, ident(), fmt.Sprintf("file of %d bytes is over the 1 MiB limit", fi.Size()), nil
@@ -136,20 +136,4 @@ func readIPCFile(dir *groupfs.Dir, name string) (data []byte, hash, bad string, 
 	}
 	sum := sha256.Sum256(data)
 	return data, hex.EncodeToString(sum[:]), "", nil
-}
-
-func kind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "symlink"
-	case m&fs.ModeNamedPipe != 0:
-		return "FIFO"
-	case m.IsDir():
-		return "directory"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	}
-	return m.Type().String()
 }

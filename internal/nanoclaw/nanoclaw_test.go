@@ -45,10 +45,11 @@ INSERT INTO scheduled_tasks VALUES ('task-3', 'main', 'local:me', 'done once', '
 INSERT INTO sessions VALUES ('family', 'sess-from-nanoclaw');
 `
 
-// A NanoClaw installation as it lies on disk: store/messages.db and the
-// groups' notes beside it. The import is dry-run, then done, then done
-// again (nothing changes), and the running daemon resumes the session.
-func TestImportFromNanoClawSQLite(t *testing.T) {
+// nanoClawInstall lays out a NanoClaw installation as it lies on disk:
+// store/messages.db (schema) and the groups' notes beside it; it returns
+// the database's path.
+func nanoClawInstall(t *testing.T) string {
+	t.Helper()
 	nc := t.TempDir()
 	os.MkdirAll(filepath.Join(nc, "store"), 0o755)
 	dbPath := filepath.Join(nc, "store", "messages.db")
@@ -64,6 +65,14 @@ func TestImportFromNanoClawSQLite(t *testing.T) {
 		os.MkdirAll(filepath.Join(nc, "groups", folder), 0o755)
 		os.WriteFile(filepath.Join(nc, "groups", folder, "CLAUDE.md"), []byte(notes), 0o644)
 	}
+	return dbPath
+}
+
+// A NanoClaw installation as it lies on disk: store/messages.db and the
+// groups' notes beside it. The import is dry-run, then done, then done
+// again (nothing changes), and the running daemon resumes the session.
+func TestImportFromNanoClawSQLite(t *testing.T) {
+	dbPath := nanoClawInstall(t)
 
 	in := e2e.New(t, e2e.Options{})
 	plan := in.CLI("groups", "import", dbPath, "--dry-run")
@@ -130,21 +139,7 @@ func TestImportFromNanoClawSQLite(t *testing.T) {
 // a CLAUDE.md linked into a host directory is replaced, never written
 // through (a dangling one included, which a plain write would create).
 func TestImportDoesNotFollowLinkedNotes(t *testing.T) {
-	nc := t.TempDir()
-	os.MkdirAll(filepath.Join(nc, "store"), 0o755)
-	dbPath := filepath.Join(nc, "store", "messages.db")
-	src, err := sql.Open("sqlite3", dbPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := src.Exec(schema); err != nil {
-		t.Fatal(err)
-	}
-	src.Close()
-	for folder, notes := range map[string]string{"family": "Grandma visits on Sundays.\n", "global": "The house is in Berlin.\n"} {
-		os.MkdirAll(filepath.Join(nc, "groups", folder), 0o755)
-		os.WriteFile(filepath.Join(nc, "groups", folder, "CLAUDE.md"), []byte(notes), 0o644)
-	}
+	dbPath := nanoClawInstall(t)
 	in := e2e.New(t, e2e.Options{})
 	c := groupfstest.NewCanary(t)
 	c.Link(t, filepath.Join(in.Dir, "groups", "family", "CLAUDE.md"), filepath.Join(c.Dir, "notes.txt"))
