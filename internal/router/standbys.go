@@ -119,6 +119,7 @@ func (r *Router) expire(sb *standby) {
 		return
 	}
 	delete(w.waiting, folder)
+	w.recent = removeString(w.recent, folder) // its next message makes it recent again
 	sb.expired = true
 	w.stop(sb)
 	r.Log.Info().Str("group", folder).Dur("waited", time.Since(sb.since)).Msg("the agent started ahead waited agent.warmFor for a message; stopped")
