@@ -162,3 +162,21 @@ func TestHardTimeoutEndsAnAgentThatNeverAnswers(t *testing.T) {
 	in.Post("local:family", "Ann", "echo after")
 	in.WaitFor("local:family", e2e.Equals("echo: after"))
 }
+
+// A standby waits agent.warmFor for its first prompt, then it is stopped
+// and not started again until its group speaks; the message that comes
+// later is answered (cold) and the group gets a standby again.
+func TestWarmStandbyEndsAfterWarmFor(t *testing.T) {
+	agent := e2e.Testagent(t)
+	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(agent) + `], "warm": 1, "warmFor": "3s"`})
+	in.AddGroup("local:main", "main", "--main")
+	in.Start()
+	in.Post("local:main", "Ann", "echo one")
+	in.WaitFor("local:main", e2e.Equals("echo: one"))
+	statusUntil(t, in, "a standby", func(r status.Report) bool { return group(r, "main").Agent == "standby" })
+	statusUntil(t, in, "the standby's end after agent.warmFor", func(r status.Report) bool { return group(r, "main").Agent == "idle" })
+	e2e.WaitNoProcs(t, agent, "standbys after agent.warmFor")
+	in.Post("local:main", "Ann", "echo two")
+	in.WaitNext("local:main", e2e.Equals("echo: two"))
+	statusUntil(t, in, "a standby after the group spoke again", func(r status.Report) bool { return group(r, "main").Agent == "standby" })
+}

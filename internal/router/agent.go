@@ -314,20 +314,20 @@ func (a *agentRun) OnResult(res runner.Result) {
 	ctx := context.Background()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.standby && a.adopted == "" {
-		// No prompt was handed to it: whatever it answers (a file it took
-		// from input/ while being stopped, or a command that does not wait
-		// for its prompt) is not the chat's to get.
-		a.early = true
-		a.router.Log.Warn().Str("group", a.group.Folder).Msg("an agent started ahead answered before it was given a prompt; dropped")
-		return
-	}
 	if res.Status != "success" {
 		a.failure = res.Error
 		if a.failure == "" {
 			a.failure = "unknown error"
 		}
 		a.router.Log.Warn().Str("group", a.group.Folder).Str("error", a.failure).Msg("agent result error")
+		return
+	}
+	if a.standby && a.adopted == "" {
+		// No prompt was handed to it: whatever it answers (a file it took
+		// from input/ while being stopped, or a command that does not wait
+		// for its prompt) is not the chat's to get.
+		a.early = true
+		a.router.Log.Warn().Str("group", a.group.Folder).Msg("an agent started ahead answered before it was given a prompt; dropped")
 		return
 	}
 	a.answered++
