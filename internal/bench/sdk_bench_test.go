@@ -176,13 +176,15 @@ func BenchmarkSDKAfterQuietPeriod(b *testing.B) {
 		b.StopTimer()
 		r.ask(b, "local:g1", fmt.Sprintf("prime-%d-%d", i, time.Now().UnixNano()))
 		time.Sleep(4 * idle) // the quiet period, longer than idleTimeout
-		if m := r.standbyRSS(b, "g1"); m > 0 {
+		m := r.standbyRSS(b, "g1")
+		if m > 0 {
 			rss, ready = max(rss, m), ready+1
 		}
 		b.StartTimer()
 		w, _, _ := r.ask(b, "local:g1", fmt.Sprintf("warm-%d-%d", i, time.Now().UnixNano()))
 		c, _, _ := r.ask(b, fmt.Sprintf("local:g%d", i+1), fmt.Sprintf("cold-%d-%d", i, time.Now().UnixNano()))
 		warm, cold = append(warm, w), append(cold, c)
+		b.Logf("sample %d: standby up %t, with it %s, cold %s", i, m > 0, w.Round(time.Millisecond), c.Round(time.Millisecond))
 	}
 	b.StopTimer()
 	b.ReportMetric(ms(pct(warm, 50)), "warm-p50-ms")
