@@ -75,6 +75,10 @@ type Agent struct {
 	// API request comes seconds sooner). Each costs the memory of an idle
 	// agent (node and the SDK's CLI).
 	Warm int `json:"warm" validate:"min=0,max=16"`
+	// WarmFor is how long an agent started ahead waits for its first
+	// prompt; IdleTimeout does not apply to it (it writes nothing while
+	// it waits), so it outlasts a group's quiet hours.
+	WarmFor Duration `json:"warmFor" validate:"gt=0"`
 	// MaxPromptMessages caps one prompt at the newest this many messages.
 	MaxPromptMessages int `json:"maxPromptMessages" validate:"min=1,max=10000"`
 	// NewSessionCommand, a whole message in any registered chat, makes
@@ -165,6 +169,7 @@ func Default() Config {
 			NewSessionCommand: "/new",
 			MaxPromptMessages: 50,
 			Warm:              1,
+			WarmFor:           Duration(12 * time.Hour),
 			Timeout:           Duration(30 * time.Minute),
 			IdleTimeout:       Duration(30 * time.Minute),
 			Env:               []string{},

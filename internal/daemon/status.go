@@ -69,8 +69,9 @@ func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
 			r.Agents.Queued++
 		case q.RetryWaiting:
 			sg.Agent = "retrying"
-		case standby[g.Folder] != nil:
-			sg.Agent = "standby"
+		case !standby[g.Folder].IsZero():
+			since := standby[g.Folder]
+			sg.Agent, sg.StandbySince = "standby", &since
 			r.Agents.Standby++
 		}
 		if l, ok := last[g.Folder]; ok {

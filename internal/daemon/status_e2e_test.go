@@ -158,8 +158,11 @@ func TestStatusShowsStandby(t *testing.T) {
 	if rep.Agents.Standby != 1 || rep.Agents.Running != 0 {
 		t.Errorf("agents: %+v", rep.Agents)
 	}
-	if !strings.Contains(in.CLI("status"), "1 standby") {
-		t.Error("the text lacks the standby")
+	if g := group(rep, "main"); g.StandbySince == nil || g.StandbySince.After(rep.Time) {
+		t.Errorf("the standby's age: started %v, status at %v", g.StandbySince, rep.Time)
+	}
+	if text := in.CLI("status"); !strings.Contains(text, "1 standby") || !strings.Contains(text, "standby for ") {
+		t.Errorf("the text lacks the standby or its age:\n%s", text)
 	}
 	// A run that takes the standby is the group's last run.
 	first := *group(rep, "main").LastRun

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,16 +30,19 @@ func WaitFile(tb testing.TB, dir, sub string) {
 }
 
 // CountProcs counts running processes whose executable is path.
-func CountProcs(path string) int {
-	n := 0
+func CountProcs(path string) int { return len(Pids(path)) }
+
+// Pids lists the running processes whose executable is path.
+func Pids(path string) []int {
+	var pids []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
-		if err == nil && exe == path {
-			n++
+		if pid, perr := strconv.Atoi(e.Name()); perr == nil && err == nil && exe == path {
+			pids = append(pids, pid)
 		}
 	}
-	return n
+	return pids
 }
 
 // WaitNoProcs waits until no process runs path: one that just answered may

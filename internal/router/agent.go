@@ -17,6 +17,10 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
+// testHookAgentExited, if set, is called when an agent process of a run
+// has exited, before the run decides what follows: tests interleave there.
+var testHookAgentExited func(*agentRun)
+
 // sessionGone tells whether an agent's error says its saved session no
 // longer exists.
 func sessionGone(failure string) bool {
@@ -36,6 +40,8 @@ type agentRun struct {
 	standby     bool
 	adopted     string
 	fingerprint string
+	prompted    chan struct{} // a standby's: closed once adopt handed it its prompt (runner.Spec.Prompted)
+	early       bool          // a standby that answered before it was given a prompt
 
 	mu         sync.Mutex
 	batches    []batch // each prompt batch handed over (initial, then follow-ups)
@@ -47,7 +53,7 @@ type agentRun struct {
 	lastText   string
 	failure    string // the last error frame
 	ipcDir     string
-	started    chan struct{}      // closed once the agent process runs (message runs)
+	started    chan struct{}      // closed once the agent process runs; a retry's start replaces it
 	conf       *confinement       // the OS sandbox of a non-main run
 	eff        security.Effective // the run's policy
 	mark       int                // the agent's process group, recorded in agent_marks
@@ -121,6 +127,9 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	}
 	spec.Closing = job.Closing
 	spec.Reporter = r.Reporter
+	if a.standby && a.adopted == "" {
+		spec.Prompted = a.prompted
+	}
 	if r.Typing != nil && !a.standby {
 		r.Typing.SetTyping(ctx, a.replyTo, true)
 		defer r.Typing.SetTyping(context.WithoutCancel(ctx), a.replyTo, false)
@@ -132,6 +141,9 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		defer a.conf.done()
 	}
 	out, err := runner.Run(ctx, spec, a)
+	if testHookAgentExited != nil {
+		testHookAgentExited(a)
+	}
 	if a.conf != nil && a.conf.exceeded() != "" {
 		err = runner.NoRetry(fmt.Errorf("the run was stopped: %s", a.conf.exceeded()))
 	}
@@ -152,14 +164,7 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		// has fails every time. Start a fresh one, once, for the same messages.
 		r.Log.Warn().Str("group", g.Folder).Str("session", session).Msg("the agent's saved session is gone; starting a fresh one")
 		r.Messages.ResetSession(context.WithoutCancel(ctx), g.Folder)
-		a.fresh, a.failure, a.started = true, "", nil
-		if a.standby { // the prompt went to the standby as its first input
-			prompt, a.standby = a.adopted, false
-			a.mu.Lock()
-			a.startedAt = time.Time{} // its start was before the job
-			a.mu.Unlock()
-		}
-		return a.start(ctx, job, prompt, isTask)
+		return a.start(ctx, job, a.restart(ctx, prompt), isTask)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -175,25 +180,66 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	return nil
 }
 
+// restart readies the run for a second agent after the first found its
+// session gone, and returns that agent's prompt. follow writes nothing
+// until the new agent runs (the runner empties input/ before each start),
+// and a message run's prompt is made again from every message still
+// unanswered — the first agent answered none — so a follow-up handed to
+// the first agent, or deleted with input/, is in it.
+func (a *agentRun) restart(ctx context.Context, prompt string) string {
+	a.mu.Lock()
+	a.fresh, a.failure = true, ""
+	a.started = make(chan struct{})
+	if a.standby && a.adopted != "" { // the prompt went to the standby as its first input
+		prompt, a.standby = a.adopted, false
+		a.startedAt = time.Time{} // its start was before the job
+	}
+	message := a.batches != nil
+	a.mu.Unlock()
+	if !message {
+		return prompt
+	}
+	msgs, err := a.router.Messages.Unanswered(ctx, a.group.JID)
+	if err != nil || !anyCalls(a.group, msgs) {
+		return prompt
+	}
+	prompt, top := a.router.promptOf(msgs)
+	a.mu.Lock()
+	a.batches, a.delivered = []batch{{top: top}}, top
+	a.mu.Unlock()
+	return prompt
+}
+
+// running returns the channel closed once the current agent runs.
+func (a *agentRun) running() chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.started
+}
+
 // follow hands messages that arrive during the run to the agent. It
-// starts only once the agent runs: the runner empties input/ before the
+// writes only while an agent runs: the runner empties input/ before each
 // start, which would delete an earlier follow-up.
 func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan struct{}) {
-	select {
-	case <-a.started:
-	case <-stop:
-		return
-	case <-ctx.Done():
-		return
-	}
+	pending := false // messages came while a retry's agent was starting
 	for {
 		select {
+		case <-a.running():
 		case <-stop:
 			return
 		case <-ctx.Done():
 			return
-		case <-more:
 		}
+		if !pending {
+			select {
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-more:
+			}
+		}
+		pending = false
 		a.mu.Lock()
 		from := a.delivered
 		a.mu.Unlock()
@@ -214,6 +260,11 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 		// before its batch (a fast agent's answer would then move no
 		// cursor, and the messages would be answered again next run).
 		a.mu.Lock()
+		if !closed(a.started) || a.delivered != from {
+			a.mu.Unlock()
+			pending = true // a retry is starting another agent: for it, once it runs
+			continue
+		}
 		file, err := runner.FollowUp(ctx, a.ipcDir, prompt, a.router.Reporter)
 		if err == nil {
 			a.batches = append(a.batches, batch{top, file})
@@ -226,15 +277,24 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 	}
 }
 
+func closed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // OnStart implements runner.Handler.
 func (a *agentRun) OnStart(pid int) {
-	if a.started != nil {
-		close(a.started)
-	}
 	if a.conf != nil {
 		a.conf.started(pid)
 	}
 	a.mu.Lock()
+	if a.started != nil {
+		close(a.started)
+	}
 	if a.startedAt.IsZero() {
 		a.startedAt = time.Now()
 	}
@@ -262,7 +322,9 @@ func (a *agentRun) OnResult(res runner.Result) {
 	}
 	if a.standby && a.adopted == "" {
 		// No prompt was handed to it: whatever it answers (a file it took
-		// from input/ while being stopped) is not the chat's to get.
+		// from input/ while being stopped, or a command that does not wait
+		// for its prompt) is not the chat's to get.
+		a.early = true
 		a.router.Log.Warn().Str("group", a.group.Folder).Msg("an agent started ahead answered before it was given a prompt; dropped")
 		return
 	}

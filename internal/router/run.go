@@ -25,10 +25,17 @@ func (r *Router) Run(ctx context.Context, job runner.Job) error {
 		run *agentRun
 		err error
 	)
+	r.warm.enter(job.Folder)
 	if job.TaskID != "" {
 		run, err = r.runTask(ctx, job)
 	} else {
 		run, err = r.runMessages(ctx, job)
+	}
+	r.warm.leave(job.Folder)
+	if job.TaskID == "" && run != nil {
+		r.touchWarm(job.Folder) // the group gets an agent started ahead
+	} else {
+		r.ensureStandby(job.Folder) // one a task run took the place of
 	}
 	if run == nil && err == nil {
 		return nil // nothing to answer: not a run to show
@@ -75,8 +82,6 @@ func (r *Router) runMessages(ctx context.Context, job runner.Job) (*agentRun, er
 	if !anyCalls(g, msgs) {
 		return nil, nil // context only; it comes along with the next trigger
 	}
-	defer r.touchWarm(g.Folder, false) // after the run: the group gets an agent started ahead
-
 	prompt, top := r.promptOf(msgs)
 	var run *agentRun
 	stopFollow := make(chan struct{})

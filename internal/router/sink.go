@@ -69,6 +69,7 @@ func (r *Router) newSession(ctx context.Context, g groups.Group, seq int64) erro
 		return fmt.Errorf("clear the session of %s: %w", g.Folder, err)
 	}
 	r.Log.Info().Str("group", g.Folder).Msg("the chat asked for a new conversation")
+	r.RefreshWarm(ctx) // its agent started ahead holds the old one
 	if r.Queue.Running(g.Folder) {
 		// The agent going now holds the old conversation: ask it to finish,
 		// so the next message gets the fresh one without waiting for idle.

@@ -5,6 +5,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -162,5 +163,75 @@ func TestRunDoesNotFollowInputOrLogsLinks(t *testing.T) {
 	rep.Reported(t, spec.LogDir)
 	if n := len(rep.Got()); n != 3 {
 		t.Errorf("%d links reported, want 3 (input twice, logs once): %+v", n, rep.Got())
+	}
+}
+
+// Attack: an agent that never answers and ignores SIGTERM. The idle path
+// asks it to finish and would wait CloseGrace (here an hour); the hard
+// limit of its turn still ends it, SIGKILL after KillGrace.
+func TestRunHardTimeoutHoldsDuringIdleGrace(t *testing.T) {
+	spec := newSpec(t, "hang")
+	spec.Timeout = 300 * time.Millisecond
+	spec.IdleTimeout = 100 * time.Millisecond
+	spec.CloseGrace = time.Hour
+	spec.KillGrace = 100 * time.Millisecond
+	// A generous bound: a run still going then was not ended by its limits.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := Run(ctx, spec, &recorder{})
+	if !errors.Is(err, ErrTimeout) || !out.TimedOut || !out.Closed {
+		t.Fatalf("err %v, outcome %+v", err, out)
+	}
+	gone(t, out.PID)
+	log := readLog(t, out)
+	if !strings.Contains(log, "hard timeout 300ms: SIGTERM") || !strings.Contains(log, "SIGKILL to process group") {
+		t.Fatalf("log:\n%s", log)
+	}
+}
+
+// An agent started ahead is under neither turn limit until it is given
+// its prompt: quiet for several idle timeouts, it is still there to take
+// it; from the prompt on, the hard limit holds.
+func TestRunStandbyLimitsStartAtItsPrompt(t *testing.T) {
+	for _, tc := range []struct {
+		command string
+		check   func(Outcome, error, []string) bool
+	}{
+		{"echo warm", func(out Outcome, err error, texts []string) bool {
+			return err == nil && slices.Equal(texts, []string{"echo: warm"})
+		}},
+		{"hang", func(out Outcome, err error, texts []string) bool {
+			return errors.Is(err, ErrTimeout) && out.Results == 0
+		}},
+	} {
+		t.Run(tc.command, func(t *testing.T) {
+			spec := newSpec(t, "")
+			spec.Input.Prompt, spec.Input.Standby = "", true
+			spec.Timeout = 300 * time.Millisecond
+			spec.IdleTimeout = 100 * time.Millisecond
+			spec.KillGrace = 100 * time.Millisecond
+			prompted := make(chan struct{})
+			spec.Prompted = prompted
+			h := &recorder{}
+			started := make(chan struct{})
+			h.onStart = func() { close(started) }
+			go func() {
+				<-started
+				time.Sleep(5 * spec.IdleTimeout) // the quiet hours, not a synchronisation
+				if _, err := FollowUp(context.Background(), spec.IPCDir, prompt(tc.command), nil); err != nil {
+					t.Error(err)
+				}
+				close(prompted)
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			out, err := Run(ctx, spec, h)
+			if !tc.check(out, err, h.texts()) {
+				t.Fatalf("err %v, results %q, outcome %+v\n%s", err, h.texts(), out, readLog(t, out))
+			}
+			if log := readLog(t, out); !strings.Contains(log, "given its first prompt") {
+				t.Fatalf("log:\n%s", log)
+			}
+		})
 	}
 }

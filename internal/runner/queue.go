@@ -77,6 +77,7 @@ type Queue struct {
 
 type groupState struct {
 	folder   string
+	reserved bool     // may use the slot kept for the reserved group
 	messages bool     // a message run is due
 	tasks    []string // due task ids, in order
 	active   *activeRun
@@ -133,12 +134,14 @@ func (q *Queue) Running(folder string) bool {
 // going, the run's Job.More fires; either way a run follows.
 // After Shutdown it does nothing (the messages stay unanswered in SQLite).
 func (q *Queue) EnqueueMessages(folder string) {
+	reserved := q.isReserved(folder)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
 		return
 	}
 	g := q.group(folder)
+	g.reserved = reserved
 	g.messages = true
 	if a := g.active; a != nil && a.more != nil {
 		select {
@@ -154,12 +157,14 @@ func (q *Queue) EnqueueMessages(folder string) {
 // waiting or running is not queued twice. A running agent of the group is
 // asked to finish so the task can start.
 func (q *Queue) EnqueueTask(folder, taskID string) {
+	reserved := q.isReserved(folder)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
 		return
 	}
 	g := q.group(folder)
+	g.reserved = reserved
 	if slices.Contains(g.tasks, taskID) || (g.active != nil && g.active.job.TaskID == taskID) {
 		return
 	}
@@ -206,6 +211,13 @@ func (q *Queue) Shutdown(ctx context.Context) error {
 	q.cancel()
 	<-done
 	return fmt.Errorf("queue shutdown: agents still running at the deadline were killed: %w", ctx.Err())
+}
+
+// isReserved asks whether folder is the reserved group. It is called
+// without q.mu: the answer may come from SQLite, which can take up to its
+// busy timeout, and nothing else may wait for the queue that long.
+func (q *Queue) isReserved(folder string) bool {
+	return q.reserved != nil && q.reserved(folder)
 }
 
 func (q *Queue) group(folder string) *groupState {
@@ -256,7 +268,7 @@ func (q *Queue) pump() {
 // mayStart tells whether g may take a free slot: a group that is not
 // reserved may not take the last one while the reserved group has none.
 func (q *Queue) mayStart(g *groupState) bool {
-	if q.reserved == nil || q.max == 1 || q.reserved(g.folder) {
+	if q.reserved == nil || q.max == 1 || g.reserved {
 		return true
 	}
 	return q.running-q.nReserved < q.max-1
@@ -276,7 +288,7 @@ func (q *Queue) start(g *groupState) {
 	}
 	g.active = a
 	q.running++
-	if a.reserved = q.reserved != nil && q.reserved(g.folder); a.reserved {
+	if a.reserved = g.reserved; a.reserved {
 		q.nReserved++
 	}
 	q.wg.Add(1)

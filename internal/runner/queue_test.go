@@ -112,9 +112,13 @@ func TestQueueOnePerGroupAndFollowUps(t *testing.T) {
 	close(release)
 	recv(t, ended, "the first run to end")
 	recv(t, ended, "the run for messages that came during the first")
-	q.mu.Lock()
-	idle := q.running == 0 && len(q.waiting) == 0
-	q.mu.Unlock()
+	// The run signals its end just before the queue counts it ended.
+	idle := false
+	for deadline := time.Now().Add(wait); !idle && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		q.mu.Lock()
+		idle = q.running == 0 && len(q.waiting) == 0
+		q.mu.Unlock()
+	}
 	if !idle || runs.Load() != 2 || peak.Load() != 1 {
 		t.Fatalf("runs %d, peak %d, idle %v", runs.Load(), peak.Load(), idle)
 	}
@@ -481,4 +485,40 @@ func (q *testQueue) GiveUp(j Job, err error) {
 	if q.OnGiveUp != nil {
 		q.OnGiveUp(j, err)
 	}
+}
+
+// The reserved-slot check may be slow (it reads SQLite, up to its busy
+// timeout): it runs outside the queue's lock, so other groups' enqueues,
+// Running and Snapshot (status) do not wait behind it.
+func TestQueueReservedCheckOutsideTheLock(t *testing.T) {
+	g := newGate()
+	defer close(g.release)
+	q := newTestQueue(2, g.run)
+	entered, unblock := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	q.reserved = func(folder string) bool {
+		if folder == "slow" {
+			once.Do(func() { close(entered) })
+			<-unblock
+		}
+		return folder == "main"
+	}
+	go q.EnqueueMessages("slow")
+	recv(t, entered, "the reserved check")
+	done := make(chan struct{})
+	go func() {
+		q.Running("other")
+		q.Snapshot()
+		q.EnqueueMessages("main")
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(wait):
+		close(unblock)
+		t.Fatal("the queue's lock was held while the reserved check ran")
+	}
+	close(unblock)
+	recv(t, g.starts, "a run")
+	recv(t, g.starts, "a second run")
 }

@@ -51,9 +51,17 @@ type recorder struct {
 	results    []Result
 	violations []security.Violation
 	react      func(Result)
+	onStart    func()
 }
 
-func (r *recorder) OnStart(pid int) { r.mu.Lock(); r.pid = pid; r.mu.Unlock() }
+func (r *recorder) OnStart(pid int) {
+	r.mu.Lock()
+	r.pid = pid
+	r.mu.Unlock()
+	if r.onStart != nil {
+		r.onStart()
+	}
+}
 func (r *recorder) OnViolation(v security.Violation) {
 	r.mu.Lock()
 	r.violations = append(r.violations, v)

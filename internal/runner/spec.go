@@ -27,9 +27,15 @@ type Spec struct {
 	Timeout     time.Duration // hard limit of one turn (from the start, then from each result frame); 0 = none
 	IdleTimeout time.Duration // no output for this long → _close; 0 = none
 	KillGrace   time.Duration // SIGTERM → SIGKILL; 0 = DefaultKillGrace
-	CloseGrace  time.Duration // after the idle _close, time to exit before SIGTERM; 0 = DefaultCloseGrace
+	CloseGrace  time.Duration // after the idle _close, time to exit before SIGTERM (the hard limit still holds); 0 = DefaultCloseGrace
 	MaxLine     int           // longest frame or log line kept; 0 = DefaultMaxLine
 	MaxLogBytes int64         // log file cap; 0 = DefaultMaxLogBytes
+
+	// Prompted, for an agent started ahead of its first prompt
+	// (Input.Standby), is closed when that prompt is handed to it: Timeout
+	// and IdleTimeout start then. Until then neither applies; the caller
+	// bounds how long it waits (agent.warmFor).
+	Prompted <-chan struct{}
 
 	// Closing, when closed, makes the runner write <ipc>/input/_close so the
 	// agent finishes what it is doing and exits (Queue's Job.Closing fits here).

@@ -29,15 +29,15 @@ const daemonDeadline = 3 * time.Minute
 // newDaemonInstall is a nanoclawd installation around a world: config next
 // to its groups/ and data/ dirs, HOME = the world's operator home, the real
 // agent runner as the agent, and the daemon stopped with SIGINT so it stops
-// its agents' process groups.
-func newDaemonInstall(t *testing.T, w *world, mockURL string) *e2e.Install {
+// its agents' process groups. agent holds more agent.* keys, if any.
+func newDaemonInstall(t *testing.T, w *world, mockURL string, agent ...string) *e2e.Install {
 	t.Helper()
 	return e2e.New(t, e2e.Options{
 		Dir:  w.root,
 		Home: w.home,
 		Agent: `"command": ["node", ` + e2e.Quote(w.runner) + `],
 			"env": ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"],
-			"timeout": "3m", "idleTimeout": "3s"`,
+			"timeout": "3m", "idleTimeout": "3s"` + strings.Join(append([]string{""}, agent...), ", "),
 		Env: []string{
 			"ANTHROPIC_API_KEY=sk-ant-fake-" + randHex(t, 8),
 			"ANTHROPIC_BASE_URL=" + mockURL,

@@ -111,6 +111,11 @@ func agentText(now time.Time, g Group) string {
 		if g.RunningTask != "" {
 			s += " (task " + g.RunningTask + ")"
 		}
+	case "standby":
+		s = "standby"
+		if g.StandbySince != nil {
+			s += " for " + ago(now, *g.StandbySince)
+		}
 	case "retrying":
 		s = fmt.Sprintf("retrying after %d failed run(s)", g.Failures)
 	default:

@@ -71,6 +71,7 @@ type Group struct {
 	Agent        string     `json:"agent"`
 	RunningSince *time.Time `json:"runningSince,omitempty"`
 	RunningTask  string     `json:"runningTask,omitempty"`
+	StandbySince *time.Time `json:"standbySince,omitempty"` // when its standby was started
 	QueuedTasks  int        `json:"queuedTasks"`
 	Failures     int        `json:"failures"` // failed message runs in a row
 	LastRun      *Run       `json:"lastRun,omitempty"`

@@ -78,6 +78,12 @@ func table(w io.Writer, f figures) (missing []string) {
 		}
 		return num(v)
 	}
+	count := func(key string) string {
+		if _, ok := f[key]; !ok {
+			return get(key)
+		}
+		return strconv.Itoa(int(f[key]))
+	}
 	pct := func(bench string) string {
 		return fmt.Sprintf("p50 %s ms  p99 %s ms", get(bench+"/p50-ms"), get(bench+"/p99-ms"))
 	}
@@ -99,6 +105,11 @@ func table(w io.Writer, f figures) (missing []string) {
 	fmt.Fprintf(tw, "real SDK: message → API request, cold\t%s\tthe same start-up, after its poll\n", pct("BenchmarkSDKColdMessageToAPI"))
 	fmt.Fprintf(tw, "real SDK: message → API request, agent started ahead\t%s\t-\n", pct("BenchmarkSDKWarmMessageToAPI"))
 	fmt.Fprintf(tw, "  memory of one agent started ahead\t%s MiB\t-\n", get("BenchmarkSDKWarmMessageToAPI/standby-rss-MiB"))
+	fmt.Fprintf(tw, "real SDK: first message after a quiet period longer than idleTimeout, agent started ahead\tp50 %s ms  max %s ms\t-\n",
+		get("BenchmarkSDKAfterQuietPeriod/warm-p50-ms"), get("BenchmarkSDKAfterQuietPeriod/warm-max-ms"))
+	fmt.Fprintf(tw, "  the same run, a group without one (cold)\tp50 %s ms (warm/cold %s; standby up in %s of 4 samples)\t-\n",
+		get("BenchmarkSDKAfterQuietPeriod/cold-p50-ms"), get("BenchmarkSDKAfterQuietPeriod/warm/cold"), count("BenchmarkSDKAfterQuietPeriod/standby-ready"))
+	fmt.Fprintf(tw, "  memory of the waiting agent\t%s MiB\t-\n", get("BenchmarkSDKAfterQuietPeriod/standby-rss-MiB"))
 	fmt.Fprintf(tw, "real SDK: follow-up → API request\t%s\t+ its 0.5 s input poll\n", pct("BenchmarkSDKFollowUpToAPI"))
 	fmt.Fprintf(tw, "real SDK: API answer → reply sent\tp50 %s ms  p99 %s ms\t-\n",
 		get("BenchmarkSDKColdMessageToAPI/answer-to-sent-p50-ms"), get("BenchmarkSDKColdMessageToAPI/answer-to-sent-p99-ms"))

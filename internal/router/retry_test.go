@@ -1,0 +1,78 @@
+package router
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/mock"
+	"github.com/nanoclawd/nanoclawd/internal/runner"
+)
+
+func TestMain(m *testing.M) { e2e.Main(m) }
+
+// The session-retry path: the first agent finds its saved session gone
+// and a second one starts fresh for the same messages. A message that
+// came while the first agent ran was handed to it as a follow-up; the
+// runner empties input/ before the second start. The follow-up must not
+// be lost with it: it is answered by the second agent, or stays
+// unanswered — never counted answered by a reply that did not see it.
+// (Run with -race: follow reads the run's start signal while the retry
+// replaces it.)
+func TestSessionRetryKeepsAFollowUp(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.Agent.Command = []string{e2e.Testagent(t)}
+	e.cfg.Agent.Timeout = config.Duration(time.Minute)
+	e.cfg.Agent.IdleTimeout = config.Duration(300 * time.Millisecond)
+	e.r.Tokens = &mock.Tokens{
+		IssueFn:  func(context.Context, string) (string, error) { return "token", nil },
+		FinishFn: func(context.Context, string) error { return nil },
+	}
+	e.r.Ledger = runner.NewLedger(e.db)
+	ctx := context.Background()
+	if _, err := e.msgs.SaveSession(ctx, "main", "gone-1", time.Now().Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	e.post(mainJID, alice, "1", "converse")
+	more := make(chan struct{}, 1)
+	input := layout.IPCDir(string(e.cfg.Layout().IPC("main"))).Input()
+	exits := 0
+	testHookAgentExited = func(a *agentRun) {
+		if exits++; exits > 1 {
+			return
+		}
+		// The first agent is gone; the follow-up was written while it ran.
+		e.post(mainJID, alice, "2", "converse later")
+		more <- struct{}{}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			ents, _ := os.ReadDir(input)
+			if len(ents) > 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Error("no follow-up was written")
+				return
+			}
+		}
+	}
+	t.Cleanup(func() { testHookAgentExited = nil })
+
+	if err := e.r.Run(ctx, runner.Job{Folder: "main", More: more, Closing: make(chan struct{})}); err != nil {
+		t.Fatal(err)
+	}
+	if exits != 2 {
+		t.Fatalf("%d agents ran, want the first and its retry", exits)
+	}
+	replies := strings.Join(e.queued(mainJID), "\n")
+	for _, text := range []string{"converse", "converse later"} {
+		if !strings.Contains(replies, ">"+text+"<") && !slices.Contains(e.unanswered(mainJID), text) {
+			t.Errorf("%q was counted answered by replies that never saw it:\n%s", text, replies)
+		}
+	}
+}
