@@ -48,7 +48,7 @@ func TestFailureAndMissing(t *testing.T) {
 	if len(failed) != 2 {
 		t.Errorf("failed %q", failed)
 	}
-	if missing := table(&bytes.Buffer{}, f); len(missing) != 32 {
+	if missing := table(&bytes.Buffer{}, f); len(missing) != 34 {
 		t.Errorf("missing %v", missing)
 	}
 }
