@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
+	"github.com/nanoclawd/nanoclawd/internal/backup"
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/channel/local"
 	"github.com/nanoclawd/nanoclawd/internal/channel/whatsapp"
@@ -62,6 +63,7 @@ type Daemon struct {
 	router      *router.Router
 	watcher     *ipc.Watcher
 	snapshots   *ipc.Snapshots
+	backups     *backup.Schedule // nil without backup.every
 	lock        *os.File
 
 	mu             sync.Mutex
@@ -135,6 +137,10 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	}); err != nil {
 		return nil, err
 	}
+	if cfg.Backup.Every > 0 {
+		d.backups = &backup.Schedule{Source: backup.NewSource(cfg.Layout(), cfg.File), Dir: cfg.Backup.Dir,
+			Every: cfg.Backup.Every.D(), Keep: cfg.Backup.Keep, Tell: mainNotice{d}, Log: log.With().Str("part", "backup").Logger()}
+	}
 	ok = true
 	return d, nil
 }
@@ -183,6 +189,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	goRun("ipc", d.watcher.Run)
 	goRun("groups", d.watchRegistry)
 	goRun("config", d.watchConfig)
+	if d.backups != nil {
+		goRun("backup", d.backups.Run)
+	}
 	// The control socket is there whatever channels run, before "running"
 	// is logged, so `nanoclawd status` works as soon as the daemon is up.
 	if ln, err := status.Listen(status.SocketPath(cfg.DataDir)); err != nil {
