@@ -56,6 +56,7 @@ type Daemon struct {
 	channels    channel.Set
 	outbox      *outbox.Outbox
 	reporter    *alerts.Reporter
+	fallback    *alerts.Fallback
 	tokens      *ipc.Tokens
 	sched       *scheduler.Scheduler
 	queue       *runner.Queue
@@ -109,6 +110,8 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	}
 	d.reporter = alerts.NewReporter(d.db, cfg.GroupsDir, d.outbox, d.reg, cfg.Alerts.Cooldown.D(), nil, log.With().Str("part", "alerts").Logger())
 	d.reporter.MaxPerGroup = cfg.Alerts.MaxPerGroup
+	d.fallback = &alerts.Fallback{DB: d.db, Command: cfg.Alerts.Fallback, Cooldown: cfg.Alerts.Cooldown.D(), Link: mainLink{d},
+		Main: d.reg, Out: d.outbox, Log: log.With().Str("part", "alerts").Logger()}
 	if d.tokens, err = ipc.OpenTokens(ctx, d.db); err != nil {
 		return nil, err
 	}
@@ -185,6 +188,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	go func() { defer outWG.Done(); d.outbox.Run(bg) }()
 	goRun("checkpoints", d.checkpoints.Run)
 	goRun("alerts", d.reporter.Run)
+	if len(cfg.Alerts.Fallback) > 0 {
+		goRun("fallback", d.fallback.Run)
+	}
 	goRun("scheduler", d.sched.Run)
 	goRun("ipc", d.watcher.Run)
 	goRun("groups", d.watchRegistry)
@@ -205,6 +211,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 			switch {
 			case errors.Is(err, whatsapp.ErrLoggedOut), errors.Is(err, whatsapp.ErrStreamReplaced):
 				d.log.Error().Err(err).Msg("stopping the daemon")
+				if errors.Is(err, whatsapp.ErrLoggedOut) {
+					// Before stopping: the owner hears of it through
+					// alerts.fallback now, and in the main chat once paired again.
+					if ferr := d.fallback.Outage(ctx, loggedOutText(time.Now())); ferr != nil {
+						d.log.Error().Err(ferr).Msg("tell the owner about the logout")
+					}
+				}
 				cancel(fmt.Errorf("%w: %w", ErrStopForGood, err))
 				return nil
 			case errors.Is(err, whatsapp.ErrNotPaired):

@@ -1,0 +1,8 @@
+-- Alerts handed to alerts.fallback, the command run when WhatsApp cannot
+-- carry alerts to the main chat (logged out, or down longer than
+-- alerts.cooldown), so each goes to it once, also across restarts. The
+-- outbox row itself stays queued and reaches the main chat once it is back.
+CREATE TABLE alert_fallbacks (
+    outbox_id INTEGER PRIMARY KEY,
+    sent_at   INTEGER NOT NULL
+);
