@@ -31,6 +31,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/status"
 	"github.com/nanoclawd/nanoclawd/internal/store"
+	"github.com/nanoclawd/nanoclawd/internal/summary"
 )
 
 // ErrStopForGood wraps a reason the daemon must stop and not be restarted
@@ -65,6 +66,7 @@ type Daemon struct {
 	watcher     *ipc.Watcher
 	snapshots   *ipc.Snapshots
 	backups     *backup.Schedule // nil without backup.every
+	daily       *summary.Daily   // nil without alerts.daily
 	lock        *os.File
 
 	mu             sync.Mutex
@@ -144,6 +146,16 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		d.backups = &backup.Schedule{Source: backup.NewSource(cfg.Layout(), cfg.File), Dir: cfg.Backup.Dir,
 			Every: cfg.Backup.Every.D(), Keep: cfg.Backup.Keep, Tell: mainNotice{d}, Log: log.With().Str("part", "backup").Logger()}
 	}
+	if h, m, ok := cfg.Alerts.DailyAt(); ok {
+		d.daily = &summary.Daily{Hour: h, Minute: m, Loc: cfg.Location(), DB: d.db, Layout: cfg.Layout(), Tell: mainNotice{d},
+			Log: log.With().Str("part", "summary").Logger()}
+		for _, ch := range d.channels {
+			if c, ok := ch.(summary.Connection); ok {
+				d.daily.WhatsApp = c
+			}
+		}
+		// Spend stays nil until usage is counted at the relay (see summary.Spender).
+	}
 	ok = true
 	return d, nil
 }
@@ -197,6 +209,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	goRun("config", d.watchConfig)
 	if d.backups != nil {
 		goRun("backup", d.backups.Run)
+	}
+	if d.daily != nil {
+		goRun("summary", d.daily.Run)
 	}
 	// The control socket is there whatever channels run, before "running"
 	// is logged, so `nanoclawd status` works as soon as the daemon is up.

@@ -121,6 +121,17 @@ func (c *Channel) Outage() (since time.Time, loggedOut bool) {
 	return c.status.Since, false
 }
 
+// Connection says whether the channel is connected, and since when it has
+// been connected, or down (zero before Run starts).
+func (c *Channel) Connection() (connected bool, since time.Time) {
+	c.statusMu.Lock()
+	defer c.statusMu.Unlock()
+	if c.status.State == stateNotStarted {
+		return false, time.Time{}
+	}
+	return c.status.State == stateConnected, c.status.Since
+}
+
 // NextRetry is when the reconnect loop tries next after a failure (zero
 // before the first one); `nanoclawd status` shows it while disconnected.
 func (c *Channel) NextRetry() time.Time {

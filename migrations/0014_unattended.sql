@@ -6,3 +6,13 @@ CREATE TABLE alert_fallbacks (
     outbox_id INTEGER PRIMARY KEY,
     sent_at   INTEGER NOT NULL
 );
+
+-- Agent runs per group and hour (unix hours), counted when each run ends,
+-- for the daily summary (alerts.daily): runs and failures of the last day.
+CREATE TABLE run_hours (
+    folder   TEXT NOT NULL,
+    hour     INTEGER NOT NULL,
+    runs     INTEGER NOT NULL DEFAULT 0,
+    failures INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (folder, hour)
+);
