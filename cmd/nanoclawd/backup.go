@@ -21,7 +21,7 @@ func (backupCommand) Usage() string { return "backup [--to DIR] [--verify]" }
 
 func (c backupCommand) Run(ctx context.Context, g *globals, args []string) error {
 	fs := g.flags()
-	to := fs.String("to", "", "the directory the archive goes to (default: backup.dir, else the current directory)")
+	to := fs.String("to", "", "the directory `DIR` the archive goes to (default: backup.dir, else the current directory)")
 	verify := fs.Bool("verify", false, "read the archive back: every checksum, and an integrity check of each database copy")
 	if _, err := g.parse(c, fs, args, 0); err != nil {
 		return err
