@@ -99,7 +99,11 @@ func (c restoreCommand) Run(ctx context.Context, g *globals, args []string) erro
 			archive, m.Created.Local().Format("2006-01-02 15:04"), m.Source.DataDir, cfg.DataDir, cfg.GroupsDir)
 	}
 	var beside []string
+	written := 0
 	for _, a := range plan {
+		if a.Target != "" {
+			written++
+		}
 		switch {
 		case a.Kept != "" && a.Target == "":
 			if *dry {
@@ -120,7 +124,7 @@ func (c restoreCommand) Run(ctx context.Context, g *globals, args []string) erro
 	if err := backup.Apply(ctx, archive, dst, plan); err != nil {
 		return err
 	}
-	fmt.Fprintf(g.stdout, "restored %d files from %s into %s and %s\n", len(plan), archive, cfg.DataDir, cfg.GroupsDir)
+	fmt.Fprintf(g.stdout, "restored %d files from %s into %s and %s\n", written, archive, cfg.DataDir, cfg.GroupsDir)
 	for _, b := range beside {
 		fmt.Fprintln(g.stdout, b+": compare them and keep what you want")
 	}

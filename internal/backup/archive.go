@@ -90,7 +90,16 @@ func (w *writer) addTree(ctx context.Context, prefix, dir string) error {
 	defer root.Close()
 	return fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return fmt.Errorf("backup: read %s: %w", filepath.Join(dir, rel), err)
+			if rel == "." {
+				return fmt.Errorf("backup: read %s: %w", dir, err)
+			}
+			// A directory a confined run made under another uid: noted,
+			// and the rest of the tree still archived.
+			w.skip(prefix+rel, "unreadable: "+err.Error())
+			if d != nil && d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
