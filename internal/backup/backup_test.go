@@ -260,3 +260,35 @@ func TestPruneKeepsNewest(t *testing.T) {
 		t.Error("a file not named like an archive was deleted")
 	}
 }
+
+// A link already in the target tree (an agent planted it in its folder
+// before the restore) is replaced by the restored file, never written
+// through.
+func TestRestoreReplacesLinksInTarget(t *testing.T) {
+	src := install(t)
+	res, err := Create(context.Background(), src, t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := NewSource(layout.New(filepath.Join(t.TempDir(), "d"), filepath.Join(t.TempDir(), "g")), filepath.Join(t.TempDir(), "c.jsonc"))
+	outside := filepath.Join(t.TempDir(), "victim")
+	write(t, outside, "untouched")
+	write(t, dst.Layout.GroupMemory("family")+".x", "")
+	if err := os.Symlink(outside, dst.Layout.GroupMemory("family")); err != nil {
+		t.Fatal(err)
+	}
+	plan, _, err := Plan(context.Background(), res.Archive, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(context.Background(), res.Archive, dst, plan); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(outside); string(b) != "untouched" {
+		t.Errorf("restore wrote through a link: %q", b)
+	}
+	fi, err := os.Lstat(dst.Layout.GroupMemory("family"))
+	if err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("CLAUDE.md is %v (%v), want the restored regular file", fi.Mode(), err)
+	}
+}

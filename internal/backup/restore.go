@@ -2,7 +2,6 @@ package backup
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -13,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
@@ -155,34 +155,14 @@ func openRoot(roots map[string]*os.Root, base string) (*os.Root, error) {
 	return r, nil
 }
 
-// writeIn writes r to rel inside root: a new file beside it, synced, then
-// renamed over it.
+// writeIn writes r to rel inside root, creating its directories; the
+// file is written beside rel, synced and renamed over it (atomicfile).
 func writeIn(root *os.Root, rel string, r io.Reader, mode fs.FileMode) error {
 	if dir := filepath.Dir(rel); dir != "." {
 		if err := root.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
 	}
-	tmp := filepath.Join(filepath.Dir(rel), "."+rand.Text()[:10]+".restore.tmp")
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(f, r)
-	if err == nil {
-		err = f.Chmod(mode | 0o600) // the owner keeps reading and writing what it restored
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = root.Rename(tmp, rel)
-	}
-	if err != nil {
-		root.Remove(tmp)
-	}
-	return err
+	// The owner keeps reading and writing what it restored.
+	return atomicfile.CopyIn(root, rel, r, mode|0o600)
 }
