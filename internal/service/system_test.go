@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,6 +21,15 @@ func TestSystemPlistGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "system.plist", p)
+	if python, err := exec.LookPath("python3"); err == nil {
+		// An independent reader sees the label and the account.
+		cmd := exec.Command(python, "-c", `import plistlib, sys; d = plistlib.loads(sys.stdin.buffer.read()); print(d["Label"], d["UserName"], d["ProgramArguments"][1])`)
+		cmd.Stdin = bytes.NewReader(p)
+		out, err := cmd.Output()
+		if err != nil || string(out) != "com.nanoclawd.daemon owner run\n" {
+			t.Errorf("plistlib read %q (%v)", out, err)
+		}
+	}
 	s.User = "bad name"
 	if _, err := Plist(s); err == nil {
 		t.Error("a user name with a space was accepted")
