@@ -39,29 +39,11 @@ type Fallback struct {
 	Out      *outbox.Outbox
 	Now      func() time.Time // time.Now when nil
 	Log      zerolog.Logger
-
-	wake chan struct{}
 }
 
 // fallbackTimeout bounds one run of the command: a hung notifier must not
 // hold up the next alerts.
 const fallbackTimeout = time.Minute
-
-// Poke asks Run to look for alerts at once (an alert was queued, or the
-// channel went down).
-func (f *Fallback) Poke() {
-	select {
-	case f.wakeChan() <- struct{}{}:
-	default:
-	}
-}
-
-func (f *Fallback) wakeChan() chan struct{} {
-	if f.wake == nil {
-		f.wake = make(chan struct{}, 1)
-	}
-	return f.wake
-}
 
 func (f *Fallback) now() time.Time {
 	if f.Now != nil {
@@ -71,10 +53,9 @@ func (f *Fallback) now() time.Time {
 }
 
 // Run hands waiting alerts to the command whenever the main chat is out of
-// reach, until ctx ends. It looks when poked, and every few seconds while
-// an outage lasts.
+// reach, until ctx ends. It looks every few seconds (a quarter of the
+// cooldown, between 1 and 15 s): an alert waits in the outbox meanwhile.
 func (f *Fallback) Run(ctx context.Context) error {
-	wake := f.wakeChan()
 	tick := time.NewTicker(min(max(f.Cooldown/4, time.Second), 15*time.Second))
 	defer tick.Stop()
 	for {
@@ -84,7 +65,6 @@ func (f *Fallback) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-wake:
 		case <-tick.C:
 		}
 	}
