@@ -38,6 +38,12 @@ func install(t *testing.T) Source {
 	return src
 }
 
+// fresh is an empty install to restore into, its directories apart from
+// each other.
+func fresh(t *testing.T) Source {
+	return NewSource(layout.New(filepath.Join(t.TempDir(), "d"), filepath.Join(t.TempDir(), "g")), filepath.Join(t.TempDir(), "nanoclaw.config.jsonc"))
+}
+
 func write(t *testing.T, p, body string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
@@ -136,7 +142,7 @@ func TestBackupWhileWritingThenRestore(t *testing.T) {
 		t.Errorf("the planted link was not left out: %+v", m.Skipped)
 	}
 
-	dst := NewSource(layout.New(filepath.Join(t.TempDir(), "d"), filepath.Join(t.TempDir(), "g")), filepath.Join(t.TempDir(), "nanoclaw.config.jsonc"))
+	dst := fresh(t)
 	plan, _, err := Plan(context.Background(), res.Archive, dst)
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +178,7 @@ func TestRestoreKeepsConfigAndEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst := NewSource(layout.New(filepath.Join(t.TempDir(), "d"), filepath.Join(t.TempDir(), "g")), filepath.Join(t.TempDir(), "nanoclaw.config.jsonc"))
+	dst := fresh(t)
 	write(t, dst.ConfigFile, `{"assistantName": "Bob"}`)
 	write(t, dst.EnvFile, "ANTHROPIC_API_KEY=sk-secret\n") // the same
 	plan, _, err := Plan(context.Background(), res.Archive, dst)
@@ -232,7 +238,7 @@ func TestCorruptArchivesRefused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "a.tar.gz")
 			write(t, p, string(body))
-			dst := NewSource(layout.New(filepath.Join(t.TempDir(), "d"), filepath.Join(t.TempDir(), "g")), filepath.Join(t.TempDir(), "c.jsonc"))
+			dst := fresh(t)
 			_, _, err := Plan(context.Background(), p, dst)
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("Plan = %v, want ErrCorrupt", err)
@@ -270,7 +276,7 @@ func TestRestoreReplacesLinksInTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst := NewSource(layout.New(filepath.Join(t.TempDir(), "d"), filepath.Join(t.TempDir(), "g")), filepath.Join(t.TempDir(), "c.jsonc"))
+	dst := fresh(t)
 	outside := filepath.Join(t.TempDir(), "victim")
 	write(t, outside, "untouched")
 	write(t, dst.Layout.GroupMemory("family")+".x", "")
