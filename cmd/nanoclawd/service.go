@@ -5,28 +5,59 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"runtime"
+	"strconv"
 
 	"github.com/nanoclawd/nanoclawd/internal/service"
 )
 
-func serviceManager(g *globals) (*service.Manager, error) {
-	home, err := os.UserHomeDir()
+func serviceManager(g *globals, system bool) (*service.Manager, error) {
+	owner, err := serviceOwner(system)
 	if err != nil {
-		return nil, fmt.Errorf("find your home directory: %w (set HOME)", err)
+		return nil, err
 	}
-	return &service.Manager{GOOS: runtime.GOOS, Home: home, UID: os.Getuid(), Out: g.stdout}, nil
+	uid, _ := strconv.Atoi(owner.Uid)
+	return &service.Manager{GOOS: runtime.GOOS, Home: owner.HomeDir, UID: uid, Out: g.stdout, System: system}, nil
+}
+
+// serviceOwner is the account the service runs as: this user, or with
+// --system under sudo the user who ran sudo (a LaunchDaemon is installed
+// as root but runs as its owner, whose home holds the LaunchAgent).
+func serviceOwner(system bool) (*user.User, error) {
+	if name := os.Getenv("SUDO_USER"); system && os.Getuid() == 0 && name != "" && name != "root" {
+		u, err := user.Lookup(name)
+		if err != nil {
+			return nil, fmt.Errorf("find the account %s that ran sudo: %w", name, err)
+		}
+		return u, nil
+	}
+	if !system {
+		// No account lookup: $HOME and the uid are all a LaunchAgent or
+		// user unit needs, also for a uid without a passwd entry.
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return nil, fmt.Errorf("find your home directory: %w (set HOME)", err)
+		}
+		return &user.User{Uid: strconv.Itoa(os.Getuid()), HomeDir: home}, nil
+	}
+	u, err := user.Current()
+	if err != nil {
+		return nil, fmt.Errorf("find your account: %w", err)
+	}
+	return u, nil
 }
 
 // serviceInstall is 'nanoclawd service install'.
 type serviceInstall struct{}
 
-func (serviceInstall) Usage() string { return "service install [--dry-run]" }
+func (serviceInstall) Usage() string { return "service install [--dry-run] [--system]" }
 
 func (c serviceInstall) Run(ctx context.Context, g *globals, args []string) error {
 	fs := g.flags()
 	dry := fs.Bool("dry-run", false, "print the service file and the commands that would load it, and change nothing")
+	system := fs.Bool("system", false, "macOS: a LaunchDaemon that starts at boot, before anyone logs in, as you (run with sudo); replaces the LaunchAgent")
 	if _, err := g.parse(c, fs, args, 0); err != nil {
 		return err
 	}
@@ -34,9 +65,12 @@ func (c serviceInstall) Run(ctx context.Context, g *globals, args []string) erro
 	if err != nil {
 		return err
 	}
-	m, err := serviceManager(g)
+	m, err := serviceManager(g, *system)
 	if err != nil {
 		return err
+	}
+	if *system && !*dry && os.Getuid() != 0 && runtime.GOOS == "darwin" {
+		return fmt.Errorf("service install --system writes /Library/LaunchDaemons and needs root: run 'sudo nanoclawd service install --system' (the daemon itself runs as you)")
 	}
 	bin, err := os.Executable()
 	if err == nil {
@@ -46,19 +80,28 @@ func (c serviceInstall) Run(ctx context.Context, g *globals, args []string) erro
 		return fmt.Errorf("find the nanoclawd binary: %w", err)
 	}
 	spec := service.NewSpec(bin, cfg.File, cfg.DataDir, m.Home)
+	if *system {
+		owner, err := serviceOwner(true)
+		if err != nil {
+			return err
+		}
+		spec.User = owner.Username
+	}
 	return m.Install(ctx, spec, cfg.Agent.Env, *dry)
 }
 
 // serviceUninstall is 'nanoclawd service uninstall'.
 type serviceUninstall struct{}
 
-func (serviceUninstall) Usage() string { return "service uninstall" }
+func (serviceUninstall) Usage() string { return "service uninstall [--system]" }
 
 func (c serviceUninstall) Run(ctx context.Context, g *globals, args []string) error {
-	if _, err := g.parse(c, g.flags(), args, 0); err != nil {
+	fs := g.flags()
+	system := fs.Bool("system", false, "remove the LaunchDaemon (macOS, with sudo) instead of the LaunchAgent")
+	if _, err := g.parse(c, fs, args, 0); err != nil {
 		return err
 	}
-	m, err := serviceManager(g)
+	m, err := serviceManager(g, *system)
 	if err != nil {
 		return err
 	}
@@ -69,13 +112,15 @@ func (c serviceUninstall) Run(ctx context.Context, g *globals, args []string) er
 // service is not installed or not running.
 type serviceStatus struct{}
 
-func (serviceStatus) Usage() string { return "service status" }
+func (serviceStatus) Usage() string { return "service status [--system]" }
 
 func (c serviceStatus) Run(ctx context.Context, g *globals, args []string) error {
-	if _, err := g.parse(c, g.flags(), args, 0); err != nil {
+	fs := g.flags()
+	system := fs.Bool("system", false, "the LaunchDaemon (macOS) instead of the LaunchAgent")
+	if _, err := g.parse(c, fs, args, 0); err != nil {
 		return err
 	}
-	m, err := serviceManager(g)
+	m, err := serviceManager(g, *system)
 	if err != nil {
 		return err
 	}

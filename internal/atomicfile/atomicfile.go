@@ -4,8 +4,10 @@
 package atomicfile
 
 import (
+	"bytes"
 	"crypto/rand"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -35,7 +37,7 @@ func Write(path string, data []byte, mode fs.FileMode) error {
 // write to (an agent's IPC directory), where a symlink planted anywhere on
 // the way must not send the write outside root.
 func WriteIn(root *os.Root, name string, data []byte, mode fs.FileMode) error {
-	return write(root, name, data, mode, true)
+	return write(root, name, bytes.NewReader(data), mode, true)
 }
 
 // Put is Write without the sync: the file is still replaced all at once,
@@ -50,7 +52,7 @@ func Put(path string, data []byte, mode fs.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	defer dir.Close()
-	if err := write(dir, filepath.Base(path), data, mode, false); err != nil {
+	if err := write(dir, filepath.Base(path), bytes.NewReader(data), mode, false); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
@@ -58,10 +60,16 @@ func Put(path string, data []byte, mode fs.FileMode) error {
 
 // PutIn is Put for name inside root, as WriteIn is for Write.
 func PutIn(root *os.Root, name string, data []byte, mode fs.FileMode) error {
-	return write(root, name, data, mode, false)
+	return write(root, name, bytes.NewReader(data), mode, false)
 }
 
-func write(root *os.Root, name string, data []byte, mode fs.FileMode, sync bool) error {
+// CopyIn is WriteIn for contents read from r, for files too large to
+// hold in memory (a restore).
+func CopyIn(root *os.Root, name string, r io.Reader, mode fs.FileMode) error {
+	return write(root, name, r, mode, true)
+}
+
+func write(root *os.Root, name string, data io.Reader, mode fs.FileMode, sync bool) error {
 	tmp := filepath.Join(filepath.Dir(name), "."+rand.Text()[:10]+"."+filepath.Base(name)+".tmp")
 	// O_EXCL: a name planted in advance (a symlink) fails instead of being
 	// written through; 0600 until the data is complete.
@@ -69,7 +77,7 @@ func write(root *os.Root, name string, data []byte, mode fs.FileMode, sync bool)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(data)
+	_, err = io.Copy(f, data) // one Write for a bytes.Reader
 	if err == nil {
 		err = f.Chmod(mode)
 	}

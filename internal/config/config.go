@@ -33,6 +33,7 @@ type Config struct {
 	// HostSecurity is the global policy for every non-main group.
 	HostSecurity security.Policy `json:"hostSecurity"`
 	Alerts       Alerts          `json:"alerts" reload:"restart"`
+	Backup       Backup          `json:"backup" reload:"restart"`
 
 	// File is the absolute path the config was loaded from (it need not exist).
 	File string `json:"-"`
@@ -111,6 +112,32 @@ type Alerts struct {
 	// MaxPerGroup is how many alerts one group may raise per cooldown;
 	// the rest are folded into one summary.
 	MaxPerGroup int `json:"maxPerGroup" validate:"min=1,max=100"`
+	// Fallback is a command (argv, no shell) run with an alert's text on
+	// stdin when the main chat cannot be reached: WhatsApp logged out, or
+	// down for longer than Cooldown. Unset: alerts only wait.
+	Fallback []string `json:"fallback" validate:"omitempty,dive,required"`
+	// Daily is the local time ("HH:MM") of a short summary to the main
+	// chat; "" sends none.
+	Daily string `json:"daily" validate:"omitempty,hhmm"`
+}
+
+// Backup schedules `nanoclawd backup` inside the daemon.
+type Backup struct {
+	// Dir is where archives go; "" (with Every 0) means no scheduled backups.
+	Dir string `json:"dir"`
+	// Every is the time between two scheduled backups; 0 = none.
+	Every Duration `json:"every" validate:"gte=0"`
+	// Keep is how many of the newest archives in Dir are kept.
+	Keep int `json:"keep" validate:"min=1,max=1000"`
+}
+
+// DailyAt parses alerts.daily: the hour and minute, ok false when unset.
+func (a Alerts) DailyAt() (hour, minute int, ok bool) {
+	t, err := time.Parse("15:04", a.Daily)
+	if err != nil {
+		return 0, 0, false
+	}
+	return t.Hour(), t.Minute(), true
 }
 
 // Duration is a time.Duration written as "30m" in JSON.
@@ -184,6 +211,7 @@ func Default() Config {
 			Network:        &security.Network{AllowedDomains: []string{}, DeniedDomains: []string{}},
 		},
 		Alerts: Alerts{Cooldown: Duration(time.Minute), MaxPerGroup: 3},
+		Backup: Backup{Keep: 7},
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/go-playground/validator/v10"
 
@@ -56,6 +57,12 @@ func Parse(file string, src []byte) (*Config, error) {
 	}
 	for _, e := range ValidatePolicy(&cfg.HostSecurity, "hostSecurity") {
 		report(e.Key, "%s", e.Msg)
+	}
+	if cfg.Backup.Every > 0 && cfg.Backup.Dir == "" {
+		report("backup.every", "backup.every is set but backup.dir is not: name the directory the archives go to, or remove backup.every")
+	}
+	if cfg.Backup.Every > 0 && cfg.Backup.Every.D() < time.Minute {
+		report("backup.every", "backup.every is %s, below the minimum 1m", cfg.Backup.Every.D())
 	}
 	if err := validate.Struct(&cfg); err != nil {
 		var verrs validator.ValidationErrors
@@ -130,6 +137,10 @@ func ValidatePolicy(p *security.Policy, prefix string) []PolicyProblem {
 var validate = func() *validator.Validate {
 	v := validator.New(validator.WithRequiredStructEnabled())
 	v.RegisterTagNameFunc(func(f reflect.StructField) string { return jsonName(f) })
+	v.RegisterValidation("hhmm", func(fl validator.FieldLevel) bool {
+		_, err := time.Parse("15:04", fl.Field().String())
+		return err == nil
+	})
 	return v
 }()
 
@@ -154,6 +165,8 @@ func describe(key string, fe validator.FieldError) string {
 			return fmt.Sprintf("%s is longer than %s characters", key, fe.Param())
 		}
 		return fmt.Sprintf("%s is %v, above the maximum %s", key, fe.Value(), fe.Param())
+	case "hhmm":
+		return fmt.Sprintf("%s: %q is not a time of day; write it as \"HH:MM\" in 24-hour local time, e.g. \"08:30\"", key, fe.Value())
 	case "timezone":
 		return fmt.Sprintf("%s: %q is not an IANA time zone; write one like \"Europe/Berlin\", or \"\" for the system's", key, fe.Value())
 	}
@@ -181,6 +194,9 @@ func (c *Config) resolvePaths() {
 	c.DataDir = abs(c.DataDir)
 	c.GroupsDir = abs(c.GroupsDir)
 	c.Channels.Local.Socket = abs(c.Channels.Local.Socket)
+	if c.Backup.Dir != "" {
+		c.Backup.Dir = abs(c.Backup.Dir)
+	}
 	// A relative program or script path in agent.command means a file next
 	// to the config: the agent runs with its group folder as cwd.
 	for i, a := range c.Agent.Command {

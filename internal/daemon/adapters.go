@@ -4,7 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/alerts"
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/ipc"
@@ -109,3 +112,30 @@ func (c chats) IsRegistered(ctx context.Context, jid string) (bool, error) {
 }
 
 var _ ipc.Chats = chats{}
+
+// mainLink is the state of the channel that carries the main chat, for
+// alerts.fallback: a channel that can say when it lost its connection
+// (WhatsApp) does; any other is taken as always able to send.
+type mainLink struct{ d *Daemon }
+
+func (l mainLink) Outage() (time.Time, bool) {
+	_, jid, ok := l.d.reg.MainChat(context.Background())
+	if !ok {
+		return time.Time{}, false
+	}
+	for _, ch := range l.d.channels {
+		if ch.Owns(jid) {
+			if o, ok := ch.(alerts.Link); ok {
+				return o.Outage()
+			}
+			break
+		}
+	}
+	return time.Time{}, false
+}
+
+// loggedOutText is what the owner is told when WhatsApp logs the daemon out.
+func loggedOutText(at time.Time) string {
+	return fmt.Sprintf("[WHATSAPP LOGGED OUT] WhatsApp unlinked nanoclawd's device at %s, and the daemon stopped. "+
+		"Run `nanoclawd whatsapp login` on its machine to pair again; alerts wait until then.", at.Local().Format("2006-01-02 15:04"))
+}

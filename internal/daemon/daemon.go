@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
+	"github.com/nanoclawd/nanoclawd/internal/backup"
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/channel/local"
 	"github.com/nanoclawd/nanoclawd/internal/channel/whatsapp"
@@ -31,6 +32,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/status"
 	"github.com/nanoclawd/nanoclawd/internal/store"
+	"github.com/nanoclawd/nanoclawd/internal/summary"
 )
 
 // ErrStopForGood wraps a reason the daemon must stop and not be restarted
@@ -56,6 +58,7 @@ type Daemon struct {
 	channels    channel.Set
 	outbox      *outbox.Outbox
 	reporter    *alerts.Reporter
+	fallback    *alerts.Fallback
 	tokens      *ipc.Tokens
 	sched       *scheduler.Scheduler
 	queue       *runner.Queue
@@ -63,6 +66,8 @@ type Daemon struct {
 	router      *router.Router
 	watcher     *ipc.Watcher
 	snapshots   *ipc.Snapshots
+	backups     *backup.Schedule // nil without backup.every
+	daily       *summary.Daily   // nil without alerts.daily
 	lock        *os.File
 
 	mu             sync.Mutex
@@ -113,6 +118,8 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	d.reporter = alerts.NewReporter(d.db, cfg.GroupsDir, d.outbox, d.reg, cfg.Alerts.Cooldown.D(), nil, log.With().Str("part", "alerts").Logger())
 	d.reporter.MaxPerGroup = cfg.Alerts.MaxPerGroup
 	d.reg.Reporter = d.reporter
+	d.fallback = &alerts.Fallback{DB: d.db, Command: cfg.Alerts.Fallback, Cooldown: cfg.Alerts.Cooldown.D(), Link: mainLink{d},
+		Main: d.reg, Out: d.outbox, Log: log.With().Str("part", "alerts").Logger()}
 	if d.tokens, err = ipc.OpenTokens(ctx, d.db); err != nil {
 		return nil, err
 	}
@@ -140,6 +147,20 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		Tasks: d.sched, Effects: ipcEffects{d}, Reporter: d.reporter, Log: log.With().Str("part", "ipc").Logger(),
 	}); err != nil {
 		return nil, err
+	}
+	if cfg.Backup.Every > 0 {
+		d.backups = &backup.Schedule{Source: backup.NewSource(cfg.Layout(), cfg.File), Dir: cfg.Backup.Dir,
+			Every: cfg.Backup.Every.D(), Keep: cfg.Backup.Keep, Tell: mainNotice{d}, Log: log.With().Str("part", "backup").Logger()}
+	}
+	if h, m, ok := cfg.Alerts.DailyAt(); ok {
+		d.daily = &summary.Daily{Hour: h, Minute: m, Loc: cfg.Location(), DB: d.db, Layout: cfg.Layout(), Tell: mainNotice{d},
+			Log: log.With().Str("part", "summary").Logger()}
+		for _, ch := range d.channels {
+			if c, ok := ch.(summary.Connection); ok {
+				d.daily.WhatsApp = c
+			}
+		}
+		// Spend stays nil until usage is counted at the relay (see summary.Spender).
 	}
 	ok = true
 	return d, nil
@@ -185,10 +206,19 @@ func (d *Daemon) Run(ctx context.Context) error {
 	go func() { defer outWG.Done(); d.outbox.Run(bg) }()
 	goRun("checkpoints", d.checkpoints.Run)
 	goRun("alerts", d.reporter.Run)
+	if len(cfg.Alerts.Fallback) > 0 {
+		goRun("fallback", d.fallback.Run)
+	}
 	goRun("scheduler", d.sched.Run)
 	goRun("ipc", d.watcher.Run)
 	goRun("groups", d.watchRegistry)
 	goRun("config", d.watchConfig)
+	if d.backups != nil {
+		goRun("backup", d.backups.Run)
+	}
+	if d.daily != nil {
+		goRun("summary", d.daily.Run)
+	}
 	// The control socket is there whatever channels run, before "running"
 	// is logged, so `nanoclawd status` works as soon as the daemon is up.
 	if ln, err := status.Listen(status.SocketPath(cfg.DataDir)); err != nil {
@@ -202,6 +232,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 			switch {
 			case errors.Is(err, whatsapp.ErrLoggedOut), errors.Is(err, whatsapp.ErrStreamReplaced):
 				d.log.Error().Err(err).Msg("stopping the daemon")
+				if errors.Is(err, whatsapp.ErrLoggedOut) {
+					// Before stopping: the owner hears of it through
+					// alerts.fallback now, and in the main chat once paired again.
+					if ferr := d.fallback.Outage(ctx, loggedOutText(time.Now())); ferr != nil {
+						d.log.Error().Err(ferr).Msg("tell the owner about the logout")
+					}
+				}
 				cancel(fmt.Errorf("%w: %w", ErrStopForGood, err))
 				return nil
 			case errors.Is(err, whatsapp.ErrNotPaired):

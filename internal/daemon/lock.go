@@ -39,3 +39,8 @@ func acquireLock(dataDir string) (*os.File, error) {
 	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	return f, nil
 }
+
+// Lock takes the single-instance lock of dataDir for a command that must
+// not run beside a daemon (restore): while it is held no daemon starts,
+// and it fails with ErrLocked when one runs. Closing the file releases it.
+func Lock(dataDir string) (*os.File, error) { return acquireLock(dataDir) }

@@ -63,3 +63,8 @@ func (d *Daemon) tellMain(ctx context.Context, text string) {
 		d.log.Error().Err(err).Msg("tell the main group")
 	}
 }
+
+// mainNotice is tellMain for parts that tell the owner something.
+type mainNotice struct{ d *Daemon }
+
+func (n mainNotice) Notice(ctx context.Context, text string) { n.d.tellMain(ctx, text) }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
+	"github.com/nanoclawd/nanoclawd/internal/backup"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/status"
 )
@@ -118,6 +119,12 @@ func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
 	slices.SortFunc(r.Violations24h, func(a, b status.Violations) int {
 		return strings.Compare(a.Group+"\x00"+a.Kind, b.Group+"\x00"+b.Kind)
 	})
+	if last, ok, err := backup.ReadLast(cfg.Layout()); err != nil {
+		d.log.Warn().Err(err).Msg("status: last backup")
+	} else if ok {
+		r.LastBackup = &last
+	}
+	r.NextBackup = d.backups.Next()
 	if r.Config, err = json.Marshal(cfg); err != nil {
 		return r, err
 	}

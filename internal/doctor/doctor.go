@@ -47,13 +47,17 @@ type Result struct {
 	OK     bool
 	Detail string   // what was found (OK) or what to do (not OK)
 	More   []string // further lines, e.g. one per config problem
+	Warn   bool     // OK for a run, but worth the owner's attention (printed WARN)
 }
 
 // String is "ok   check: detail" or "FIX  check: detail", then More indented.
 func (r Result) String() string {
 	tag := "ok  "
-	if !r.OK {
+	switch {
+	case !r.OK:
 		tag = "FIX "
+	case r.Warn:
+		tag = "WARN"
 	}
 	s := tag + " " + r.Check + ": " + r.Detail
 	for _, m := range r.More {
@@ -100,6 +104,9 @@ func Run(ctx context.Context, configPath string, env Env) []Result {
 	out = append(out, Node(ctx, env, nodeProgram(cfg.Agent.Command)), res, SDK(script), Sandbox(ctx, env, cfg.Agent.RunAs.User()), Confinement(cfg))
 	pid, daemonRes := Daemon(cfg.DataDir)
 	out = append(out, WhatsApp(ctx, cfg, pid), MainGroup(ctx, db, cfg.GroupsDir), Credentials(env, cfg), daemonRes)
+	if env.GOOS == "darwin" {
+		out = append(out, Mac(ctx, RealMac(), cfg)...)
+	}
 	return out
 }
 

@@ -9,6 +9,7 @@
 //	  whatsapp.db(-wal,-shm)     WhatsApp's session (whatsmeow's own store)
 //	  whatsapp.version           the last WhatsApp Web version WhatsApp accepted
 //	  whatsapp.status.json       the running daemon's WhatsApp connection state
+//	  backup.last.json           when the last backup ran, where it went, and how it ended
 //	  nanoclawd.lock             one daemon per data dir (flock, holds the PID)
 //	  control.sock               what `nanoclawd status` asks
 //	  groups.changed             touched by the CLI after it changes the registry
@@ -94,6 +95,10 @@ func (l Layout) WhatsAppVersion() string { return l.data("whatsapp.version") }
 // the CLI.
 func (l Layout) WhatsAppStatus() string { return l.data("whatsapp.status.json") }
 
+// LastBackup records the last backup's time, archive and result, for
+// `nanoclawd status` and the daily summary.
+func (l Layout) LastBackup() string { return l.data("backup.last.json") }
+
 // Lock is the single-instance lock (flock; the holder's PID inside).
 func (l Layout) Lock() string { return l.data("nanoclawd.lock") }
 
@@ -175,7 +180,7 @@ func (l Layout) StateFiles() []string {
 	var out []string
 	out = append(out, SQLiteFiles(l.DB())...)
 	out = append(out, SQLiteFiles(l.WhatsAppDB())...)
-	return append(out, l.WhatsAppVersion(), l.WhatsAppStatus(), l.Lock(), l.ControlSocket(),
+	return append(out, l.WhatsAppVersion(), l.WhatsAppStatus(), l.LastBackup(), l.Lock(), l.ControlSocket(),
 		l.GroupsChanged(), l.Logs(), l.Gateways(), l.IPCRoot(), l.Outgoing())
 }
 

@@ -6,6 +6,7 @@ package mock
 import (
 	"context"
 	"io"
+	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 )
@@ -49,3 +50,10 @@ type MainChat struct {
 }
 
 func (m *MainChat) MainChat(ctx context.Context) (string, string, bool) { return m.MainChatFn(ctx) }
+
+// Link is an alerts.Link.
+type Link struct {
+	OutageFn func() (since time.Time, loggedOut bool)
+}
+
+func (l *Link) Outage() (time.Time, bool) { return l.OutageFn() }

@@ -84,3 +84,21 @@ func AddressTx(ctx context.Context, tx *sql.Tx, chatJID string) (int64, error) {
 	}
 	return res.RowsAffected()
 }
+
+// FoldTx replaces the unsent messages ids (to chatJID) by one new message
+// holding text: they are marked sent, as folded into it, and it is queued
+// in their place. It returns the new row. The caller calls Wake after its
+// commit.
+func FoldTx(ctx context.Context, tx *sql.Tx, ids []int64, chatJID, text, kind string) (int64, error) {
+	id, err := EnqueueTx(ctx, tx, chatJID, text, kind)
+	if err != nil {
+		return 0, err
+	}
+	for _, old := range ids {
+		if _, err := tx.ExecContext(ctx, `UPDATE outbox SET sent_at = ?, last_error = ? WHERE id = ? AND sent_at IS NULL`,
+			time.Now().UnixNano(), fmt.Sprintf("folded into message %d", id), old); err != nil {
+			return 0, fmt.Errorf("outbox: fold message %d: %w", old, err)
+		}
+	}
+	return id, nil
+}

@@ -31,6 +31,7 @@ const (
 	KindReply   = "reply"   // an agent's answer
 	KindIPC     = "ipc"     // a message an agent sent through IPC
 	KindNotice  = "notice"  // a message of the daemon itself to a group
+	KindOutage  = "outage"  // the main chat's channel was lost (a logout); alerts.fallback carries it too
 )
 
 // ErrNoChat is returned by Enqueue for an empty chat JID.

@@ -17,16 +17,56 @@ type LastRun struct {
 	TaskID   string // "" for a message run
 }
 
-// RecordLastRun keeps r as its group's last run.
+// RecordLastRun keeps r as its group's last run, and counts it in its
+// hour (RunCounts).
 func RecordLastRun(ctx context.Context, db *sql.DB, r LastRun) error {
-	_, err := db.ExecContext(ctx, `INSERT INTO last_runs (folder, started_at, finished_at, ok, error, task_id)
-		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (folder) DO UPDATE SET started_at = excluded.started_at,
-		finished_at = excluded.finished_at, ok = excluded.ok, error = excluded.error, task_id = excluded.task_id`,
-		r.Folder, r.Started.UnixMilli(), r.Finished.UnixMilli(), r.OK, r.Error, r.TaskID)
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("record the last run of %s: %w", r.Folder, err)
 	}
+	defer tx.Rollback()
+	if _, err = tx.ExecContext(ctx, `INSERT INTO last_runs (folder, started_at, finished_at, ok, error, task_id)
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (folder) DO UPDATE SET started_at = excluded.started_at,
+		finished_at = excluded.finished_at, ok = excluded.ok, error = excluded.error, task_id = excluded.task_id`,
+		r.Folder, r.Started.UnixMilli(), r.Finished.UnixMilli(), r.OK, r.Error, r.TaskID); err != nil {
+		return fmt.Errorf("record the last run of %s: %w", r.Folder, err)
+	}
+	failed := 0
+	if !r.OK {
+		failed = 1
+	}
+	if _, err = tx.ExecContext(ctx, `INSERT INTO run_hours (folder, hour, runs, failures) VALUES (?, ?, 1, ?)
+		ON CONFLICT (folder, hour) DO UPDATE SET runs = runs + 1, failures = failures + excluded.failures`,
+		r.Folder, r.Finished.Unix()/3600, failed); err != nil {
+		return fmt.Errorf("count the run of %s: %w", r.Folder, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("record the last run of %s: %w", r.Folder, err)
+	}
 	return nil
+}
+
+// RunCount is how many runs of a group ended in a span, and how many of
+// them failed.
+type RunCount struct{ Runs, Failures int }
+
+// RunCounts counts each group's runs that ended since then (to the hour).
+func RunCounts(ctx context.Context, db *sql.DB, since time.Time) (map[string]RunCount, error) {
+	rows, err := db.QueryContext(ctx, `SELECT folder, SUM(runs), SUM(failures) FROM run_hours WHERE hour >= ? GROUP BY folder`, since.Unix()/3600)
+	if err != nil {
+		return nil, fmt.Errorf("count runs: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]RunCount{}
+	for rows.Next() {
+		var folder string
+		var c RunCount
+		if err := rows.Scan(&folder, &c.Runs, &c.Failures); err != nil {
+			return nil, fmt.Errorf("count runs: %w", err)
+		}
+		out[folder] = c
+	}
+	return out, rows.Err()
 }
 
 // LastRuns returns every group's last run, by folder.

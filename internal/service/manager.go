@@ -27,29 +27,68 @@ var (
 // launchctl or systemctl as found on PATH.
 type Manager struct {
 	GOOS string // "darwin" for launchd; anything else means systemd
-	Home string
-	UID  int
+	Home string // the owner's home
+	UID  int    // the owner's uid
 	Out  io.Writer
+	// System manages the LaunchDaemon (macOS only): it starts at boot,
+	// without a login, as the owner (Spec.User). Installing it needs root.
+	System bool
+	// Root is where /Library is (tests point it elsewhere); "" = "/".
+	Root string
 }
+
+// ErrSystemNotMac: --system is a launchd LaunchDaemon.
+var ErrSystemNotMac = errors.New("--system installs a macOS LaunchDaemon; on Linux the user unit starts at boot once you run 'loginctl enable-linger " + userName() + "' as root")
 
 func (m *Manager) launchd() bool { return m.GOOS == "darwin" }
 
 // File is where the service file lives.
 func (m *Manager) File() string {
-	if m.launchd() {
-		return filepath.Join(m.Home, "Library", "LaunchAgents", Label+".plist")
+	switch {
+	case m.launchd() && m.System:
+		return filepath.Join(cmpOr(m.Root, "/"), "Library", "LaunchDaemons", SystemLabel+".plist")
+	case m.launchd():
+		return m.agentFile()
 	}
 	return filepath.Join(m.Home, ".config", "systemd", "user", Unit)
 }
 
-func (m *Manager) domain() string  { return fmt.Sprintf("gui/%d", m.UID) }
-func (m *Manager) service() string { return m.domain() + "/" + Label }
+func (m *Manager) agentFile() string {
+	return filepath.Join(m.Home, "Library", "LaunchAgents", Label+".plist")
+}
+
+func (m *Manager) domain() string {
+	if m.System {
+		return "system"
+	}
+	return fmt.Sprintf("gui/%d", m.UID)
+}
+
+func (m *Manager) service() string {
+	if m.System {
+		return m.domain() + "/" + SystemLabel
+	}
+	return m.domain() + "/" + Label
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
 
 // Install writes the service file for s and starts the service; with
 // dryRun it only prints the file and the commands. secrets are the names
 // in agent.env: they are never written, only named with how to provide
 // them.
 func (m *Manager) Install(ctx context.Context, s Spec, secrets []string, dryRun bool) error {
+	if m.System && !m.launchd() {
+		return ErrSystemNotMac
+	}
+	if m.System && s.User == "" {
+		return errors.New("service install --system: no user to run the daemon as")
+	}
 	gen, tool := SystemdUnit, "systemctl"
 	if m.launchd() {
 		gen, tool = Plist, "launchctl"
@@ -67,6 +106,12 @@ func (m *Manager) Install(ctx context.Context, s Spec, secrets []string, dryRun 
 			cmds = append(cmds, []string{"launchctl", "bootout", m.service()})
 		}
 		cmds = append(cmds, []string{"launchctl", "bootstrap", m.domain(), file})
+		if _, err := os.Stat(m.agentFile()); err == nil && m.System {
+			// Two daemons on one dataDir: the second would fail its lock and
+			// be restarted every few seconds. The LaunchDaemon replaces it.
+			agent := fmt.Sprintf("gui/%d/%s", m.UID, Label)
+			cmds = append([][]string{{"launchctl", "bootout", agent}, {"rm", m.agentFile()}}, cmds...)
+		}
 	} else {
 		cmds = append(cmds, []string{"systemctl", "--user", "daemon-reload"}, []string{"systemctl", "--user", "enable", "--now", Unit})
 		if existed {
@@ -93,16 +138,25 @@ func (m *Manager) Install(ctx context.Context, s Spec, secrets []string, dryRun 
 	if err := atomicfile.Write(file, body, 0o644); err != nil {
 		return err
 	}
-	for i, c := range cmds {
+	for _, c := range cmds {
+		if c[0] == "rm" {
+			if err := os.Remove(c[1]); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("remove the LaunchAgent the LaunchDaemon replaces: %w", err)
+			}
+			fmt.Fprintf(m.Out, "removed the LaunchAgent %s: the LaunchDaemon replaces it\n", c[1])
+			continue
+		}
 		if _, err := m.run(ctx, c...); err != nil {
-			if m.launchd() && i == 0 && existed {
+			if c[1] == "bootout" {
 				continue // bootout of a service that was not loaded
 			}
 			return fmt.Errorf("wrote %s, but %w", file, err)
 		}
 	}
 	fmt.Fprintf(m.Out, "installed %s\n", file)
-	if m.launchd() {
+	if m.System {
+		fmt.Fprintf(m.Out, "launchd runs nanoclawd now and at every boot, as %s, without anyone logging in; it restarts it after a crash, not after a clean exit\nlogs: %s and %s\n", s.User, filepath.Join(s.LogDir, "nanoclawd.log"), filepath.Join(s.LogDir, "stderr.log"))
+	} else if m.launchd() {
 		fmt.Fprintf(m.Out, "launchd runs nanoclawd now and at every login; it restarts it after a crash, not after a clean exit\nlogs: %s and %s\n", filepath.Join(s.LogDir, "nanoclawd.log"), filepath.Join(s.LogDir, "stderr.log"))
 	} else {
 		fmt.Fprintf(m.Out, "systemd runs nanoclawd now and at every login; it restarts it after a crash, not after a clean exit\nlogs: %s and journalctl --user -u %s\nto keep it running while you are logged out: loginctl enable-linger %s\n", filepath.Join(s.LogDir, "nanoclawd.log"), Unit, userName())
@@ -130,6 +184,9 @@ func (m *Manager) secretsNote(s Spec, secrets []string) {
 // Uninstall stops the service and removes its file. Nothing installed is
 // not an error.
 func (m *Manager) Uninstall(ctx context.Context) error {
+	if m.System && !m.launchd() {
+		return ErrSystemNotMac
+	}
 	file := m.File()
 	if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
 		fmt.Fprintf(m.Out, "nothing to uninstall: %s does not exist\n", file)

@@ -16,10 +16,12 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
-// Label is the launchd label, and Unit the systemd unit name.
+// Label is the launchd label of the LaunchAgent, SystemLabel that of the
+// LaunchDaemon (service install --system), and Unit the systemd unit name.
 const (
-	Label = "com.nanoclawd.agent"
-	Unit  = "nanoclawd.service"
+	Label       = "com.nanoclawd.agent"
+	SystemLabel = "com.nanoclawd.daemon"
+	Unit        = "nanoclawd.service"
 )
 
 // EnvFileName is the file next to the config that systemd reads secrets
@@ -39,6 +41,9 @@ type Spec struct {
 	Path    []string // PATH for the daemon (launchd and systemd read no shell profile)
 	Home    string
 	EnvFile string // systemd's optional EnvironmentFile
+	// User, for a LaunchDaemon, is the owner's account it runs as (launchd
+	// starts it at boot, before anyone logs in); "" for a LaunchAgent.
+	User string
 }
 
 // DefaultPath is PATH for the daemon: the directory node is in now (if
@@ -77,6 +82,9 @@ func (s Spec) check() error {
 			return fmt.Errorf("%s path %q contains a line break or NUL; move it to a plain path", name, p)
 		}
 	}
+	if strings.ContainsAny(s.User, " \n\r\x00/:") {
+		return fmt.Errorf("user name %q is not an account name", s.User)
+	}
 	for _, d := range s.Path {
 		if strings.ContainsAny(d, ":\n\r\x00") {
 			return fmt.Errorf("PATH entry %q contains ':' or a line break", d)
@@ -85,9 +93,10 @@ func (s Spec) check() error {
 	return nil
 }
 
-// Plist is the LaunchAgent for s. KeepAlive restarts the daemon only when
-// it exits non-zero: it exits 0 when a restart cannot help (WhatsApp
-// logged out), so launchd does not loop.
+// Plist is the LaunchAgent for s, or with s.User the LaunchDaemon that
+// runs as that user from boot. KeepAlive restarts the daemon only when it
+// exits non-zero: it exits 0 when a restart cannot help (WhatsApp logged
+// out), so launchd does not loop.
 func Plist(s Spec) ([]byte, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -106,7 +115,13 @@ func Plist(s Spec) ([]byte, error) {
 <dict>
 `)
 	key("\t", "Label")
-	fmt.Fprintf(&b, "\t%s\n", str(Label))
+	if s.User != "" {
+		fmt.Fprintf(&b, "\t%s\n", str(SystemLabel))
+		key("\t", "UserName")
+		fmt.Fprintf(&b, "\t%s\n", str(s.User))
+	} else {
+		fmt.Fprintf(&b, "\t%s\n", str(Label))
+	}
 	key("\t", "ProgramArguments")
 	b.WriteString("\t<array>\n")
 	for _, a := range []string{s.Binary, "run", "--config", s.Config} {

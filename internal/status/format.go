@@ -81,6 +81,16 @@ func Format(w io.Writer, r Report) error {
 		p("  %s\t%s\t%d", v.Group, v.Kind, v.Count)
 	}
 
+	switch {
+	case r.LastBackup != nil:
+		p("\nBackups: last backup: %s", r.LastBackup)
+	default:
+		p("\nBackups: none made yet ('nanoclawd backup', or backup.every in the config)")
+	}
+	if r.NextBackup != nil {
+		p("  next scheduled at %s (in %s)", clock(*r.NextBackup), until(now, *r.NextBackup))
+	}
+
 	p("\nConfig in force")
 	var cfg struct {
 		AssistantName string

@@ -14,6 +14,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/backup"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
@@ -37,6 +38,10 @@ type Report struct {
 	Violations24h  []Violations    `json:"violations24h"`
 	Config         json.RawMessage `json:"config"`         // the config in force
 	PendingRestart []string        `json:"pendingRestart"` // keys edited in the file that apply only after a restart
+	// Backup is the last backup's outcome (nil: none recorded yet) and
+	// when the next scheduled one is due (nil: none scheduled).
+	LastBackup *backup.Last `json:"lastBackup,omitempty"`
+	NextBackup *time.Time   `json:"nextBackup,omitempty"`
 }
 
 // Channel is one enabled chat network.

@@ -83,6 +83,7 @@ func (c *Channel) Run(ctx context.Context, sink channel.Sink) error {
 	c.connected.Store(false)
 
 	if errors.Is(err, ErrLoggedOut) {
+		c.setStatus(stateLoggedOut, err.Error())
 		container.Close()
 		if cerr := clearStore(c.opts.DataDir); cerr != nil {
 			c.log.Error().Err(cerr).Msg("could not delete the WhatsApp session files; delete them by hand before pairing again")

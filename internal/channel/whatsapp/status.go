@@ -22,6 +22,7 @@ const (
 	stateConnected    = "connected"
 	stateDisconnected = "disconnected"
 	stateStopped      = "stopped"
+	stateLoggedOut    = "logged out"
 )
 
 type status struct {
@@ -103,6 +104,32 @@ func ReadStatus(dataDir string) (line string, pid int, err error) {
 		return "", 0, errors.New("empty status file")
 	}
 	return s.String(), s.PID, nil
+}
+
+// Outage says since when the channel has been unable to send (zero while
+// connected, and before Run starts), and whether that is for good until
+// someone pairs again (logged out, or never paired).
+func (c *Channel) Outage() (since time.Time, loggedOut bool) {
+	c.statusMu.Lock()
+	defer c.statusMu.Unlock()
+	switch c.status.State {
+	case stateConnected, stateNotStarted, "":
+		return time.Time{}, false
+	case stateLoggedOut, stateNotPaired:
+		return c.status.Since, true
+	}
+	return c.status.Since, false
+}
+
+// Connection says whether the channel is connected, and since when it has
+// been connected, or down (zero before Run starts).
+func (c *Channel) Connection() (connected bool, since time.Time) {
+	c.statusMu.Lock()
+	defer c.statusMu.Unlock()
+	if c.status.State == stateNotStarted {
+		return false, time.Time{}
+	}
+	return c.status.State == stateConnected, c.status.Since
 }
 
 // NextRetry is when the reconnect loop tries next after a failure (zero

@@ -257,6 +257,10 @@ func TestRunLoggedOutClearsStore(t *testing.T) {
 	if !strings.Contains(logs.String(), "nanoclawd whatsapp login") {
 		t.Errorf("no clear log line:\n%s", logs.String())
 	}
+	// alerts.fallback takes over from here (the daemon asks Outage).
+	if since, loggedOut := c.Outage(); since.IsZero() || !loggedOut {
+		t.Errorf("Outage() = %v, %v after a logout, want a time and true", since, loggedOut)
+	}
 	if _, err := os.Stat(StoreFile(dir)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("session store still there: %v", err)
 	}
