@@ -33,3 +33,7 @@ func awaitExit(pid int) error {
 		}
 	}
 }
+
+// fionread asks how many bytes a pipe holds unread (FIONREAD, which
+// Linux calls TIOCINQ).
+const fionread = unix.TIOCINQ

@@ -18,3 +18,7 @@ func sysProcAttr() *syscall.SysProcAttr {
 
 // awaitExit is not available here: Run falls back to reaping at once.
 func awaitExit(pid int) error { return errors.ErrUnsupported }
+
+// fionread asks how many bytes a pipe holds unread: _IOR('f', 127, int)
+// on macOS and the BSDs.
+const fionread = 0x4004667f

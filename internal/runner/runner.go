@@ -28,6 +28,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
@@ -241,15 +243,25 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 		waitErr = cmd.Wait()
 	}
 	inW.Close()
-	// A descendant that left the group could keep the pipes open; don't wait on it forever.
-	drain := time.NewTimer(2 * time.Second)
-	for n := 0; n < 2; n++ {
+	// A descendant that left the group could keep the pipes open; don't
+	// wait on it forever. But what the agent wrote before it exited is read
+	// however long a slow handler takes: only pipes that stay empty and
+	// open are cut.
+	drain := time.NewTicker(2 * time.Second)
+	for n := 0; n < 2; {
 		select {
 		case <-readers:
+			n++
+			continue
 		case <-drain.C:
-			log.Printf("output still open after the agent exited: a descendant escaped its process group")
-			outR.Close()
-			errR.Close()
+		}
+		if unread(outR) || unread(errR) {
+			continue
+		}
+		log.Printf("output still open after the agent exited: a descendant escaped its process group")
+		outR.Close()
+		errR.Close()
+		for ; n < 2; n++ {
 			<-readers
 		}
 	}
@@ -284,4 +296,15 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 // logPath is the per-run log file name; sortable by start time.
 func logPath(dir string) string {
 	return filepath.Join(dir, "agent-"+time.Now().UTC().Format("20060102T150405.000000000Z")+".log")
+}
+
+// unread tells whether the pipe f still holds bytes nobody has read.
+func unread(f *os.File) bool {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	n := 0
+	rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), fionread) })
+	return n > 0
 }

@@ -498,3 +498,33 @@ func TestRunHardTimeoutWithoutAnswerFails(t *testing.T) {
 	}
 	gone(t, out.PID)
 }
+
+// A slow handler (each violation is a SQLite write in the daemon, slow
+// under load) is still reading what the agent wrote when the agent has
+// exited: everything in the pipe is read, the final answer included,
+// however long that takes — only a pipe held open with nothing in it
+// (an escaped descendant) is cut.
+func TestRunReadsEverythingASlowHandlerHasNotYet(t *testing.T) {
+	spec := newSpec(t, "violations 600")
+	h := &slowRecorder{delay: 10 * time.Millisecond}
+	out, err := Run(context.Background(), spec, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.violations); n != 601 {
+		t.Errorf("%d violations handled, want 601\n%s", n, readLog(t, out))
+	}
+	if got := h.texts(); !slices.Equal(got, []string{"violations reported"}) {
+		t.Errorf("results %q, want the final answer", got)
+	}
+}
+
+type slowRecorder struct {
+	recorder
+	delay time.Duration
+}
+
+func (r *slowRecorder) OnViolation(v security.Violation) {
+	time.Sleep(r.delay) // the time a busy database takes; not a synchronisation
+	r.recorder.OnViolation(v)
+}
