@@ -121,8 +121,16 @@ func main() {
 func plantLinks(specs []string, say func(string, ...any)) {
 	for _, spec := range specs {
 		path, target, _ := strings.Cut(os.ExpandEnv(spec), " ")
-		os.RemoveAll(path)
-		if err := os.Symlink(target, path); err != nil {
+		// The daemon may put a real directory back at once: take it away
+		// again, as a determined attacker would.
+		var err error
+		for tries := 0; tries < 100; tries++ {
+			os.RemoveAll(path)
+			if err = os.Symlink(target, path); err == nil {
+				break
+			}
+		}
+		if err != nil {
 			say("LINK %s: refused: %v", path, err)
 		} else {
 			say("LINK %s: ok", path)
