@@ -180,8 +180,17 @@ func TestIPCHostileFiles(t *testing.T) {
 		if err := os.Rename(own, own+".old"); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Symlink(filepath.Join("..", "work", "messages"), own); err != nil {
-			t.Fatal(err)
+		// The daemon may put a new messages/ back before the link is made:
+		// take that one away too, as an agent would.
+		for tries := 0; ; tries++ {
+			err := os.Symlink(filepath.Join("..", "work", "messages"), own)
+			if err == nil {
+				break
+			}
+			if tries == 100 {
+				t.Fatal(err)
+			}
+			os.Remove(own)
 		}
 		// The daemon hears its watched directory go: the link is removed,
 		// never read through, recorded, and a real messages/ takes its place.

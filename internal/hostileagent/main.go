@@ -26,7 +26,6 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -128,12 +127,12 @@ func main() {
 func plantLinks(specs []string, say func(string, ...any)) {
 	for _, spec := range specs {
 		path, target, _ := strings.Cut(os.ExpandEnv(spec), " ")
-		// The daemon makes a watched directory again as soon as it is gone:
-		// an attacker simply tries again.
+		// The daemon may put a real directory back at once: take it away
+		// again, as a determined attacker would.
 		var err error
-		for try := 0; try < 100; try++ {
+		for tries := 0; tries < 100; tries++ {
 			os.RemoveAll(path)
-			if err = os.Symlink(target, path); err == nil || !errors.Is(err, fs.ErrExist) {
+			if err = os.Symlink(target, path); err == nil {
 				break
 			}
 		}
