@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/go-playground/validator/v10"
@@ -56,6 +57,10 @@ func Parse(file string, src []byte) (*Config, error) {
 	}
 	for _, e := range ValidatePolicy(&cfg.HostSecurity, "hostSecurity") {
 		report(e.Key, "%s", e.Msg)
+	}
+	if cmd := cfg.Media.Transcribe.Command; len(cmd) > 0 && !slices.ContainsFunc(cmd, func(a string) bool { return strings.Contains(a, "{file}") }) {
+		report("media.transcribe.command", "media.transcribe.command never names {file}, so the program would not know which audio to read: "+
+			"put {file} where the audio's path goes, e.g. [\"whisper-cli\", \"-m\", \"MODEL\", \"-nt\", \"-f\", \"{file}\"]")
 	}
 	if err := validate.Struct(&cfg); err != nil {
 		var verrs validator.ValidationErrors
@@ -154,6 +159,8 @@ func describe(key string, fe validator.FieldError) string {
 			return fmt.Sprintf("%s is longer than %s characters", key, fe.Param())
 		}
 		return fmt.Sprintf("%s is %v, above the maximum %s", key, fe.Value(), fe.Param())
+	case "http_url":
+		return fmt.Sprintf("%s: %q is not an http(s) URL; write the endpoint in full, e.g. \"https://api.openai.com/v1/audio/transcriptions\"", key, fe.Value())
 	case "timezone":
 		return fmt.Sprintf("%s: %q is not an IANA time zone; write one like \"Europe/Berlin\", or \"\" for the system's", key, fe.Value())
 	}

@@ -135,7 +135,7 @@ func (c *Channel) onMessage(e *events.Message) error {
 	if err := sink.OnChat(ctx, chat); err != nil {
 		return fmt.Errorf("store chat %s: %w", chat.JID, err)
 	}
-	if m.Text == "" && m.Revokes == "" && m.Image == nil {
+	if m.Text == "" && m.Revokes == "" && m.Media == nil && m.ReactTo == "" {
 		return nil
 	}
 	if err := sink.OnMessage(ctx, m); err != nil {
@@ -200,22 +200,17 @@ func (c *Channel) inbound(ctx context.Context, e *events.Message) (m channel.Mes
 		Replaces:   replaces,
 		Revokes:    revokes,
 	}
-	if img := msg.GetImageMessage(); img != nil {
-		m.Image = &channel.Image{
-			MimeType: img.GetMimetype(),
-			Size:     int64(img.GetFileLength()),
-			Fetch: func(ctx context.Context) ([]byte, error) {
-				d := c.mediaClient()
-				if d == nil {
-					return nil, ErrNotConnected
-				}
-				return d.Download(ctx, img)
-			},
-		}
+	m.Media = c.mediaOf(msg)
+	if r := msg.GetReactionMessage(); r != nil {
+		m.ReactTo, m.Text = r.GetKey().GetID(), r.GetText() // "" when the sender took it back
 	}
 	m.Text = c.mentionsToName(contextInfo(msg), m.Text)
 	if ci := contextInfo(msg); ci.GetQuotedMessage() != nil {
+		m.QuotedID = ci.GetStanzaID()
 		m.QuotedText = messageText(ci.GetQuotedMessage())
+		if m.QuotedText == "" {
+			m.QuotedText = describe(ci.GetQuotedMessage())
+		}
 		if p := ci.GetParticipant(); p != "" {
 			if jid, err := types.ParseJID(p); err == nil {
 				m.QuotedSender = jid.User
@@ -283,8 +278,8 @@ func (c *Channel) mentionsToName(ci *waE2E.ContextInfo, text string) string {
 	return text
 }
 
-// contextInfo is the reply context of a text, image, video or document
-// message (nil when it has none).
+// contextInfo is the reply context of a text, image, video, document,
+// audio or sticker message (nil when it has none).
 func contextInfo(msg *waE2E.Message) *waE2E.ContextInfo {
 	switch {
 	case msg.GetExtendedTextMessage() != nil:
@@ -295,8 +290,72 @@ func contextInfo(msg *waE2E.Message) *waE2E.ContextInfo {
 		return msg.GetVideoMessage().GetContextInfo()
 	case msg.GetDocumentMessage() != nil:
 		return msg.GetDocumentMessage().GetContextInfo()
+	case msg.GetAudioMessage() != nil:
+		return msg.GetAudioMessage().GetContextInfo()
+	case msg.GetStickerMessage() != nil:
+		return msg.GetStickerMessage().GetContextInfo()
 	}
 	return nil
+}
+
+// mediaOf is the file msg carries, fetched through the connected client
+// when the router asks for it; nil for a message without one.
+func (c *Channel) mediaOf(msg *waE2E.Message) *channel.Media {
+	var (
+		d  whatsmeow.DownloadableMessage
+		md channel.Media
+	)
+	switch {
+	case msg.GetImageMessage() != nil:
+		x := msg.GetImageMessage()
+		d, md = x, channel.Media{Kind: channel.MediaImage, MimeType: x.GetMimetype(), Size: int64(x.GetFileLength())}
+	case msg.GetAudioMessage() != nil:
+		x := msg.GetAudioMessage()
+		kind := channel.MediaAudio
+		if x.GetPTT() {
+			kind = channel.MediaVoice
+		}
+		d, md = x, channel.Media{Kind: kind, MimeType: x.GetMimetype(), Size: int64(x.GetFileLength()), Seconds: int(x.GetSeconds())}
+	case msg.GetVideoMessage() != nil:
+		x := msg.GetVideoMessage()
+		d, md = x, channel.Media{Kind: channel.MediaVideo, MimeType: x.GetMimetype(), Size: int64(x.GetFileLength()), Seconds: int(x.GetSeconds())}
+	case msg.GetDocumentMessage() != nil:
+		x := msg.GetDocumentMessage()
+		d, md = x, channel.Media{Kind: channel.MediaDocument, MimeType: x.GetMimetype(), Name: x.GetFileName(), Size: int64(x.GetFileLength())}
+	case msg.GetStickerMessage() != nil:
+		x := msg.GetStickerMessage()
+		d, md = x, channel.Media{Kind: channel.MediaSticker, MimeType: x.GetMimetype(), Size: int64(x.GetFileLength())}
+	default:
+		return nil
+	}
+	md.Fetch = func(ctx context.Context) ([]byte, error) {
+		cl := c.mediaClient()
+		if cl == nil {
+			return nil, ErrNotConnected
+		}
+		return cl.Download(ctx, d)
+	}
+	return &md
+}
+
+// describe names a quoted message without text by what it carried.
+func describe(msg *waE2E.Message) string {
+	switch {
+	case msg.GetImageMessage() != nil:
+		return "[image]"
+	case msg.GetAudioMessage() != nil:
+		if msg.GetAudioMessage().GetPTT() {
+			return "[voice note]"
+		}
+		return "[audio]"
+	case msg.GetVideoMessage() != nil:
+		return "[video]"
+	case msg.GetDocumentMessage() != nil:
+		return "[document " + msg.GetDocumentMessage().GetFileName() + "]"
+	case msg.GetStickerMessage() != nil:
+		return "[sticker]"
+	}
+	return ""
 }
 
 // messageText is the text a person typed: the body of a plain or extended
