@@ -46,7 +46,7 @@ func TestSaveMedia(t *testing.T) {
 		{"odd id and type", "../x", file("document", "application/x-odd", "notes.MD", 0, 0, []byte("#"), nil), "[document notes.MD, 1 bytes, media/___x.md]", []byte("#")},
 		{"heic", "H1", file("image", "image/heic", "", 0, 0, []byte("heic"), nil), "[image 4 bytes, media/H1.heic, a format the model cannot view]", []byte("heic")},
 		{"huge image", "B1", file("image", "image/png", "", 0, 0, big, nil), "[image 5.0 MB, media/B1.png, too large for the model to view (over 5.0 MB)]", big},
-		{"announced too big", "T1", file("video", "video/mp4", "", 7 << 20, 0, nil, errors.New("fetched")), "[video 7.0 MB: not downloaded, larger than the 6.0 MB limit (media.maxBytes)]", nil},
+		{"announced too big", "T1", file("video", "video/mp4", "", 7<<20, 0, nil, errors.New("fetched")), "[video 7.0 MB: not downloaded, larger than the 6.0 MB limit (media.maxBytes)]", nil},
 		{"too big after all", "T2", file("document", "application/pdf", "x.pdf", 10, 0, make([]byte, 6<<20+1), nil), "[document x.pdf, 6.0 MB: not downloaded, larger than the 6.0 MB limit (media.maxBytes)]", nil},
 		{"download failed", "F1", file("voice note", "audio/ogg", "", 10, 3, nil, errors.New("media expired (410)")), "[voice note: could not be downloaded (media expired (410))]", nil},
 	} {
