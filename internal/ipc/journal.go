@@ -168,6 +168,12 @@ func (w *Watcher) recordTx(ctx context.Context, tx *sql.Tx, f *file, d decision)
 		}
 		return e, w.cfg.Effects.SendMessageTx(ctx, tx, e.id, f.folder, d.req.ChatJID, d.req.Text, d.file)
 	}
+	if d.req.Type == TypeReaction {
+		if err := w.insertTx(ctx, tx, e); err != nil {
+			return nil, err
+		}
+		return e, w.cfg.Effects.ReactTx(ctx, tx, e.id, f.folder, d.req.ChatJID, d.req.MessageID, d.req.Emoji)
+	}
 	// A change the database refuses (a finished task, a taken folder)
 	// refuses the file: only its own part of the batch is undone.
 	if _, err := tx.ExecContext(ctx, `SAVEPOINT ipc_file`); err != nil {
