@@ -36,6 +36,8 @@
 //	hash PATH...      reply one line per PATH (relative to its working
 //	                  directory): "PATH sha256:HEX SIZE" or "PATH error: …",
 //	                  which shows what a (confined) run can read
+//	plant TARGET PATH move PATH aside (to PATH.old) and make it a symlink to
+//	                  TARGET, reply "planted PATH" or "plant error: …"
 //	task TYPE VALUE TEXT
 //	                  an IPC schedule_task (context isolated) whose prompt is
 //	                  "run TEXT" (noted as "task TEXT"), then reply
@@ -257,6 +259,19 @@ func do(text string, in input, raw []byte) {
 			lines = append(lines, fmt.Sprintf("%s sha256:%x %d", p, sha256.Sum256(data), len(data)))
 		}
 		result(strings.Join(lines, "\n"), "")
+	case "plant":
+		target, path, _ := strings.Cut(arg, " ")
+		if _, err := os.Lstat(path); err == nil {
+			if err := os.Rename(path, path+".old"); err != nil {
+				result("plant error: "+err.Error(), "")
+				return
+			}
+		}
+		if err := os.Symlink(target, path); err != nil {
+			result("plant error: "+err.Error(), "")
+			return
+		}
+		result("planted "+path, "")
 	case "task":
 		f := strings.SplitN(arg, " ", 3)
 		if len(f) != 3 {

@@ -53,16 +53,17 @@ type Channel struct {
 	socket   string
 	db       *sql.DB
 	start    time.Time
-	maxMedia int // media.maxBytes: a request may carry that much in base64
+	maxMedia func() int // media.maxBytes now: a request may carry that much in base64
 
 	mu   sync.Mutex
 	sent chan struct{} // closed and replaced whenever something is sent
 }
 
 // New returns the channel serving on socket and keeping its sent log in
-// db; a posted file may be up to maxMedia bytes (the router refuses what is
-// over media.maxBytes, and says so in the prompt).
-func New(socket string, db *sql.DB, maxMedia int) *Channel {
+// db; a posted file may be up to maxMedia() bytes, the current
+// media.maxBytes (the router refuses a larger file itself, and says so in
+// the prompt).
+func New(socket string, db *sql.DB, maxMedia func() int) *Channel {
 	return &Channel{socket: socket, db: db, sent: make(chan struct{}), start: time.Now(), maxMedia: maxMedia}
 }
 
@@ -203,7 +204,7 @@ func (c *Channel) handler(sink channel.Sink) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /messages", func(w http.ResponseWriter, req *http.Request) {
 		var in Message
-		limit := int64(maxBody + base64.StdEncoding.EncodedLen(c.maxMedia))
+		limit := int64(maxBody + base64.StdEncoding.EncodedLen(c.maxMedia()))
 		dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, limit))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&in); err != nil {
