@@ -99,11 +99,15 @@ func (r *Router) saveMedia(ctx context.Context, g groups.Group, m channel.Messag
 		s.marker = head + ": could not be saved (" + err.Error() + ")"
 		return s
 	}
-	var parts []string
-	if md.Seconds > 0 {
-		parts = append(parts, fmt.Sprintf("%d:%02d", md.Seconds/60, md.Seconds%60))
+	secs := md.Seconds
+	if secs == 0 && typ == "audio/ogg" {
+		secs = oggSeconds(data)
 	}
-	if kind != channel.MediaVoice || md.Seconds == 0 {
+	var parts []string
+	if secs > 0 {
+		parts = append(parts, fmt.Sprintf("%d:%02d", secs/60, secs%60))
+	}
+	if kind != channel.MediaVoice || secs == 0 {
 		parts = append(parts, humanSize(int64(len(data))))
 	}
 	parts = append(parts, rel)

@@ -32,6 +32,7 @@ func TestSaveMedia(t *testing.T) {
 	jpeg := []byte("\xff\xd8\xff\xe0 not really a jpeg")
 	pdf := bytes.Repeat([]byte("%PDF"), 320<<10) // 1.25 MB
 	big := make([]byte, MaxImageBytes+1)
+	oggVoice := append(oggPage(0, append([]byte("OpusHead\x01\x01"), 0, 0, 0x80, 0xbb, 0, 0, 0, 0, 0)), oggPage(48000*42, []byte("audio"))...)
 	for _, tc := range []struct {
 		name, id string
 		media    *channel.Media
@@ -41,6 +42,7 @@ func TestSaveMedia(t *testing.T) {
 		{"image", "3EB0AB", file("image", "image/jpeg", "", 20, 0, jpeg, nil), "[image 22 bytes, media/3EB0AB.jpg]", jpeg},
 		{"document", "D1", file("document", "application/pdf", "../../Q3 report.pdf", 0, 0, pdf, nil), "[document Q3 report.pdf, 1.2 MB, media/D1.pdf]", pdf},
 		{"voice", "V1", file("voice note", "audio/ogg; codecs=opus", "", 5, 42, []byte("OggS"), nil), "[voice note 0:42, media/V1.ogg]", []byte("OggS")},
+		{"voice, length from the stream", "V2", file("voice note", "audio/ogg; codecs=opus", "", 0, 0, oggVoice, nil), "[voice note 0:42, media/V2.ogg]", oggVoice},
 		{"video", "M1", file("video", "video/mp4", "", 0, 75, []byte("mp4"), nil), "[video 1:15, 3 bytes, media/M1.mp4]", []byte("mp4")},
 		{"sticker", "S1", file("sticker", "image/webp", "", 0, 0, []byte("RIFF"), nil), "[sticker 4 bytes, media/S1.webp]", []byte("RIFF")},
 		{"odd id and type", "../x", file("document", "application/x-odd", "notes.MD", 0, 0, []byte("#"), nil), "[document notes.MD, 1 bytes, media/___x.md]", []byte("#")},
