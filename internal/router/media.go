@@ -154,13 +154,22 @@ func (r *Router) writeMedia(ctx context.Context, g groups.Group, name string, da
 	if err := root.Mkdir(layout.MediaDir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
-	// Opened as a root of its own: should media/ be swapped for a link
-	// since the check, resolving it still cannot leave the group's folder.
+	// Opened as a root of its own, then checked to be the directory named
+	// media/ and not a link swapped in since (which could lead elsewhere in
+	// the folder, logs/ say): the open handle stays on what was checked.
 	media, err := root.OpenRoot(layout.MediaDir)
 	if err != nil {
 		return err
 	}
 	defer media.Close()
+	opened, err := media.Stat(".")
+	if err != nil {
+		return err
+	}
+	if named, err := root.Lstat(layout.MediaDir); err != nil || !named.IsDir() || !os.SameFile(opened, named) {
+		r.planted(ctx, g, filepath.Join(dir, layout.MediaDir), "media/ was replaced while a received file was being saved; it was not saved")
+		return errors.New("media/ in the group's folder changed while saving")
+	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	tmp := "." + name + "." + hex.EncodeToString(b[:]) + ".tmp"

@@ -221,3 +221,28 @@ func TestVoiceNoteReactionAndQuote(t *testing.T) {
 		t.Error("a reaction counts as calling the assistant in a group without a trigger")
 	}
 }
+
+// A message delivered again under the same id (WhatsApp redelivers; a
+// sender's app picks the id) does not replace the file saved the first
+// time, nor is it downloaded again.
+func TestRedeliveryKeepsTheFirstFile(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.Media.MaxBytes = 1 << 20
+	e.r.Queue = &mock.Queue{EnqueueMessagesFn: func(string) {}, RunningFn: func(string) bool { return false }}
+	ctx := context.Background()
+	fetches := 0
+	send := func(data string) {
+		t.Helper()
+		m := channel.Message{ChatJID: mainJID, ID: "D1", Sender: "owner", Time: time.Now(), Media: &channel.Media{Kind: "document",
+			MimeType: "application/pdf", Fetch: func(context.Context) ([]byte, error) { fetches++; return []byte(data), nil }}}
+		if err := e.r.OnMessage(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("first")
+	send("second")
+	got, _ := os.ReadFile(filepath.Join(e.cfg.GroupsDir, "main", "media", "D1.pdf"))
+	if string(got) != "first" || fetches != 1 {
+		t.Errorf("media/D1.pdf holds %q after %d downloads; want the first copy, downloaded once", got, fetches)
+	}
+}

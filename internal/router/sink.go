@@ -57,7 +57,7 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 	}
 	var file saved
 	marker, later := "", false
-	if m.Media != nil && !m.IsBot {
+	if m.Media != nil && !m.IsBot && !r.known(ctx, m) {
 		file = r.saveMedia(ctx, g, m)
 		marker = file.text("")
 		if file.rel != "" && (file.kind == channel.MediaVoice || file.kind == channel.MediaAudio) {
@@ -90,6 +90,13 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 	}
 	r.maybeRun(g, m.Sender, m.Text)
 	return nil
+}
+
+// known tells a redelivered message (whose file is saved already, and
+// must not be replaced by what a second copy carries).
+func (r *Router) known(ctx context.Context, m channel.Message) bool {
+	_, _, _, ok, err := r.Messages.Lookup(ctx, m.ChatJID, m.ID)
+	return ok || err != nil
 }
 
 // newSession handles the chat's "/new": the group's next run starts a
