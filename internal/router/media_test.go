@@ -246,3 +246,52 @@ func TestRedeliveryKeepsTheFirstFile(t *testing.T) {
 		t.Errorf("media/D1.pdf holds %q after %d downloads; want the first copy, downloaded once", got, fetches)
 	}
 }
+
+// One chat's voice notes are transcribed one at a time; another chat's
+// go on beside them.
+func TestTranscriptionsTakeTurnsPerChat(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	log := filepath.Join(dir, "log")
+	tr := filepath.Join(dir, "tr")
+	// Each note's transcription waits for its own go-file.
+	os.WriteFile(tr, []byte("#!/bin/sh\nn=$(basename $1 .ogg)\necho $n >> "+log+"\nwhile [ ! -e "+dir+"/go-$n ]; do sleep 0.01; done\necho words\n"), 0o755)
+	release := func(id string) { os.WriteFile(filepath.Join(dir, "go-"+id), nil, 0o644) }
+	e.cfg.Media = config.Media{MaxBytes: 1 << 20, Transcribe: config.Transcribe{Command: []string{tr, "{file}"}, Timeout: config.Duration(time.Minute)}}
+	e.r.Queue = &mock.Queue{EnqueueMessagesFn: func(string) {}, RunningFn: func(string) bool { return false }}
+	ctx := context.Background()
+	for _, n := range []struct{ chat, id string }{{mainJID, "A1"}, {mainJID, "A2"}, {famJID, "B1"}} {
+		if err := e.r.OnMessage(ctx, channel.Message{ChatJID: n.chat, ID: n.id, Sender: alice, Time: time.Now(),
+			Media: file("voice note", "audio/ogg", "", 4, 1, []byte("OggS"), nil)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started := func() string { b, _ := os.ReadFile(log); return string(b) }
+	waitStarted := func(ok func(string) bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !ok(started()); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("transcriptions started: %q", started())
+			}
+		}
+	}
+	// Family's note is done while main's first is still going.
+	waitStarted(func(s string) bool { return strings.Contains(s, "B1") && strings.Contains(s, "A") })
+	release("B1")
+	if err := e.r.transcripts.wait(ctx, famJID, nil); err != nil {
+		t.Fatal(err)
+	}
+	first, second := "A1", "A2"
+	if !strings.Contains(started(), "A1") {
+		first, second = second, first
+	}
+	if strings.Contains(started(), second) {
+		t.Fatalf("both of main's notes ran at once: %q", started())
+	}
+	release(first)
+	waitStarted(func(s string) bool { return strings.Contains(s, second) })
+	release(second)
+	if err := e.r.transcripts.wait(ctx, mainJID, nil); err != nil {
+		t.Fatal(err)
+	}
+}

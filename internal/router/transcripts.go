@@ -17,11 +17,31 @@ import (
 // waits for its chat's transcriptions (bounded by their timeout), so the
 // agent sees the text.
 
-// transcripts counts the transcriptions going on per chat.
+// transcripts counts the transcriptions going on per chat. One chat's
+// notes are transcribed one at a time (turns), so a burst of them starts
+// one program, not dozens, while other chats' go on beside it.
 type transcripts struct {
 	mu      sync.Mutex
 	going   map[string]int
-	changed chan struct{} // closed and replaced whenever a count drops
+	changed chan struct{}            // closed and replaced whenever a count drops
+	turns   map[string]chan struct{} // per chat: holds a token while one is transcribed
+}
+
+// turn waits until no other transcription of chat is running and returns
+// the func that ends this one's turn.
+func (t *transcripts) turn(chat string) func() {
+	t.mu.Lock()
+	if t.turns == nil {
+		t.turns = map[string]chan struct{}{}
+	}
+	ch := t.turns[chat]
+	if ch == nil {
+		ch = make(chan struct{}, 1)
+		t.turns[chat] = ch
+	}
+	t.mu.Unlock()
+	ch <- struct{}{}
+	return func() { <-ch }
 }
 
 func (t *transcripts) add(chat string, n int) {
@@ -73,6 +93,7 @@ func (r *Router) transcribeLater(ctx context.Context, g groups.Group, m channel.
 	ctx = context.WithoutCancel(ctx) // the channel's request may end long before
 	go func() {
 		defer r.transcripts.add(m.ChatJID, -1)
+		defer r.transcripts.turn(m.ChatJID)()
 		cfg := r.Config()
 		text, err := transcribe.File(ctx, cfg.Media.Transcribe, filepath.Join(cfg.Layout().Group(g.Folder), filepath.FromSlash(s.rel)))
 		marker := s.text("transcript: " + text)
