@@ -225,12 +225,6 @@ func (c *Channel) handler(sink channel.Sink) http.Handler {
 			httpError(w, http.StatusBadRequest, problem)
 			return
 		}
-		if in.Sender == "" {
-			in.Sender = "local-user"
-		}
-		if in.SenderName == "" {
-			in.SenderName = in.Sender
-		}
 		m.ID, m.Time = newID(), time.Now()
 		if err := sink.OnMessage(req.Context(), m); err != nil {
 			httpError(w, http.StatusInternalServerError, "could not store the message: "+err.Error())
