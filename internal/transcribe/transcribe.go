@@ -75,6 +75,7 @@ func command(ctx context.Context, argv []string, path string) (string, error) {
 	}
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Dir = filepath.Dir(path)
+	cmd.Env = environ()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
@@ -93,6 +94,21 @@ func command(ctx context.Context, argv []string, path string) (string, error) {
 		return "", fmt.Errorf("%s: %w", filepath.Base(args[0]), err)
 	}
 	return out.String(), nil
+}
+
+// passed are the variables a transcriber gets from the daemon's
+// environment: enough to find its programs and models, none of the
+// daemon's secrets (it parses audio anyone in a chat can send).
+var passed = []string{"PATH", "HOME", "USER", "TMPDIR", "LANG", "LC_ALL", "LC_CTYPE"}
+
+func environ() []string {
+	var env []string
+	for _, name := range passed {
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	return env
 }
 
 // endpoint posts the file as multipart form data, the way OpenAI's

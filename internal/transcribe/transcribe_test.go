@@ -55,6 +55,12 @@ func TestCommand(t *testing.T) {
 		t.Error("the path was run as shell code")
 	}
 
+	// The daemon's secrets stay with the daemon.
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
+	if got, err := File(ctx, cfg(script(t, `env`), "{file}"), path); err != nil || strings.Contains(got, "sk-ant-secret") || !strings.Contains(got, "PATH=") {
+		t.Errorf("the transcriber's environment: %q, %v", got, err)
+	}
+
 	for _, tc := range []struct {
 		name, body, want string
 	}{
