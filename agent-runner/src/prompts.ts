@@ -8,9 +8,10 @@ import type { SDKUserMessage } from "@anthropic-ai/claude-agent-sdk";
 type Content = SDKUserMessage["message"]["content"];
 
 // The daemon stores a received photo in the group's folder and marks it in
-// the message text as "[image media/<id>.<ext>]". Those files go to the
-// model as image blocks, before the text that mentions them.
-const IMAGE_MARK = /\[image (media\/[A-Za-z0-9_-]+\.(jpg|png|gif|webp))\]/g;
+// the message text as "[image <name, size, >media/<id>.<ext>]" (a photo the
+// model cannot view has more after the path, so it stays text). Those files
+// go to the model as image blocks, before the text that mentions them.
+const IMAGE_MARK = /\[image (?:[^\][\n]*?, )?(media\/[A-Za-z0-9_-]+\.(jpg|png|gif|webp))\]/g;
 const MEDIA_TYPES: Record<string, "image/jpeg" | "image/png" | "image/gif" | "image/webp"> = {
   jpg: "image/jpeg",
   png: "image/png",

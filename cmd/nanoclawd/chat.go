@@ -3,8 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"fmt"
+	"mime"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -59,6 +63,10 @@ func (c chatCommand) Run(ctx context.Context, g *globals, args []string) error {
 			}
 			for _, m := range msgs {
 				after = max(after, m.Seq)
+				if m.ReactTo != "" {
+					fmt.Fprintf(g.stdout, "%s reacted %s to %s\n", cfg.AssistantName, m.Reaction, m.ReactTo)
+					continue
+				}
 				fmt.Fprintf(g.stdout, "%s: %s\n", cfg.AssistantName, m.Text)
 				if m.File != "" {
 					fmt.Fprintf(g.stdout, "  [file %s, %s, %d bytes: GET /files/%d on the socket]\n", m.File, m.FileType, m.FileBytes, m.Seq)
@@ -66,14 +74,23 @@ func (c chatCommand) Run(ctx context.Context, g *globals, args []string) error {
 			}
 		}
 	}()
-	fmt.Fprintf(g.stderr, "chatting in %s as %s; type a message and press Enter (Ctrl-D to leave)\n", *jid, *as)
+	fmt.Fprintf(g.stderr, "chatting in %s as %s; type a message and press Enter (Ctrl-D to leave)\n"+
+		"  /file PATH [CAPTION], /voice PATH: send a file or a voice note; /react ID EMOJI: react to message ID\n", *jid, *as)
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		text := strings.TrimSpace(in.Text())
 		if text == "" {
 			continue
 		}
-		if _, err := client.Post(ctx, local.Message{ChatJID: *jid, Sender: *as, SenderName: *as, Text: text}); err != nil {
+		m, err := chatMessage(text)
+		if err == nil {
+			m.ChatJID, m.Sender, m.SenderName = *jid, *as, *as
+			var id string
+			if id, err = client.Post(ctx, m); err == nil {
+				fmt.Fprintf(g.stderr, "  [id %s]\n", id)
+			}
+		}
+		if err != nil {
 			fmt.Fprintln(g.stderr, "nanoclawd chat: not sent:", err)
 		}
 	}
@@ -95,4 +112,31 @@ func latestSeq(ctx context.Context, client *local.Client, jid string) (int64, er
 		}
 		after = msgs[len(msgs)-1].Seq
 	}
+}
+
+// chatMessage is what a typed line sends: text, or with /file, /voice or
+// /react a file or a reaction, as WhatsApp would deliver them.
+func chatMessage(line string) (local.Message, error) {
+	verb, rest, _ := strings.Cut(line, " ")
+	switch verb {
+	case "/react":
+		id, emoji, _ := strings.Cut(strings.TrimSpace(rest), " ")
+		if id == "" || strings.TrimSpace(emoji) == "" {
+			return local.Message{}, fmt.Errorf("write /react ID EMOJI, with the id shown after a message")
+		}
+		return local.Message{ReactTo: id, Emoji: strings.TrimSpace(emoji)}, nil
+	case "/file", "/voice":
+		path, caption, _ := strings.Cut(strings.TrimSpace(rest), " ")
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return local.Message{}, err
+		}
+		typ := mime.TypeByExtension(filepath.Ext(path))
+		if typ == "" {
+			typ = http.DetectContentType(data)
+		}
+		return local.Message{Text: strings.TrimSpace(caption), Media: &local.Media{Type: typ, Name: filepath.Base(path),
+			DataBase64: base64.StdEncoding.EncodeToString(data), Voice: verb == "/voice"}}, nil
+	}
+	return local.Message{Text: line}, nil
 }

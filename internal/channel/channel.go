@@ -33,22 +33,40 @@ type Message struct {
 	Time       time.Time // when it was sent
 	FromMe     bool      // sent from the owner's own account
 	IsBot      bool      // one of our own replies echoed back
-	// A reply to an earlier message: who wrote it and what it said.
+	// A reply to an earlier message: its id (when the channel knows it),
+	// who wrote it and what it said.
+	QuotedID     string
 	QuotedSender string
 	QuotedText   string
 	// Replaces is the ID of an earlier message of the chat that this one
 	// edits (Text is the new text); Revokes the ID of one its sender
 	// deleted (Text is empty). Both empty for an ordinary message.
 	Replaces, Revokes string
-	// Image is a photo sent with the message (Text is its caption). It is
+	// Media is a file sent with the message (Text is its caption). It is
 	// fetched only for a registered chat, by whoever stores it.
-	Image *Image
+	Media *Media
+	// ReactTo is the id of an earlier message of the chat this one reacts
+	// to; Text is then the emoji ("" when the sender took a reaction back).
+	ReactTo string
 }
 
-// Image is an inbound photo, downloaded on demand.
-type Image struct {
-	MimeType string                                    // e.g. image/jpeg
+// Kinds of inbound media, as the prompt names them.
+const (
+	MediaImage    = "image"
+	MediaVoice    = "voice note" // recorded in the chat (WhatsApp's push-to-talk)
+	MediaAudio    = "audio"      // an audio file sent as such
+	MediaVideo    = "video"
+	MediaDocument = "document"
+	MediaSticker  = "sticker"
+)
+
+// Media is an inbound file, downloaded on demand.
+type Media struct {
+	Kind     string                                    // one of the Media* kinds
+	MimeType string                                    // as the sender's app gave it, e.g. "audio/ogg; codecs=opus"
+	Name     string                                    // the file name the sender gave (documents); "" if none
 	Size     int64                                     // as announced by the sender; 0 if unknown
+	Seconds  int                                       // length of audio or video as announced; 0 if unknown
 	Fetch    func(ctx context.Context) ([]byte, error) // the decrypted bytes
 }
 
@@ -64,8 +82,12 @@ type Chat struct {
 type Outgoing struct {
 	ID      string // stable idempotency key (the outbox row)
 	ChatJID string
-	Text    string // with File: its caption
+	Text    string // with File: its caption; with ReactTo: the emoji
 	File    *Attachment
+	// ReactTo, when set, makes this a reaction (Text the emoji) to the
+	// chat's message with that id, written by ReactSender (a JID on
+	// WhatsApp, which names the author in a reaction's key).
+	ReactTo, ReactSender string
 }
 
 // Attachment is a file sent with a message (an agent's send_message with

@@ -34,6 +34,8 @@ type Config struct {
 	HostSecurity security.Policy `json:"hostSecurity"`
 	Alerts       Alerts          `json:"alerts" reload:"restart"`
 	Backup       Backup          `json:"backup" reload:"restart"`
+	// Media: the files people send in the chats.
+	Media Media `json:"media"`
 
 	// File is the absolute path the config was loaded from (it need not exist).
 	File string `json:"-"`
@@ -85,6 +87,27 @@ type Agent struct {
 	// NewSessionCommand, a whole message in any registered chat, makes
 	// the group's next run start a fresh session ("" turns it off).
 	NewSessionCommand string `json:"newSessionCommand" validate:"max=32"`
+}
+
+// Media configures the files received in chats (voice notes, photos,
+// documents, videos, stickers), saved under each group's media/.
+type Media struct {
+	// MaxBytes: a larger file is not downloaded; the prompt says so.
+	MaxBytes int `json:"maxBytes" validate:"min=1"`
+	// Transcribe turns voice notes and audio into text for the prompt.
+	Transcribe Transcribe `json:"transcribe"`
+}
+
+// Transcribe says how audio becomes text: a local program (Command,
+// argv with "{file}" for the audio's path, its stdout the text) or else an
+// OpenAI-compatible /v1/audio/transcriptions endpoint (URL, with APIKey
+// and Model). Neither set: voice notes reach the agent untranscribed.
+type Transcribe struct {
+	Command []string `json:"command" validate:"omitempty,dive,required"`
+	URL     string   `json:"url" validate:"omitempty,http_url"`
+	APIKey  string   `json:"apiKey"`
+	Model   string   `json:"model" validate:"required"`
+	Timeout Duration `json:"timeout" validate:"gt=0"`
 }
 
 // Limits bound one confined run; sizes in MiB.
@@ -212,6 +235,7 @@ func Default() Config {
 		},
 		Alerts: Alerts{Cooldown: Duration(time.Minute), MaxPerGroup: 3},
 		Backup: Backup{Keep: 7},
+		Media:  Media{MaxBytes: 20 << 20, Transcribe: Transcribe{Model: "whisper-1", Timeout: Duration(5 * time.Minute)}},
 	}
 }
 

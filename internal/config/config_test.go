@@ -52,6 +52,12 @@ func TestLoadErrors(t *testing.T) {
 			[]string{`:2:16: syntax error:`}},
 		{"unset variable", `{"dataDir": "${NANOCLAW_TEST_UNSET_VAR}"}`,
 			[]string{`:1:13: dataDir: environment variable is not set: ${NANOCLAW_TEST_UNSET_VAR}; set it, or give a default`}},
+		{"transcriber without {file}", "{\"media\": {\"transcribe\": {\n\"command\": [\"whisper-cli\", \"-f\"]}}}",
+			[]string{`:2:12: media.transcribe.command never names {file}`, `put {file} where the audio's path goes`}},
+		{"transcriber URL", `{"media": {"transcribe": {"url": "api.openai.com"}}}`,
+			[]string{`:1:34: media.transcribe.url: "api.openai.com" is not an http(s) URL`}},
+		{"media limit", `{"media": {"maxBytes": 0}}`,
+			[]string{`:1:24: media.maxBytes is 0, below the minimum 1`}},
 		{"every problem at once, in file order", "{\"b\": 1,\n\"agent\": {\"timeout\": \"x\"}}",
 			[]string{`:1:2: unknown key "b"`, `:2:22: agent.timeout: "x" is not a duration`}},
 	}

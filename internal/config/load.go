@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,6 +64,10 @@ func Parse(file string, src []byte) (*Config, error) {
 	}
 	if cfg.Backup.Every > 0 && cfg.Backup.Every.D() < time.Minute {
 		report("backup.every", "backup.every is %s, below the minimum 1m", cfg.Backup.Every.D())
+	}
+	if cmd := cfg.Media.Transcribe.Command; len(cmd) > 0 && !slices.ContainsFunc(cmd, func(a string) bool { return strings.Contains(a, "{file}") }) {
+		report("media.transcribe.command", "media.transcribe.command never names {file}, so the program would not know which audio to read: "+
+			"put {file} where the audio's path goes, e.g. [\"whisper-cli\", \"-m\", \"MODEL\", \"-nt\", \"-f\", \"{file}\"]")
 	}
 	if err := validate.Struct(&cfg); err != nil {
 		var verrs validator.ValidationErrors
@@ -167,6 +172,8 @@ func describe(key string, fe validator.FieldError) string {
 		return fmt.Sprintf("%s is %v, above the maximum %s", key, fe.Value(), fe.Param())
 	case "hhmm":
 		return fmt.Sprintf("%s: %q is not a time of day; write it as \"HH:MM\" in 24-hour local time, e.g. \"08:30\"", key, fe.Value())
+	case "http_url":
+		return fmt.Sprintf("%s: %q is not an http(s) URL; write the endpoint in full, e.g. \"https://api.openai.com/v1/audio/transcriptions\"", key, fe.Value())
 	case "timezone":
 		return fmt.Sprintf("%s: %q is not an IANA time zone; write one like \"Europe/Berlin\", or \"\" for the system's", key, fe.Value())
 	}

@@ -51,6 +51,17 @@ func (e ipcEffects) SendMessageTx(ctx context.Context, tx *sql.Tx, _ int64, _, c
 	return err
 }
 
+// ReactTx queues the reaction with the author of the message it is
+// about, from the chat's record: WhatsApp names both in a reaction.
+func (e ipcEffects) ReactTx(ctx context.Context, tx *sql.Tx, _ int64, _, chatJID, messageID, emoji string) error {
+	sender, _, _, _, err := e.d.messages.Lookup(ctx, chatJID, messageID)
+	if err != nil {
+		return err
+	}
+	_, err = outbox.EnqueueReactionTx(ctx, tx, chatJID, messageID, sender, emoji, outbox.KindIPC)
+	return err
+}
+
 func (e ipcEffects) RegisterGroupTx(ctx context.Context, tx *sql.Tx, _ int64, ng ipc.NewGroup) error {
 	g := groups.Group{JID: ng.JID, Name: ng.Name, Folder: ng.Folder, Trigger: ng.Trigger, RequiresTrigger: ng.RequiresTrigger}
 	if g.Trigger == "" {

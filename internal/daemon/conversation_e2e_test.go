@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/channel/local"
 	"github.com/nanoclawd/nanoclawd/internal/e2e"
 )
 
@@ -162,7 +164,8 @@ func TestSendersAllowlist(t *testing.T) {
 	}
 }
 
-// A reply carries what it quotes into the prompt.
+// A reply carries what it quotes into the prompt: given as text, or
+// named by id, the chat's own record of that message.
 func TestQuotedReplyInPrompt(t *testing.T) {
 	in := e2e.New(t, e2e.Options{})
 	in.AddGroup("local:main", "main", "--main")
@@ -170,6 +173,15 @@ func TestQuotedReplyInPrompt(t *testing.T) {
 	in.PostReply("local:main", "Owner", "prompt", "Bob", "dinner at 7?")
 	in.WaitFor("local:main", func(s string) bool {
 		return strings.Contains(s, `<quote sender="Bob">dinner at 7?</quote>prompt</message>`)
+	})
+	first := in.Post("local:main", "Ann", "echo lunch at 1?")
+	in.WaitFor("local:main", e2e.Equals("echo: lunch at 1?"))
+	if _, err := in.Local.Post(context.Background(), local.Message{ChatJID: "local:main", Sender: "owner@local", SenderName: "Owner",
+		Text: "prompt", QuotedID: first}); err != nil {
+		t.Fatal(err)
+	}
+	in.WaitFor("local:main", func(s string) bool {
+		return strings.Contains(s, `<quote id="`+first+`" sender="Ann">echo lunch at 1?</quote>prompt</message>`)
 	})
 }
 

@@ -36,14 +36,14 @@ func TestTriggerContextAndEscaping(t *testing.T) {
 	in.AddGroup("local:main", "main", "--main")
 	in.AddGroup("local:family", "family")
 	in.Start()
-	in.Post("local:family", "Alice", `dinner at <8> & "bring" wine?`)
-	in.Post("local:family", "Bob", "@andy prompt")
+	alice := in.Post("local:family", "Alice", `dinner at <8> & "bring" wine?`)
+	bob := in.Post("local:family", "Bob", "@andy prompt")
 	all := in.WaitFor("local:family", func(s string) bool { return strings.HasPrefix(s, "<messages>") })
 	prompt := e2e.InChat(all, "local:family")[0]
 	for _, want := range []string{
-		`<message sender="Alice" time="`,
+		`<message id="` + alice + `" sender="Alice" time="`,
 		`dinner at &lt;8&gt; &amp; &quot;bring&quot; wine?</message>`,
-		`<message sender="Bob" time="`, `">@andy prompt</message>`,
+		`<message id="` + bob + `" sender="Bob" time="`, `">@andy prompt</message>`,
 	} {
 		if !strings.Contains(prompt, want) {
 			t.Errorf("prompt lacks %q:\n%s", want, prompt)

@@ -177,6 +177,8 @@ type Options struct {
 	// Security is the members of "hostSecurity" (e.g. an allowWrite for a
 	// scratch dir a wrapper script writes). Default: none.
 	Security string
+	// Media is the members of "media" (maxBytes, transcribe). Default: none.
+	Media string
 	// Env is added to the environment of the CLI and the daemon.
 	Env []string
 	// Home, when set, builds that environment from nothing: PATH,
@@ -254,6 +256,9 @@ func New(tb testing.TB, o Options) *Install {
 	security := ""
 	if o.Security != "" {
 		security = `"hostSecurity": {` + o.Security + `},`
+	}
+	if o.Media != "" {
+		security += `"media": {` + o.Media + `},`
 	}
 	cfg := fmt.Sprintf(`{
 		"channels": {%s, "local": {"enabled": true, "socket": %s}},

@@ -44,13 +44,17 @@ func (r *Refusal) Error() string { return r.Reason }
 // request may be carried out.
 func Authorize(from Group, r Request, f Facts) *Refusal {
 	switch r.Type {
-	case TypeMessage:
+	case TypeMessage, TypeReaction:
 		if from.IsMain {
 			return nil
 		}
 		if f.Target == nil || f.Target.Folder != from.Folder {
+			verb := "message"
+			if r.Type == TypeReaction {
+				verb = "react in"
+			}
 			return &Refusal{Alert: true, Target: r.ChatJID,
-				Reason: fmt.Sprintf("group %s may only message its own chat, not %s", from.Folder, r.ChatJID)}
+				Reason: fmt.Sprintf("group %s may only %s its own chat, not %s", from.Folder, verb, r.ChatJID)}
 		}
 	case TypeScheduleTask:
 		if r.TargetJID == "" {

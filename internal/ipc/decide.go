@@ -174,7 +174,7 @@ func (v *view) facts(ctx context.Context, req Request) (Facts, error) {
 	if req.Type == TypeScheduleTask {
 		jid = req.TargetJID
 	}
-	if jid != "" && (req.Type == TypeMessage || req.Type == TypeScheduleTask) {
+	if jid != "" && (req.Type == TypeMessage || req.Type == TypeReaction || req.Type == TypeScheduleTask) {
 		g, ok, err := v.groupByJID(ctx, jid)
 		if err != nil {
 			return f, err

@@ -80,6 +80,11 @@ func (a *fakeEffects) SendMessageTx(_ context.Context, _ *sql.Tx, id int64, from
 	return nil
 }
 
+func (a *fakeEffects) ReactTx(_ context.Context, _ *sql.Tx, id int64, from, chat, messageID, emoji string) error {
+	a.pending = append(a.pending, event{kind: "react", key: strconv.FormatInt(id, 10), from: from, chat: chat, text: messageID + " " + emoji})
+	return nil
+}
+
 func (a *fakeEffects) RegisterGroupTx(_ context.Context, _ *sql.Tx, id int64, g NewGroup) error {
 	a.groups.add(Group{JID: g.JID, Folder: g.Folder})
 	a.pending = append(a.pending, event{kind: "register", key: strconv.FormatInt(id, 10), group: g})

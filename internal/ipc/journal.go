@@ -163,11 +163,14 @@ func (w *Watcher) recordTx(ctx context.Context, tx *sql.Tx, f *file, d decision)
 		return e, w.refuseTx(ctx, tx, e, d)
 	}
 	e.status, e.typ = statusSent, d.req.Type
-	if d.req.Type == TypeMessage {
+	if r := d.req; r.Type == TypeMessage || r.Type == TypeReaction {
 		if err := w.insertTx(ctx, tx, e); err != nil {
 			return nil, err
 		}
-		return e, w.cfg.Effects.SendMessageTx(ctx, tx, e.id, f.folder, d.req.ChatJID, d.req.Text, d.file)
+		if r.Type == TypeReaction {
+			return e, w.cfg.Effects.ReactTx(ctx, tx, e.id, f.folder, r.ChatJID, r.MessageID, r.Emoji)
+		}
+		return e, w.cfg.Effects.SendMessageTx(ctx, tx, e.id, f.folder, r.ChatJID, r.Text, d.file)
 	}
 	// A change the database refuses (a finished task, a taken folder)
 	// refuses the file: only its own part of the batch is undone.

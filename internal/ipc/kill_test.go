@@ -30,6 +30,10 @@ func (sqlEffects) SendMessageTx(ctx context.Context, tx *sql.Tx, id int64, from,
 	_, err := tx.ExecContext(ctx, `INSERT INTO test_calls (key, what) VALUES (?, ?)`, id, text)
 	return err
 }
+func (sqlEffects) ReactTx(ctx context.Context, tx *sql.Tx, id int64, _, _, _, emoji string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO test_calls (key, what) VALUES (?, ?)`, id, emoji)
+	return err
+}
 func (sqlEffects) RegisterGroupTx(context.Context, *sql.Tx, int64, NewGroup) error { return nil }
 func (sqlEffects) RefusedTx(ctx context.Context, tx *sql.Tx, id int64, v security.Violation, alert bool) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO test_calls (key, what) VALUES (?, ?)`, id, "violation")

@@ -32,6 +32,7 @@ const MaxFileSize = 1 << 20
 // Request types (the "type" field).
 const (
 	TypeMessage       = "message"
+	TypeReaction      = "reaction"
 	TypeScheduleTask  = "schedule_task"
 	TypePauseTask     = "pause_task"
 	TypeResumeTask    = "resume_task"
@@ -47,7 +48,9 @@ type Request struct {
 	Type            string   `json:"type"`
 	ChatJID         string   `json:"chatJid,omitempty"`
 	Text            string   `json:"text,omitempty"`
-	File            string   `json:"file,omitempty"` // message: a file of the group's folder to send, Text its caption
+	File            string   `json:"file,omitempty"`      // message: a file of the group's folder to send, Text its caption
+	MessageID       string   `json:"messageId,omitempty"` // reaction: the chat's message reacted to
+	Emoji           string   `json:"emoji,omitempty"`     // reaction: the emoji
 	Prompt          string   `json:"prompt,omitempty"`
 	ScheduleType    string   `json:"schedule_type,omitempty"`
 	ScheduleValue   string   `json:"schedule_value,omitempty"`
@@ -65,7 +68,7 @@ type Request struct {
 
 // Dir is the directory a request of type typ is written to.
 func Dir(typ string) string {
-	if typ == TypeMessage {
+	if typ == TypeMessage || typ == TypeReaction {
 		return MessagesDir
 	}
 	return TasksDir
@@ -74,6 +77,7 @@ func Dir(typ string) string {
 // schema lists, per type, the fields besides type and token.
 var schema = map[string]struct{ required, optional []string }{
 	TypeMessage:       {required: []string{"chatJid", "text"}, optional: []string{"file"}},
+	TypeReaction:      {required: []string{"chatJid", "messageId", "emoji"}},
 	TypeScheduleTask:  {required: []string{"prompt", "schedule_type", "schedule_value", "context_mode"}, optional: []string{"targetJid"}},
 	TypePauseTask:     {required: []string{"taskId"}},
 	TypeResumeTask:    {required: []string{"taskId"}},
@@ -89,6 +93,8 @@ var setters = map[string]func(*Request, any) bool{
 	"chatJid":        str(func(r *Request) *string { return &r.ChatJID }),
 	"text":           str(func(r *Request) *string { return &r.Text }),
 	"file":           str(func(r *Request) *string { return &r.File }),
+	"messageId":      str(func(r *Request) *string { return &r.MessageID }),
+	"emoji":          str(func(r *Request) *string { return &r.Emoji }),
 	"prompt":         str(func(r *Request) *string { return &r.Prompt }),
 	"schedule_type":  str(func(r *Request) *string { return &r.ScheduleType }),
 	"schedule_value": str(func(r *Request) *string { return &r.ScheduleValue }),
@@ -149,7 +155,7 @@ func Decode(data []byte) (Request, error) {
 	typ, _ := obj["type"].(string)
 	spec, ok := schema[typ]
 	if !ok {
-		return r, fmt.Errorf("%w %q: use one of message, schedule_task, pause_task, resume_task, cancel_task, update_task, register_group, refresh_groups", ErrUnknownType, typ)
+		return r, fmt.Errorf("%w %q: use one of message, reaction, schedule_task, pause_task, resume_task, cancel_task, update_task, register_group, refresh_groups", ErrUnknownType, typ)
 	}
 	r.Type = typ
 	allowed := map[string]bool{"type": true, "token": true}
@@ -190,6 +196,12 @@ func (r *Request) validate() error {
 	}
 	if len(r.File) > 4096 || strings.ContainsRune(r.File, 0) {
 		return fmt.Errorf("file %.40q: a path of at most 4096 bytes, without NUL", r.File)
+	}
+	if len(r.MessageID) > 256 || strings.ContainsFunc(r.MessageID, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
+		return fmt.Errorf("messageId %.40q: the id shown in the prompt, no spaces or control characters", r.MessageID)
+	}
+	if len(r.Emoji) > 32 || strings.ContainsFunc(r.Emoji, func(c rune) bool { return c < ' ' || c == 0x7f }) {
+		return fmt.Errorf("emoji %.40q: one emoji, such as \"👍\"", r.Emoji)
 	}
 	switch r.Type {
 	case TypeScheduleTask:

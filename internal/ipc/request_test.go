@@ -57,6 +57,12 @@ func TestDecode(t *testing.T) {
 		{`{"type":"register_group","jid":"a@g.us","name":"A","folder":"a","senders":[1]` + tok + `}`, ErrSyntax},
 		{`{"type":"register_group","jid":"a@g.us","name":"A","folder":"a","senders":[["x"]]` + tok + `}`, ErrSyntax},
 		{`{"type":"message","chatJid":"a@g.us","text":"hi","senders":["x"]` + tok + `}`, ErrField},
+		{`{"type":"reaction","chatJid":"a@g.us","messageId":"3EB0C4A1F2","emoji":"👍"` + tok + `}`, nil},
+		{`{"type":"reaction","chatJid":"a@g.us","messageId":"3EB0C4A1F2"` + tok + `}`, ErrField},
+		{`{"type":"reaction","chatJid":"a@g.us","messageId":"3EB0","emoji":"👍","text":"x"` + tok + `}`, ErrField},
+		{`{"type":"reaction","chatJid":"a@g.us","messageId":"3EB0 x","emoji":"👍"` + tok + `}`, ErrField},
+		{`{"type":"reaction","chatJid":"a@g.us","messageId":"3EB0","emoji":"` + strings.Repeat("👍", 20) + `"` + tok + `}`, ErrField},
+		{`{"type":"message","chatJid":"a@g.us","text":"hi","emoji":"👍"` + tok + `}`, ErrField},
 	}
 	for _, tc := range tests {
 		req, err := Decode([]byte(tc.in))
@@ -85,6 +91,9 @@ func TestAuthorize(t *testing.T) {
 		{"group messages itself", fam, Request{Type: TypeMessage, ChatJID: fam.JID}, Facts{Target: &fam}, true, false},
 		{"group messages another", fam, Request{Type: TypeMessage, ChatJID: work.JID}, Facts{Target: &work}, false, true},
 		{"group messages unregistered", fam, Request{Type: TypeMessage, ChatJID: "x@g.us"}, Facts{}, false, true},
+		{"main reacts anywhere", main, Request{Type: TypeReaction, ChatJID: work.JID}, Facts{Target: &work}, true, false},
+		{"group reacts in its chat", fam, Request{Type: TypeReaction, ChatJID: fam.JID}, Facts{Target: &fam}, true, false},
+		{"group reacts in another", fam, Request{Type: TypeReaction, ChatJID: work.JID}, Facts{Target: &work}, false, true},
 		{"own task", fam, Request{Type: TypeScheduleTask}, Facts{}, true, false},
 		{"main schedules for work", main, Request{Type: TypeScheduleTask, TargetJID: work.JID}, Facts{Target: &work}, true, false},
 		{"main schedules for unregistered", main, Request{Type: TypeScheduleTask, TargetJID: "x"}, Facts{}, false, false},

@@ -69,6 +69,8 @@ type Effects interface {
 	// daemon's copy of the file it carries, which the message owns once
 	// tx commits.
 	SendMessageTx(ctx context.Context, tx *sql.Tx, id int64, fromFolder, chatJID, text string, file *channel.Attachment) error
+	// ReactTx queues a reaction with emoji to the chat's message messageID.
+	ReactTx(ctx context.Context, tx *sql.Tx, id int64, fromFolder, chatJID, messageID, emoji string) error
 	// RegisterGroupTx registers g, creating its folder; registering the
 	// same jid and folder again must succeed. An error wrapping one of
 	// groups' sentinel errors refuses the file.

@@ -144,6 +144,16 @@ func TestAllowedRequests(t *testing.T) {
 	h.drop(t, "family", MessagesDir, h.msg("family", "family@g.us", "hello family"))
 	h.expectSend(t, "family", "family@g.us", "hello family")
 
+	// A reaction is allowed as a message is: in the group's own chat.
+	h.drop(t, "family", MessagesDir, map[string]any{"type": "reaction", "chatJid": "family@g.us", "messageId": "3EB0C4", "emoji": "👍", "token": h.token["family"]})
+	if e := h.next(t); e.kind != "react" || e.from != "family" || e.chat != "family@g.us" || e.text != "3EB0C4 👍" {
+		t.Fatalf("got %+v; want the reaction", e)
+	}
+	p := h.drop(t, "family", MessagesDir, map[string]any{"type": "reaction", "chatJid": "work@g.us", "messageId": "3EB0C5", "emoji": "👎", "token": h.token["family"]})
+	h.expectRefused(t, p, true, "family", "may only react in its own chat")
+	p = h.drop(t, "family", TasksDir, map[string]any{"type": "reaction", "chatJid": "family@g.us", "messageId": "3EB0C6", "emoji": "👍", "token": h.token["family"]})
+	h.expectRefused(t, p, false, "family", "belongs in messages/")
+
 	// A group schedules for itself; main for another group.
 	h.drop(t, "family", TasksDir, map[string]any{"type": "schedule_task", "prompt": "remind", "schedule_type": "cron",
 		"schedule_value": "0 9 * * *", "context_mode": "isolated", "token": h.token["family"]})
@@ -161,7 +171,7 @@ func TestAllowedRequests(t *testing.T) {
 	}
 
 	// Family may not touch work's task; work may pause it; main may cancel it.
-	p := h.drop(t, "family", TasksDir, map[string]any{"type": "cancel_task", "taskId": work.ID, "token": h.token["family"]})
+	p = h.drop(t, "family", TasksDir, map[string]any{"type": "cancel_task", "taskId": work.ID, "token": h.token["family"]})
 	h.expectRefused(t, p, true, "family", "may only change its own tasks")
 	p = h.drop(t, "family", TasksDir, map[string]any{"type": "pause_task", "taskId": "task-nope", "token": h.token["family"]})
 	h.expectRefused(t, p, false, "family", "no task")

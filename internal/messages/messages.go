@@ -23,12 +23,18 @@ func New(db *sql.DB) *Store { return &Store{db: db} }
 // Stored is one stored message of a chat.
 type Stored struct {
 	Seq      int64  // arrival order, the cursor's unit
+	ID       string // the channel's id of the message, unique in its chat
 	SenderID string // the sender's id on its channel, for the senders allowlist
 	Sender   string // the name to show (the id when the channel gave none)
 	Time     time.Time
-	Text     string
+	Text     string // the caption of a file; a reaction's emoji
+	// Media is the marker of a file sent with it, as the prompt shows it
+	// ("[document report.pdf, 1.2 MB, media/ID.pdf]"); "" for none.
+	Media string
 	// What the message replies to, if it is a reply.
-	QuotedSender, QuotedText string
+	QuotedID, QuotedSender, QuotedText string
+	// ReactTo is the id of the message this reaction is about; "" for a message.
+	ReactTo string
 }
 
 // RecordChat stores chat metadata for any chat, registered or not: a name
@@ -92,20 +98,66 @@ func (s *Store) RecentGroupChats(ctx context.Context, n int) ([]string, error) {
 	return jids, rows.Err()
 }
 
-// Add stores m and returns its seq; added is false when the chat already
-// had a message with m's id (a redelivery), which is left as it was.
-func (s *Store) Add(ctx context.Context, m channel.Message) (seq int64, added bool, err error) {
-	res, err := s.db.ExecContext(ctx, `INSERT OR IGNORE INTO messages (chat_jid, id, sender, sender_name, text, time, from_me, is_bot,
-		quoted_sender, quoted_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, m.ChatJID, m.ID, m.Sender, m.SenderName, m.Text,
-		m.Time.UnixMilli(), m.FromMe, m.IsBot, m.QuotedSender, m.QuotedText)
+// Add stores m, with media the marker of its file ("" for none), and
+// returns its seq; added is false when the chat already had a message with
+// m's id (a redelivery), which is left as it was. A reaction replaces the
+// sender's earlier reaction to the same message while that is unanswered;
+// one taken back (no emoji) only removes it.
+func (s *Store) Add(ctx context.Context, m channel.Message, media string) (seq int64, added bool, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, false, fmt.Errorf("messages: store message %s: %w", m.ID, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return 0, false, nil
+	defer tx.Rollback()
+	if m.ReactTo != "" {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE chat_jid = ? AND react_to = ? AND sender = ? AND id != ?
+			AND seq > COALESCE((SELECT answered_seq FROM cursors WHERE chat_jid = ?), 0)`, m.ChatJID, m.ReactTo, m.Sender, m.ID, m.ChatJID); err != nil {
+			return 0, false, fmt.Errorf("messages: replace a reaction: %w", err)
+		}
+		if m.Text == "" {
+			return 0, false, tx.Commit()
+		}
 	}
-	seq, err = res.LastInsertId()
-	return seq, err == nil, err
+	res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO messages (chat_jid, id, sender, sender_name, text, time, from_me, is_bot,
+		quoted_id, quoted_sender, quoted_text, media, react_to) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.ChatJID, m.ID, m.Sender, m.SenderName, m.Text, m.Time.UnixMilli(), m.FromMe, m.IsBot,
+		m.QuotedID, m.QuotedSender, m.QuotedText, media, m.ReactTo)
+	if err != nil {
+		return 0, false, fmt.Errorf("messages: store message %s: %w", m.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		if seq, err = res.LastInsertId(); err != nil {
+			return 0, false, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, false, fmt.Errorf("messages: store message %s: %w", m.ID, err)
+	}
+	return seq, seq > 0, nil
+}
+
+// SetMedia replaces the marker of the chat's message id (a voice note's,
+// once its transcript is there).
+func (s *Store) SetMedia(ctx context.Context, chat, id, media string) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE messages SET media = ? WHERE chat_jid = ? AND id = ?`, media, chat, id); err != nil {
+		return fmt.Errorf("messages: note the file of message %s: %w", id, err)
+	}
+	return nil
+}
+
+// Lookup returns the chat's message id: who wrote it (their id and shown
+// name) and its text, after its file's marker if it has one; ok is false
+// when the chat has no such message.
+func (s *Store) Lookup(ctx context.Context, chat, id string) (senderID, sender, text string, ok bool, err error) {
+	err = s.db.QueryRowContext(ctx, `SELECT sender, CASE WHEN sender_name != '' THEN sender_name ELSE sender END, trim(media || ' ' || text)
+		FROM messages WHERE chat_jid = ? AND id = ?`, chat, id).Scan(&senderID, &sender, &text)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", "", false, nil
+	}
+	if err != nil {
+		return "", "", "", false, fmt.Errorf("messages: look up message %s: %w", id, err)
+	}
+	return senderID, sender, text, true, nil
 }
 
 // unanswered selects the message (chat, id) if the assistant has not
@@ -147,8 +199,8 @@ func (s *Store) Unanswered(ctx context.Context, chat string) ([]Stored, error) {
 // (timestamps have one-second resolution on WhatsApp, so they alone cannot
 // order a burst).
 func (s *Store) After(ctx context.Context, chat string, seq int64) ([]Stored, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT seq, sender, CASE WHEN sender_name != '' THEN sender_name ELSE sender END, time, text,
-		quoted_sender, quoted_text
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, id, sender, CASE WHEN sender_name != '' THEN sender_name ELSE sender END, time, text,
+		quoted_id, quoted_sender, quoted_text, media, react_to
 		FROM messages WHERE chat_jid = ? AND seq > ? AND is_bot = 0 ORDER BY time, seq`, chat, seq)
 	if err != nil {
 		return nil, fmt.Errorf("messages: read messages of %s: %w", chat, err)
@@ -158,7 +210,8 @@ func (s *Store) After(ctx context.Context, chat string, seq int64) ([]Stored, er
 	for rows.Next() {
 		var m Stored
 		var ms int64
-		if err := rows.Scan(&m.Seq, &m.SenderID, &m.Sender, &ms, &m.Text, &m.QuotedSender, &m.QuotedText); err != nil {
+		if err := rows.Scan(&m.Seq, &m.ID, &m.SenderID, &m.Sender, &ms, &m.Text,
+			&m.QuotedID, &m.QuotedSender, &m.QuotedText, &m.Media, &m.ReactTo); err != nil {
 			return nil, fmt.Errorf("messages: read messages of %s: %w", chat, err)
 		}
 		m.Time = time.UnixMilli(ms)

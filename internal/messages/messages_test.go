@@ -2,6 +2,7 @@ package messages
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,7 +29,7 @@ func open(t *testing.T) *Store {
 
 func add(t *testing.T, s *Store, id, text string) int64 {
 	t.Helper()
-	seq, added, err := s.Add(context.Background(), channel.Message{ChatJID: chat, ID: id, Sender: "alice", Text: text, Time: time.Now()})
+	seq, added, err := s.Add(context.Background(), channel.Message{ChatJID: chat, ID: id, Sender: "alice", Text: text, Time: time.Now()}, "")
 	if err != nil || !added {
 		t.Fatalf("Add(%s) = %v, %v", id, added, err)
 	}
@@ -55,7 +56,7 @@ func TestAnswerMovesCursorWithReply(t *testing.T) {
 	s, ctx := open(t), context.Background()
 	one := add(t, s, "1", "one")
 	add(t, s, "2", "two")
-	if _, added, err := s.Add(ctx, channel.Message{ChatJID: chat, ID: "1", Text: "again"}); err != nil || added {
+	if _, added, err := s.Add(ctx, channel.Message{ChatJID: chat, ID: "1", Text: "again"}, ""); err != nil || added {
 		t.Fatalf("a redelivery was stored again: %v, %v", added, err)
 	}
 	var w wakes
@@ -124,5 +125,47 @@ func TestSessionResetWins(t *testing.T) {
 	}
 	if saved, _ := s.SaveSession(ctx, "fam", "s3", time.Now().Add(time.Second)); !saved {
 		t.Error("a run after the reset could not save its session")
+	}
+}
+
+// A file's marker, a quote's id and a reaction come back as stored; a
+// changed reaction replaces the sender's earlier one while it is
+// unanswered, and one taken back leaves nothing.
+func TestMediaQuotesAndReactions(t *testing.T) {
+	s, ctx := open(t), context.Background()
+	add(t, s, "m1", "look")
+	if err := s.SetMedia(ctx, chat, "m1", "[voice note 0:03, media/m1.ogg] transcript: hi"); err != nil {
+		t.Fatal(err)
+	}
+	react := func(id, sender, emoji string) {
+		t.Helper()
+		if _, _, err := s.Add(ctx, channel.Message{ChatJID: chat, ID: id, Sender: sender, Text: emoji, ReactTo: "m1", Time: time.Now()}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	react("r1", "bob", "👍")
+	react("r2", "bob", "❤️") // bob changes his mind
+	react("r3", "carol", "😂")
+	react("r4", "carol", "") // and carol takes hers back
+	if _, _, err := s.Add(ctx, channel.Message{ChatJID: chat, ID: "q1", Sender: "bob", Text: "yes", QuotedID: "m1", QuotedText: "look", Time: time.Now()}, ""); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := s.Unanswered(ctx, chat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range msgs {
+		got = append(got, m.ID+"|"+m.Text+"|"+m.Media+"|"+m.ReactTo+"|"+m.QuotedID)
+	}
+	want := []string{"m1|look|[voice note 0:03, media/m1.ogg] transcript: hi||", "r2|❤️||m1|", "q1|yes|||m1"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("stored:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if id, name, text, ok, err := s.Lookup(ctx, chat, "m1"); err != nil || !ok || id != "alice" || name != "alice" || text != "[voice note 0:03, media/m1.ogg] transcript: hi look" {
+		t.Errorf("Lookup(m1) = %q %q %q %v %v", id, name, text, ok, err)
+	}
+	if _, _, _, ok, err := s.Lookup(ctx, chat, "nope"); err != nil || ok {
+		t.Errorf("Lookup of an unknown id = %v, %v", ok, err)
 	}
 }

@@ -52,6 +52,21 @@ func EnqueueFileTx(ctx context.Context, tx *sql.Tx, chatJID, text, kind string, 
 	return enqueueTx(ctx, tx, sql.NullString{String: chatJID, Valid: true}, text, kind, &file)
 }
 
+// EnqueueReactionTx queues a reaction with emoji to the chat's message
+// messageID, written by sender (who WhatsApp names with it; "" if unknown).
+func EnqueueReactionTx(ctx context.Context, tx *sql.Tx, chatJID, messageID, sender, emoji, kind string) (int64, error) {
+	if chatJID == "" {
+		return 0, ErrNoChat
+	}
+	res, err := tx.ExecContext(ctx,
+		`INSERT INTO outbox (chat_jid, text, kind, created_at, react_to, react_sender) VALUES (?, ?, ?, ?, ?, ?)`,
+		chatJID, emoji, kind, time.Now().UnixNano(), messageID, sender)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: queue a reaction for %q: %w", chatJID, err)
+	}
+	return res.LastInsertId()
+}
+
 // EnqueueForMainTx queues a message for a main group that is not
 // registered yet; AddressTx gives it its chat once there is one.
 func EnqueueForMainTx(ctx context.Context, tx *sql.Tx, text, kind string) (int64, error) {

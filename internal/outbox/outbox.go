@@ -237,6 +237,8 @@ type queued struct {
 	text      string
 	firstFail sql.NullInt64
 	file      *channel.Attachment
+	// A reaction: text is the emoji for the message reactTo by reactSender.
+	reactTo, reactSender string
 }
 
 // drainBatch is how many queued rows of a chat are read at once: one
@@ -246,7 +248,7 @@ const drainBatch = 64
 // next reads the chat's oldest unsent messages, in order.
 func (o *Outbox) next(ctx context.Context, chat string) ([]queued, error) {
 	rows, err := o.db.QueryContext(ctx,
-		`SELECT id, text, first_error_at, file_path, file_name, file_mime FROM outbox
+		`SELECT id, text, first_error_at, file_path, file_name, file_mime, COALESCE(react_to, ''), COALESCE(react_sender, '') FROM outbox
 		 WHERE chat_jid = ? AND sent_at IS NULL AND failed_at IS NULL ORDER BY id LIMIT ?`,
 		chat, drainBatch)
 	if err != nil {
@@ -257,7 +259,7 @@ func (o *Outbox) next(ctx context.Context, chat string) ([]queued, error) {
 	for rows.Next() {
 		var q queued
 		var path, name, mime sql.NullString
-		if err := rows.Scan(&q.id, &q.text, &q.firstFail, &path, &name, &mime); err != nil {
+		if err := rows.Scan(&q.id, &q.text, &q.firstFail, &path, &name, &mime, &q.reactTo, &q.reactSender); err != nil {
 			return nil, err
 		}
 		if path.Valid {
@@ -274,7 +276,8 @@ func (o *Outbox) sendOne(ctx context.Context, chat string, st *chatState, instal
 	o.mu.Lock()
 	gen := o.notifies
 	o.mu.Unlock()
-	out := channel.Outgoing{ID: MessageKey(install, q.id), ChatJID: chat, Text: q.text, File: q.file}
+	out := channel.Outgoing{ID: MessageKey(install, q.id), ChatJID: chat, Text: q.text, File: q.file,
+		ReactTo: q.reactTo, ReactSender: q.reactSender}
 	if err := o.send.Send(ctx, out); err != nil {
 		if ctx.Err() == nil && o.hopeless(err, q.firstFail) {
 			if gerr := o.giveUp(ctx, chat, q.id, err); gerr != nil {

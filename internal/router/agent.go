@@ -240,6 +240,9 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 			}
 		}
 		pending = false
+		if a.router.transcripts.wait(ctx, a.group.JID, stop) != nil {
+			return
+		}
 		a.mu.Lock()
 		from := a.delivered
 		a.mu.Unlock()

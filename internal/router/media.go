@@ -2,60 +2,248 @@ package router
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
+	"mime"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
-// MaxImageBytes caps a downloaded image: the Messages API refuses larger
-// ones, so bigger files would only fill the disk.
+// Files people send are saved as <group folder>/media/<message id><ext>
+// and named in the prompt by a marker: kind, name, length, size and path,
+// e.g. "[document report.pdf, 1.2 MB, media/3EB0.pdf]". What cannot be
+// saved (too big, download failed) is said in the marker instead, so the
+// message still reaches the agent.
+
+// MaxImageBytes is the largest image the model is shown: the Messages API
+// refuses larger ones. A larger image is still saved, as a file.
 const MaxImageBytes = 5 << 20
 
-// imageTypes are the image formats the model reads, with their extension.
-var imageTypes = map[string]string{"image/jpeg": ".jpg", "image/png": ".png", "image/gif": ".gif", "image/webp": ".webp"}
+// viewable are the image formats the model reads, with their extension;
+// the agent runner sends "[image …, media/ID.ext]" of these as images.
+var viewable = map[string]string{"image/jpeg": ".jpg", "image/png": ".png", "image/gif": ".gif", "image/webp": ".webp"}
 
-var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+// extensions WhatsApp's own types get (mime's table lacks some, or gives
+// odd ones such as .oga).
+var extensions = map[string]string{
+	"audio/ogg": ".ogg", "audio/mpeg": ".mp3", "audio/mp4": ".m4a", "audio/aac": ".aac", "audio/amr": ".amr", "audio/wav": ".wav",
+	"video/mp4": ".mp4", "video/3gpp": ".3gp", "video/quicktime": ".mov", "application/pdf": ".pdf", "text/plain": ".txt",
+	"image/heic": ".heic",
+}
 
-// saveImage downloads m's image into <group folder>/media/ and returns the
-// text to store for the message: "[image media/ID.jpg]" and the caption.
-// The agent runner turns that marker into an image block for the model.
-// What cannot be saved (too big, unsupported, download failed) is said in
-// the text instead, so the message still reaches the agent.
-func (r *Router) saveImage(ctx context.Context, g groups.Group, m channel.Message) string {
-	caption := strings.TrimSpace(m.Text)
-	with := func(s string) string { return strings.TrimSpace(s + " " + caption) }
-	ext, ok := imageTypes[strings.TrimSpace(strings.Split(m.Image.MimeType, ";")[0])]
-	if !ok {
-		return with(fmt.Sprintf("[image of type %q, which the assistant cannot view]", m.Image.MimeType))
+var (
+	unsafeID   = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+	cleanExt   = regexp.MustCompile(`^\.[A-Za-z0-9]{1,8}$`)
+	unsafeName = regexp.MustCompile(`[^\p{L}\p{N} ._()+-]`)
+)
+
+// saved is a file kept for a message.
+type saved struct {
+	marker string // without its closing "]", so a transcript's note can join it
+	rel    string // media/<id><ext>, relative to the group's folder ("" if not saved)
+	kind   string
+}
+
+// text is the finished marker, with note (e.g. a transcript) after it.
+func (s saved) text(note string) string {
+	return strings.TrimSpace(s.marker + "] " + note)
+}
+
+// saveMedia downloads m's file into the group's media/ and returns its
+// marker; rel is empty when the file was not saved.
+func (r *Router) saveMedia(ctx context.Context, g groups.Group, m channel.Message) saved {
+	md := m.Media
+	kind := md.Kind
+	if kind == "" {
+		kind = channel.MediaDocument
 	}
-	tooBig := with(fmt.Sprintf("[image not downloaded: larger than %d MB]", MaxImageBytes>>20))
-	if m.Image.Size > MaxImageBytes {
-		return tooBig
+	typ, _, _ := mime.ParseMediaType(md.MimeType)
+	name := displayName(md.Name)
+	head, sep := "["+kind, " "
+	if name != "" {
+		head, sep = head+" "+name, ", "
 	}
-	data, err := m.Image.Fetch(ctx)
+	s := saved{marker: head, kind: kind}
+	limit := r.Config().Media.MaxBytes
+	tooBig := func(size int64) saved {
+		s.marker = fmt.Sprintf("%s%s%s: not downloaded, larger than the %s limit (media.maxBytes)", head, sep, humanSize(size), humanSize(int64(limit)))
+		return s
+	}
+	if md.Size > int64(limit) {
+		return tooBig(md.Size)
+	}
+	data, err := md.Fetch(ctx)
 	if err != nil {
-		r.Log.Warn().Err(err).Str("group", g.Folder).Str("id", m.ID).Msg("image download failed")
-		return with("[image could not be downloaded: " + err.Error() + "]")
+		r.Log.Warn().Err(err).Str("group", g.Folder).Str("id", m.ID).Str("kind", kind).Msg("media download failed")
+		s.marker = head + ": could not be downloaded (" + err.Error() + ")"
+		return s
 	}
-	if len(data) > MaxImageBytes {
-		return tooBig
+	if len(data) > limit {
+		return tooBig(int64(len(data)))
 	}
-	name := layout.MediaDir + "/" + unsafeName.ReplaceAllString(m.ID, "_") + ext
-	path := filepath.Join(r.Config().Layout().Group(g.Folder), filepath.FromSlash(name))
-	err = os.MkdirAll(filepath.Dir(path), 0o755)
+	rel := layout.MediaDir + "/" + unsafeID.ReplaceAllString(m.ID, "_") + extension(typ, md.Name)
+	if err := r.writeMedia(ctx, g, path.Base(rel), data); err != nil {
+		r.Log.Error().Err(err).Str("group", g.Folder).Str("id", m.ID).Msg("saving a received file failed")
+		s.marker = head + ": could not be saved (" + err.Error() + ")"
+		return s
+	}
+	secs := md.Seconds
+	if secs == 0 && typ == "audio/ogg" {
+		secs = oggSeconds(data)
+	}
+	var parts []string
+	if secs > 0 {
+		parts = append(parts, fmt.Sprintf("%d:%02d", secs/60, secs%60))
+	}
+	if kind != channel.MediaVoice || secs == 0 {
+		parts = append(parts, humanSize(int64(len(data))))
+	}
+	parts = append(parts, rel)
+	s.marker, s.rel = head+sep+strings.Join(parts, ", "), rel
+	if kind == channel.MediaImage {
+		if _, ok := viewable[typ]; !ok {
+			s.marker += ", a format the model cannot view"
+		} else if len(data) > MaxImageBytes {
+			s.marker += fmt.Sprintf(", too large for the model to view (over %s)", humanSize(MaxImageBytes))
+		}
+	}
+	return s
+}
+
+// writeMedia writes data as media/name of g's folder. The folder is the
+// group's to write, so every step goes through an os.Root opened on it,
+// never a path string: nothing the group plants can redirect the write
+// outside its folder. A link where media/ belongs is removed, not
+// followed, and reported as a filesystem violation.
+func (r *Router) writeMedia(ctx context.Context, g groups.Group, name string, data []byte) error {
+	dir := r.Config().Layout().Group(g.Folder)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	fi, err := root.Lstat(layout.MediaDir)
+	switch {
+	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
+		target, _ := root.Readlink(layout.MediaDir)
+		if err := root.Remove(layout.MediaDir); err != nil {
+			return fmt.Errorf("media/ is a link (to %s) and could not be removed: %w", target, err)
+		}
+		r.planted(ctx, g, filepath.Join(dir, layout.MediaDir), fmt.Sprintf("media/ was a symbolic link to %s; the daemon removed it instead of saving a received file through it", target))
+	case err == nil && !fi.IsDir():
+		r.planted(ctx, g, filepath.Join(dir, layout.MediaDir), "media/ is not a directory; a received file was not saved")
+		return errors.New("media/ in the group's folder is not a directory")
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	if err := root.Mkdir(layout.MediaDir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	// Opened as a root of its own, then checked to be the directory named
+	// media/ and not a link swapped in since (which could lead elsewhere in
+	// the folder, logs/ say): the open handle stays on what was checked.
+	media, err := root.OpenRoot(layout.MediaDir)
+	if err != nil {
+		return err
+	}
+	defer media.Close()
+	opened, err := media.Stat(".")
+	if err != nil {
+		return err
+	}
+	if named, err := root.Lstat(layout.MediaDir); err != nil || !named.IsDir() || !os.SameFile(opened, named) {
+		r.planted(ctx, g, filepath.Join(dir, layout.MediaDir), "media/ was replaced while a received file was being saved; it was not saved")
+		return errors.New("media/ in the group's folder changed while saving")
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	tmp := "." + name + "." + hex.EncodeToString(b[:]) + ".tmp"
+	f, err := media.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
 	if err == nil {
-		err = atomicfile.Write(path, data, 0o644)
+		err = f.Chmod(0o644) // readable by a confined run, whatever the daemon's umask
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = media.Rename(tmp, name) // replaces a link planted under that name, never follows it
 	}
 	if err != nil {
-		r.Log.Error().Err(err).Str("group", g.Folder).Msg("saving an image failed")
-		return with("[image could not be saved: " + err.Error() + "]")
+		media.Remove(tmp)
 	}
-	return with("[image " + name + "]")
+	return err
+}
+
+// planted reports what the group left where the daemon writes.
+func (r *Router) planted(ctx context.Context, g groups.Group, target, detail string) {
+	v := security.Violation{Time: time.Now(), Group: g.Folder, Kind: security.KindFilesystem, Tool: "media",
+		Target: target, Detail: detail, Action: "blocked"}
+	if err := r.Reporter.Report(context.WithoutCancel(ctx), v); err != nil {
+		r.Log.Error().Err(err).Str("group", g.Folder).Msg("report a link planted in media/")
+	}
+}
+
+// extension is the saved file's: the sender's own when it looks like one,
+// else the MIME type's, else .bin.
+func extension(typ, name string) string {
+	if e, ok := viewable[typ]; ok {
+		return e
+	}
+	if e, ok := extensions[typ]; ok {
+		return e
+	}
+	if e := strings.ToLower(filepath.Ext(name)); cleanExt.MatchString(e) {
+		return e
+	}
+	if exts, _ := mime.ExtensionsByType(typ); len(exts) > 0 {
+		return exts[0]
+	}
+	return ".bin"
+}
+
+// displayName is the sender's file name as the prompt shows it: its base
+// name, with anything but letters, digits and a few marks replaced, at
+// most 80 runes.
+func displayName(name string) string {
+	name = strings.TrimSpace(unsafeName.ReplaceAllString(path.Base(strings.ReplaceAll(name, `\`, "/")), "_"))
+	if name == "." || name == "_" {
+		return ""
+	}
+	if r := []rune(name); len(r) > 80 {
+		name = string(r[:80])
+	}
+	return name
+}
+
+// humanSize is n bytes as "512 bytes", "12 KB" or "1.2 MB" (units of 1024).
+func humanSize(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d bytes", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%d KB", n>>10)
+	}
+	return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
 }

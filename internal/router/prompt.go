@@ -31,12 +31,21 @@ func Triggers(text, trigger string) bool {
 
 // PromptMessage is one message as the agent sees it.
 type PromptMessage struct {
+	ID     string // the chat's id of it, for a reaction or a quote
 	Sender string
 	Time   time.Time
-	Text   string
+	Text   string // a file's caption; a reaction's emoji
+	// Media is the marker of a file sent with it, shown before the text.
+	Media string
 	// What the message replies to, if it is a reply.
-	QuotedSender, QuotedText string
+	QuotedID, QuotedSender, QuotedText string
+	// ReactTo makes it a reaction to the message with that id.
+	ReactTo string
 }
+
+// maxExcerpt bounds the quoted text shown with a reply: enough to know
+// which message it answers; the whole of it was in an earlier prompt.
+const maxExcerpt = 200
 
 var xmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;")
 
@@ -48,26 +57,55 @@ func FormatPrompt(msgs []PromptMessage, loc *time.Location) string {
 	var b strings.Builder
 	b.WriteString("<messages>\n")
 	for _, m := range msgs {
-		b.WriteString(`<message sender="`)
-		b.WriteString(xmlEscaper.Replace(m.Sender))
-		b.WriteString(`" time="`)
-		b.WriteString(m.Time.In(loc).Format(time.RFC3339))
-		b.WriteString(`">`)
-		if m.QuotedText != "" {
-			b.WriteString(`<quote sender="`)
-			b.WriteString(xmlEscaper.Replace(m.QuotedSender))
-			b.WriteString(`">`)
-			b.WriteString(xmlEscaper.Replace(m.QuotedText))
+		elem := "message"
+		if m.ReactTo != "" {
+			elem = "reaction"
+		}
+		b.WriteString("<" + elem)
+		attr(&b, "id", m.ID)
+		attr(&b, "sender", m.Sender)
+		attr(&b, "time", m.Time.In(loc).Format(time.RFC3339))
+		if m.ReactTo != "" {
+			attr(&b, "to", m.ReactTo)
+		}
+		b.WriteString(">")
+		if m.QuotedText != "" || m.QuotedID != "" {
+			b.WriteString("<quote")
+			if m.QuotedID != "" {
+				attr(&b, "id", m.QuotedID)
+			}
+			attr(&b, "sender", m.QuotedSender)
+			b.WriteString(">")
+			b.WriteString(xmlEscaper.Replace(excerpt(m.QuotedText)))
 			b.WriteString("</quote>")
 		}
-		b.WriteString(xmlEscaper.Replace(m.Text))
-		b.WriteString("</message>\n")
+		text := m.Text
+		if m.Media != "" {
+			text = strings.TrimSpace(m.Media + " " + text)
+		}
+		b.WriteString(xmlEscaper.Replace(text))
+		b.WriteString("</" + elem + ">\n")
 	}
 	b.WriteString("</messages>")
 	b.WriteString("\n<context timezone=\"")
 	b.WriteString(xmlEscaper.Replace(zoneName(loc)))
 	b.WriteString("\" />")
 	return b.String()
+}
+
+// attr writes ` name="value"`, escaped.
+func attr(b *strings.Builder, name, value string) {
+	b.WriteString(" " + name + `="`)
+	b.WriteString(xmlEscaper.Replace(value))
+	b.WriteString(`"`)
+}
+
+// excerpt is the start of a quoted text, cut at a rune boundary.
+func excerpt(s string) string {
+	if utf8.RuneCountInString(s) <= maxExcerpt {
+		return s
+	}
+	return string([]rune(s)[:maxExcerpt]) + "…"
 }
 
 // zoneName is loc's IANA name; the system's zone is named by the TZ it

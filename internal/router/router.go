@@ -79,7 +79,8 @@ type Router struct {
 	// directory before each run.
 	Snapshots Snapshots
 
-	warm warm // agents started ahead (warm.go)
+	warm        warm        // agents started ahead (warm.go)
+	transcripts transcripts // voice notes being transcribed (transcripts.go)
 }
 
 // Pending lists the folders of groups with unanswered messages, so that a
@@ -124,7 +125,7 @@ func mayReset(g groups.Group, sender string) bool {
 
 func anyCalls(g groups.Group, msgs []messages.Stored) bool {
 	for _, m := range msgs {
-		if calls(g, m.SenderID, m.Text) {
+		if m.ReactTo == "" && calls(g, m.SenderID, m.Text) {
 			return true
 		}
 	}
@@ -146,7 +147,8 @@ func (r *Router) promptOf(msgs []messages.Stored) (string, int64) {
 	}
 	pm := make([]PromptMessage, len(msgs))
 	for i, m := range msgs {
-		pm[i] = PromptMessage{Sender: m.Sender, Time: m.Time, Text: m.Text, QuotedSender: m.QuotedSender, QuotedText: m.QuotedText}
+		pm[i] = PromptMessage{ID: m.ID, Sender: m.Sender, Time: m.Time, Text: m.Text, Media: m.Media,
+			QuotedID: m.QuotedID, QuotedSender: m.QuotedSender, QuotedText: m.QuotedText, ReactTo: m.ReactTo}
 	}
 	return FormatPrompt(pm, cfg.Location()), top
 }

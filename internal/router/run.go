@@ -75,6 +75,9 @@ func (r *Router) runMessages(ctx context.Context, job runner.Job) (*agentRun, er
 	if err != nil {
 		return nil, err
 	}
+	if err := r.transcripts.wait(ctx, g.JID, nil); err != nil {
+		return nil, err
+	}
 	msgs, err := r.Messages.Unanswered(ctx, g.JID)
 	if err != nil || len(msgs) == 0 {
 		return nil, err

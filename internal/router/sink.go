@@ -12,6 +12,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
+	"github.com/nanoclawd/nanoclawd/internal/transcribe"
 )
 
 // The router as channel.Sink: what channels deliver is stored, and a
@@ -41,17 +42,47 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 	if err != nil {
 		return err
 	}
-	if m.Image != nil {
-		m.Text = r.saveImage(ctx, g, m)
-	}
 	if m.Replaces != "" || m.Revokes != "" {
 		if done, err := r.onChange(ctx, g, &m); done || err != nil {
 			return err
 		}
 	}
-	seq, added, err := r.Messages.Add(ctx, m)
+	if m.QuotedID != "" {
+		// The chat's own record says more than the channel's copy: the
+		// name shown, a file's marker and transcript. The local channel
+		// names only the id.
+		if _, name, text, ok, err := r.Messages.Lookup(ctx, m.ChatJID, m.QuotedID); err == nil && ok {
+			m.QuotedSender, m.QuotedText = name, text
+		}
+	}
+	var file saved
+	marker, later := "", false
+	if m.Media != nil && !m.IsBot && !r.known(ctx, m) {
+		file = r.saveMedia(ctx, g, m)
+		marker = file.text("")
+		if file.rel != "" && (file.kind == channel.MediaVoice || file.kind == channel.MediaAudio) {
+			if later = transcribe.Configured(r.Config().Media.Transcribe); later {
+				// Counted before it is stored, so no run reads it untranscribed.
+				r.transcripts.add(m.ChatJID, 1)
+				marker = file.text(noteFor(errors.New("the daemon stopped before the transcription finished")))
+			} else {
+				marker = file.text(noteFor(transcribe.ErrNone))
+			}
+		}
+	}
+	seq, added, err := r.Messages.Add(ctx, m, marker)
+	if later && (err != nil || !added || m.IsBot) {
+		r.transcripts.add(m.ChatJID, -1)
+	}
 	if err != nil || !added || m.IsBot {
 		return err // nil for a redelivery, or our own reply echoed back
+	}
+	if m.ReactTo != "" {
+		return nil // a reaction is context for the next run, never a call
+	}
+	if later {
+		r.transcribeLater(ctx, g, m, file)
+		return nil // it may call the assistant once its text is there
 	}
 	cfg := r.Config()
 	if word := cfg.Agent.NewSessionCommand; word != "" && strings.EqualFold(strings.TrimSpace(m.Text), word) && mayReset(g, m.Sender) {
@@ -59,6 +90,13 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 	}
 	r.maybeRun(g, m.Sender, m.Text)
 	return nil
+}
+
+// known tells a redelivered message (whose file is saved already, and
+// must not be replaced by what a second copy carries).
+func (r *Router) known(ctx context.Context, m channel.Message) bool {
+	_, _, _, ok, err := r.Messages.Lookup(ctx, m.ChatJID, m.ID)
+	return ok || err != nil
 }
 
 // newSession handles the chat's "/new": the group's next run starts a

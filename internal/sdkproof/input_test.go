@@ -48,7 +48,7 @@ func TestBadInputGivesErrorFrame(t *testing.T) {
 }
 
 // A photo the daemon saved in the group's folder and marked in the prompt
-// ("[image media/ID.png]") reaches the model as an image block, base64, with
+// ("[image 67 bytes, media/ID.png]") reaches the model as an image block, base64, with
 // its media type, ahead of the text that mentions it; a marker naming a
 // path outside media/ is left as text.
 func TestImageReachesTheModel(t *testing.T) {
@@ -64,7 +64,7 @@ func TestImageReachesTheModel(t *testing.T) {
 	mock := mockapi.New(t)
 	mock.Script("IMAGE-PROBE", mockapi.Text("A very small picture."))
 	opts := w.options(t, "main.sdkOptions.json", "main")
-	prompt := "<messages>\n<message sender=\"Owner\" time=\"2026-11-21T10:00:00Z\">[image media/3EB0CAT.png] IMAGE-PROBE what is this? [image media/../../operator/.ssh/id_test.png]</message>\n</messages>"
+	prompt := "<messages>\n<message sender=\"Owner\" time=\"2026-11-21T10:00:00Z\">[image 67 bytes, media/3EB0CAT.png] IMAGE-PROBE what is this? [image media/../../operator/.ssh/id_test.png]</message>\n</messages>"
 	run := w.start(t, ctx, "main", true, "", prompt, opts, mock.URL)
 	_, result := run.untilResult(ctx)
 	defer func() {

@@ -31,6 +31,13 @@
 //	                  PATH is sent as given (/etc/passwd, ../other/x)
 //	link-file TARGET PATH TEXT
 //	                  make PATH a symlink to TARGET, then ipc-file PATH TEXT
+//	react ID EMOJI    an IPC reaction with EMOJI to its chat's message ID (noted
+//	                  as "react ID"), then reply "reacted ID"
+//	hash PATH...      reply one line per PATH (relative to its working
+//	                  directory): "PATH sha256:HEX SIZE" or "PATH error: …",
+//	                  which shows what a (confined) run can read
+//	plant TARGET PATH move PATH aside (to PATH.old) and make it a symlink to
+//	                  TARGET, reply "planted PATH" or "plant error: …"
 //	task TYPE VALUE TEXT
 //	                  an IPC schedule_task (context isolated) whose prompt is
 //	                  "run TEXT" (noted as "task TEXT"), then reply
@@ -71,6 +78,7 @@
 package main
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"html"
@@ -235,6 +243,35 @@ func do(text string, in input, raw []byte) {
 		writeIPC(ipcDir().Messages(), f[1], map[string]string{"type": "message", "chatJid": os.Getenv(protocol.EnvChatJID),
 			"text": "ipc " + f[1], "file": f[0], "token": os.Getenv(protocol.EnvIPCToken)}, "file "+f[1])
 		result("queued "+f[1], "")
+	case "react":
+		id, emoji, _ := strings.Cut(arg, " ")
+		writeIPC(ipcDir().Messages(), "react "+id, map[string]string{"type": "reaction", "chatJid": os.Getenv(protocol.EnvChatJID),
+			"messageId": id, "emoji": emoji, "token": os.Getenv(protocol.EnvIPCToken)}, "react "+id)
+		result("reacted "+id, "")
+	case "hash":
+		var lines []string
+		for _, p := range strings.Fields(arg) {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				lines = append(lines, p+" error: "+err.Error())
+				continue
+			}
+			lines = append(lines, fmt.Sprintf("%s sha256:%x %d", p, sha256.Sum256(data), len(data)))
+		}
+		result(strings.Join(lines, "\n"), "")
+	case "plant":
+		target, path, _ := strings.Cut(arg, " ")
+		if _, err := os.Lstat(path); err == nil {
+			if err := os.Rename(path, path+".old"); err != nil {
+				result("plant error: "+err.Error(), "")
+				return
+			}
+		}
+		if err := os.Symlink(target, path); err != nil {
+			result("plant error: "+err.Error(), "")
+			return
+		}
+		result("planted "+path, "")
 	case "task":
 		f := strings.SplitN(arg, " ", 3)
 		if len(f) != 3 {

@@ -3,10 +3,13 @@
 // have JIDs that start with "local:".
 //
 //	POST /messages {"chatJid","sender","senderName","text"} → 202 {"id"}
-//	               (optional "quotedSender", "quotedText": the message it replies to)
+//	               (optional "quotedId", or "quotedSender" and "quotedText": the message
+//	               it replies to; "media": {"type","name","dataBase64","voice"}: a file,
+//	               text its caption; "reactTo": ID and "emoji", no text: a reaction)
 //	GET  /sent?after=SEQ&wait=SECONDS → 200 {"messages":[{"seq","chatJid","text","time"}]}
 //	               (optional "chatJid=JID": only what was sent to that chat; a message
-//	               with a file also has "file" (its name), "fileType" and "fileBytes")
+//	               with a file also has "file" (its name), "fileType" and "fileBytes";
+//	               a reaction "reaction" (the emoji) and "reactTo")
 //	GET  /files/SEQ → 200 the bytes of the file sent with message SEQ
 //	GET  /health → 200 {"status":"ok",...}
 //
@@ -17,6 +20,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -38,7 +42,7 @@ import (
 const Prefix = "local:"
 
 const (
-	maxBody = 1 << 20
+	maxBody = 1 << 20 // besides a file's base64
 	maxWait = 60 * time.Second
 	maxPage = 1000
 )
@@ -46,17 +50,21 @@ const (
 // Channel is the local channel. What it sends is kept in SQLite, so /sent
 // pages survive a restart and a retried send is not shown twice.
 type Channel struct {
-	socket string
-	db     *sql.DB
-	start  time.Time
+	socket   string
+	db       *sql.DB
+	start    time.Time
+	maxMedia func() int // media.maxBytes now: a request may carry that much in base64
 
 	mu   sync.Mutex
 	sent chan struct{} // closed and replaced whenever something is sent
 }
 
-// New returns the channel serving on socket and keeping its sent log in db.
-func New(socket string, db *sql.DB) *Channel {
-	return &Channel{socket: socket, db: db, sent: make(chan struct{}), start: time.Now()}
+// New returns the channel serving on socket and keeping its sent log in
+// db; a posted file may be up to maxMedia() bytes, the current
+// media.maxBytes (the router refuses a larger file itself, and says so in
+// the prompt).
+func New(socket string, db *sql.DB, maxMedia func() int) *Channel {
+	return &Channel{socket: socket, db: db, sent: make(chan struct{}), start: time.Now(), maxMedia: maxMedia}
 }
 
 // Name implements channel.Channel.
@@ -86,8 +94,9 @@ func (c *Channel) Send(ctx context.Context, m channel.Outgoing) error {
 		}
 		name, mime = sql.NullString{String: m.File.Name, Valid: true}, sql.NullString{String: m.File.MIME, Valid: true}
 	}
-	_, err := c.db.ExecContext(ctx, `INSERT OR IGNORE INTO local_sent (out_id, chat_jid, text, time, file_name, file_mime, file_data)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, m.ID, m.ChatJID, m.Text, time.Now().UnixNano(), name, mime, data)
+	reactTo := sql.NullString{String: m.ReactTo, Valid: m.ReactTo != ""}
+	_, err := c.db.ExecContext(ctx, `INSERT OR IGNORE INTO local_sent (out_id, chat_jid, text, time, file_name, file_mime, file_data, react_to)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, m.ID, m.ChatJID, m.Text, time.Now().UnixNano(), name, mime, data, reactTo)
 	if err != nil {
 		return fmt.Errorf("local channel: %w", err)
 	}
@@ -156,9 +165,24 @@ type Message struct {
 	Sender     string `json:"sender"`
 	SenderName string `json:"senderName"`
 	Text       string `json:"text"`
-	// Optional: the message this one replies to.
+	// Optional: the message this one replies to, by its id, or by who
+	// wrote it and what it said.
+	QuotedID     string `json:"quotedId,omitempty"`
 	QuotedSender string `json:"quotedSender,omitempty"`
 	QuotedText   string `json:"quotedText,omitempty"`
+	// Optional: a file sent with the message, Text its caption.
+	Media *Media `json:"media,omitempty"`
+	// A reaction (Text empty): Emoji to the chat's message ReactTo.
+	ReactTo string `json:"reactTo,omitempty"`
+	Emoji   string `json:"emoji,omitempty"`
+}
+
+// Media is a file as WhatsApp delivers one.
+type Media struct {
+	Type       string `json:"type"`           // the MIME type, e.g. "audio/ogg; codecs=opus"
+	Name       string `json:"name,omitempty"` // the file name the sender gave
+	DataBase64 string `json:"dataBase64"`
+	Voice      bool   `json:"voice,omitempty"` // recorded in the chat as a voice note
 }
 
 // SentMessage is one entry of GET /sent.
@@ -171,42 +195,42 @@ type SentMessage struct {
 	File      string `json:"file,omitempty"`
 	FileType  string `json:"fileType,omitempty"`
 	FileBytes int64  `json:"fileBytes,omitempty"`
+	// A reaction the daemon gave: the emoji, to the chat's message ReactTo.
+	Reaction string `json:"reaction,omitempty"`
+	ReactTo  string `json:"reactTo,omitempty"`
 }
 
 func (c *Channel) handler(sink channel.Sink) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /messages", func(w http.ResponseWriter, req *http.Request) {
 		var in Message
-		dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, maxBody))
+		limit := int64(maxBody + base64.StdEncoding.EncodedLen(c.maxMedia()))
+		dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, limit))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&in); err != nil {
-			httpError(w, http.StatusBadRequest, "body must be JSON {\"chatJid\",\"sender\",\"senderName\",\"text\"}: "+err.Error())
+			code := http.StatusBadRequest
+			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+				code = http.StatusRequestEntityTooLarge
+			}
+			httpError(w, code, "body must be JSON {\"chatJid\",\"sender\",\"senderName\",\"text\"} of at most "+
+				strconv.FormatInt(limit, 10)+" bytes (a file up to media.maxBytes, in base64): "+err.Error())
 			return
 		}
 		if !c.Owns(in.ChatJID) {
 			httpError(w, http.StatusBadRequest, fmt.Sprintf("chatJid %q must start with %q", in.ChatJID, Prefix))
 			return
 		}
-		if strings.TrimSpace(in.Text) == "" {
-			httpError(w, http.StatusBadRequest, "text is empty")
+		m, problem := in.message()
+		if problem != "" {
+			httpError(w, http.StatusBadRequest, problem)
 			return
 		}
-		if in.Sender == "" {
-			in.Sender = "local-user"
-		}
-		if in.SenderName == "" {
-			in.SenderName = in.Sender
-		}
-		id := newID()
-		err := sink.OnMessage(req.Context(), channel.Message{
-			ID: id, ChatJID: in.ChatJID, Sender: in.Sender, SenderName: in.SenderName, Text: in.Text, Time: time.Now(),
-			QuotedSender: in.QuotedSender, QuotedText: in.QuotedText,
-		})
-		if err != nil {
+		m.ID, m.Time = newID(), time.Now()
+		if err := sink.OnMessage(req.Context(), m); err != nil {
 			httpError(w, http.StatusInternalServerError, "could not store the message: "+err.Error())
 			return
 		}
-		writeJSON(w, http.StatusAccepted, map[string]string{"id": id})
+		writeJSON(w, http.StatusAccepted, map[string]string{"id": m.ID})
 	})
 	mux.HandleFunc("GET /sent", func(w http.ResponseWriter, req *http.Request) {
 		q := req.URL.Query()
@@ -266,7 +290,7 @@ func (c *Channel) handler(sink channel.Sink) http.Handler {
 
 func (c *Channel) sentAfter(ctx context.Context, after int64, chat string) ([]SentMessage, error) {
 	rows, err := c.db.QueryContext(ctx, `SELECT seq, chat_jid, text, time,
-		COALESCE(file_name, ''), COALESCE(file_mime, ''), COALESCE(length(file_data), 0) FROM local_sent
+		COALESCE(file_name, ''), COALESCE(file_mime, ''), COALESCE(length(file_data), 0), COALESCE(react_to, '') FROM local_sent
 		WHERE seq > ? AND (? = '' OR chat_jid = ?) ORDER BY seq LIMIT ?`, after, chat, chat, maxPage)
 	if err != nil {
 		return nil, err
@@ -276,8 +300,11 @@ func (c *Channel) sentAfter(ctx context.Context, after int64, chat string) ([]Se
 	for rows.Next() {
 		var m SentMessage
 		var ns int64
-		if err := rows.Scan(&m.Seq, &m.ChatJID, &m.Text, &ns, &m.File, &m.FileType, &m.FileBytes); err != nil {
+		if err := rows.Scan(&m.Seq, &m.ChatJID, &m.Text, &ns, &m.File, &m.FileType, &m.FileBytes, &m.ReactTo); err != nil {
 			return nil, err
+		}
+		if m.ReactTo != "" {
+			m.Reaction, m.Text = m.Text, ""
 		}
 		m.Time = time.Unix(0, ns).UTC().Format("2006-01-02T15:04:05.000000Z07:00")
 		out = append(out, m)

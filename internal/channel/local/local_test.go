@@ -3,6 +3,7 @@ package local
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -48,7 +49,7 @@ func serve(t *testing.T, sink channel.Sink) (*Channel, *Client, *http.Client, st
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	c := New(sock, db)
+	c := New(sock, db, func() int { return 1 << 10 })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx, sink) }()
@@ -102,15 +103,22 @@ func TestPostMessage(t *testing.T) {
 		sink.msgs[0].QuotedSender != "Bob" || sink.msgs[0].QuotedText != "lunch?" {
 		t.Errorf("stored %+v", sink.msgs)
 	}
-	for _, bad := range []struct{ body, want string }{
-		{`{"chatJid":"120363@g.us","text":"x"}`, "must start with"},
-		{`{"chatJid":"local:a","text":"  "}`, "text is empty"},
-		{`{"chatJid":"local:a","text":"x","extra":1}`, "unknown field"},
-		{`not json`, "body must be JSON"},
-		{`{"chatJid":"local:a","text":"` + strings.Repeat("x", 2<<20) + `"}`, "too large"},
+	for _, bad := range []struct {
+		body, want string
+		code       int
+	}{
+		{`{"chatJid":"120363@g.us","text":"x"}`, "must start with", 400},
+		{`{"chatJid":"local:a","text":"  "}`, "text is empty", 400},
+		{`{"chatJid":"local:a","text":"x","extra":1}`, "unknown field", 400},
+		{`not json`, "body must be JSON", 400},
+		{`{"chatJid":"local:a","text":"` + strings.Repeat("x", 2<<20) + `"}`, "too large", 413},
+		{`{"chatJid":"local:a","reactTo":"X"}`, "a reaction is", 400},
+		{`{"chatJid":"local:a","reactTo":"X","emoji":"👍","text":"also"}`, "a reaction is", 400},
+		{`{"chatJid":"local:a","media":{"type":"image/png","dataBase64":"***"}}`, "not standard base64", 400},
+		{`{"chatJid":"local:a","media":{"type":"","dataBase64":""}}`, "media.type must be a MIME type", 400},
 	} {
 		code, body := post(t, c, bad.body)
-		if code != 400 || !strings.Contains(body, bad.want) {
+		if code != bad.code || !strings.Contains(body, bad.want) {
 			t.Errorf("%.40s: %d %s", bad.body, code, body)
 		}
 	}
@@ -121,6 +129,66 @@ func TestPostMessage(t *testing.T) {
 	sink.fail = fmt.Errorf("disk full")
 	if _, err := client.Post(ctx, Message{ChatJID: "local:a", Text: "x"}); err == nil || !strings.Contains(err.Error(), "500 Internal Server Error: could not store the message: disk full") {
 		t.Errorf("a message that was not stored was accepted: %v", err)
+	}
+}
+
+// A file arrives as WhatsApp would deliver it: its kind from the MIME type
+// (a voice note when "voice"), its name, size and bytes; a request may
+// carry media.maxBytes in base64. A reaction names the message it is
+// about; a reaction the daemon sends shows in /sent as such.
+func TestPostMediaAndReactions(t *testing.T) {
+	sink := &fakeSink{}
+	ch, client, c, _ := serve(t, sink)
+	ctx := context.Background()
+	full := bytes.Repeat([]byte{0xff}, 1<<10) // serve's limit, exactly
+	for _, tc := range []struct {
+		media Media
+		kind  string
+	}{
+		{Media{Type: "audio/ogg; codecs=opus", DataBase64: base64.StdEncoding.EncodeToString([]byte("OggS")), Voice: true}, channel.MediaVoice},
+		{Media{Type: "audio/mpeg", DataBase64: base64.StdEncoding.EncodeToString([]byte("ID3"))}, channel.MediaAudio},
+		{Media{Type: "image/jpeg", DataBase64: base64.StdEncoding.EncodeToString([]byte("\xff\xd8"))}, channel.MediaImage},
+		{Media{Type: "video/mp4", DataBase64: base64.StdEncoding.EncodeToString([]byte("mp4"))}, channel.MediaVideo},
+		{Media{Type: "application/pdf", Name: "report.pdf", DataBase64: base64.StdEncoding.EncodeToString(full)}, channel.MediaDocument},
+	} {
+		sink.msgs = nil
+		if _, err := client.Post(ctx, Message{ChatJID: "local:a", Text: "caption", Media: &tc.media}); err != nil {
+			t.Fatalf("%s: %v", tc.media.Type, err)
+		}
+		m := sink.msgs[0]
+		want, _ := base64.StdEncoding.DecodeString(tc.media.DataBase64)
+		data, _ := m.Media.Fetch(ctx)
+		if m.Media.Kind != tc.kind || m.Media.MimeType != tc.media.Type || m.Media.Name != tc.media.Name ||
+			m.Media.Size != int64(len(want)) || !bytes.Equal(data, want) || m.Text != "caption" {
+			t.Errorf("%s: delivered %+v with %d bytes", tc.media.Type, m.Media, len(data))
+		}
+	}
+	sink.msgs = nil
+	if _, err := client.Post(ctx, Message{ChatJID: "local:a", ReactTo: "3EB0", Emoji: "👍"}); err != nil {
+		t.Fatal(err)
+	}
+	if m := sink.msgs[0]; m.ReactTo != "3EB0" || m.Text != "👍" || m.Media != nil {
+		t.Errorf("reaction delivered as %+v", m)
+	}
+	if err := ch.Send(ctx, channel.Outgoing{ID: "r1", ChatJID: "local:a", Text: "❤️", ReactTo: "3EB0", ReactSender: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	ch.Send(ctx, channel.Outgoing{ID: "t1", ChatJID: "local:a", Text: "plain"})
+	sent, err := client.Sent(ctx, 0, 0, "")
+	if err != nil || len(sent) != 2 || sent[0].Reaction != "❤️" || sent[0].ReactTo != "3EB0" || sent[0].Text != "" ||
+		sent[1].Reaction != "" || sent[1].ReactTo != "" || sent[1].Text != "plain" {
+		t.Errorf("/sent = %+v, %v", sent, err)
+	}
+	// The raw JSON has the contract's field names.
+	resp, err := c.Get("http://x/sent?after=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var raw bytes.Buffer
+	raw.ReadFrom(resp.Body)
+	if !strings.Contains(raw.String(), `"reaction":"❤️","reactTo":"3EB0"`) {
+		t.Errorf("/sent JSON: %s", raw.String())
 	}
 }
 
@@ -171,7 +239,7 @@ func TestLiveSocketNotStolen(t *testing.T) {
 	_, _, _, sock := serve(t, &fakeSink{})
 	db, _ := store.Open(t.TempDir())
 	defer db.Close()
-	err := New(sock, db).Run(context.Background(), &fakeSink{})
+	err := New(sock, db, func() int { return 1 << 10 }).Run(context.Background(), &fakeSink{})
 	if err == nil || !strings.Contains(err.Error(), "served by another process") {
 		t.Errorf("second server on a live socket: %v", err)
 	}
@@ -188,7 +256,7 @@ func TestStaleSocketReplaced(t *testing.T) {
 	defer db.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- New(sock, db).Run(ctx, &fakeSink{}) }()
+	go func() { done <- New(sock, db, func() int { return 1 << 10 }).Run(ctx, &fakeSink{}) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if conn, err := net.Dial("unix", sock); err == nil {

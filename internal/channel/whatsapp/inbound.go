@@ -135,7 +135,7 @@ func (c *Channel) onMessage(e *events.Message) error {
 	if err := sink.OnChat(ctx, chat); err != nil {
 		return fmt.Errorf("store chat %s: %w", chat.JID, err)
 	}
-	if m.Text == "" && m.Revokes == "" && m.Image == nil {
+	if m.Text == "" && m.Revokes == "" && m.Media == nil && m.ReactTo == "" {
 		return nil
 	}
 	if err := sink.OnMessage(ctx, m); err != nil {
@@ -200,22 +200,17 @@ func (c *Channel) inbound(ctx context.Context, e *events.Message) (m channel.Mes
 		Replaces:   replaces,
 		Revokes:    revokes,
 	}
-	if img := msg.GetImageMessage(); img != nil {
-		m.Image = &channel.Image{
-			MimeType: img.GetMimetype(),
-			Size:     int64(img.GetFileLength()),
-			Fetch: func(ctx context.Context) ([]byte, error) {
-				d := c.mediaClient()
-				if d == nil {
-					return nil, ErrNotConnected
-				}
-				return d.Download(ctx, img)
-			},
-		}
+	m.Media = c.mediaOf(msg)
+	if r := msg.GetReactionMessage(); r != nil {
+		m.ReactTo, m.Text = r.GetKey().GetID(), r.GetText() // "" when the sender took it back
 	}
 	m.Text = c.mentionsToName(contextInfo(msg), m.Text)
 	if ci := contextInfo(msg); ci.GetQuotedMessage() != nil {
+		m.QuotedID = ci.GetStanzaID()
 		m.QuotedText = messageText(ci.GetQuotedMessage())
+		if m.QuotedText == "" {
+			m.QuotedText = describe(ci.GetQuotedMessage())
+		}
 		if p := ci.GetParticipant(); p != "" {
 			if jid, err := types.ParseJID(p); err == nil {
 				m.QuotedSender = jid.User
@@ -281,22 +276,6 @@ func (c *Channel) mentionsToName(ci *waE2E.ContextInfo, text string) string {
 		}
 	}
 	return text
-}
-
-// contextInfo is the reply context of a text, image, video or document
-// message (nil when it has none).
-func contextInfo(msg *waE2E.Message) *waE2E.ContextInfo {
-	switch {
-	case msg.GetExtendedTextMessage() != nil:
-		return msg.GetExtendedTextMessage().GetContextInfo()
-	case msg.GetImageMessage() != nil:
-		return msg.GetImageMessage().GetContextInfo()
-	case msg.GetVideoMessage() != nil:
-		return msg.GetVideoMessage().GetContextInfo()
-	case msg.GetDocumentMessage() != nil:
-		return msg.GetDocumentMessage().GetContextInfo()
-	}
-	return nil
 }
 
 // messageText is the text a person typed: the body of a plain or extended

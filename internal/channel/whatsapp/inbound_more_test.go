@@ -101,7 +101,7 @@ func (f *fakeMedia) Upload(ctx context.Context, data []byte, kind whatsmeow.Medi
 		FileEncSHA256: []byte("enc"), FileSHA256: []byte("sha"), FileLength: uint64(len(data))}, nil
 }
 
-// A photo arrives with its caption as text and an Image that downloads the
+// A photo arrives with its caption as text and a Media that downloads the
 // very ImageMessage WhatsApp sent; a photo without caption still arrives.
 func TestInboundImage(t *testing.T) {
 	c, sink := newTestChannel(t, Options{})
@@ -118,17 +118,17 @@ func TestInboundImage(t *testing.T) {
 		t.Fatalf("%d messages, want 2 (a photo without caption too)", len(sink.messages))
 	}
 	m := sink.messages[0]
-	if m.Text != "@Andy what bird is this?" || m.Image == nil || m.Image.MimeType != "image/jpeg" || m.Image.Size != 10 {
+	if m.Text != "@Andy what bird is this?" || m.Media == nil || m.Media.Kind != "image" || m.Media.MimeType != "image/jpeg" || m.Media.Size != 10 {
 		t.Fatalf("message = %+v", m)
 	}
-	data, err := m.Image.Fetch(context.Background())
+	data, err := m.Media.Fetch(context.Background())
 	if err != nil || string(data) != "jpeg bytes" {
 		t.Fatalf("Fetch = %q, %v", data, err)
 	}
 	if dl.got != im {
 		t.Error("Fetch did not download the message's own ImageMessage")
 	}
-	if sink.messages[1].Text != "" || sink.messages[1].Image == nil {
+	if sink.messages[1].Text != "" || sink.messages[1].Media == nil {
 		t.Errorf("captionless photo = %+v", sink.messages[1])
 	}
 }

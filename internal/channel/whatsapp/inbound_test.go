@@ -133,7 +133,7 @@ func TestInbound(t *testing.T) {
 					QuotedMessage: text("dinner at 7")}}}),
 			wantChat: &channel.Chat{JID: family.String(), IsGroup: true, Time: when},
 			want: &channel.Message{ID: "A8", ChatJID: family.String(), Sender: alicePN.String(), SenderName: "Alice", Text: "@Andy is this right?", Time: when,
-				QuotedSender: "491700000002", QuotedText: "dinner at 7"},
+				QuotedID: "B7", QuotedSender: "491700000002", QuotedText: "dinner at 7"},
 		},
 		{
 			name: "a mention of the assistant's number calls it by name",

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rs/zerolog"
 	"go.mau.fi/whatsmeow"
 	"go.mau.fi/whatsmeow/proto/waE2E"
 	"go.mau.fi/whatsmeow/types"
@@ -17,15 +18,21 @@ import (
 
 // fakeSender stands in for whatsmeow's SendMessage: fail decides per call.
 type fakeSender struct {
-	fail func(n int, id types.MessageID) error
-	sent []sentMsg
-	n    int
+	client *whatsmeow.Client // for BuildReaction
+	fail   func(n int, id types.MessageID) error
+	sent   []sentMsg
+	n      int
 }
 
 type sentMsg struct {
 	id   types.MessageID
 	text string
 	msg  *waE2E.Message
+}
+
+// BuildReaction is whatsmeow's own, from a client over a real store.
+func (f *fakeSender) BuildReaction(chat, sender types.JID, id types.MessageID, reaction string) *waE2E.Message {
+	return f.client.BuildReaction(chat, sender, id, reaction)
 }
 
 func (f *fakeSender) SendMessage(ctx context.Context, to types.JID, m *waE2E.Message, extra ...whatsmeow.SendRequestExtra) (whatsmeow.SendResponse, error) {
@@ -128,5 +135,33 @@ func TestConnectedNotifiesOutbox(t *testing.T) {
 	case <-n:
 	default:
 		t.Fatal("Connected did not notify the outbox")
+	}
+}
+
+// An agent's reaction goes out as whatsmeow's reaction message, keyed by
+// the chat, the message's id and its author (in a group, the participant),
+// under the outbox's id, which is remembered so its echo counts as ours.
+func TestSendReaction(t *testing.T) {
+	c, _ := newTestChannel(t, Options{})
+	container, _, err := openStore(context.Background(), t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer container.Close()
+	f := &fakeSender{client: whatsmeow.NewClient(container.NewDevice(), nil)}
+	m := channel.Outgoing{ID: "inst-9", ChatJID: family.String(), Text: "👍", ReactTo: "3EB0TARGET", ReactSender: alicePN.String()}
+	if err := c.sendReaction(context.Background(), f, family, m); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.sent) != 1 {
+		t.Fatalf("sent %d messages", len(f.sent))
+	}
+	r := f.sent[0].msg.GetReactionMessage()
+	if f.sent[0].id != MessageID("inst-9") || r == nil || r.GetText() != "👍" || r.GetKey().GetID() != "3EB0TARGET" ||
+		r.GetKey().GetRemoteJID() != family.String() || r.GetKey().GetParticipant() != alicePN.String() || r.GetKey().GetFromMe() {
+		t.Errorf("sent %v under %s", f.sent[0].msg, f.sent[0].id)
+	}
+	if !c.isOwnReply(MessageID("inst-9"), "") {
+		t.Error("the reaction's echo would count as the owner's")
 	}
 }

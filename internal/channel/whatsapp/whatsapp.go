@@ -197,6 +197,7 @@ func (c *Channel) outgoingBody(text string) string {
 // sender is the part of whatsmeow's client Send uses.
 type sender interface {
 	SendMessage(ctx context.Context, to types.JID, message *waE2E.Message, extra ...whatsmeow.SendRequestExtra) (whatsmeow.SendResponse, error)
+	BuildReaction(chat, sender types.JID, id types.MessageID, reaction string) *waE2E.Message
 }
 
 // Send implements channel.Channel. A text longer than maxPart is sent as
@@ -212,7 +213,29 @@ func (c *Channel) Send(ctx context.Context, m channel.Outgoing) error {
 	if cli == nil || !c.Connected() {
 		return fmt.Errorf("send to %s: %w: %w", m.ChatJID, ErrNotConnected, channel.ErrUnavailable)
 	}
+	if m.ReactTo != "" {
+		return c.sendReaction(ctx, cli, to, m)
+	}
 	return c.sendText(ctx, cli, c.mediaClient(), to, m)
+}
+
+// sendReaction sends m.Text as a reaction to the chat's message m.ReactTo.
+// WhatsApp keys it by the message's author too: in a direct chat that is
+// the other party unless the daemon knows better.
+func (c *Channel) sendReaction(ctx context.Context, cli sender, to types.JID, m channel.Outgoing) error {
+	author, err := types.ParseJID(m.ReactSender)
+	if err != nil || m.ReactSender == "" {
+		author = types.EmptyJID
+		if to.Server != types.GroupServer {
+			author = to
+		}
+	}
+	id := MessageID(m.ID)
+	c.rememberSent(id) // its echo is ours, not the owner's
+	if _, err := cli.SendMessage(ctx, to, cli.BuildReaction(to, author, m.ReactTo, m.Text), whatsmeow.SendRequestExtra{ID: id}); err != nil {
+		return fmt.Errorf("react in %s: %w", to, classifySendError(err))
+	}
+	return nil
 }
 
 // sendText sends m's text, split if long; a file goes with the first

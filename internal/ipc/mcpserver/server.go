@@ -60,6 +60,9 @@ func NewServer(env Env) *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "send_message", Description: "Send a message to the chat now, while you keep working. " +
 		"Without chatJid it goes to this group's chat" + ifMain(env, "; as the main group you may name any chat") + ". " +
 		"With file, a file of your own folder goes with it (the text is its caption)."}, t.sendMessage)
+	mcp.AddTool(s, &mcp.Tool{Name: "react", Description: "React to a message of the chat with an emoji, as people do in WhatsApp: " +
+		"message_id is the id attribute of a <message> in your prompt. Without chatJid it is this group's chat" +
+		ifMain(env, "; as the main group you may name any chat") + "."}, t.react)
 	mcp.AddTool(s, &mcp.Tool{Name: "schedule_task", Description: "Schedule a prompt to run later as a task. " +
 		"schedule_type cron: schedule_value is 5 cron fields in local time (\"0 9 * * 1-5\" = weekdays 9:00); " +
 		"interval: milliseconds between runs (\"3600000\" = hourly); once: local time \"YYYY-MM-DDTHH:MM:SS\". " +
@@ -157,6 +160,24 @@ func (t *tools) sendMessage(_ context.Context, _ *mcp.CallToolRequest, in sendMe
 		done = fmt.Sprintf("Message sent with %s.", filepath.Base(in.File))
 	}
 	return t.write(ipc.Request{Type: ipc.TypeMessage, ChatJID: chat, Text: in.Text, File: in.File}, done)
+}
+
+type reactIn struct {
+	MessageID string `json:"message_id" jsonschema:"the id of the message to react to, from the prompt"`
+	Emoji     string `json:"emoji" jsonschema:"one emoji, e.g. 👍"`
+	ChatJID   string `json:"chatJid,omitempty" jsonschema:"the chat of that message; leave out for this group's chat"`
+}
+
+func (t *tools) react(_ context.Context, _ *mcp.CallToolRequest, in reactIn) (*mcp.CallToolResult, any, error) {
+	if strings.TrimSpace(in.Emoji) == "" || in.MessageID == "" {
+		return nil, nil, errors.New("give message_id (from the prompt) and an emoji")
+	}
+	chat := in.ChatJID
+	if chat == "" {
+		chat = t.env.ChatJID
+	}
+	return t.write(ipc.Request{Type: ipc.TypeReaction, ChatJID: chat, MessageID: in.MessageID, Emoji: in.Emoji},
+		fmt.Sprintf("Reacted %s to %s.", in.Emoji, in.MessageID))
 }
 
 type scheduleIn struct {

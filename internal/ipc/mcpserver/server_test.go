@@ -145,6 +145,12 @@ func TestToolsWriteValidIPCFiles(t *testing.T) {
 	if r := written(t, msgs); r.Type != ipc.TypeMessage || r.Text != "the chart" || r.File != "out/chart.png" {
 		t.Fatalf("%+v", r)
 	}
+	if out, isErr := call(t, cs, "react", map[string]any{"message_id": "3EB0C4A1F2", "emoji": "👍"}); isErr {
+		t.Fatal(out)
+	}
+	if r := written(t, msgs); r.Type != ipc.TypeReaction || r.ChatJID != "family@g.us" || r.MessageID != "3EB0C4A1F2" || r.Emoji != "👍" {
+		t.Fatalf("%+v", r)
+	}
 	if out, isErr := call(t, cs, "schedule_task", map[string]any{"prompt": "p", "schedule_type": "cron", "schedule_value": "0 9 * * *"}); isErr {
 		t.Fatal(out)
 	}
@@ -175,6 +181,8 @@ func TestInvalidInputIsRefusedWithAHint(t *testing.T) {
 		hint string
 	}{
 		{"send_message", map[string]any{"text": " "}, "text is empty"},
+		{"react", map[string]any{"message_id": "3EB0", "emoji": " "}, "give message_id"},
+		{"react", map[string]any{"message_id": "3EB0 x", "emoji": "👍"}, "no spaces"},
 		{"schedule_task", map[string]any{"prompt": "p", "schedule_type": "cron", "schedule_value": "every morning"}, "5 fields"},
 		{"schedule_task", map[string]any{"prompt": "p", "schedule_type": "interval", "schedule_value": "1h"}, "milliseconds"},
 		{"schedule_task", map[string]any{"prompt": "p", "schedule_type": "once", "schedule_value": "tomorrow"}, "YYYY-MM-DDTHH:MM:SS"},
@@ -210,7 +218,7 @@ func TestRegisterGroupIsForMainOnly(t *testing.T) {
 		return got
 	}
 	cs, _ := connect(t, false)
-	if n := names(cs); n["register_group"] || !n["send_message"] || len(n) != 7 {
+	if n := names(cs); n["register_group"] || !n["send_message"] || len(n) != 8 {
 		t.Fatalf("non-main tools %v", n)
 	}
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "register_group",
@@ -220,7 +228,7 @@ func TestRegisterGroupIsForMainOnly(t *testing.T) {
 	}
 
 	cs, dir := connect(t, true)
-	if n := names(cs); !n["register_group"] || len(n) != 8 {
+	if n := names(cs); !n["register_group"] || len(n) != 9 {
 		t.Fatalf("main tools %v", n)
 	}
 	out, isErr := call(t, cs, "register_group", map[string]any{"jid": "x@g.us", "name": "X", "folder": "../x"})

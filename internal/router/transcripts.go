@@ -1,0 +1,109 @@
+package router
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+
+	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/transcribe"
+)
+
+// A voice note is stored at once, saying it is not transcribed (what a
+// crash leaves is then still true), and transcribed in the background:
+// a long transcription holds up neither the channel, which acknowledges
+// the message once it is stored, nor other groups. A run of the group
+// waits for its chat's transcriptions (bounded by their timeout), so the
+// agent sees the text.
+
+// transcripts counts the transcriptions going on per chat. One chat's
+// notes are transcribed one at a time (turns), so a burst of them starts
+// one program, not dozens, while other chats' go on beside it.
+type transcripts struct {
+	mu      sync.Mutex
+	going   map[string]int
+	changed chan struct{}            // closed and replaced whenever a count drops
+	turns   map[string]chan struct{} // per chat: holds a token while one is transcribed
+}
+
+// turn waits until no other transcription of chat is running and returns
+// the func that ends this one's turn.
+func (t *transcripts) turn(chat string) func() {
+	t.mu.Lock()
+	if t.turns == nil {
+		t.turns = map[string]chan struct{}{}
+	}
+	ch := t.turns[chat]
+	if ch == nil {
+		ch = make(chan struct{}, 1)
+		t.turns[chat] = ch
+	}
+	t.mu.Unlock()
+	ch <- struct{}{}
+	return func() { <-ch }
+}
+
+func (t *transcripts) add(chat string, n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.going == nil {
+		t.going, t.changed = map[string]int{}, make(chan struct{})
+	}
+	t.going[chat] += n
+	if n < 0 {
+		if t.going[chat] <= 0 {
+			delete(t.going, chat)
+		}
+		close(t.changed)
+		t.changed = make(chan struct{})
+	}
+}
+
+// wait returns once no transcription of chat is going, or ctx ends (its
+// error) or stop is closed (context.Canceled); stop may be nil.
+func (t *transcripts) wait(ctx context.Context, chat string, stop <-chan struct{}) error {
+	for {
+		t.mu.Lock()
+		n, changed := t.going[chat], t.changed
+		t.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-stop:
+			return context.Canceled
+		}
+	}
+}
+
+// noteFor is what a voice note's marker says while (or if) no transcript
+// is there.
+func noteFor(err error) string {
+	return "(not transcribed: " + err.Error() + ")"
+}
+
+// transcribeLater transcribes the saved file of m (counted in going
+// already) and puts the transcript into its marker; then m may start a
+// run, as any message.
+func (r *Router) transcribeLater(ctx context.Context, g groups.Group, m channel.Message, s saved) {
+	ctx = context.WithoutCancel(ctx) // the channel's request may end long before
+	go func() {
+		defer r.transcripts.add(m.ChatJID, -1)
+		defer r.transcripts.turn(m.ChatJID)()
+		cfg := r.Config()
+		text, err := transcribe.File(ctx, cfg.Media.Transcribe, filepath.Join(cfg.Layout().Group(g.Folder), filepath.FromSlash(s.rel)))
+		marker := s.text("transcript: " + text)
+		if err != nil {
+			r.Log.Warn().Err(err).Str("group", g.Folder).Str("id", m.ID).Msg("transcribing a voice note failed; the agent is told so")
+			marker = s.text(noteFor(err))
+		}
+		if err := r.Messages.SetMedia(ctx, m.ChatJID, m.ID, marker); err != nil {
+			r.Log.Error().Err(err).Str("group", g.Folder).Str("id", m.ID).Msg("store a transcript")
+		}
+		r.maybeRun(g, m.Sender, m.Text)
+	}()
+}
