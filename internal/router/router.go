@@ -79,7 +79,8 @@ type Router struct {
 	// directory before each run.
 	Snapshots Snapshots
 
-	warm warm // agents started ahead (warm.go)
+	warm  warm       // agents started ahead (warm.go)
+	owner ownerNotes // failures the main chat was told of (failure.go)
 }
 
 // Pending lists the folders of groups with unanswered messages, so that a

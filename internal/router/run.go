@@ -45,6 +45,9 @@ func (r *Router) Run(ctx context.Context, job runner.Job) error {
 	if rerr := r.Ledger.RecordLastRun(context.WithoutCancel(ctx), last); rerr != nil {
 		r.Log.Warn().Err(rerr).Str("group", job.Folder).Msg("status will not show this run")
 	}
+	if isTold(err) {
+		return nil // its chat has its answer: nothing to retry or report again
+	}
 	return err
 }
 
