@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -65,14 +66,18 @@ type terminal struct {
 	more chan struct{}
 }
 
+// startTerminal runs this test binary as nanoclawd, its WhatsApp pairing faked.
 func startTerminal(t *testing.T, name, dir string, env []string, args ...string) *terminal {
 	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(self, args...)
-	cmd.Dir, cmd.Env = dir, append(env, fakeNanoclawdEnv+"=1")
+	return startProgram(t, name, dir, append(slices.Clip(env), fakeNanoclawdEnv+"=1"), self(t), args...)
+}
+
+// startProgram runs prog (relative to dir, if it is relative) in a
+// pseudo-terminal.
+func startProgram(t *testing.T, name, dir string, env []string, prog string, args ...string) *terminal {
+	t.Helper()
+	cmd := exec.Command(prog, args...)
+	cmd.Dir, cmd.Env = dir, env
 	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 160})
 	if err != nil {
 		t.Fatal(err)
