@@ -59,7 +59,9 @@ func TestAgentErrorReachesTheChat(t *testing.T) {
 	// After an answer, a new kind of failure is news again; in the main
 	// chat itself the answer carries the detail.
 	in.Post("local:main", "Owner", "fail API Error: Connection refused (ECONNREFUSED)")
-	unreachable := func(s string) bool { return strings.HasPrefix(s, "Andy could not answer: the model API could not be reached.") }
+	unreachable := func(s string) bool {
+		return strings.HasPrefix(s, "Andy could not answer: the model API could not be reached.")
+	}
 	got := e2e.InChat(in.WaitFor("local:main", unreachable), "local:main")
 	if last := got[len(got)-1]; !strings.Contains(last, "ECONNREFUSED") || !strings.Contains(last, "network") {
 		t.Errorf("main chat's answer to an unreachable API: %q", last)
