@@ -4,7 +4,7 @@ BIN     := bin/nanoclawd
 RUNNER  := agent-runner/dist/index.js
 GOFILES := $(shell find cmd internal migrations -name '*.go' -o -name '*.sql' 2>/dev/null) go.mod go.sum
 
-.PHONY: build run test bench chaos deps clean
+.PHONY: build run test bench chaos deps rundeps clean
 
 build: $(BIN) $(RUNNER)
 
@@ -18,17 +18,34 @@ agent-runner/node_modules/.package-lock.json: agent-runner/package-lock.json
 $(RUNNER): agent-runner/node_modules/.package-lock.json $(shell find agent-runner/src -type f 2>/dev/null) agent-runner/tsconfig.json
 	cd agent-runner && npm run build
 
-run: build
+run: rundeps build nanoclaw.config.jsonc
 	./$(BIN) run
 
-# The sandbox of non-main agents needs bubblewrap and socat on Linux.
-deps:
-	@if [ "$$(uname)" = Linux ] && ! { command -v bwrap && command -v socat; } >/dev/null 2>&1; then \
+# The owner's config: a copy of the template the first time, then theirs
+# (git ignores it).
+nanoclaw.config.jsonc:
+	cp nanoclaw.config.template.jsonc $@
+
+# The daemon confines non-main groups with bubblewrap on Linux: installed
+# here as root, else the one line to run.
+rundeps:
+	@if [ "$$(uname)" = Linux ] && ! command -v bwrap >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing bubblewrap and socat (the Linux sandbox)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap socat >/dev/null; \
+	    echo "installing bubblewrap (the sandbox of non-main groups)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
 	  else \
-	    echo "missing bwrap/socat: install them (e.g. sudo apt-get install bubblewrap socat)"; exit 1; \
+	    echo "nanoclawd needs bubblewrap to confine non-main groups: run 'sudo apt-get install bubblewrap', then 'make run' again"; exit 1; \
+	  fi; \
+	fi
+
+# The tests also run the SDK's own Bash sandbox, which needs socat.
+deps: rundeps
+	@if [ "$$(uname)" = Linux ] && ! command -v socat >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing socat (the SDK's Bash sandbox, for the tests)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq socat >/dev/null; \
+	  else \
+	    echo "the tests need socat: run 'sudo apt-get install socat', then 'make test' again"; exit 1; \
 	  fi; \
 	fi
 
