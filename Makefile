@@ -2,7 +2,7 @@
 GO      ?= go
 BIN     := bin/nanoclawd
 RUNNER  := agent-runner/dist/index.js
-GOFILES := $(shell find cmd internal migrations -name '*.go' -o -name '*.sql' 2>/dev/null) go.mod go.sum
+GOFILES := $(shell find cmd internal migrations -name '*.go' -o -name '*.sql' 2>/dev/null) go.mod go.sum template.go nanoclaw.config.template.jsonc
 
 .PHONY: build run test bench chaos deps rundeps clean
 
