@@ -114,6 +114,7 @@ func (n *ownerNotes) clear() {
 func (r *Router) failureNotice(ctx context.Context, g groups.Group, f failure, errText string) string {
 	name := r.Config().AssistantName
 	detail := redact(firstLine(errText, 300))
+	f.fix = strings.ReplaceAll(f.fix, "FOLDER", g.Folder)
 	if g.IsMain {
 		r.owner.first(f.kind)
 		return fmt.Sprintf("%s could not answer: %s. %s\n(The agent said: %s)", name, f.what, f.fix, detail)
