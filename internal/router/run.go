@@ -143,7 +143,7 @@ func (r *Router) GiveUp(job runner.Job, runErr error) {
 		return
 	}
 	cfg := r.Config()
-	text := fmt.Sprintf("%s could not answer: the assistant failed several times (%s). Please try again later.", cfg.AssistantName, firstLine(runErr.Error(), 200))
+	text := fmt.Sprintf("%s could not answer: the assistant failed several times (%s). Please try again later.", cfg.AssistantName, redact(firstLine(runErr.Error(), 200)))
 	var top int64
 	if rf := (*runFailed)(nil); errors.As(runErr, &rf) {
 		top = rf.top
