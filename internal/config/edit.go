@@ -40,12 +40,13 @@ func Set(file, key string, value any) (*Config, error) {
 	ptr, added := "", false
 	for i, p := range parts {
 		ptr += "/" + p
-		if i < len(parts)-1 && doc.Find(ptr) != nil {
+		last, exists := i == len(parts)-1, doc.Find(ptr) != nil
+		if !last && exists {
 			continue
 		}
-		added = added || doc.Find(ptr) == nil
+		added = added || !exists
 		var v any = value
-		if i < len(parts)-1 {
+		if !last {
 			v = map[string]any{} // a parent the file does not have yet
 		}
 		b, err := json.Marshal([]map[string]any{{"op": "add", "path": ptr, "value": v}})
