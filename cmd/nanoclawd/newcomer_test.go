@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/nanoclawd/nanoclawd/internal/e2e"
@@ -72,6 +73,9 @@ func newcomer(t *testing.T, verb string) {
 	guide.Expect("✓ local channel: on in " + filepath.Join(dir, "nanoclaw.config.jsonc") + " (socket " + filepath.Join(dir, "data", "local.sock") + ")")
 	guide.Expect("✓ model credential: ANTHROPIC_API_KEY from the environment, accepted by the API")
 	guide.Expect("run this in a second terminal, then type: hello Andy\r\nbin/nanoclawd chat --chat local:main\r\n")
+	if strings.Contains(guide.text(), "agent.env") {
+		t.Errorf("the config made from the template already hands agents the key, yet the guide changed agent.env:\n%s", guide.text())
+	}
 	if verb == "setup" {
 		if code := guide.Exit(); code != 0 {
 			t.Fatalf("setup: exit %d", code)

@@ -179,7 +179,7 @@ func (g *Guide) credential(ctx context.Context, name string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("hand %s to agents: %w", name, err)
 		}
-		g.Config.Agent.Env = cfg.Agent.Env
+		*g.Config = *cfg
 		fmt.Fprintf(g.Out, "✓ agent.env: agents are handed %s (%s)\n", name, g.Config.File)
 	}
 	return name, nil

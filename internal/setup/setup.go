@@ -298,7 +298,7 @@ func (g *Guide) enableLocal() error {
 	if err != nil {
 		return fmt.Errorf("turn the local channel on: %w", err)
 	}
-	g.Config.Channels.Local = cfg.Channels.Local
+	*g.Config = *cfg // the file is what the daemon runs with (made from the template if it was missing)
 	g.LocalOnNow = true
 	fmt.Fprintf(g.Out, "✓ local channel: on in %s (socket %s)\n", g.Config.File, g.Config.Channels.Local.Socket)
 	return nil
