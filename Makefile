@@ -26,28 +26,24 @@ run: rundeps build nanoclaw.config.jsonc
 nanoclaw.config.jsonc:
 	cp nanoclaw.config.template.jsonc $@
 
-# The daemon confines non-main groups with bubblewrap on Linux: installed
-# here as root, else the one line to run.
-rundeps:
-	@if [ "$$(uname)" = Linux ] && ! command -v bwrap >/dev/null 2>&1; then \
+# $(call need,PROGRAM,PACKAGE,WHAT USES IT): on Linux, a missing PROGRAM is
+# installed from PACKAGE as root; otherwise make stops with the one line to run.
+need = @if [ "$$(uname)" = Linux ] && ! command -v $(1) >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing bubblewrap (the sandbox of non-main groups)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	    echo "installing $(2) ($(3))"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2) >/dev/null; \
 	  else \
-	    echo "nanoclawd needs bubblewrap to confine non-main groups: run 'sudo apt-get install bubblewrap', then 'make run' again"; exit 1; \
+	    echo "$(3) needs $(2): run 'sudo apt-get install $(2)', then 'make $(or $(MAKECMDGOALS),run)' again"; exit 1; \
 	  fi; \
 	fi
 
+# What the daemon needs to run: bubblewrap confines non-main groups on Linux.
+rundeps:
+	$(call need,bwrap,bubblewrap,the sandbox of non-main groups)
+
 # The tests also run the SDK's own Bash sandbox, which needs socat.
 deps: rundeps
-	@if [ "$$(uname)" = Linux ] && ! command -v socat >/dev/null 2>&1; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing socat (the SDK's Bash sandbox, for the tests)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq socat >/dev/null; \
-	  else \
-	    echo "the tests need socat: run 'sudo apt-get install socat', then 'make test' again"; exit 1; \
-	  fi; \
-	fi
+	$(call need,socat,socat,the SDK's Bash sandbox in the tests)
 
 test: deps build
 	$(GO) vet ./...

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,22 +19,13 @@ const errorWait = 60 * time.Second
 
 // apiErrorInstall is the daemon with the real agent runner and SDK,
 // talking to the model API at baseURL, every wait bounded by errorWait.
+// Agents are not asked to finish for 3 minutes of quiet, so a run that ends
+// sooner was ended by the daemon.
 func apiErrorInstall(t *testing.T, w *world, baseURL string) *e2e.Install {
 	t.Helper()
-	in := e2e.New(t, e2e.Options{
-		Dir:  w.root,
-		Home: w.home,
-		Agent: `"command": ["node", ` + e2e.Quote(w.runner) + `],
-			"env": ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"],
-			"timeout": "3m", "idleTimeout": "3m"`,
-		Env: []string{
-			"ANTHROPIC_API_KEY=sk-ant-fake-" + randHex(t, 8),
-			"ANTHROPIC_BASE_URL=" + baseURL,
-			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-		},
-		StopSignal: os.Interrupt,
-		Wait:       errorWait,
-	})
+	o := daemonOptions(t, w, baseURL, "3m")
+	o.Wait = errorWait
+	in := e2e.New(t, o)
 	in.AddGroup("local:main", "main", "--main")
 	return in
 }
