@@ -2,9 +2,9 @@
 GO      ?= go
 BIN     := bin/nanoclawd
 RUNNER  := agent-runner/dist/index.js
-GOFILES := $(shell find cmd internal migrations -name '*.go' -o -name '*.sql' 2>/dev/null) go.mod go.sum
+GOFILES := $(shell find cmd internal migrations -name '*.go' -o -name '*.sql' 2>/dev/null) go.mod go.sum template.go nanoclaw.config.template.jsonc
 
-.PHONY: build run test bench chaos deps clean
+.PHONY: build run test bench chaos deps rundeps clean
 
 build: $(BIN) $(RUNNER)
 
@@ -18,19 +18,32 @@ agent-runner/node_modules/.package-lock.json: agent-runner/package-lock.json
 $(RUNNER): agent-runner/node_modules/.package-lock.json $(shell find agent-runner/src -type f 2>/dev/null) agent-runner/tsconfig.json
 	cd agent-runner && npm run build
 
-run: build
+run: rundeps build nanoclaw.config.jsonc
 	./$(BIN) run
 
-# The sandbox of non-main agents needs bubblewrap and socat on Linux.
-deps:
-	@if [ "$$(uname)" = Linux ] && ! { command -v bwrap && command -v socat; } >/dev/null 2>&1; then \
+# The owner's config: a copy of the template the first time, then theirs
+# (git ignores it).
+nanoclaw.config.jsonc:
+	cp nanoclaw.config.template.jsonc $@
+
+# $(call need,PROGRAM,PACKAGE,WHAT USES IT): on Linux, a missing PROGRAM is
+# installed from PACKAGE as root; otherwise make stops with the one line to run.
+need = @if [ "$$(uname)" = Linux ] && ! command -v $(1) >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing bubblewrap and socat (the Linux sandbox)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap socat >/dev/null; \
+	    echo "installing $(2) ($(3))"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2) >/dev/null; \
 	  else \
-	    echo "missing bwrap/socat: install them (e.g. sudo apt-get install bubblewrap socat)"; exit 1; \
+	    echo "$(3) needs $(2): run 'sudo apt-get install $(2)', then 'make $(or $(MAKECMDGOALS),run)' again"; exit 1; \
 	  fi; \
 	fi
+
+# What the daemon needs to run: bubblewrap confines non-main groups on Linux.
+rundeps:
+	$(call need,bwrap,bubblewrap,the sandbox of non-main groups)
+
+# The tests also run the SDK's own Bash sandbox, which needs socat.
+deps: rundeps
+	$(call need,socat,socat,the SDK's Bash sandbox in the tests)
 
 test: deps build
 	$(GO) vet ./...

@@ -93,6 +93,9 @@ function appendToSystemPrompt(prompt: Options["systemPrompt"], extra: string | u
   return { type: "preset", preset: "claude_code", append: extra };
 }
 
+// CLAUDE_CODE_MAX_RETRIES unless the operator set it (childEnv).
+const MAX_RETRIES = "5";
+
 function requireEnv(name: string): string {
   const v = process.env[name];
   if (!v) throw new Error(`environment variable ${name} is not set; the agent runner must be started by nanoclawd`);
@@ -119,6 +122,12 @@ function childEnv(isMain: boolean): Record<string, string> {
   }
   env.CLAUDE_CODE_TMPDIR = mkdir0700(path.join(sessionDir, "tmp"));
   env.CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = "1";
+  // The CLI retries a failed model request 10 times by default, its backoff
+  // growing to about 35 s: an unreachable API or a refused key (a 401 is
+  // retried too) took about five minutes to become an error result. With 5
+  // retries (0.5 s doubling to 8 s, about 16 s in all) the chat hears of it
+  // well within a minute. An operator's own value, passed in agent.env, wins.
+  env.CLAUDE_CODE_MAX_RETRIES ??= MAX_RETRIES;
   if (isMain) {
     // A CLAUDE_CONFIG_DIR the operator passes through agent.env is kept:
     // it says where their settings live.

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/mattn/go-isatty"
 
@@ -42,14 +43,19 @@ func (c setupCommand) Run(ctx context.Context, g *globals, args []string) error 
 	if err := guide.Run(ctx, false); err != nil {
 		return err
 	}
+	rep, err := status.Fetch(ctx, cfg.DataDir)
+	if err != nil {
+		return nil // no daemon runs: the next one starts with all of it
+	}
 	// A daemon that started before the pairing waits for one and connects
-	// by itself.
-	if rep, err := status.Fetch(ctx, cfg.DataDir); err == nil && guide.PairedNow {
-		for _, c := range rep.Channels {
-			if c.Name == "whatsapp" && !c.Connected {
-				fmt.Fprintf(g.stdout, "The daemon running now (PID %d) started before the pairing: it connects WhatsApp with it within a few seconds.\n", rep.PID)
-			}
+	// by itself; channels are read only at its start.
+	for _, c := range rep.Channels {
+		if c.Name == "whatsapp" && !c.Connected && guide.PairedNow {
+			fmt.Fprintf(g.stdout, "The daemon running now (PID %d) started before the pairing: it connects WhatsApp with it within a few seconds.\n", rep.PID)
 		}
+	}
+	if guide.LocalOnNow {
+		fmt.Fprintf(g.stdout, "The daemon running now (PID %d) started without the local channel: restart it (Ctrl-C where it runs, then 'make run') to serve it.\n", rep.PID)
 	}
 	return nil
 }
@@ -63,9 +69,10 @@ func (g *globals) guide(cfg *config.Config, reg *groups.Registry, fromFile []str
 	gd := &setup.Guide{
 		Config: cfg, Groups: reg, Pairer: newPairer(cfg.DataDir),
 		Cred: setup.Credentials{
-			EnvFile: envFilePath(cfg), FromFile: fromFile, AgentEnv: cfg.Agent.Env,
+			EnvFile: envFilePath(cfg), FromFile: fromFile,
 			Getenv: os.Getenv, Setenv: os.Setenv, APIBase: os.Getenv("ANTHROPIC_BASE_URL"),
 		},
+		Command: typed(cfg),
 		Changed: func() { notifyDaemon(cfg) },
 		In:      bufio.NewReader(os.Stdin),
 		Out:     g.stdout,
@@ -80,6 +87,31 @@ func (g *globals) guide(cfg *config.Config, reg *groups.Registry, fromFile []str
 		}
 	}
 	return gd
+}
+
+// typed is nanoclawd as the owner types it in this directory: bin/nanoclawd
+// from the repository, nanoclawd when PATH found it, else its absolute path;
+// with --config when cfg is not the default config here.
+func typed(cfg *config.Config) string {
+	name := os.Args[0]
+	if strings.Contains(name, "/") {
+		abs, err := filepath.Abs(name)
+		if err == nil {
+			name = abs
+		}
+		if wd, err := os.Getwd(); err == nil {
+			if rel, err := filepath.Rel(wd, abs); err == nil && filepath.IsLocal(rel) {
+				name = rel
+				if !strings.Contains(rel, "/") {
+					name = "./" + rel // a bare name would be looked up on PATH
+				}
+			}
+		}
+	}
+	if def, err := filepath.Abs(config.DefaultFile); err != nil || def != cfg.File {
+		name += " --config " + cfg.File
+	}
+	return name
 }
 
 func envFilePath(cfg *config.Config) string {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd"
 )
 
 func load(t *testing.T, body string) (*Config, error) {
@@ -132,21 +134,21 @@ func TestExpandAndResolve(t *testing.T) {
 	}
 }
 
-// The template in the repo must load, and change nothing but agent.env.
+// The template that ships (the copy embedded in the binary, not an
+// owner's config) must load, and change nothing but agent.env.
 func TestTemplate(t *testing.T) {
-	tmpl, err := Load("../../nanoclaw.config.jsonc")
+	file := filepath.Join(t.TempDir(), DefaultFile)
+	tmpl, err := Parse(file, nanoclawd.ConfigTemplate)
 	if err != nil {
 		t.Fatal(err)
 	}
-	def, _ := Load("../../no-such-file.jsonc")
-	def.File = tmpl.File
+	def, _ := Load(file) // no such file: the defaults
 	def.Agent.Env = tmpl.Agent.Env
 	if !reflect.DeepEqual(tmpl, def) {
 		t.Errorf("template differs from the defaults:\n%+v\n%+v", tmpl, def)
 	}
-	src, _ := os.ReadFile("../../nanoclaw.config.jsonc")
 	for _, tool := range DefaultTools {
-		if !strings.Contains(string(src), `"`+tool+`",`) {
+		if !strings.Contains(string(nanoclawd.ConfigTemplate), `"`+tool+`",`) {
 			t.Errorf("template does not list tool %s on its own line", tool)
 		}
 	}

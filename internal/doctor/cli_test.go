@@ -1,8 +1,11 @@
 package doctor_test
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -108,7 +111,18 @@ func TestDoctorOnATempInstall(t *testing.T) {
 	if _, stderr, code := in.run("groups", "add", "--main", "--jid", "local:main", "--name", "Main", "--folder", "main"); code != 0 {
 		t.Fatal(stderr)
 	}
-	in.env = append(in.env, "ANTHROPIC_API_KEY=sk-test-not-printed")
+	// The model API accepts only this key.
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("x-api-key") != "sk-test-not-printed" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.Write([]byte(`{"data":[]}`))
+	}))
+	defer api.Close()
+	in.env = append(in.env, "ANTHROPIC_BASE_URL="+api.URL)
+	noKey := slices.Clip(in.env)
+	in.env = append(noKey, "ANTHROPIC_API_KEY=sk-test-not-printed")
 	out, stderr, code = in.run("doctor")
 	if code != 0 || strings.Contains(out, "FIX") {
 		t.Errorf("exit %d, stderr %q:\n%s", code, stderr, out)
@@ -120,8 +134,20 @@ func TestDoctorOnATempInstall(t *testing.T) {
 		"agent runner": "ok   agent runner: " + index,
 		"agent sdk":    "ok   agent sdk: @anthropic-ai/claude-agent-sdk 0.3.330",
 		"main group":   "ok   main group: main (local:main)",
-		"credentials":  "ok   credentials: ANTHROPIC_API_KEY is set and passed to agents",
+		"credentials":  "ok   credentials: ANTHROPIC_API_KEY is set, passed to agents (agent.env) and accepted by the API",
 	})
+
+	// A dummy key in nanoclawd.env, as setup saves it: read, and refused.
+	in.env = noKey
+	os.WriteFile(filepath.Join(in.dir, "nanoclawd.env"), []byte("ANTHROPIC_API_KEY=sk-dummy\n"), 0o600)
+	out, _, code = in.run("doctor")
+	if code != 1 || strings.Contains(out, "sk-dummy") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+	expect(t, lines(out), map[string]string{
+		"credentials": "FIX  credentials: ANTHROPIC_API_KEY is set, but the API rejected it (401 Unauthorized",
+	})
+	os.Remove(filepath.Join(in.dir, "nanoclawd.env"))
 
 	// WhatsApp on but never paired; bwrap that cannot sandbox.
 	in.write(`{"agent": {"env": ["ANTHROPIC_API_KEY"]}}`)

@@ -29,6 +29,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/setup"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
@@ -48,9 +49,13 @@ type Result struct {
 	Detail string   // what was found (OK) or what to do (not OK)
 	More   []string // further lines, e.g. one per config problem
 	Warn   bool     // OK for a run, but worth the owner's attention (printed WARN)
+	// Unchecked: nothing is wrong that could be seen, but the check could
+	// not be made (say, the API was out of reach). Not a failure, no ok.
+	Unchecked bool
 }
 
-// String is "ok   check: detail" or "FIX  check: detail", then More indented.
+// String is "ok   check: detail", "FIX  check: detail" or "--   check:
+// detail" (not checked), then More indented.
 func (r Result) String() string {
 	tag := "ok  "
 	switch {
@@ -58,6 +63,8 @@ func (r Result) String() string {
 		tag = "FIX "
 	case r.Warn:
 		tag = "WARN"
+	case r.Unchecked:
+		tag = "--  "
 	}
 	s := tag + " " + r.Check + ": " + r.Detail
 	for _, m := range r.More {
@@ -103,7 +110,7 @@ func Run(ctx context.Context, configPath string, env Env) []Result {
 	script, res := AgentRunner(env, cfg.Agent.Command)
 	out = append(out, Node(ctx, env, nodeProgram(cfg.Agent.Command)), res, SDK(script), Sandbox(ctx, env, cfg.Agent.RunAs.User()), Confinement(cfg))
 	pid, daemonRes := Daemon(cfg.DataDir)
-	out = append(out, WhatsApp(ctx, cfg, pid), MainGroup(ctx, db, cfg.GroupsDir), Credentials(env, cfg), daemonRes)
+	out = append(out, WhatsApp(ctx, cfg, pid), MainGroup(ctx, db, cfg.GroupsDir), Credentials(ctx, env, cfg), daemonRes)
 	if env.GOOS == "darwin" {
 		out = append(out, Mac(ctx, RealMac(), cfg)...)
 	}
@@ -371,14 +378,24 @@ func MainGroup(ctx context.Context, db *sql.DB, groupsDir string) Result {
 }
 
 // Credentials checks that an API credential is set here and passed on to
-// agents: agents get only the variables agent.env names.
-func Credentials(env Env, cfg *config.Config) Result {
+// agents (agents get only the variables agent.env names), and asks the
+// model API (ANTHROPIC_BASE_URL, else the real one) whether it accepts it.
+func Credentials(ctx context.Context, env Env, cfg *config.Config) Result {
 	var setOnly, listedOnly []string
 	for _, name := range CredentialVars {
 		set, listed := env.Getenv(name) != "", slices.Contains(cfg.Agent.Env, name)
 		switch {
 		case set && listed:
-			return ok("credentials", "%s is set and passed to agents (agent.env)", name)
+			err := setup.Credentials{APIBase: env.Getenv("ANTHROPIC_BASE_URL")}.Check(ctx, name, env.Getenv(name))
+			switch {
+			case err == nil:
+				return ok("credentials", "%s is set, passed to agents (agent.env) and accepted by the API", name)
+			case errors.Is(err, setup.ErrRejected):
+				return fix("credentials", "%s is set, but %v: put a new key in the environment or in nanoclawd.env beside %s (an OAuth token: 'claude setup-token', as CLAUDE_CODE_OAUTH_TOKEN)", name, err, cfg.File)
+			}
+			r := ok("credentials", "%s is set and passed to agents (agent.env); %v", name, err)
+			r.Unchecked = true
+			return r
 		case set:
 			setOnly = append(setOnly, name)
 		case listed:

@@ -2,6 +2,8 @@ package doctor
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -141,26 +143,38 @@ func TestAgentRunnerAndSDK(t *testing.T) {
 }
 
 func TestCredentials(t *testing.T) {
+	// The API accepts only "secret" (any credential header).
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/models" || r.Header.Get("x-api-key")+strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ") != "secret" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.Write([]byte(`{"data":[]}`))
+	}))
+	defer api.Close()
 	cfg := &config.Config{File: "/x/nanoclaw.config.jsonc"}
 	for _, tc := range []struct {
 		set, listed []string
+		value, base string
 		ok          bool
 		want        string
 	}{
-		{[]string{"ANTHROPIC_API_KEY"}, []string{"ANTHROPIC_API_KEY"}, true, "ANTHROPIC_API_KEY is set and passed to agents"},
-		{[]string{"CLAUDE_CODE_OAUTH_TOKEN"}, []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"}, true, "CLAUDE_CODE_OAUTH_TOKEN is set and passed"},
-		{[]string{"ANTHROPIC_API_KEY"}, nil, false, `add "ANTHROPIC_API_KEY" to agent.env in /x/nanoclaw.config.jsonc`},
-		{nil, []string{"ANTHROPIC_API_KEY"}, false, "agent.env lists ANTHROPIC_API_KEY but it is not set"},
-		{nil, nil, false, "no API credentials"},
+		{[]string{"ANTHROPIC_API_KEY"}, []string{"ANTHROPIC_API_KEY"}, "secret", api.URL, true, "ok   credentials: ANTHROPIC_API_KEY is set, passed to agents (agent.env) and accepted by the API"},
+		{[]string{"CLAUDE_CODE_OAUTH_TOKEN"}, []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"}, "secret", api.URL, true, "CLAUDE_CODE_OAUTH_TOKEN is set, passed to agents (agent.env) and accepted"},
+		{[]string{"ANTHROPIC_API_KEY"}, []string{"ANTHROPIC_API_KEY"}, "sk-dummy", api.URL, false, "FIX  credentials: ANTHROPIC_API_KEY is set, but the API rejected it (401 Unauthorized"},
+		{[]string{"ANTHROPIC_API_KEY"}, []string{"ANTHROPIC_API_KEY"}, "secret", "http://127.0.0.1:1", true, "--   credentials: ANTHROPIC_API_KEY is set and passed to agents (agent.env); not checked: the API could not be reached"},
+		{[]string{"ANTHROPIC_API_KEY"}, nil, "secret", api.URL, false, `add "ANTHROPIC_API_KEY" to agent.env in /x/nanoclaw.config.jsonc`},
+		{nil, []string{"ANTHROPIC_API_KEY"}, "", api.URL, false, "agent.env lists ANTHROPIC_API_KEY but it is not set"},
+		{nil, nil, "", api.URL, false, "no API credentials"},
 	} {
-		env := map[string]string{}
+		env := map[string]string{"ANTHROPIC_BASE_URL": tc.base}
 		for _, n := range tc.set {
-			env[n] = "secret"
+			env[n] = tc.value
 		}
 		cfg.Agent.Env = tc.listed
-		r := Credentials(Env{Getenv: func(k string) string { return env[k] }}, cfg)
+		r := Credentials(context.Background(), Env{Getenv: func(k string) string { return env[k] }}, cfg)
 		check(t, r, tc.ok, tc.want)
-		if strings.Contains(r.String(), "secret") {
+		if tc.value != "" && strings.Contains(r.String(), tc.value) {
 			t.Errorf("the value was printed: %s", r)
 		}
 	}

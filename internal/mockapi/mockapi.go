@@ -58,6 +58,13 @@ type Server struct {
 	requests []Request
 	scripts  []script
 	msgSeq   int
+	fail     *apiFailure
+}
+
+// apiFailure is what every Messages request answers while Fail is set.
+type apiFailure struct {
+	status        int
+	kind, message string
 }
 
 type script struct {
@@ -92,6 +99,19 @@ func (s *Server) Script(key string, turns ...Turn) {
 		}
 	}
 	s.scripts = append(s.scripts, script{key: key, turns: turns})
+}
+
+// Fail makes every Messages request from now on answer status with an
+// API error of kind, as the real API refuses a key (401,
+// "authentication_error") or is overloaded (529, "overloaded_error").
+// Status 0 answers normally again.
+func (s *Server) Fail(status int, kind, message string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fail = nil
+	if status != 0 {
+		s.fail = &apiFailure{status, kind, message}
+	}
 }
 
 // Requests returns the body of every request received so far, in order.
@@ -156,7 +176,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, At: time.Now()})
+	fail := s.fail
 	s.mu.Unlock()
+	if fail != nil && strings.HasPrefix(r.URL.Path, "/v1/messages") {
+		apiError(w, fail.status, fail.kind, fail.message)
+		return
+	}
 
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages/count_tokens":

@@ -148,3 +148,25 @@ func TestContainsFindsSecretsAsJSONCarriesThem(t *testing.T) {
 		t.Error("secret inside a JSON string (JavaScript escaping) was not found")
 	}
 }
+
+// Fail answers every Messages request with the API's error shape until it
+// is cleared; every request is still recorded.
+func TestFail(t *testing.T) {
+	s := New(t)
+	req := map[string]any{"model": "m", "stream": true, "messages": []any{map[string]any{"role": "user", "content": "hi"}}, "tools": []any{map[string]any{}}}
+	s.Fail(http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
+	for _, path := range []string{"/v1/messages", "/v1/messages/count_tokens"} {
+		resp, events := post(t, s, path, req)
+		if resp.StatusCode != http.StatusUnauthorized || len(events) != 1 || events[0].name != "json" ||
+			events[0].data["error"].(map[string]any)["type"] != "authentication_error" {
+			t.Errorf("%s while failing: %s, %+v", path, resp.Status, events)
+		}
+	}
+	s.Fail(0, "", "")
+	if resp, events := post(t, s, "/v1/messages", req); resp.StatusCode != http.StatusOK || len(events) == 0 || events[0].name != "message_start" {
+		t.Errorf("after Fail(0): %s, %d events", resp.Status, len(events))
+	}
+	if n := len(s.Requests()); n != 3 {
+		t.Errorf("%d requests recorded, want 3", n)
+	}
+}

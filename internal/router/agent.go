@@ -34,6 +34,7 @@ type agentRun struct {
 	replyTo    string
 	useSession bool
 	fresh      bool      // the saved session was gone: this run starts a new one
+	resumed    bool      // the agent was handed a saved session to resume
 	since      time.Time // when the run read its session
 	// A standby (warm.go) starts without a prompt and waits for its first
 	// one; adopted holds that prompt once it was handed over.
@@ -52,6 +53,7 @@ type agentRun struct {
 	violations int
 	lastText   string
 	failure    string // the last error frame
+	told       bool   // the chat was told of an error result (failure.go)
 	ipcDir     string
 	started    chan struct{}      // closed once the agent process runs; a retry's start replaces it
 	conf       *confinement       // the OS sandbox of a non-main run
@@ -140,6 +142,7 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		}
 		defer a.conf.done()
 	}
+	a.resumed = session != ""
 	out, err := runner.Run(ctx, spec, a)
 	if testHookAgentExited != nil {
 		testHookAgentExited(a)
@@ -170,6 +173,12 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	defer a.mu.Unlock()
 	if !g.IsMain && a.violations > 0 && a.sent == 0 {
 		a.queue(context.WithoutCancel(ctx), alerts.GroupNotice(cfg.AssistantName), outbox.KindNotice, 0)
+	}
+	if a.told {
+		if err == nil {
+			err = fmt.Errorf("agent reported an error: %s", a.failure)
+		}
+		return &toldError{err}
 	}
 	if err != nil {
 		return err
@@ -315,40 +324,62 @@ func (a *agentRun) OnResult(res runner.Result) {
 	ctx := context.Background()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if res.Status != "success" {
-		a.failure = res.Error
-		if a.failure == "" {
-			a.failure = "unknown error"
-		}
-		a.router.Log.Warn().Str("group", a.group.Folder).Str("error", a.failure).Msg("agent result error")
-		return
-	}
 	if a.standby && a.adopted == "" {
 		// No prompt was handed to it: whatever it answers (a file it took
 		// from input/ while being stopped, or a command that does not wait
 		// for its prompt) is not the chat's to get.
 		a.early = true
-		a.router.Log.Warn().Str("group", a.group.Folder).Msg("an agent started ahead answered before it was given a prompt; dropped")
+		a.router.Log.Warn().Str("group", a.group.Folder).Str("status", res.Status).Msg("an agent started ahead answered before it was given a prompt; dropped")
+		return
+	}
+	if res.Status != "success" {
+		a.onError(ctx, res.Error)
 		return
 	}
 	a.answered++
+	a.router.owner.clear()
 	text := ""
 	if res.Result != nil {
 		text = StripInternal(*res.Result)
 	}
-	// A result answers the oldest batch waiting, once the agent has taken
-	// it: a follow-up file still in input/ was not read, so a result now
-	// (one an agent gives of itself, say when asked to finish) is not its
-	// answer. Its text goes out; the messages wait for the next run.
-	var upTo int64
-	if a.matched < len(a.batches) && !waiting(a.batches[a.matched].file) {
-		upTo = a.batches[a.matched].top
-		a.matched++
-	}
 	if text != "" {
 		a.lastText = text
 	}
-	a.queue(ctx, text, outbox.KindReply, upTo)
+	a.queue(ctx, text, outbox.KindReply, a.answeredUpTo())
+}
+
+// answeredUpTo is the seq a result answers: the oldest batch waiting, once
+// the agent has taken it. A follow-up file still in input/ was not read, so
+// a result now (one an agent gives of itself, say when asked to finish) is
+// not its answer: its text goes out, and the messages wait for the next run.
+func (a *agentRun) answeredUpTo() int64 {
+	if a.matched < len(a.batches) && !waiting(a.batches[a.matched].file) {
+		a.matched++
+		return a.batches[a.matched-1].top
+	}
+	return 0
+}
+
+// onError answers an error result (failure.go): the chat gets one plain
+// sentence for the batch it failed, the owner the detail, and a failure
+// that a retry cannot fix ends the run.
+func (a *agentRun) onError(ctx context.Context, errText string) {
+	if errText == "" {
+		errText = "unknown error"
+	}
+	a.failure = errText
+	a.router.Log.Warn().Str("group", a.group.Folder).Str("error", redact(errText)).Msg("agent result error")
+	if a.resumed && !a.fresh && a.answered == 0 && sessionGone(errText) {
+		return // start runs it again with a fresh session
+	}
+	f := classify(errText)
+	a.told = true
+	a.queue(ctx, a.router.failureNotice(ctx, a.group, f, errText), outbox.KindNotice, a.answeredUpTo())
+	if f.final {
+		if err := runner.Close(ctx, a.ipcDir, a.router.Reporter); err != nil {
+			a.router.Log.Warn().Err(err).Str("group", a.group.Folder).Msg("ask the failed agent to finish")
+		}
+	}
 }
 
 // waiting reports whether the follow-up file is still there for the agent

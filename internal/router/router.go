@@ -81,6 +81,7 @@ type Router struct {
 
 	warm        warm        // agents started ahead (warm.go)
 	transcripts transcripts // voice notes being transcribed (transcripts.go)
+	owner       ownerNotes  // failures the main chat was told of (failure.go)
 }
 
 // Pending lists the folders of groups with unanswered messages, so that a

@@ -52,6 +52,9 @@ func (r *Router) Run(ctx context.Context, job runner.Job) error {
 	if rerr := r.Ledger.RecordLastRun(context.WithoutCancel(ctx), last); rerr != nil {
 		r.Log.Warn().Err(rerr).Str("group", job.Folder).Msg("status will not show this run")
 	}
+	if isTold(err) {
+		return nil // its chat has its answer: nothing to retry or report again
+	}
 	return err
 }
 
@@ -148,7 +151,7 @@ func (r *Router) GiveUp(job runner.Job, runErr error) {
 		return
 	}
 	cfg := r.Config()
-	text := fmt.Sprintf("%s could not answer: the assistant failed several times (%s). Please try again later.", cfg.AssistantName, firstLine(runErr.Error(), 200))
+	text := fmt.Sprintf("%s could not answer: the assistant failed several times (%s). Please try again later.", cfg.AssistantName, redact(firstLine(runErr.Error(), 200)))
 	var top int64
 	if rf := (*runFailed)(nil); errors.As(runErr, &rf) {
 		top = rf.top

@@ -32,20 +32,27 @@ const daemonDeadline = 3 * time.Minute
 // its agents' process groups. agent holds more agent.* keys, if any.
 func newDaemonInstall(t *testing.T, w *world, mockURL string, agent ...string) *e2e.Install {
 	t.Helper()
-	return e2e.New(t, e2e.Options{
+	o := daemonOptions(t, w, mockURL, "3s", agent...)
+	o.Deadline = time.Now().Add(daemonDeadline)
+	return e2e.New(t, o)
+}
+
+// daemonOptions are those of an install around w whose agents talk to the
+// model API at baseURL and are asked to finish after idle.
+func daemonOptions(t *testing.T, w *world, baseURL, idle string, agent ...string) e2e.Options {
+	return e2e.Options{
 		Dir:  w.root,
 		Home: w.home,
 		Agent: `"command": ["node", ` + e2e.Quote(w.runner) + `],
 			"env": ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"],
-			"timeout": "3m", "idleTimeout": "3s"` + strings.Join(append([]string{""}, agent...), ", "),
+			"timeout": "3m", "idleTimeout": ` + e2e.Quote(idle) + strings.Join(append([]string{""}, agent...), ", "),
 		Env: []string{
 			"ANTHROPIC_API_KEY=sk-ant-fake-" + randHex(t, 8),
-			"ANTHROPIC_BASE_URL=" + mockURL,
+			"ANTHROPIC_BASE_URL=" + baseURL,
 			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 		},
 		StopSignal: os.Interrupt,
-		Deadline:   time.Now().Add(daemonDeadline),
-	})
+	}
 }
 
 // dumpOnFailure logs what the agents and the model saw (the daemon's own

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
+	"github.com/nanoclawd/nanoclawd/internal/config"
 )
 
 // The credential variables the Claude Agent SDK authenticates with.
@@ -25,7 +26,6 @@ const (
 type Credentials struct {
 	EnvFile  string   // nanoclawd.env beside the config
 	FromFile []string // the variables the daemon took from EnvFile
-	AgentEnv []string // agent.env: what agents are handed
 	Getenv   func(string) string
 	Setenv   func(name, value string) error
 	// APIBase is the Messages API's base URL (ANTHROPIC_BASE_URL, else
@@ -47,7 +47,7 @@ func (c Credentials) Set() string {
 // Verdicts of Check.
 var (
 	ErrRejected    = errors.New("the API rejected it")
-	ErrUnreachable = errors.New("the API could not be reached, so it was not checked")
+	ErrUnreachable = errors.New("not checked: the API could not be reached")
 )
 
 // Check asks the API whether value (the variable name's credential) is
@@ -136,8 +136,8 @@ func (g *Guide) credential(ctx context.Context, name string) (string, error) {
 				return name, nil
 			}
 			name = ""
-		default:
-			fmt.Fprintf(g.Out, "✓ model credential: %s from %s (%v)\n", name, from, err)
+		default: // set, but nobody could say whether it works
+			fmt.Fprintf(g.Out, "- model credential: %s from %s, %v\n", name, from, err)
 		}
 	}
 	if name == "" && g.NoEcho != nil {
@@ -170,11 +170,17 @@ func (g *Guide) credential(ctx context.Context, name string) (string, error) {
 		if err == nil {
 			fmt.Fprintf(g.Out, "✓ model credential: %s saved in %s, accepted by the API\n", n, c.EnvFile)
 		} else {
-			fmt.Fprintf(g.Out, "✓ model credential: %s saved in %s (%v)\n", n, c.EnvFile, err)
+			fmt.Fprintf(g.Out, "- model credential: %s saved in %s, %v\n", n, c.EnvFile, err)
 		}
 	}
-	if !slices.Contains(c.AgentEnv, name) {
-		fmt.Fprintf(g.Out, "  Agents get only the variables agent.env lists: add %q to agent.env in %s\n", name, g.Config.File)
+	if name != "" && !slices.Contains(g.Config.Agent.Env, name) {
+		// Agents get only the variables agent.env lists.
+		cfg, err := config.Set(g.Config.File, "agent.env", append(slices.Clone(g.Config.Agent.Env), name))
+		if err != nil {
+			return "", fmt.Errorf("hand %s to agents: %w", name, err)
+		}
+		*g.Config = *cfg
+		fmt.Fprintf(g.Out, "✓ agent.env: agents are handed %s (%s)\n", name, g.Config.File)
 	}
 	return name, nil
 }

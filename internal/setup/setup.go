@@ -7,6 +7,7 @@ package setup
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,10 +39,16 @@ type Guide struct {
 	// Changed tells a running daemon that the registry changed.
 	Changed func()
 
+	// Command is nanoclawd as the owner types it here, with --config when
+	// the config is not the default one: "bin/nanoclawd" from the
+	// repository. Every hint the guide gives starts with it.
+	Command string
+
 	In  *bufio.Reader
 	Out io.Writer
-	// PairedNow is set by Run when it paired WhatsApp.
-	PairedNow bool
+	// PairedNow is set by Run when it paired WhatsApp; LocalOnNow when it
+	// turned the local channel on.
+	PairedNow, LocalOnNow bool
 
 	// NoEcho, on a terminal, stops it echoing what is typed until the
 	// returned func is called (for a pasted secret); nil on other input.
@@ -63,10 +70,23 @@ type state struct {
 	credName string // the credential variable that is set, "" if none
 }
 
+// cmd is a command line for the owner to type: nanoclawd as they type it,
+// then args.
+func (g *Guide) cmd(args string) string {
+	return cmp.Or(g.Command, "nanoclawd") + " " + args
+}
+
 func (g *Guide) look(ctx context.Context) (state, []Item, error) {
 	var s state
 	var items []Item
 	cfg := g.Config
+	m, err := g.Groups.Main(ctx)
+	switch {
+	case err == nil:
+		s.main = &m
+	case !errors.Is(err, groups.ErrNotFound):
+		return s, nil, err
+	}
 	if cfg.Channels.WhatsApp.Enabled {
 		own, ok, err := g.Pairer.Paired(ctx)
 		if err != nil {
@@ -74,24 +94,24 @@ func (g *Guide) look(ctx context.Context) (state, []Item, error) {
 		}
 		if ok {
 			s.own = own
-		} else {
-			items = append(items, Item{"whatsapp", "WhatsApp is not paired: run 'nanoclawd setup' (or 'nanoclawd whatsapp login'), or set channels.whatsapp.enabled to false in " + cfg.File + " to use only the local channel"})
+		} else if !s.localMain(cfg) {
+			items = append(items, Item{"whatsapp", fmt.Sprintf("WhatsApp is not paired: run '%s' (or '%s'), or choose the local channel there", g.cmd("setup"), g.cmd("whatsapp login"))})
 		}
 	}
-	m, err := g.Groups.Main(ctx)
-	switch {
-	case err == nil:
-		s.main = &m
-	case errors.Is(err, groups.ErrNotFound):
-		items = append(items, Item{"main chat", "no main chat is chosen: run 'nanoclawd setup', or 'nanoclawd groups add --main --jid JID --name NAME --folder main'"})
-	default:
-		return s, nil, err
+	if s.main == nil {
+		items = append(items, Item{"main chat", fmt.Sprintf("no main chat is chosen: run '%s', or '%s'", g.cmd("setup"), g.cmd("groups add --main --jid JID --name NAME --folder main"))})
 	}
 	s.credName = g.Cred.Set()
 	if s.credName == "" {
-		items = append(items, Item{"credential", "no model credential: set ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN from 'claude setup-token') in the environment or in " + g.Cred.EnvFile + ", or run 'nanoclawd setup'"})
+		items = append(items, Item{"credential", fmt.Sprintf("no model credential: set ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN from 'claude setup-token') in the environment or in %s, or run '%s'", g.Cred.EnvFile, g.cmd("setup"))})
 	}
 	return s, items, nil
+}
+
+// localMain tells whether the main chat is on the local channel, which is
+// on: then a first answer needs no WhatsApp.
+func (s state) localMain(cfg *config.Config) bool {
+	return s.main != nil && strings.HasPrefix(s.main.JID, "local:") && cfg.Channels.Local.Enabled
 }
 
 // Missing lists what stands between this install and a first answer,
@@ -100,9 +120,6 @@ func (g *Guide) Missing(ctx context.Context) ([]Item, error) {
 	_, items, err := g.look(ctx)
 	return items, err
 }
-
-// ErrNoChannel: neither WhatsApp nor the local channel is enabled.
-var ErrNoChannel = errors.New("no channel is enabled to carry a main chat")
 
 // Run walks through the steps in order, offering to do each one that is
 // missing, and ends with the line to send for a first answer. daemonNext
@@ -124,7 +141,10 @@ func (g *Guide) Run(ctx context.Context, daemonNext bool) error {
 	}
 
 	// 1. WhatsApp.
-	if cfg.Channels.WhatsApp.Enabled {
+	switch {
+	case cfg.Channels.WhatsApp.Enabled && s.own == "" && s.localMain(cfg):
+		fmt.Fprintf(g.Out, "- WhatsApp: not paired; the main chat is on the local channel (pair any time with '%s')\n", g.cmd("whatsapp login"))
+	case cfg.Channels.WhatsApp.Enabled:
 		if s.own == "" {
 			if s.own, err = g.pair(ctx); err != nil {
 				return err
@@ -135,7 +155,7 @@ func (g *Guide) Run(ctx context.Context, daemonNext bool) error {
 		} else {
 			fmt.Fprintln(g.Out, "✗ WhatsApp: not paired (skipped)")
 		}
-	} else {
+	default:
 		fmt.Fprintln(g.Out, "- WhatsApp: disabled (channels.whatsapp.enabled is false)")
 	}
 
@@ -156,29 +176,29 @@ func (g *Guide) Run(ctx context.Context, daemonNext bool) error {
 		return err
 	}
 
-	// The one line to send.
-	if s.main != nil {
-		fmt.Fprintln(g.Out)
-		if !daemonNext {
-			fmt.Fprintln(g.Out, "Start the daemon with 'nanoclawd run' (or 'make run'; as a service: 'nanoclawd service install'). Then:")
-		}
-		fmt.Fprintln(g.Out, FirstAnswer(cfg, *s.main, s.own))
-	} else {
-		fmt.Fprintln(g.Out, "\nNo first answer yet without a main chat: run 'nanoclawd setup' again when you are ready.")
+	// What to do for a first answer: the last line.
+	if s.main == nil {
+		fmt.Fprintf(g.Out, "\nNo first answer yet without a main chat: run '%s' again when you are ready.\n", g.cmd("setup"))
+		return nil
 	}
+	fmt.Fprintln(g.Out)
+	if !daemonNext {
+		fmt.Fprintf(g.Out, "Start the daemon with 'make run' (or '%s'; as a service: '%s'). Then:\n", g.cmd("run"), g.cmd("service install"))
+	}
+	fmt.Fprintln(g.Out, g.firstAnswer(*s.main, s.own))
 	return nil
 }
 
-// FirstAnswer is the one line that tells the owner what to send for a
-// first answer in the main chat.
-func FirstAnswer(cfg *config.Config, main groups.Group, own string) string {
-	hello := "hello " + cfg.AssistantName
+// firstAnswer tells the owner what to send for a first answer in the main
+// chat. For a local chat its last line is the command to run.
+func (g *Guide) firstAnswer(main groups.Group, own string) string {
+	hello := "hello " + g.Config.AssistantName
 	if main.RequiresTrigger && !main.IsMain {
 		hello = main.Trigger + " hello"
 	}
 	switch {
 	case strings.HasPrefix(main.JID, "local:"):
-		return fmt.Sprintf("For a first answer, run in another terminal:  nanoclawd chat --chat %s --config %s  and type: %s", main.JID, cfg.File, hello)
+		return fmt.Sprintf("For a first answer, run this in a second terminal, then type: %s\n%s", hello, g.cmd("chat --chat "+main.JID))
 	case own != "" && main.JID == own:
 		return fmt.Sprintf("For a first answer, message yourself on WhatsApp (the chat with your own number, +%s): %s", userOf(own), hello)
 	}
@@ -212,7 +232,7 @@ func (g *Guide) pair(ctx context.Context) (string, error) {
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
-		fmt.Fprintf(g.Out, "Pairing did not work: %v\n", err)
+		fmt.Fprintf(g.Out, "Pairing did not work: %v\nTry again, or [s]kip: the local channel can carry the main chat without WhatsApp.\n", err)
 	}
 }
 
@@ -227,17 +247,13 @@ func (g *Guide) chooseMain(ctx context.Context, own string) (*groups.Group, erro
 		opts = append(opts, option{fmt.Sprintf("your own WhatsApp chat, +%s (\"message yourself\")", userOf(own)),
 			groups.Group{JID: own, Name: "Main (message yourself)"}})
 	}
-	if cfg.Channels.Local.Enabled {
-		opts = append(opts, option{"a chat on the local channel, local:main (talk to it with 'nanoclawd chat --chat local:main')",
-			groups.Group{JID: "local:main", Name: "Main (local)"}})
+	// Without WhatsApp the local channel carries the main chat: a terminal
+	// client on this machine. Choosing it turns the channel on.
+	local := "a chat on the local channel, local:main: talk to it in a terminal on this machine"
+	if !cfg.Channels.Local.Enabled {
+		local += " (this turns the local channel on in " + cfg.File + ")"
 	}
-	if len(opts) == 0 {
-		if cfg.Channels.WhatsApp.Enabled {
-			fmt.Fprintln(g.Out, "The main chat needs a channel: pair WhatsApp first, or set channels.local.enabled to true in "+cfg.File)
-			return nil, nil
-		}
-		return nil, fmt.Errorf("%w: set channels.local.enabled (or channels.whatsapp.enabled) to true in %s", ErrNoChannel, cfg.File)
-	}
+	opts = append(opts, option{local, groups.Group{JID: "local:main", Name: "Main (local)"}})
 	fmt.Fprintln(g.Out, "Which chat is the main chat? It is your admin channel: its agent is trusted, and sandbox alerts go there.")
 	for i, o := range opts {
 		fmt.Fprintf(g.Out, "  %d) %s\n", i+1, o.label)
@@ -259,6 +275,11 @@ func (g *Guide) chooseMain(ctx context.Context, own string) (*groups.Group, erro
 			}
 		}
 		m := opts[n-1].group
+		if strings.HasPrefix(m.JID, "local:") && !cfg.Channels.Local.Enabled {
+			if err := g.enableLocal(); err != nil {
+				return nil, err
+			}
+		}
 		m.Folder, m.Trigger, m.IsMain = "main", cfg.DefaultTrigger(), true
 		if err := g.Groups.Add(ctx, m); err != nil {
 			return nil, fmt.Errorf("register %s as the main chat: %w (do it with 'nanoclawd groups add --main')", m.JID, err)
@@ -268,6 +289,19 @@ func (g *Guide) chooseMain(ctx context.Context, own string) (*groups.Group, erro
 		}
 		return &m, nil
 	}
+}
+
+// enableLocal turns the local channel on in the config file and in the
+// config this process runs with, so a daemon started next serves it.
+func (g *Guide) enableLocal() error {
+	cfg, err := config.Set(g.Config.File, "channels.local.enabled", true)
+	if err != nil {
+		return fmt.Errorf("turn the local channel on: %w", err)
+	}
+	*g.Config = *cfg // the file is what the daemon runs with (made from the template if it was missing)
+	g.LocalOnNow = true
+	fmt.Fprintf(g.Out, "✓ local channel: on in %s (socket %s)\n", g.Config.File, g.Config.Channels.Local.Socket)
+	return nil
 }
 
 // ask prints prompt and reads one line; the end of input is an error, so

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,7 +50,7 @@ func newGuide(t *testing.T, whatsapp, local bool, input string, env map[string]s
 			},
 		},
 		Cred: setup.Credentials{
-			EnvFile: filepath.Join(dir, "nanoclawd.env"), AgentEnv: cfg.Agent.Env, APIBase: api,
+			EnvFile: filepath.Join(dir, "nanoclawd.env"), APIBase: api,
 			Getenv: func(k string) string { return env[k] },
 			Setenv: func(k, v string) error { env[k] = v; return nil },
 		},
@@ -82,11 +83,41 @@ func TestLocalMainChatWhenWhatsAppIsDisabled(t *testing.T) {
 	}
 }
 
-func TestNoChannelIsAnError(t *testing.T) {
-	g, _ := newGuide(t, false, false, "", map[string]string{}, "")
-	err := g.Run(context.Background(), false)
-	if !errors.Is(err, setup.ErrNoChannel) || !strings.Contains(err.Error(), "channels.local.enabled") {
-		t.Fatalf("err = %v", err)
+// WhatsApp skipped, the local channel off and no config file yet: the
+// guide offers a local main chat, turns the channel on in a config made
+// from the template, and ends with the command to chat. Run again, it asks
+// for nothing about WhatsApp: the first answer does not need it.
+func TestLocalChannelOfferedWhenWhatsAppIsSkipped(t *testing.T) {
+	g, out := newGuide(t, true, false, "s\n\n\n", map[string]string{}, "")
+	g.Command = "bin/nanoclawd"
+	ctx := context.Background()
+	if err := g.Run(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"✗ WhatsApp: not paired (skipped)", "1) a chat on the local channel, local:main: talk to it in a terminal on this machine (this turns the local channel on in " + g.Config.File + ")",
+		"✓ local channel: on in " + g.Config.File, "✓ main chat: Main (local) (local:main)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); lines[len(lines)-1] != "bin/nanoclawd chat --chat local:main" {
+		t.Errorf("the last line is %q, want the command to chat", lines[len(lines)-1])
+	}
+	if cfg, err := config.Load(g.Config.File); err != nil || !cfg.Channels.Local.Enabled || !g.Config.Channels.Local.Enabled {
+		t.Errorf("the config file: %+v, %v; in force: %v", cfg, err, g.Config.Channels.Local.Enabled)
+	}
+	missing, err := g.Missing(ctx)
+	if err != nil || len(missing) != 1 || missing[0].Step != "credential" || !strings.Contains(missing[0].Problem, "run 'bin/nanoclawd setup'") {
+		t.Errorf("missing after setup: %v %v", missing, err)
+	}
+	out.Reset()
+	g.In = bufio.NewReader(strings.NewReader("\n"))
+	if err := g.Run(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "- WhatsApp: not paired; the main chat is on the local channel (pair any time with 'bin/nanoclawd whatsapp login')") ||
+		strings.Contains(out.String(), "Pair WhatsApp now") || !strings.Contains(out.String(), "Start the daemon with 'make run' (or 'bin/nanoclawd run'") {
+		t.Errorf("run again:\n%s", out)
 	}
 }
 
@@ -140,10 +171,17 @@ func TestCredentialUnreachableIsSavedUnchecked(t *testing.T) {
 	if string(b) != "# mine\nGH_TOKEN=x\nCLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-token\n" {
 		t.Errorf("env file:\n%s", b)
 	}
-	for _, want := range []string{"CLAUDE_CODE_OAUTH_TOKEN saved in", "could not be reached, so it was not checked", `add "CLAUDE_CODE_OAUTH_TOKEN" to agent.env`} {
+	for _, want := range []string{"- model credential: CLAUDE_CODE_OAUTH_TOKEN saved in " + g.Cred.EnvFile + ", not checked: the API could not be reached",
+		"✓ agent.env: agents are handed CLAUDE_CODE_OAUTH_TOKEN"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("lacks %q:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out.String(), "✓ model credential") {
+		t.Errorf("an unchecked credential got a ✓:\n%s", out)
+	}
+	if cfg, err := config.Load(g.Config.File); err != nil || !slices.Equal(cfg.Agent.Env, []string{setup.APIKeyVar, setup.OAuthTokenVar}) {
+		t.Errorf("agent.env in the config file: %+v, %v", cfg, err)
 	}
 }
 

@@ -306,6 +306,16 @@ func do(text string, in input, raw []byte) {
 		os.Exit(3)
 	case "fail":
 		frame(protocol.Frame{Status: protocol.StatusError, Error: arg})
+	case "fail-wait":
+		// As the real agent runner does after an error result: it stays
+		// for follow-ups until asked to finish, then exits 1.
+		frame(protocol.Frame{Status: protocol.StatusError, Error: arg})
+		for {
+			if _, err := os.Stat(ipcDir().Close()); err == nil {
+				os.Exit(1)
+			}
+			time.Sleep(10 * time.Millisecond) // a stand-in agent may poll; the daemon never does
+		}
 	case "silent":
 	case "violation":
 		kind, target, _ := strings.Cut(arg, " ")

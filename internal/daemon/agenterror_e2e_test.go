@@ -1,0 +1,69 @@
+package daemon_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nanoclawd/nanoclawd/internal/e2e"
+)
+
+// An agent's error result is answered in its chat at once with one plain
+// sentence, the main chat hears the detail once (with nothing secret in
+// it), and a refused credential ends the run instead of leaving it to
+// wait for follow-ups; it is not retried.
+func TestAgentErrorReachesTheChat(t *testing.T) {
+	in := e2e.New(t, e2e.Options{})
+	in.AddGroup("local:main", "main", "--main")
+	in.AddGroup("local:family", "family", "--no-trigger")
+	in.Start()
+	const key = "sk-ant-api03-NOTFORCHATS"
+	refused := "Andy could not answer: the model API refused its credential. The owner was told."
+
+	// The stand-in agent stays after its error, as the real runner does;
+	// only the daemon asking it to finish ends it before its idle timeout
+	// (60 s).
+	in.Post("local:family", "Alice", "fail-wait Invalid API key "+key+" · Fix external API key")
+	in.WaitFor("local:family", e2e.Equals(refused))
+	e2e.WaitNoProcs(t, e2e.Testagent(t), "agents after a refused credential")
+
+	// A second failure: the chat hears it again, the owner does not.
+	in.Post("local:family", "Alice", "fail Failed to authenticate. API Error: 403 forbidden")
+	n := 0
+	in.WaitFor("local:family", func(s string) bool {
+		if s == refused {
+			n++
+		}
+		return n == 2
+	})
+	in.Post("local:main", "Owner", "echo after")
+	in.WaitFor("local:main", e2e.Equals("echo: after"))
+	var details []string
+	for _, m := range in.AllSent() {
+		if strings.Contains(m.Text, key) {
+			t.Errorf("a chat got the credential: %q", m.Text)
+		}
+		if m.ChatJID == "local:main" && strings.Contains(m.Text, "could not answer") {
+			details = append(details, m.Text)
+		}
+	}
+	if len(details) != 1 || !strings.Contains(details[0], "family") || !strings.Contains(details[0], "Invalid API key [redacted]") ||
+		!strings.Contains(details[0], "nanoclawd.env") {
+		t.Errorf("the main chat's details of the failure = %q, want one naming the group, the error and the fix", details)
+	}
+	// One run per message: nothing was retried.
+	if logs, _ := filepath.Glob(filepath.Join(in.Dir, "groups", "family", "logs", "*.log")); len(logs) != 2 {
+		t.Errorf("%d runs of family, want 2 (one per message, no retries)", len(logs))
+	}
+
+	// After an answer, a new kind of failure is news again; in the main
+	// chat itself the answer carries the detail.
+	in.Post("local:main", "Owner", "fail API Error: Connection refused (ECONNREFUSED)")
+	unreachable := func(s string) bool {
+		return strings.HasPrefix(s, "Andy could not answer: the model API could not be reached.")
+	}
+	got := e2e.InChat(in.WaitFor("local:main", unreachable), "local:main")
+	if last := got[len(got)-1]; !strings.Contains(last, "ECONNREFUSED") || !strings.Contains(last, "network") {
+		t.Errorf("main chat's answer to an unreachable API: %q", last)
+	}
+}

@@ -1,0 +1,41 @@
+package router
+
+import (
+	"strings"
+	"testing"
+)
+
+// What the Claude CLI says for each failure (measured against a mock API
+// and a closed port) is told apart, and only what a retry cannot fix ends
+// the run.
+func TestClassify(t *testing.T) {
+	for _, tt := range []struct {
+		err   string
+		kind  string
+		final bool
+	}{
+		{"Invalid API key · Fix external API key", "credential", true},
+		{"Failed to authenticate. API Error: 403 boom", "credential", true},
+		{"OAuth token has expired. Please obtain a new token or refresh your existing token.", "credential", true},
+		{"API Error: 400 model: claude-nope is not a valid model", "request", true},
+		{"API Error: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)", "unreachable", false},
+		{"API Error: 502 boom. This is a server-side issue, usually temporary — try again in a moment.", "unreachable", false},
+		{"API Error: Request timed out.", "unreachable", false},
+		{`API Error: 529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, "overloaded", false},
+		{"API Error: 429 rate_limit_error", "overloaded", false},
+		{"error_max_turns", "other", false},
+		{"", "other", false},
+	} {
+		f := classify(tt.err)
+		if f.kind != tt.kind || f.final != tt.final {
+			t.Errorf("classify(%q) = %s final=%v, want %s final=%v", tt.err, f.kind, f.final, tt.kind, tt.final)
+		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	got := redact("Invalid API key sk-ant-api03-abc_DEF-123 · Authorization: Bearer sk-xyz")
+	if strings.Contains(got, "abc_DEF") || strings.Contains(got, "sk-xyz") || !strings.HasPrefix(got, "Invalid API key [redacted]") {
+		t.Errorf("redact = %q", got)
+	}
+}
