@@ -94,6 +94,10 @@ type Alerts struct {
 	// MaxPerGroup is how many alerts one group may raise per cooldown;
 	// the rest are folded into one summary.
 	MaxPerGroup int `json:"maxPerGroup" validate:"min=1,max=100"`
+	// Approvers are the phone numbers that may answer alerts from the main
+	// chat (/allow, /undo, /pause, /resume, /groups); empty: the paired
+	// account itself. Any sender of a local: main chat may.
+	Approvers []string `json:"approvers" validate:"dive,required"`
 }
 
 // Duration is a time.Duration written as "30m" in JSON.
@@ -164,7 +168,7 @@ func Default() Config {
 			AllowWrite:     []string{},
 			Network:        &security.Network{AllowedDomains: []string{}, DeniedDomains: []string{}},
 		},
-		Alerts: Alerts{Cooldown: Duration(time.Minute), MaxPerGroup: 3},
+		Alerts: Alerts{Cooldown: Duration(time.Minute), MaxPerGroup: 3, Approvers: []string{}},
 	}
 }
 

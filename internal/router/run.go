@@ -68,6 +68,9 @@ func (r *Router) runMessages(ctx context.Context, job runner.Job) (*agentRun, er
 	if err != nil {
 		return nil, err
 	}
+	if g.Paused {
+		return nil, nil // the owner said /pause: the messages wait for /resume
+	}
 	msgs, err := r.Messages.Unanswered(ctx, g.JID)
 	if err != nil || len(msgs) == 0 {
 		return nil, err
@@ -117,6 +120,9 @@ func (r *Router) runTask(ctx context.Context, job runner.Job) (*agentRun, error)
 	g, err := r.Groups.ByFolder(ctx, task.GroupFolder)
 	if err != nil {
 		return nil, r.Tasks.Done(ctx, task.ID, "", fmt.Errorf("group %s: %w", task.GroupFolder, err))
+	}
+	if g.Paused {
+		return nil, r.Tasks.Done(ctx, task.ID, "", fmt.Errorf("group %s is paused (the owner's /pause); /resume %s starts its agents again", g.Folder, g.Folder))
 	}
 	run := &agentRun{router: r, group: g, replyTo: task.ChatJID, useSession: task.ContextMode != scheduler.ContextIsolated}
 	runErr := run.start(ctx, job, ScheduledPrompt(task.Prompt), true)
