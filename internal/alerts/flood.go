@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/approvals"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
@@ -21,7 +22,7 @@ import (
 // summary. It reports whether v was folded.
 func (r *Reporter) raiseTx(ctx context.Context, tx *sql.Tx, v security.Violation, chat sql.NullString) (bool, error) {
 	if r.cooldown <= 0 {
-		_, err := enqueueTx(ctx, tx, chat, alertText(v), outbox.KindAlert)
+		_, err := r.enqueueAlertTx(ctx, tx, chat, v)
 		return false, err
 	}
 	now := r.now().UnixNano()
@@ -53,7 +54,7 @@ func (r *Reporter) raiseTx(ctx context.Context, tx *sql.Tx, v security.Violation
 		return false, fmt.Errorf("alerts: read alert window: %w", err)
 	}
 	if alerted == 0 && sent < int64(r.maxPerGroup()) {
-		if _, err := enqueueTx(ctx, tx, chat, alertText(v), outbox.KindAlert); err != nil {
+		if _, err := r.enqueueAlertTx(ctx, tx, chat, v); err != nil {
 			return false, err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE alert_windows SET sent = sent + 1 WHERE grp = ?`, v.Group); err != nil {
@@ -175,4 +176,19 @@ func (r *Reporter) sendDue(ctx context.Context) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	return time.Unix(0, next.Int64), nil
+}
+
+// enqueueAlertTx queues v's own alert. One for a refusal that a rule of the
+// group's override could allow ends with a code the owner can answer from
+// the main chat (approvals).
+func (r *Reporter) enqueueAlertTx(ctx context.Context, tx *sql.Tx, chat sql.NullString, v security.Violation) (int64, error) {
+	text := alertText(v)
+	code, err := approvals.IssueTx(ctx, tx, v, r.now())
+	if err != nil {
+		return 0, err
+	}
+	if code != "" {
+		text += "\n" + approvals.Line(code, show(v.Group, maxGroup))
+	}
+	return enqueueTx(ctx, tx, chat, text, outbox.KindAlert)
 }

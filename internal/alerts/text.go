@@ -9,6 +9,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/nanoclawd/nanoclawd/internal/approvals"
 	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
@@ -106,7 +107,9 @@ func sanitize(v security.Violation) security.Violation {
 	v.Tool = clean(v.Tool, maxTool)
 	v.Target = clean(v.Target, maxStoredField)
 	v.Detail = clean(v.Detail, maxStoredDet)
-	if v.Action != "reported" {
+	switch v.Action {
+	case "reported", approvals.ActionAllowed, approvals.ActionUndone, approvals.ActionPaused, approvals.ActionResumed:
+	default:
 		v.Action = "blocked"
 	}
 	v.Rule = clean(v.Rule, maxStoredField)

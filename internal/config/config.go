@@ -142,6 +142,10 @@ type Alerts struct {
 	// Daily is the local time ("HH:MM") of a short summary to the main
 	// chat; "" sends none.
 	Daily string `json:"daily" validate:"omitempty,hhmm"`
+	// Approvers are the phone numbers that may answer alerts from the main
+	// chat (/allow, /undo, /pause, /resume, /groups); empty: the paired
+	// account itself. Any sender of a local: main chat may.
+	Approvers []string `json:"approvers" validate:"dive,required"`
 }
 
 // Backup schedules `nanoclawd backup` inside the daemon.
@@ -233,7 +237,7 @@ func Default() Config {
 			AllowWrite:     []string{},
 			Network:        &security.Network{AllowedDomains: []string{}, DeniedDomains: []string{}},
 		},
-		Alerts: Alerts{Cooldown: Duration(time.Minute), MaxPerGroup: 3},
+		Alerts: Alerts{Cooldown: Duration(time.Minute), MaxPerGroup: 3, Approvers: []string{}},
 		Backup: Backup{Keep: 7},
 		Media:  Media{MaxBytes: 20 << 20, Transcribe: Transcribe{Model: "whisper-1", Timeout: Duration(5 * time.Minute)}},
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
+	"github.com/nanoclawd/nanoclawd/internal/approvals"
 	"github.com/nanoclawd/nanoclawd/internal/backup"
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/channel/local"
@@ -141,6 +142,11 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		Messages: d.messages, Groups: d.reg, Config: d.Config, Queue: d.queue, Outbox: d.outbox, Reporter: d.reporter,
 		Tokens: d.tokens, Tasks: tasks{d.sched, d.db}, Ledger: d.ledger, Typing: &d.channels, Binary: binary,
 		Log: log.With().Str("part", "router").Logger(), Snapshots: d.snapshots,
+		Owner: &approvals.Commands{
+			DB: d.db, Groups: d.reg, Config: d.Config, Queue: d.queue, Audit: d.reporter, Outbox: d.outbox,
+			Close: func(folder string) error { return runner.Close(context.Background(), string(d.Config().Layout().IPC(folder)), d.reporter) },
+			Log:   log.With().Str("part", "approvals").Logger(),
+		},
 	}
 	if d.watcher, err = ipc.NewWatcher(ipc.Config{
 		IPCRoot: cfg.Layout().IPCRoot(), Layout: cfg.Layout(), DB: d.db, Tokens: d.tokens, Groups: ipcGroups{d.reg},

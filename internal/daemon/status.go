@@ -65,6 +65,8 @@ func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
 		case q.Running:
 			sg.Agent, sg.RunningSince, sg.RunningTask = "running", &q.RunningSince, q.RunningTask
 			r.Agents.Running++
+		case g.Paused:
+			sg.Agent = "paused" // by the owner's /pause; /resume starts it again
 		case q.Queued:
 			sg.Agent = "queued"
 			r.Agents.Queued++

@@ -32,6 +32,9 @@ type Group struct {
 	IsMain          bool             `json:"isMain"`
 	Security        *security.Policy `json:"security"`
 	AddedAt         time.Time        `json:"addedAt"`
+	// Paused: the owner said /pause in the main chat; its messages are
+	// kept, and no agent starts for it until /resume.
+	Paused bool `json:"paused"`
 }
 
 var (
@@ -94,11 +97,15 @@ func (r *Registry) layout() layout.Layout { return layout.New("", r.groupsDir) }
 
 const columns = `jid, name, folder, trigger, requires_trigger, is_main, security, added_at`
 
+// selected are the columns a Group is read from: what it is registered
+// with, and its state.
+const selected = columns + `, paused`
+
 func scan(row interface{ Scan(...any) error }) (Group, error) {
 	var g Group
 	var sec sql.NullString
 	var added string
-	if err := row.Scan(&g.JID, &g.Name, &g.Folder, &g.Trigger, &g.RequiresTrigger, &g.IsMain, &sec, &added); err != nil {
+	if err := row.Scan(&g.JID, &g.Name, &g.Folder, &g.Trigger, &g.RequiresTrigger, &g.IsMain, &sec, &added, &g.Paused); err != nil {
 		return g, err
 	}
 	g.AddedAt, _ = time.Parse(time.RFC3339Nano, added)
@@ -113,7 +120,7 @@ func scan(row interface{ Scan(...any) error }) (Group, error) {
 
 // List returns every group, main first, then by folder.
 func (r *Registry) List(ctx context.Context) ([]Group, error) {
-	rows, err := r.db.QueryContext(ctx, `SELECT `+columns+` FROM groups ORDER BY is_main DESC, folder`)
+	rows, err := r.db.QueryContext(ctx, `SELECT `+selected+` FROM groups ORDER BY is_main DESC, folder`)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +137,7 @@ func (r *Registry) List(ctx context.Context) ([]Group, error) {
 }
 
 func (r *Registry) one(ctx context.Context, where string, arg any) (Group, error) {
-	g, err := scan(r.db.QueryRowContext(ctx, `SELECT `+columns+` FROM groups WHERE `+where, arg))
+	g, err := scan(r.db.QueryRowContext(ctx, `SELECT `+selected+` FROM groups WHERE `+where, arg))
 	if errors.Is(err, sql.ErrNoRows) {
 		return g, ErrNotFound
 	}
@@ -211,7 +218,7 @@ func (r *Registry) AddTx(ctx context.Context, tx *sql.Tx, g Group) error {
 		return fmt.Errorf("%w: %s (choose another --folder)", ErrDuplicateFolder, g.Folder)
 	}
 	if g.IsMain {
-		if m, err := scan(tx.QueryRowContext(ctx, `SELECT `+columns+` FROM groups WHERE is_main = 1`)); err == nil {
+		if m, err := scan(tx.QueryRowContext(ctx, `SELECT `+selected+` FROM groups WHERE is_main = 1`)); err == nil {
 			return fmt.Errorf("%w (%s); at most one group is main: remove it first or add this one without --main", ErrSecondMain, m.Folder)
 		}
 	}
@@ -294,11 +301,23 @@ func (r *Registry) Remove(ctx context.Context, folder string) error {
 
 // SetSecurity sets (or with nil clears) a group's override.
 func (r *Registry) SetSecurity(ctx context.Context, folder string, p *security.Policy) error {
+	return setSecurity(ctx, r.db, folder, p)
+}
+
+// SetSecurityTx is SetSecurity inside the caller's transaction, for a
+// change that must commit with its record (an owner's /allow).
+func SetSecurityTx(ctx context.Context, tx *sql.Tx, folder string, p *security.Policy) error {
+	return setSecurity(ctx, tx, folder, p)
+}
+
+func setSecurity(ctx context.Context, db interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, folder string, p *security.Policy) error {
 	sec, err := encodePolicy(p)
 	if err != nil {
 		return err
 	}
-	res, err := r.db.ExecContext(ctx, `UPDATE groups SET security = ? WHERE folder = ?`, sec, folder)
+	res, err := db.ExecContext(ctx, `UPDATE groups SET security = ? WHERE folder = ?`, sec, folder)
 	if err != nil {
 		return err
 	}
@@ -306,6 +325,27 @@ func (r *Registry) SetSecurity(ctx context.Context, folder string, p *security.P
 		return fmt.Errorf("%w: %s (see 'nanoclawd groups list')", ErrNotFound, folder)
 	}
 	return nil
+}
+
+// SetPausedTx pauses or resumes a group inside the caller's transaction.
+func SetPausedTx(ctx context.Context, tx *sql.Tx, folder string, paused bool) error {
+	res, err := tx.ExecContext(ctx, `UPDATE groups SET paused = ? WHERE folder = ?`, paused, folder)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("%w: %s (see 'nanoclawd groups list')", ErrNotFound, folder)
+	}
+	return nil
+}
+
+// ByFolderTx reads one group inside the caller's transaction.
+func ByFolderTx(ctx context.Context, tx *sql.Tx, folder string) (Group, error) {
+	g, err := scan(tx.QueryRowContext(ctx, `SELECT `+selected+` FROM groups WHERE folder = ?`, folder))
+	if errors.Is(err, sql.ErrNoRows) {
+		return g, fmt.Errorf("%w: %s", ErrNotFound, folder)
+	}
+	return g, err
 }
 
 func encodePolicy(p *security.Policy) (any, error) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
@@ -53,6 +54,11 @@ type (
 	Snapshots interface {
 		Refresh(ctx context.Context, folder string, isMain bool) error
 	}
+	// Owner takes the owner's commands (/allow, /pause, …) from the main
+	// chat, reporting whether m was one.
+	Owner interface {
+		Handle(ctx context.Context, g groups.Group, m channel.Message) (bool, error)
+	}
 	// Ledger keeps the marks of running agents and each group's last run.
 	Ledger interface {
 		Mark(ctx context.Context, folder string, pid int) (int, error)
@@ -73,6 +79,7 @@ type Router struct {
 	Tasks    Tasks
 	Ledger   Ledger
 	Typing   Typing // may be nil
+	Owner    Owner  // may be nil
 	Binary   string // this nanoclawd, for the agent's MCP server
 	Log      zerolog.Logger
 	// Snapshots, if set, refreshes the files an agent reads in its IPC
@@ -97,7 +104,7 @@ func (r *Router) Pending(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(msgs) > 0 && anyCalls(g, msgs) {
+		if len(msgs) > 0 && !g.Paused && anyCalls(g, msgs) {
 			out = append(out, g.Folder)
 		}
 	}

@@ -78,6 +78,9 @@ func (r *Router) runMessages(ctx context.Context, job runner.Job) (*agentRun, er
 	if err != nil {
 		return nil, err
 	}
+	if g.Paused {
+		return nil, nil // the owner said /pause: the messages wait for /resume
+	}
 	if err := r.transcripts.wait(ctx, g.JID, nil); err != nil {
 		return nil, err
 	}
@@ -128,6 +131,9 @@ func (r *Router) runTask(ctx context.Context, job runner.Job) (*agentRun, error)
 	g, err := r.Groups.ByFolder(ctx, task.GroupFolder)
 	if err != nil {
 		return nil, r.Tasks.Done(ctx, task.ID, "", fmt.Errorf("group %s: %w", task.GroupFolder, err))
+	}
+	if g.Paused {
+		return nil, r.Tasks.Done(ctx, task.ID, "", fmt.Errorf("group %s is paused (the owner's /pause); /resume %s starts its agents again", g.Folder, g.Folder))
 	}
 	run := &agentRun{router: r, group: g, replyTo: task.ChatJID, useSession: task.ContextMode != scheduler.ContextIsolated}
 	runErr := run.start(ctx, job, ScheduledPrompt(task.Prompt), true)

@@ -42,6 +42,13 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 	if err != nil {
 		return err
 	}
+	if r.Owner != nil {
+		// The owner's commands are the daemon's, taken before any agent
+		// could see them.
+		if done, err := r.Owner.Handle(ctx, g, m); done || err != nil {
+			return err
+		}
+	}
 	if m.Replaces != "" || m.Revokes != "" {
 		if done, err := r.onChange(ctx, g, &m); done || err != nil {
 			return err
@@ -143,6 +150,10 @@ func (r *Router) onChange(ctx context.Context, g groups.Group, m *channel.Messag
 // maybeRun queues a run of g for a new (or newly edited) message: while an
 // agent runs there, or when the message calls the assistant.
 func (r *Router) maybeRun(g groups.Group, sender, text string) {
+	if g.Paused {
+		r.Log.Info().Str("group", g.Folder).Msg("group paused by the owner: the message waits for /resume")
+		return
+	}
 	if r.Queue.Running(g.Folder) || calls(g, sender, text) {
 		r.Queue.EnqueueMessages(g.Folder)
 	}

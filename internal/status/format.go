@@ -128,6 +128,8 @@ func agentText(now time.Time, g Group) string {
 		}
 	case "retrying":
 		s = fmt.Sprintf("retrying after %d failed run(s)", g.Failures)
+	case "paused":
+		s = "paused by the owner (/resume " + g.Folder + " in the main chat)"
 	default:
 		s = g.Agent
 	}

@@ -72,7 +72,8 @@ type Group struct {
 	IsMain bool   `json:"isMain"`
 	// Agent is running, queued (waiting for a slot), retrying (a failed
 	// run waits for its backoff), standby (started ahead, waiting for a
-	// message) or idle.
+	// message), paused (the owner's /pause: messages kept, no agent starts)
+	// or idle.
 	Agent        string     `json:"agent"`
 	RunningSince *time.Time `json:"runningSince,omitempty"`
 	RunningTask  string     `json:"runningTask,omitempty"`

@@ -44,6 +44,8 @@
 //	                  "scheduled TEXT"; a once VALUE "+N" means N seconds
 //	                  from now, in local time
 //	run TEXT          reply "ran TEXT #ID", ID unique to this run
+//	fetch URL         GET URL through $HTTPS_PROXY/$HTTP_PROXY (the gateway, in a
+//	                  sandbox), reply "fetch URL: STATUS" or "fetch URL: refused (ERROR)"
 //	forget            reply "forgot" with a newSessionId "gone-…": resuming it
 //	                  fails the way the CLI fails for a pruned transcript
 //	crash             print three lines to stderr and exit with status 3
@@ -83,6 +85,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -196,6 +199,8 @@ func do(text string, in input, raw []byte) {
 		env := os.Environ()
 		sort.Strings(env)
 		result(strings.Join(env, "\n"), "")
+	case "fetch":
+		result("fetch "+arg+": "+fetch(arg), "")
 	case "sleep":
 		d, err := strconv.ParseFloat(arg, 64)
 		if err != nil {
@@ -488,4 +493,15 @@ func followup(session, first, prefix string) {
 func fatal(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "testagent: "+format+"\n", args...)
 	os.Exit(2)
+}
+
+// fetch GETs url as a tool would: through the proxy the environment names.
+func fetch(url string) string {
+	c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}
+	resp, err := c.Get(url)
+	if err != nil {
+		return "refused (" + err.Error() + ")"
+	}
+	resp.Body.Close()
+	return resp.Status
 }
