@@ -14,6 +14,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
 // DefaultFile is the config path used when --config is not given.
@@ -33,6 +34,8 @@ type Config struct {
 	// HostSecurity is the global policy for every non-main group.
 	HostSecurity security.Policy `json:"hostSecurity"`
 	Alerts       Alerts          `json:"alerts" reload:"restart"`
+	// Usage prices the model requests the relay counts.
+	Usage Usage `json:"usage"`
 
 	// File is the absolute path the config was loaded from (it need not exist).
 	File string `json:"-"`
@@ -77,6 +80,9 @@ type Agent struct {
 	// NewSessionCommand, a whole message in any registered chat, makes
 	// the group's next run start a fresh session ("" turns it off).
 	NewSessionCommand string `json:"newSessionCommand" validate:"max=32"`
+	// Budget limits what each non-main group's model requests cost (USD);
+	// a group's override may set its own.
+	Budget security.Budget `json:"budget"`
 }
 
 // Limits bound one confined run; sizes in MiB.
@@ -165,6 +171,7 @@ func Default() Config {
 			Network:        &security.Network{AllowedDomains: []string{}, DeniedDomains: []string{}},
 		},
 		Alerts: Alerts{Cooldown: Duration(time.Minute), MaxPerGroup: 3},
+		Usage:  Usage{Prices: usage.DefaultPrices()},
 	}
 }
 

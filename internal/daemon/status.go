@@ -11,6 +11,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/status"
+	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
 // setPendingRestart records the keys edited in the config file that apply
@@ -50,6 +51,10 @@ func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
 	if err != nil {
 		return r, err
 	}
+	spend, err := d.spend(ctx, cfg, now)
+	if err != nil {
+		return r, err
+	}
 	standby := d.router.Standbys()
 	queue := map[string]runner.GroupState{}
 	for _, s := range d.queue.Snapshot() {
@@ -76,6 +81,7 @@ func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
 		if l, ok := last[g.Folder]; ok {
 			sg.LastRun = &status.Run{Started: l.Started, Finished: l.Finished, OK: l.OK, Error: l.Error, TaskID: l.TaskID}
 		}
+		sg.Usage = spend.of(g, cfg, now)
 		r.Groups = append(r.Groups, sg)
 	}
 	r.PendingRestart = slices.Clone(d.pendingRestart)
@@ -117,6 +123,9 @@ func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
 	slices.SortFunc(r.Violations24h, func(a, b status.Violations) int {
 		return strings.Compare(a.Group+"\x00"+a.Kind, b.Group+"\x00"+b.Kind)
 	})
+	if r.ModelAPI, err = usage.HealthOf(ctx, d.db); err != nil {
+		return r, err
+	}
 	if r.Config, err = json.Marshal(cfg); err != nil {
 		return r, err
 	}

@@ -85,7 +85,7 @@ func Run(ctx context.Context, configPath string, env Env) []Result {
 	out := []Result{res}
 	if cfg == nil {
 		out = append(out, Node(ctx, env, "node"), Sandbox(ctx, env))
-		for _, c := range []string{"sqlite", "agent runner", "agent sdk", "whatsapp", "main group", "credentials"} {
+		for _, c := range []string{"sqlite", "agent runner", "agent sdk", "whatsapp", "main group", "credentials", "model api"} {
 			out = append(out, fix(c, "not checked until the config is valid"))
 		}
 		return out
@@ -98,7 +98,7 @@ func Run(ctx context.Context, configPath string, env Env) []Result {
 	script, res := AgentRunner(env, cfg.Agent.Command)
 	out = append(out, Node(ctx, env, nodeProgram(cfg.Agent.Command)), res, SDK(script), Sandbox(ctx, env))
 	pid, daemonRes := Daemon(cfg.DataDir)
-	out = append(out, WhatsApp(ctx, cfg, pid), MainGroup(ctx, db, cfg.GroupsDir), Credentials(env, cfg), daemonRes)
+	out = append(out, WhatsApp(ctx, cfg, pid), MainGroup(ctx, db, cfg.GroupsDir), Credentials(env, cfg), ModelAPI(ctx, db), daemonRes)
 	return out
 }
 

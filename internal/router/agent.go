@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
+	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
@@ -50,6 +51,7 @@ type agentRun struct {
 	ipcDir     string
 	started    chan struct{}      // closed once the agent process runs (message runs)
 	conf       *confinement       // the OS sandbox of a non-main run
+	meter      *runMeter          // what the run's relay counts
 	eff        security.Effective // the run's policy
 	mark       int                // the agent's process group, recorded in agent_marks
 	startedAt  time.Time          // when the agent process first started
@@ -127,11 +129,22 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		r.Typing.SetTyping(ctx, a.replyTo, true)
 		defer r.Typing.SetTyping(context.WithoutCancel(ctx), a.replyTo, false)
 	}
+	var meter gateway.Meter
+	if r.Usage != nil {
+		a.meter = r.newMeter(g)
+		meter = a.meter
+	}
 	if !g.IsMain {
-		if a.conf, err = r.confine(ctx, cfg, g, eff, &spec, p.session); err != nil {
+		if a.conf, err = r.confine(ctx, cfg, g, eff, &spec, p.session, meter); err != nil {
 			return err
 		}
 		defer a.conf.done()
+	} else {
+		relay, err := r.relayMain(g, &spec, meter)
+		if err != nil {
+			return err
+		}
+		defer relay.Close()
 	}
 	out, err := runner.Run(ctx, spec, a)
 	if a.conf != nil && a.conf.exceeded() != "" {
@@ -168,13 +181,15 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	if !g.IsMain && a.violations > 0 && a.sent == 0 {
 		a.queue(context.WithoutCancel(ctx), alerts.GroupNotice(cfg.AssistantName), outbox.KindNotice, 0)
 	}
-	if err != nil {
-		return err
+	if err == nil && a.failure != "" && a.answered == 0 {
+		err = fmt.Errorf("agent reported an error: %s", a.failure)
 	}
-	if a.failure != "" && a.answered == 0 {
-		return fmt.Errorf("agent reported an error: %s", a.failure)
+	if err != nil && a.meter != nil && a.meter.stoppedBy() != "" {
+		// Over budget or a refused credential: a retry would fail the same
+		// way (and ask again), so the run gives up at once.
+		return runner.NoRetry(fmt.Errorf("%s: %w", a.meter.stoppedBy(), err))
 	}
-	return nil
+	return err
 }
 
 // follow hands messages that arrive during the run to the agent. It

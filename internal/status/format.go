@@ -81,6 +81,8 @@ func Format(w io.Writer, r Report) error {
 		p("  %s\t%s\t%d", v.Group, v.Kind, v.Count)
 	}
 
+	usageSection(p, r)
+
 	p("\nConfig in force")
 	var cfg struct {
 		AssistantName string

@@ -1,0 +1,221 @@
+package router
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/gateway"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/messages"
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
+	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/usage"
+)
+
+// runMeter is the relay's meter for one run (gateway.Meter): it records
+// each answer's usage, holds the group to its budget, and tells the main
+// chat, once, when the budget nears or reaches its limit or the model
+// API refuses the daemon's credential.
+type runMeter struct {
+	r     *Router
+	group string
+	run   string
+
+	mu      sync.Mutex
+	stopped string // why the relay refused or the API rejected this run's requests
+}
+
+func (r *Router) newMeter(g groups.Group) *runMeter {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return &runMeter{r: r, group: g.Folder, run: hex.EncodeToString(b)}
+}
+
+// stoppedBy is why this run's model requests could not be made ("" if
+// they could): a run that failed for it is not retried.
+func (m *runMeter) stoppedBy() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stopped
+}
+
+func (m *runMeter) stop(why string) {
+	m.mu.Lock()
+	m.stopped = why
+	m.mu.Unlock()
+}
+
+// budget is the group's budget now: the config and its override as they
+// are (a limit raised during a run applies to its next request).
+func (m *runMeter) budget(ctx context.Context) (security.Budget, error) {
+	g, err := m.r.Groups.ByFolder(ctx, m.group)
+	if err != nil {
+		return security.Budget{}, err
+	}
+	return security.EffectiveBudget(m.r.Config().Agent.Budget, g.Security, g.IsMain), nil
+}
+
+// Admit implements gateway.Meter: a group over a limit gets no request
+// until the day or month turns.
+func (m *runMeter) Admit(ctx context.Context) *gateway.Refusal {
+	b, err := m.budget(ctx)
+	if err != nil {
+		m.r.Log.Error().Err(err).Str("group", m.group).Msg("read the group's budget; the request goes through")
+		return nil
+	}
+	loc := m.r.Config().Location()
+	for _, p := range usage.Periods(time.Now(), loc, b.Daily, b.Monthly) {
+		spent, err := m.r.Usage.Spent(ctx, m.group, p.Start)
+		if err != nil {
+			m.r.Log.Error().Err(err).Str("group", m.group).Msg("the request goes through unchecked")
+			continue
+		}
+		if usage.LevelOf(spent, p.Limit) != usage.Over {
+			continue
+		}
+		m.notice(ctx, p, "over", budgetText(m.group, p, spent, loc))
+		msg := fmt.Sprintf("nanoclaw: the %s model budget of group %s is spent ($%.2f of $%.2f); no more model requests until %s. Tell the user; the owner was told and can raise the limit.",
+			p.Name, m.group, spent, p.Limit, turns(p, loc))
+		m.stop(msg)
+		// As the API answers an organisation over its spend limit: 400,
+		// which the SDK does not retry.
+		return &gateway.Refusal{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: msg}
+	}
+	return nil
+}
+
+// Done implements gateway.Meter: the answer's usage is recorded, and the
+// main chat warned once when the group's spend reaches 80 % of a limit
+// or the limit itself.
+func (m *runMeter) Done(model string, t usage.Tokens) {
+	ctx := context.Background()
+	cfg := m.r.Config()
+	req := usage.Request{Time: time.Now(), Group: m.group, Run: m.run, Model: model, Tokens: t}.PricedBy(cfg.Usage.Prices)
+	if err := m.r.Usage.Record(ctx, req); err != nil {
+		m.r.Log.Error().Err(err).Msg("model usage not recorded")
+		return
+	}
+	if !req.Priced {
+		m.r.Log.Warn().Str("group", m.group).Str("model", model).Msg("a model without a price in usage.prices: its tokens are counted, not its cost")
+	}
+	b, err := m.budget(ctx)
+	if err != nil {
+		return
+	}
+	loc := cfg.Location()
+	for _, p := range usage.Periods(req.Time, loc, b.Daily, b.Monthly) {
+		spent, err := m.r.Usage.Spent(ctx, m.group, p.Start)
+		if err != nil {
+			continue
+		}
+		switch usage.LevelOf(spent, p.Limit) {
+		case usage.Over:
+			m.notice(ctx, p, "over", budgetText(m.group, p, spent, loc))
+		case usage.Warn:
+			m.notice(ctx, p, "warn", fmt.Sprintf("[BUDGET WARNING] Group %s has spent $%.2f of its %s model budget of $%.2f (%.0f %%). At the limit its agent stops until %s. %s",
+				m.group, spent, p.Name, p.Limit, 100*spent/p.Limit, turns(p, loc), raiseText(m.group, p)))
+		}
+	}
+}
+
+// Answered implements gateway.Meter: the model API's verdict on the
+// credential and its rate limits.
+func (m *runMeter) Answered(status int, h http.Header) {
+	ctx := context.Background()
+	switch {
+	case status >= 200 && status < 300:
+		if err := m.r.Usage.Resolved(ctx, usage.HealthCredential, usage.HealthRate); err != nil {
+			m.r.Log.Error().Err(err).Msg("forget a problem of the model API")
+		}
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		m.stop(fmt.Sprintf("the model API refused the credential (HTTP %d)", status))
+		detail := fmt.Sprintf("the model API refused nanoclawd's credential (HTTP %d)", status)
+		text := fmt.Sprintf("[CREDENTIAL] The model API refused nanoclawd's credential (HTTP %d, first seen in group %s): the token has expired or the key was revoked, so no agent can answer. "+
+			"To fix it: run 'claude setup-token' and put the token in nanoclawd.env as CLAUDE_CODE_OAUTH_TOKEN=…, or put a new ANTHROPIC_API_KEY=… there; then restart nanoclawd (or run 'nanoclawd setup'). "+
+			"'nanoclawd status' shows this until a request succeeds.", status, m.group)
+		h := usage.Health{Kind: usage.HealthCredential, Status: status, Detail: detail, Since: time.Now()}
+		if _, err := m.r.Usage.Problem(ctx, h, m.r.mainNotice(text)); err != nil {
+			m.r.Log.Error().Err(err).Msg("record that the model API refused the credential")
+		}
+		m.r.Outbox.Wake()
+	case status == http.StatusTooManyRequests || status == 529:
+		h := usage.Health{Kind: usage.HealthRate, Status: status, Since: time.Now(), RetryAt: retryAt(h, time.Now())}
+		h.Detail = "rate limited"
+		if status == 529 {
+			h.Detail = "overloaded"
+		}
+		if _, err := m.r.Usage.Problem(ctx, h, nil); err != nil {
+			m.r.Log.Error().Err(err).Msg("record the model API's rate limit")
+		}
+	}
+}
+
+// notice tells the main chat text, once per group, kind and period.
+func (m *runMeter) notice(ctx context.Context, p usage.Period, kind, text string) {
+	sent, err := m.r.Usage.Once(ctx, m.group, p.Name+"-"+kind, p.Key, m.r.mainNotice(text))
+	if err != nil {
+		m.r.Log.Error().Err(err).Str("group", m.group).Msg("tell the main chat about the budget")
+		return
+	}
+	if sent {
+		m.r.Outbox.Wake()
+	}
+}
+
+var errNoMain = errors.New("no main group is registered to tell")
+
+// mainNotice queues text for the main chat inside a transaction.
+func (r *Router) mainNotice(text string) func(context.Context, *sql.Tx) error {
+	return func(ctx context.Context, tx *sql.Tx) error {
+		list, err := r.Groups.List(ctx)
+		if err != nil {
+			return err
+		}
+		for _, g := range list {
+			if g.IsMain {
+				return messages.AnswerTx(ctx, tx, messages.Answer{ReplyTo: g.JID, Text: text, Kind: outbox.KindNotice})
+			}
+		}
+		return errNoMain
+	}
+}
+
+func budgetText(group string, p usage.Period, spent float64, loc *time.Location) string {
+	return fmt.Sprintf("[BUDGET] Group %s has spent its %s model budget: $%.2f of $%.2f. Its agent gets no more model requests until %s. %s",
+		group, p.Name, spent, p.Limit, turns(p, loc), raiseText(group, p))
+}
+
+// raiseText says how the owner raises the limit of p for group.
+func raiseText(group string, p usage.Period) string {
+	return fmt.Sprintf("To raise it: agent.budget.%s in the config (every group), or this group's own with 'nanoclawd groups set-security %s --file OVERRIDE.json' holding {\"budget\": {\"%s\": USD}} and the rest of its override.",
+		p.Name, group, p.Name)
+}
+
+// turns says when p ends, in loc.
+func turns(p usage.Period, loc *time.Location) string {
+	if p.Name == "daily" {
+		return "midnight (" + p.End.In(loc).Format("Mon 2 Jan") + ", local time)"
+	}
+	return p.End.In(loc).Format("Mon 2 Jan 2006") + " (local time)"
+}
+
+// retryAt reads when the API says to try again: retry-after, in seconds
+// or as a date.
+func retryAt(h http.Header, now time.Time) time.Time {
+	v := h.Get("Retry-After")
+	if s, err := strconv.Atoi(v); err == nil {
+		return now.Add(time.Duration(s) * time.Second)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return t
+	}
+	return time.Time{}
+}
