@@ -1,0 +1,164 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/nanoclawd/nanoclawd/internal/usage"
+)
+
+// meter is a Meter whose answers a test sets and whose calls it reads.
+type meter struct {
+	refuse *Refusal
+
+	mu       sync.Mutex
+	statuses []int
+	done     []usage.Tokens
+	model    string
+}
+
+func (m *meter) Admit(context.Context) *Refusal { return m.refuse }
+func (m *meter) Answered(status int, _ http.Header) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.statuses = append(m.statuses, status)
+}
+func (m *meter) Done(model string, t usage.Tokens) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.model, m.done = model, append(m.done, t)
+}
+func (m *meter) calls() ([]int, []usage.Tokens) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]int(nil), m.statuses...), append([]usage.Tokens(nil), m.done...)
+}
+
+// The relay streams each event on as it comes — the agent reads
+// message_start while the upstream still holds back the rest — and the
+// usage is counted (the final output count, not a sum) by the time the
+// agent sees the answer end.
+func TestRelayMetersWithoutHoldingBack(t *testing.T) {
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-haiku-4-5\",\"usage\":{\"input_tokens\":11,\"cache_creation_input_tokens\":22,\"cache_read_input_tokens\":33,\"output_tokens\":1}}}\n\n")
+		w.(http.Flusher).Flush()
+		<-release
+		fmt.Fprint(w, "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":44}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	}))
+	defer up.Close()
+	m := &meter{}
+	run, client := open(t, Config{Group: "family", Upstream: up.URL, Secrets: map[string]string{"ANTHROPIC_API_KEY": "sk-real"}, Meter: m})
+	req, _ := http.NewRequest("POST", "http://127.0.0.1:3128/v1/messages", strings.NewReader(`{"stream":true}`))
+	req.Header.Set("X-Api-Key", run.Env()["ANTHROPIC_API_KEY"])
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	first, err := br.ReadString('\n')
+	if err != nil || first != "event: message_start\n" {
+		t.Fatalf("first line %q, %v", first, err)
+	}
+	if _, done := m.calls(); len(done) != 0 {
+		t.Fatal("counted before the answer ended")
+	}
+	close(release)
+	rest, err := io.ReadAll(br)
+	if err != nil || !strings.Contains(string(rest), "message_stop") {
+		t.Fatalf("rest %q, %v", rest, err)
+	}
+	statuses, done := m.calls()
+	if len(statuses) != 1 || statuses[0] != 200 || len(done) != 1 || done[0] != (usage.Tokens{Input: 11, Output: 44, CacheWrite: 22, CacheRead: 33}) || m.model != "claude-haiku-4-5" {
+		t.Errorf("meter heard %v %+v %q", statuses, done, m.model)
+	}
+}
+
+// A request the meter refuses never reaches the upstream: the agent gets
+// the API's error shape with the meter's words; an upstream refusal of the
+// credential is heard by the meter and counted as nothing.
+func TestRelayRefusalsAndErrors(t *testing.T) {
+	var hits atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`)
+	}))
+	defer up.Close()
+	m := &meter{refuse: &Refusal{Status: 400, Type: "invalid_request_error", Message: "the budget of family is spent"}}
+	run, client := open(t, Config{Group: "family", Upstream: up.URL, Secrets: map[string]string{"ANTHROPIC_API_KEY": "sk-real"}, Meter: m})
+	post := func() (int, []byte) {
+		req, _ := http.NewRequest("POST", "http://127.0.0.1:3128/v1/messages", strings.NewReader(`{}`))
+		req.Header.Set("X-Api-Key", run.Env()["ANTHROPIC_API_KEY"])
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	code, body := post()
+	var e struct {
+		Type  string
+		Error struct{ Type, Message string }
+	}
+	if err := json.Unmarshal(body, &e); err != nil || code != 400 || e.Type != "error" || e.Error.Type != "invalid_request_error" || e.Error.Message != "the budget of family is spent" || hits.Load() != 0 {
+		t.Errorf("refusal: %d %s (upstream hit %d times)", code, body, hits.Load())
+	}
+	m.refuse = nil
+	if code, _ := post(); code != 401 || hits.Load() != 1 {
+		t.Errorf("upstream's 401: got %d, %d hits", code, hits.Load())
+	}
+	if statuses, done := m.calls(); len(statuses) != 1 || statuses[0] != 401 || len(done) != 0 {
+		t.Errorf("meter heard %v, counted %+v", statuses, done)
+	}
+}
+
+// The main group's relay listens on the loopback, forwards only to the
+// model API (no proxy: an absolute URL goes to the API too) and needs
+// the run's placeholder like any other.
+func TestLoopbackRelay(t *testing.T) {
+	var mu sync.Mutex
+	var paths []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		paths = append(paths, r.Header.Get("X-Api-Key")+" "+r.URL.Path)
+	}))
+	defer up.Close()
+	run, err := OpenLoopback(Config{Group: "main", Upstream: up.URL, Secrets: map[string]string{"ANTHROPIC_API_KEY": "sk-real"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	if !strings.HasPrefix(run.URL(), "http://127.0.0.1:") {
+		t.Fatalf("URL %s", run.URL())
+	}
+	for _, key := range []string{run.Env()["ANTHROPIC_API_KEY"], "sk-guess"} {
+		req, _ := http.NewRequest("POST", run.URL()+"/v1/messages", strings.NewReader(`{}`))
+		req.Header.Set("X-Api-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(paths) != 1 || paths[0] != "sk-real /v1/messages" {
+		t.Errorf("upstream saw %q", paths)
+	}
+}
