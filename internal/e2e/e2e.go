@@ -162,6 +162,9 @@ type Options struct {
 	// Security is the members of "hostSecurity" (e.g. an allowWrite for a
 	// scratch dir a wrapper script writes). Default: none.
 	Security string
+	// Top is more members of the config's top-level object (e.g. a
+	// "usage" block). Default: none.
+	Top string
 	// Env is added to the environment of the CLI and the daemon.
 	Env []string
 	// Home, when set, builds that environment from nothing: PATH,
@@ -234,6 +237,9 @@ func New(tb testing.TB, o Options) *Install {
 	security := ""
 	if o.Security != "" {
 		security = `"hostSecurity": {` + o.Security + `},`
+	}
+	if o.Top != "" {
+		security += o.Top + ","
 	}
 	cfg := fmt.Sprintf(`{
 		"channels": {%s, "local": {"enabled": true, "socket": %s}},
