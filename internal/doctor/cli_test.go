@@ -77,8 +77,8 @@ func TestDoctorOnATempInstall(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 	got := lines(out)
-	if len(got) != 10 {
-		t.Errorf("%d check lines, want 10:\n%s", len(got), out)
+	if len(got) != 11 {
+		t.Errorf("%d check lines, want 11:\n%s", len(got), out)
 	}
 	expect(t, got, map[string]string{
 		"config":       "ok   config: " + in.config + " is valid",
@@ -90,6 +90,7 @@ func TestDoctorOnATempInstall(t *testing.T) {
 		"whatsapp":     "ok   whatsapp: disabled",
 		"main group":   "FIX  main group: none registered",
 		"credentials":  "FIX  credentials: agent.env lists ANTHROPIC_API_KEY but it is not set",
+		"model api":    "ok   model api: no refusal",
 		"daemon":       "ok   daemon: not running",
 	})
 
