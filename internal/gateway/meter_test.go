@@ -12,7 +12,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
@@ -162,3 +164,53 @@ func TestLoopbackRelay(t *testing.T) {
 		t.Errorf("upstream saw %q", paths)
 	}
 }
+
+// storeMeter records each answer in a real SQLite usage store, as the
+// daemon's meter does before the answer ends for the agent.
+type storeMeter struct{ s *usage.Store }
+
+func (storeMeter) Admit(context.Context) *Refusal { return nil }
+func (storeMeter) Answered(int, http.Header)      {}
+func (m storeMeter) Done(model string, t usage.Tokens) {
+	m.s.Record(context.Background(), usage.Request{Time: time.Now(), Group: "g", Run: "r", Model: model, Tokens: t})
+}
+
+// BenchmarkRelayAnswer: one streamed answer through the relay, from the
+// request to the agent seeing its end, bare and with its usage recorded in
+// SQLite: what metering adds to answer → sent.
+func BenchmarkRelayAnswer(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write([]byte(stream))
+	}))
+	defer up.Close()
+	db, err := store.Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	for _, c := range []struct {
+		name  string
+		meter Meter
+	}{{"bare", nil}, {"metered", storeMeter{usage.NewStore(db)}}} {
+		b.Run(c.name, func(b *testing.B) {
+			run, client := open(b, Config{Group: "g", Upstream: up.URL, Secrets: map[string]string{"ANTHROPIC_API_KEY": "k"}, Meter: c.meter})
+			for b.Loop() {
+				req, _ := http.NewRequest("POST", "http://127.0.0.1:3128/v1/messages", strings.NewReader(`{}`))
+				req.Header.Set("X-Api-Key", run.Env()["ANTHROPIC_API_KEY"])
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+}
+
+// stream is an answer as the API streams it, with its usage.
+const stream = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-sonnet-4-5\",\"usage\":{\"input_tokens\":1200,\"cache_creation_input_tokens\":300,\"cache_read_input_tokens\":4000,\"output_tokens\":1}}}\n\n" +
+	"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hello there\"}}\n\n" +
+	"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":87}}\n\n" +
+	"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"

@@ -92,9 +92,8 @@ func (m *runMeter) Admit(ctx context.Context) *gateway.Refusal {
 	return nil
 }
 
-// Done implements gateway.Meter: the answer's usage is recorded, and the
-// main chat warned once when the group's spend reaches 80 % of a limit
-// or the limit itself.
+// Done implements gateway.Meter: the answer's usage is recorded before
+// the agent sees the answer end; then the budget is checked.
 func (m *runMeter) Done(model string, t usage.Tokens) {
 	ctx := context.Background()
 	cfg := m.r.Config()
@@ -106,12 +105,21 @@ func (m *runMeter) Done(model string, t usage.Tokens) {
 	if !req.Priced {
 		m.r.Log.Warn().Str("group", m.group).Str("model", model).Msg("a model without a price in usage.prices: its tokens are counted, not its cost")
 	}
+	// The answer ends for the agent once Done returns: the budget's sums
+	// and notices wait for no one.
+	go m.checkBudget(req.Time)
+}
+
+// checkBudget warns the main chat once when the group's spend reaches 80 %
+// of a limit, and tells it once when it reaches the limit.
+func (m *runMeter) checkBudget(at time.Time) {
+	ctx := context.Background()
 	b, err := m.budget(ctx)
 	if err != nil {
 		return
 	}
-	loc := cfg.Location()
-	for _, p := range usage.Periods(req.Time, loc, b.Daily, b.Monthly) {
+	loc := m.r.Config().Location()
+	for _, p := range usage.Periods(at, loc, b.Daily, b.Monthly) {
 		spent, err := m.r.Usage.Spent(ctx, m.group, p.Start)
 		if err != nil {
 			continue
