@@ -138,7 +138,7 @@ func TestBudgetStopsAGroup(t *testing.T) {
 	in.Post("local:family", "Ann", "api 1") // $0.0081: over $0.005 once it is counted
 	in.WaitFor("local:family", func(s string) bool { return strings.HasPrefix(s, "api 1 ok") })
 	in.WaitFor("local:main", func(s string) bool {
-		return strings.HasPrefix(s, "[BUDGET] Group family") && strings.Contains(s, "$0.01 of $0.01") && strings.Contains(s, "agent.budget.daily")
+		return strings.HasPrefix(s, "[BUDGET] Group family") && strings.Contains(s, "$0.0081 of $0.0050") && strings.Contains(s, "agent.budget.daily")
 	})
 	for i := 0; i < 2; i++ {
 		in.Post("local:family", "Ann", "api 1")

@@ -302,6 +302,10 @@ func (r *Run) relay(w http.ResponseWriter, req *http.Request) {
 	if r.refused(w, req) {
 		return
 	}
+	if err := bufferBody(req); err != nil {
+		http.Error(w, "nanoclaw gateway: "+err.Error(), http.StatusBadRequest)
+		return
+	}
 	(&httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(r.upstream)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -60,7 +61,7 @@ func (r *Run) metered(resp *http.Response) error {
 		return nil
 	}
 	m.Answered(resp.StatusCode, resp.Header)
-	resp.Body = &meteredBody{ReadCloser: resp.Body, meter: usage.NewMeter(resp.Header.Get("Content-Type")), done: m.Done}
+	resp.Body = &meteredBody{ReadCloser: resp.Body, meter: usage.NewMeter(resp.Header.Get("Content-Type")), done: m.Done, run: r}
 	return nil
 }
 
@@ -72,17 +73,25 @@ type meteredBody struct {
 	io.ReadCloser
 	meter *usage.Meter
 	done  func(model string, t usage.Tokens)
+	run   *Run
 	once  sync.Once
+	err   error // how the last read ended
 }
 
 func (b *meteredBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.meter.Write(p[:n])
+	b.err = err
 	return n, err
 }
 
 func (b *meteredBody) Close() error {
 	err := b.ReadCloser.Close()
+	if b.err != io.EOF {
+		// The agent went away, or the upstream broke off: what was read
+		// so far is counted.
+		b.run.cfg.Log.Warn().Str("group", b.run.cfg.Group).AnErr("read", b.err).Msg("a model answer ended before its end; its usage is counted as far as it came")
+	}
 	b.once.Do(func() {
 		if model, t, ok := b.meter.Result(); ok {
 			b.done(model, t)
@@ -120,4 +129,23 @@ func upstreamURL(up string) (*url.URL, error) {
 		return nil, fmt.Errorf("the model API address %q (ANTHROPIC_BASE_URL of the daemon) is not an http(s) URL", up)
 	}
 	return u, nil
+}
+
+// bufferBody reads the request's body before it goes upstream. Streamed
+// from the agent's connection instead, the transport may still read it
+// (to check its end) after the answer has begun to flow back, when the
+// server has already closed it: the transport then drops the upstream
+// connection and cuts the answer (measured: a few in a thousand).
+func bufferBody(req *http.Request) error {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil
+	}
+	b, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return fmt.Errorf("reading the request: %w", err)
+	}
+	req.Body = io.NopCloser(bytes.NewReader(b))
+	req.ContentLength = int64(len(b))
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/mockapi"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
@@ -214,3 +215,47 @@ const stream = "event: message_start\ndata: {\"type\":\"message_start\",\"messag
 	"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hello there\"}}\n\n" +
 	"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":87}}\n\n" +
 	"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+
+// slowMeter takes its time to record, as SQLite on a busy machine does.
+type slowMeter struct{ meter }
+
+func (s *slowMeter) Done(model string, t usage.Tokens) {
+	time.Sleep(time.Millisecond)
+	s.meter.Done(model, t)
+}
+
+// The relay never cuts an answer short: answers one after the other on
+// the same connections, each recorded before it ends, all arrive whole
+// and are counted whole. (When the agent's request body was streamed
+// upstream, the transport read it once more after the answer had begun,
+// found it closed and dropped the connection: a few answers in a
+// thousand were cut.)
+func TestRelayNeverCutsAnAnswer(t *testing.T) {
+	mock := mockapi.New(t)
+	mock.SetUsage(mockapi.Usage{Input: 1000, Output: 500})
+	m := &slowMeter{}
+	run, client := open(t, Config{Group: "family", Upstream: mock.URL, Secrets: map[string]string{"ANTHROPIC_API_KEY": "sk-real"}, Meter: m})
+	const n = 1000
+	for i := 0; i < n; i++ {
+		req, _ := http.NewRequest("POST", "http://127.0.0.1:3128/v1/messages", strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("X-Api-Key", run.Env()["ANTHROPIC_API_KEY"])
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || !strings.Contains(string(b), "message_stop") {
+			t.Fatalf("answer %d was cut: %v, it ends %q", i, err, b[max(0, len(b)-60):])
+		}
+	}
+	_, done := m.calls()
+	for i, d := range done {
+		if d.Output != 500 {
+			t.Fatalf("answer %d counted %+v", i, d)
+		}
+	}
+	if len(done) != n {
+		t.Errorf("%d answers counted, want %d", len(done), n)
+	}
+}

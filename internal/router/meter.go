@@ -53,37 +53,46 @@ func (m *runMeter) stop(why string) {
 	m.mu.Unlock()
 }
 
-// budget is the group's budget now: the config and its override as they
-// are (a limit raised during a run applies to its next request).
-func (m *runMeter) budget(ctx context.Context) (security.Budget, error) {
+// spend is what the group spent in one limited period.
+type spend struct {
+	usage.Period
+	spent float64
+	level usage.Level
+}
+
+// spends is where the group stands at `at` in each period it has a limit
+// for: the budget as it is now (a limit raised during a run applies to
+// its next request).
+func (m *runMeter) spends(ctx context.Context, at time.Time) []spend {
 	g, err := m.r.Groups.ByFolder(ctx, m.group)
 	if err != nil {
-		return security.Budget{}, err
+		m.r.Log.Error().Err(err).Str("group", m.group).Msg("read the group's budget; not applied")
+		return nil
 	}
-	return security.EffectiveBudget(m.r.Config().Agent.Budget, g.Security, g.IsMain), nil
+	cfg := m.r.Config()
+	b := security.EffectiveBudget(cfg.Agent.Budget, g.Security, g.IsMain)
+	var out []spend
+	for _, p := range usage.Periods(at, cfg.Location(), b.Daily, b.Monthly) {
+		spent, err := m.r.Usage.Spent(ctx, m.group, p.Start)
+		if err != nil {
+			m.r.Log.Error().Err(err).Str("group", m.group).Msg("sum the group's spend; its budget is not applied")
+			continue
+		}
+		out = append(out, spend{p, spent, usage.LevelOf(spent, p.Limit)})
+	}
+	return out
 }
 
 // Admit implements gateway.Meter: a group over a limit gets no request
 // until the day or month turns.
 func (m *runMeter) Admit(ctx context.Context) *gateway.Refusal {
-	b, err := m.budget(ctx)
-	if err != nil {
-		m.r.Log.Error().Err(err).Str("group", m.group).Msg("read the group's budget; the request goes through")
-		return nil
-	}
-	loc := m.r.Config().Location()
-	for _, p := range usage.Periods(time.Now(), loc, b.Daily, b.Monthly) {
-		spent, err := m.r.Usage.Spent(ctx, m.group, p.Start)
-		if err != nil {
-			m.r.Log.Error().Err(err).Str("group", m.group).Msg("the request goes through unchecked")
+	for _, s := range m.spends(ctx, time.Now()) {
+		if s.level != usage.Over {
 			continue
 		}
-		if usage.LevelOf(spent, p.Limit) != usage.Over {
-			continue
-		}
-		m.notice(ctx, p, "over", budgetText(m.group, p, spent, loc))
-		msg := fmt.Sprintf("nanoclaw: the %s model budget of group %s is spent ($%.2f of $%.2f); no more model requests until %s. Tell the user; the owner was told and can raise the limit.",
-			p.Name, m.group, spent, p.Limit, turns(p, loc))
+		m.notice(ctx, s, "over", m.overText(s))
+		msg := fmt.Sprintf("nanoclaw: the %s model budget of group %s is spent (%s of %s); no more model requests until %s. Tell the user; the owner was told and can raise the limit.",
+			s.Name, m.group, usd(s.spent), usd(s.Limit), m.turns(s.Period))
 		m.stop(msg)
 		// As the API answers an organisation over its spend limit: 400,
 		// which the SDK does not retry.
@@ -95,10 +104,8 @@ func (m *runMeter) Admit(ctx context.Context) *gateway.Refusal {
 // Done implements gateway.Meter: the answer's usage is recorded before
 // the agent sees the answer end; then the budget is checked.
 func (m *runMeter) Done(model string, t usage.Tokens) {
-	ctx := context.Background()
-	cfg := m.r.Config()
-	req := usage.Request{Time: time.Now(), Group: m.group, Run: m.run, Model: model, Tokens: t}.PricedBy(cfg.Usage.Prices)
-	if err := m.r.Usage.Record(ctx, req); err != nil {
+	req := usage.Request{Time: time.Now(), Group: m.group, Run: m.run, Model: model, Tokens: t}.PricedBy(m.r.Config().Usage.Prices)
+	if err := m.r.Usage.Record(context.Background(), req); err != nil {
 		m.r.Log.Error().Err(err).Msg("model usage not recorded")
 		return
 	}
@@ -114,24 +121,20 @@ func (m *runMeter) Done(model string, t usage.Tokens) {
 // of a limit, and tells it once when it reaches the limit.
 func (m *runMeter) checkBudget(at time.Time) {
 	ctx := context.Background()
-	b, err := m.budget(ctx)
-	if err != nil {
-		return
-	}
-	loc := m.r.Config().Location()
-	for _, p := range usage.Periods(at, loc, b.Daily, b.Monthly) {
-		spent, err := m.r.Usage.Spent(ctx, m.group, p.Start)
-		if err != nil {
-			continue
-		}
-		switch usage.LevelOf(spent, p.Limit) {
+	for _, s := range m.spends(ctx, at) {
+		switch s.level {
 		case usage.Over:
-			m.notice(ctx, p, "over", budgetText(m.group, p, spent, loc))
+			m.notice(ctx, s, "over", m.overText(s))
 		case usage.Warn:
-			m.notice(ctx, p, "warn", fmt.Sprintf("[BUDGET WARNING] Group %s has spent $%.2f of its %s model budget of $%.2f (%.0f %%). At the limit its agent stops until %s. %s",
-				m.group, spent, p.Name, p.Limit, 100*spent/p.Limit, turns(p, loc), raiseText(m.group, p)))
+			m.notice(ctx, s, "warn", fmt.Sprintf("[BUDGET WARNING] Group %s has spent %s of its %s model budget of %s (%.0f %%). At the limit its agent stops until %s. %s",
+				m.group, usd(s.spent), s.Name, usd(s.Limit), 100*s.spent/s.Limit, m.turns(s.Period), raiseText(m.group, s.Period)))
 		}
 	}
+}
+
+func (m *runMeter) overText(s spend) string {
+	return fmt.Sprintf("[BUDGET] Group %s has spent its %s model budget: %s of %s. Its agent gets no more model requests until %s. %s",
+		m.group, s.Name, usd(s.spent), usd(s.Limit), m.turns(s.Period), raiseText(m.group, s.Period))
 }
 
 // Answered implements gateway.Meter: the model API's verdict on the
@@ -167,8 +170,8 @@ func (m *runMeter) Answered(status int, h http.Header) {
 }
 
 // notice tells the main chat text, once per group, kind and period.
-func (m *runMeter) notice(ctx context.Context, p usage.Period, kind, text string) {
-	sent, err := m.r.Usage.Once(ctx, m.group, p.Name+"-"+kind, p.Key, m.r.mainNotice(text))
+func (m *runMeter) notice(ctx context.Context, s spend, kind, text string) {
+	sent, err := m.r.Usage.Once(ctx, m.group, s.Name+"-"+kind, s.Key, m.r.mainNotice(text))
 	if err != nil {
 		m.r.Log.Error().Err(err).Str("group", m.group).Msg("tell the main chat about the budget")
 		return
@@ -196,23 +199,27 @@ func (r *Router) mainNotice(text string) func(context.Context, *sql.Tx) error {
 	}
 }
 
-func budgetText(group string, p usage.Period, spent float64, loc *time.Location) string {
-	return fmt.Sprintf("[BUDGET] Group %s has spent its %s model budget: $%.2f of $%.2f. Its agent gets no more model requests until %s. %s",
-		group, p.Name, spent, p.Limit, turns(p, loc), raiseText(group, p))
-}
-
 // raiseText says how the owner raises the limit of p for group.
 func raiseText(group string, p usage.Period) string {
 	return fmt.Sprintf("To raise it: agent.budget.%s in the config (every group), or this group's own with 'nanoclawd groups set-security %s --file OVERRIDE.json' holding {\"budget\": {\"%s\": USD}} and the rest of its override.",
 		p.Name, group, p.Name)
 }
 
-// turns says when p ends, in loc.
-func turns(p usage.Period, loc *time.Location) string {
+// turns says when p ends, in local time.
+func (m *runMeter) turns(p usage.Period) string {
+	end := p.End.In(m.r.Config().Location())
 	if p.Name == "daily" {
-		return "midnight (" + p.End.In(loc).Format("Mon 2 Jan") + ", local time)"
+		return "midnight (" + end.Format("Mon 2 Jan") + ", local time)"
 	}
-	return p.End.In(loc).Format("Mon 2 Jan 2006") + " (local time)"
+	return end.Format("Mon 2 Jan 2006") + " (local time)"
+}
+
+// usd writes an amount of money, with the cents that matter for small ones.
+func usd(v float64) string {
+	if v != 0 && v < 1 {
+		return fmt.Sprintf("$%.4f", v)
+	}
+	return fmt.Sprintf("$%.2f", v)
 }
 
 // retryAt reads when the API says to try again: retry-after, in seconds
