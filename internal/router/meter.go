@@ -27,6 +27,7 @@ import (
 type runMeter struct {
 	r     *Router
 	group string
+	main  bool
 	run   string
 
 	mu      sync.Mutex
@@ -36,7 +37,7 @@ type runMeter struct {
 func (r *Router) newMeter(g groups.Group) *runMeter {
 	b := make([]byte, 6)
 	rand.Read(b)
-	return &runMeter{r: r, group: g.Folder, run: hex.EncodeToString(b)}
+	return &runMeter{r: r, group: g.Folder, main: g.IsMain, run: hex.EncodeToString(b)}
 }
 
 // stoppedBy is why this run's model requests could not be made ("" if
@@ -127,14 +128,14 @@ func (m *runMeter) checkBudget(at time.Time) {
 			m.notice(ctx, s, "over", m.overText(s))
 		case usage.Warn:
 			m.notice(ctx, s, "warn", fmt.Sprintf("[BUDGET WARNING] Group %s has spent %s of its %s model budget of %s (%.0f %%). At the limit its agent stops until %s. %s",
-				m.group, usd(s.spent), s.Name, usd(s.Limit), 100*s.spent/s.Limit, m.turns(s.Period), raiseText(m.group, s.Period)))
+				m.group, usd(s.spent), s.Name, usd(s.Limit), 100*s.spent/s.Limit, m.turns(s.Period), m.raise(s.Period)))
 		}
 	}
 }
 
 func (m *runMeter) overText(s spend) string {
 	return fmt.Sprintf("[BUDGET] Group %s has spent its %s model budget: %s of %s. Its agent gets no more model requests until %s. %s",
-		m.group, s.Name, usd(s.spent), usd(s.Limit), m.turns(s.Period), raiseText(m.group, s.Period))
+		m.group, s.Name, usd(s.spent), usd(s.Limit), m.turns(s.Period), m.raise(s.Period))
 }
 
 // Answered implements gateway.Meter: the model API's verdict on the
@@ -199,10 +200,13 @@ func (r *Router) mainNotice(text string) func(context.Context, *sql.Tx) error {
 	}
 }
 
-// raiseText says how the owner raises the limit of p for group.
-func raiseText(group string, p usage.Period) string {
-	return fmt.Sprintf("To raise it: agent.budget.%s in the config (every group), or this group's own with 'nanoclawd groups set-security %s --file OVERRIDE.json' holding {\"budget\": {\"%s\": USD}} and the rest of its override.",
-		p.Name, group, p.Name)
+// raise says how the owner raises the group's limit of p.
+func (m *runMeter) raise(p usage.Period) string {
+	own := fmt.Sprintf("'nanoclawd groups set-security %s --file OVERRIDE.json' holding {\"budget\": {\"%s\": USD}} and the rest of its override", m.group, p.Name)
+	if m.main {
+		return "To raise it: " + own + " (the main group's budget is only its own)."
+	}
+	return fmt.Sprintf("To raise it: agent.budget.%s in the config (every group), or this group's own with %s.", p.Name, own)
 }
 
 // turns says when p ends, in local time.
