@@ -303,7 +303,7 @@ func (r *Run) relay(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if err := bufferBody(req); err != nil {
-		http.Error(w, "nanoclaw gateway: "+err.Error(), http.StatusBadRequest)
+		apiError(w, http.StatusRequestEntityTooLarge, "request_too_large", "nanoclaw gateway: "+err.Error())
 		return
 	}
 	(&httputil.ReverseProxy{

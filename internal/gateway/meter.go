@@ -46,11 +46,16 @@ func (r *Run) refused(w http.ResponseWriter, req *http.Request) bool {
 	if ref == nil {
 		return false
 	}
+	apiError(w, ref.Status, ref.Type, ref.Message)
+	return true
+}
+
+// apiError answers as the model API answers an error.
+func apiError(w http.ResponseWriter, status int, kind, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Should-Retry", "false") // the SDK would otherwise retry some statuses
-	w.WriteHeader(ref.Status)
-	json.NewEncoder(w).Encode(map[string]any{"type": "error", "error": map[string]string{"type": ref.Type, "message": ref.Message}})
-	return true
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"type": "error", "error": map[string]string{"type": kind, "message": msg}})
 }
 
 // metered is the relay's ModifyResponse: the meter hears the status at
@@ -131,6 +136,12 @@ func upstreamURL(up string) (*url.URL, error) {
 	return u, nil
 }
 
+// maxRequest bounds what the relay holds of one request: above the
+// Messages API's own limit (32 MB), so nothing it would take is refused.
+const maxRequest = 40 << 20
+
+var errTooLarge = fmt.Errorf("the request is larger than %d MiB", maxRequest>>20)
+
 // bufferBody reads the request's body before it goes upstream. Streamed
 // from the agent's connection instead, the transport may still read it
 // (to check its end) after the answer has begun to flow back, when the
@@ -140,10 +151,13 @@ func bufferBody(req *http.Request) error {
 	if req.Body == nil || req.Body == http.NoBody {
 		return nil
 	}
-	b, err := io.ReadAll(req.Body)
+	b, err := io.ReadAll(io.LimitReader(req.Body, maxRequest+1))
 	req.Body.Close()
 	if err != nil {
 		return fmt.Errorf("reading the request: %w", err)
+	}
+	if len(b) > maxRequest {
+		return errTooLarge
 	}
 	req.Body = io.NopCloser(bytes.NewReader(b))
 	req.ContentLength = int64(len(b))

@@ -259,3 +259,27 @@ func TestRelayNeverCutsAnAnswer(t *testing.T) {
 		t.Errorf("%d answers counted, want %d", len(done), n)
 	}
 }
+
+// A request larger than the API takes is refused by the relay, which
+// holds at most maxRequest of it, and never reaches the upstream.
+func TestRelayRefusesAHugeRequest(t *testing.T) {
+	var hits atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer up.Close()
+	run, client := open(t, Config{Group: "family", Upstream: up.URL, Secrets: map[string]string{"ANTHROPIC_API_KEY": "sk-real"}})
+	req, _ := http.NewRequest("POST", "http://127.0.0.1:3128/v1/messages", io.LimitReader(zeros{}, maxRequest+1))
+	req.Header.Set("X-Api-Key", run.Env()["ANTHROPIC_API_KEY"])
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), `"request_too_large"`) || hits.Load() != 0 {
+		t.Errorf("%d %s, upstream hit %d times", resp.StatusCode, body, hits.Load())
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
