@@ -36,7 +36,7 @@ type Report struct {
 	Outbox         []Backlog       `json:"outbox"`
 	NextTasks      []Task          `json:"nextTasks"`
 	Violations24h  []Violations    `json:"violations24h"`
-	ModelAPI       []usage.Health  `json:"modelApi"` // standing problems: a refused credential, a rate limit
+	ModelAPI       []usage.Health  `json:"modelApi"`       // standing problems: a refused credential, a rate limit
 	Config         json.RawMessage `json:"config"`         // the config in force
 	PendingRestart []string        `json:"pendingRestart"` // keys edited in the file that apply only after a restart
 }

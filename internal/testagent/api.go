@@ -56,7 +56,7 @@ func callAPI(n int, prompt string) {
 				continue
 			}
 			var ev struct {
-				Type  string `json:"type"`
+				Type  string                `json:"type"`
 				Delta struct{ Text string } `json:"delta"`
 			}
 			if json.Unmarshal([]byte(data), &ev) == nil && ev.Type == "content_block_delta" {
