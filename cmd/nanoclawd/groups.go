@@ -201,6 +201,8 @@ func (c groupsSetSecurity) Run(ctx context.Context, g *globals, args []string) e
 	switch {
 	case override == nil:
 		fmt.Fprintf(g.stdout, "cleared the security override of %s\n", gr.Folder)
+	case gr.IsMain && override.Budget != nil:
+		fmt.Fprintf(g.stdout, "set the budget of the main group %s; the rest of an override has no effect on the main group, which is exempt\n", gr.Folder)
 	case gr.IsMain:
 		fmt.Fprintf(g.stdout, "stored the override of %s, but %s is the main group, which is exempt: it has no effect while the group is main\n", gr.Folder, gr.Folder)
 	default:
@@ -210,7 +212,7 @@ func (c groupsSetSecurity) Run(ctx context.Context, g *globals, args []string) e
 }
 
 // overrideKeys are the keys of a per-group override (CONTRACT §3.2).
-const overrideKeys = "sandbox, tools, permissionMode, denyRead, allowRead, allowWrite, network, senders"
+const overrideKeys = "sandbox, tools, permissionMode, denyRead, allowRead, allowWrite, network, senders, budget"
 
 // readOverride reads and validates a per-group override file, with the
 // same strictness and FILE:LINE:COL errors as the config.

@@ -34,6 +34,7 @@ var commands = []struct {
 	{"groups reset-session", groupsResetSession{}, "start the group's next run with a fresh agent session"},
 	{"security show", securityShow{}, "a group's effective policy and the exact agent options and confinement it produces"},
 	{"violations", violations{}, "the audit trail of blocked actions"},
+	{"usage", usageCommand{}, "model usage counted at the relay: requests, tokens and cost per group"},
 	{"whatsapp login", whatsappLogin{}, "pair WhatsApp by QR code or pairing code, and register the main chat"},
 	{"whatsapp logout", whatsappLogout{}, "unlink this device from WhatsApp and delete the session"},
 	{"whatsapp groups", whatsappGroups{}, "the WhatsApp groups (JID, name) there are to register"},

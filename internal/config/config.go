@@ -14,6 +14,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
 // DefaultFile is the config path used when --config is not given.
@@ -36,6 +37,8 @@ type Config struct {
 	Backup       Backup          `json:"backup" reload:"restart"`
 	// Media: the files people send in the chats.
 	Media Media `json:"media"`
+	// Usage prices the model requests the relay counts.
+	Usage Usage `json:"usage"`
 
 	// File is the absolute path the config was loaded from (it need not exist).
 	File string `json:"-"`
@@ -87,6 +90,9 @@ type Agent struct {
 	// NewSessionCommand, a whole message in any registered chat, makes
 	// the group's next run start a fresh session ("" turns it off).
 	NewSessionCommand string `json:"newSessionCommand" validate:"max=32"`
+	// Budget limits what each non-main group's model requests cost (USD);
+	// a group's override may set its own.
+	Budget security.Budget `json:"budget"`
 }
 
 // Media configures the files received in chats (voice notes, photos,
@@ -240,6 +246,7 @@ func Default() Config {
 		Alerts: Alerts{Cooldown: Duration(time.Minute), MaxPerGroup: 3, Approvers: []string{}},
 		Backup: Backup{Keep: 7},
 		Media:  Media{MaxBytes: 20 << 20, Transcribe: Transcribe{Model: "whisper-1", Timeout: Duration(5 * time.Minute)}},
+		Usage:  Usage{Prices: usage.DefaultPrices()},
 	}
 }
 

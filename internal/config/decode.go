@@ -196,6 +196,39 @@ func (d *decoder) value(v *hujson.Value, rv reflect.Value, path string) {
 			return
 		}
 		rv.SetInt(n)
+	case reflect.Float64:
+		lit, ok := v.Value.(hujson.Literal)
+		f, err := strconv.ParseFloat(string(lit), 64)
+		if !ok || lit.Kind() != '0' || err != nil {
+			d.fail(v.StartOffset, path, "%s must be a number, not %s", name, kindName(v.Value))
+			return
+		}
+		rv.SetFloat(f)
+	case reflect.Map:
+		// An object of named entries: each one the file names replaces
+		// the default's entry of that name, the others stay.
+		obj, ok := v.Value.(*hujson.Object)
+		if !ok {
+			d.fail(v.StartOffset, path, "%s must be an object, not %s", name, kindName(v.Value))
+			return
+		}
+		if rv.IsNil() {
+			rv.Set(reflect.MakeMap(rv.Type()))
+		}
+		seen := map[string]bool{}
+		for i := range obj.Members {
+			m := &obj.Members[i]
+			key := m.Name.Value.(hujson.Literal).String()
+			kp := path + "." + key
+			if seen[key] {
+				d.fail(m.Name.StartOffset, kp, "duplicate key %q: remove one of the two", kp)
+				continue
+			}
+			seen[key] = true
+			ev := reflect.New(rv.Type().Elem()).Elem()
+			d.value(&m.Value, ev, kp)
+			rv.SetMapIndex(reflect.ValueOf(key), ev)
+		}
 	default:
 		panic("config: unsupported field type " + rv.Type().String())
 	}

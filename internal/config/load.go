@@ -56,7 +56,9 @@ func Parse(file string, src []byte) (*Config, error) {
 		}
 		errs = append(errs, &Error{File: file, Line: line, Col: col, Key: key, Msg: fmt.Sprintf(format, args...)})
 	}
-	for _, e := range ValidatePolicy(&cfg.HostSecurity, "hostSecurity") {
+	problems := ValidatePolicy(&cfg.HostSecurity, "hostSecurity")
+	problems = append(problems, budgetProblems(cfg.Agent.Budget, "agent.budget")...)
+	for _, e := range append(problems, usageProblems(cfg.Usage)...) {
 		report(e.Key, "%s", e.Msg)
 	}
 	if cfg.Backup.Every > 0 && cfg.Backup.Dir == "" {
@@ -123,6 +125,7 @@ func ValidatePolicy(p *security.Policy, prefix string) []PolicyProblem {
 	if prefix != "" && p.Senders != nil {
 		out = append(out, PolicyProblem{key("senders"), fmt.Sprintf("%s: who may call the assistant is set per group: remove it here and run `nanoclawd groups set-security FOLDER --file OVERRIDE.json` with {\"senders\": [...]}", key("senders"))})
 	}
+	out = append(out, validateBudget(p.Budget, prefix)...)
 	lists := map[string][]string{"denyRead": p.DenyRead, "allowRead": p.AllowRead, "allowWrite": p.AllowWrite, "senders": p.Senders}
 	if p.Network != nil {
 		lists["network.allowedDomains"] = p.Network.AllowedDomains

@@ -34,6 +34,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/status"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/nanoclawd/nanoclawd/internal/summary"
+	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
 // ErrStopForGood wraps a reason the daemon must stop and not be restarted
@@ -69,6 +70,7 @@ type Daemon struct {
 	snapshots   *ipc.Snapshots
 	backups     *backup.Schedule // nil without backup.every
 	daily       *summary.Daily   // nil without alerts.daily
+	usage       *usage.Store
 	lock        *os.File
 
 	mu             sync.Mutex
@@ -136,12 +138,13 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		d.queue.RetryBase = v
 	}
 	d.ledger = runner.NewLedger(d.db)
+	d.usage = usage.NewStore(d.db)
 	d.snapshots = ipc.NewSnapshots(cfg.Layout(), d.db, chats{d.messages, d.reg}, log.With().Str("part", "ipc").Logger())
 	d.sched = scheduler.New(d.db, cfg.Location(), d.queue, d.snapshots, log.With().Str("part", "scheduler").Logger())
 	d.router = &router.Router{
 		Messages: d.messages, Groups: d.reg, Config: d.Config, Queue: d.queue, Outbox: d.outbox, Reporter: d.reporter,
 		Tokens: d.tokens, Tasks: tasks{d.sched, d.db}, Ledger: d.ledger, Typing: &d.channels, Binary: binary,
-		Log: log.With().Str("part", "router").Logger(), Snapshots: d.snapshots,
+		Log: log.With().Str("part", "router").Logger(), Snapshots: d.snapshots, Usage: d.usage,
 		Owner: &approvals.Commands{
 			DB: d.db, Groups: d.reg, Config: d.Config, Queue: d.queue, Audit: d.reporter, Outbox: d.outbox,
 			Close: func(folder string) error { return runner.Close(context.Background(), string(d.Config().Layout().IPC(folder)), d.reporter) },

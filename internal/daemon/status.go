@@ -12,6 +12,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/backup"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/status"
+	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
 // setPendingRestart records the keys edited in the config file that apply
@@ -51,6 +52,10 @@ func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
 	if err != nil {
 		return r, err
 	}
+	spend, err := d.spend(ctx, cfg, now)
+	if err != nil {
+		return r, err
+	}
 	standby := d.router.Standbys()
 	queue := map[string]runner.GroupState{}
 	for _, s := range d.queue.Snapshot() {
@@ -80,6 +85,7 @@ func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
 		if l, ok := last[g.Folder]; ok {
 			sg.LastRun = &status.Run{Started: l.Started, Finished: l.Finished, OK: l.OK, Error: l.Error, TaskID: l.TaskID}
 		}
+		sg.Usage = spend.of(g, cfg, now)
 		r.Groups = append(r.Groups, sg)
 	}
 	r.PendingRestart = slices.Clone(d.pendingRestart)
@@ -127,6 +133,9 @@ func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
 		r.LastBackup = &last
 	}
 	r.NextBackup = d.backups.Next()
+	if r.ModelAPI, err = usage.HealthOf(ctx, d.db); err != nil {
+		return r, err
+	}
 	if r.Config, err = json.Marshal(cfg); err != nil {
 		return r, err
 	}

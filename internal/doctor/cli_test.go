@@ -98,6 +98,7 @@ func TestDoctorOnATempInstall(t *testing.T) {
 		"whatsapp":     "ok   whatsapp: disabled",
 		"main group":   "FIX  main group: none registered",
 		"credentials":  "FIX  credentials: agent.env lists ANTHROPIC_API_KEY but it is not set",
+		"model api":    "ok   model api: no refusal",
 		"daemon":       "ok   daemon: not running",
 	})
 

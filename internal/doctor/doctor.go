@@ -97,7 +97,7 @@ func Run(ctx context.Context, configPath string, env Env) []Result {
 	out := []Result{res}
 	if cfg == nil {
 		out = append(out, Node(ctx, env, "node"), Sandbox(ctx, env, config.Default().Agent.RunAs.User()))
-		for _, c := range []string{"sqlite", "agent runner", "agent sdk", "whatsapp", "main group", "credentials"} {
+		for _, c := range []string{"sqlite", "agent runner", "agent sdk", "whatsapp", "main group", "credentials", "model api"} {
 			out = append(out, fix(c, "not checked until the config is valid"))
 		}
 		return out
@@ -110,7 +110,7 @@ func Run(ctx context.Context, configPath string, env Env) []Result {
 	script, res := AgentRunner(env, cfg.Agent.Command)
 	out = append(out, Node(ctx, env, nodeProgram(cfg.Agent.Command)), res, SDK(script), Sandbox(ctx, env, cfg.Agent.RunAs.User()), Confinement(cfg))
 	pid, daemonRes := Daemon(cfg.DataDir)
-	out = append(out, WhatsApp(ctx, cfg, pid), MainGroup(ctx, db, cfg.GroupsDir), Credentials(ctx, env, cfg), daemonRes)
+	out = append(out, WhatsApp(ctx, cfg, pid), MainGroup(ctx, db, cfg.GroupsDir), Credentials(ctx, env, cfg), ModelAPI(ctx, db), daemonRes)
 	if env.GOOS == "darwin" {
 		out = append(out, Mac(ctx, RealMac(), cfg)...)
 	}

@@ -179,6 +179,9 @@ type Options struct {
 	Security string
 	// Media is the members of "media" (maxBytes, transcribe). Default: none.
 	Media string
+	// Top is more members of the config's top-level object (e.g. a
+	// "usage" block). Default: none.
+	Top string
 	// Env is added to the environment of the CLI and the daemon.
 	Env []string
 	// Home, when set, builds that environment from nothing: PATH,
@@ -259,6 +262,9 @@ func New(tb testing.TB, o Options) *Install {
 	}
 	if o.Media != "" {
 		security += `"media": {` + o.Media + `},`
+	}
+	if o.Top != "" {
+		security += o.Top + ","
 	}
 	cfg := fmt.Sprintf(`{
 		"channels": {%s, "local": {"enabled": true, "socket": %s}},

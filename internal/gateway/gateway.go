@@ -57,6 +57,12 @@ type Config struct {
 	Secrets  map[string]string
 	Reporter Reporter
 	Log      zerolog.Logger
+	// Meter, if set, is asked before each model request and told about
+	// each answer (meter.go).
+	Meter Meter
+	// RelayOnly serves the relay and no forward proxy (an unconfined
+	// run's relay: it is not held to network rules).
+	RelayOnly bool
 }
 
 // Run is one run's gateway.
@@ -75,13 +81,9 @@ type Run struct {
 
 // Open starts a gateway for one run on a new Unix socket at socket.
 func Open(socket string, cfg Config) (*Run, error) {
-	up := cfg.Upstream
-	if up == "" {
-		up = DefaultUpstream
-	}
-	u, err := url.Parse(up)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("the model API address %q (ANTHROPIC_BASE_URL of the daemon) is not an http(s) URL", up)
+	u, err := upstreamURL(cfg.Upstream)
+	if err != nil {
+		return nil, err
 	}
 	os.Remove(socket)
 	ln, err := net.Listen("unix", socket)
@@ -94,6 +96,11 @@ func Open(socket string, cfg Config) (*Run, error) {
 		ln.Close()
 		return nil, err
 	}
+	return serve(ln, socket, u, cfg), nil
+}
+
+// serve runs a gateway on ln (socket: its path, removed by Close, or "").
+func serve(ln net.Listener, socket string, u *url.URL, cfg Config) *Run {
 	r := &Run{cfg: cfg, socket: socket, ln: ln, upstream: u, placeholders: map[string]string{}, env: map[string]string{},
 		closed: make(chan struct{})}
 	for name, real := range cfg.Secrets {
@@ -108,7 +115,7 @@ func Open(socket string, cfg Config) (*Run, error) {
 	r.dial = d.DialContext
 	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 30 * time.Second}
 	go r.srv.Serve(ln)
-	return r, nil
+	return r
 }
 
 // Env is what the agent gets instead of the real credentials: for each
@@ -120,7 +127,9 @@ func (r *Run) Env() map[string]string { return r.env }
 func (r *Run) Close() error {
 	r.closeOnce.Do(func() { close(r.closed) })
 	err := r.srv.Close()
-	os.Remove(r.socket)
+	if r.socket != "" {
+		os.Remove(r.socket)
+	}
 	return err
 }
 
@@ -132,6 +141,8 @@ func placeholder(name string) string {
 
 func (r *Run) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	switch {
+	case r.cfg.RelayOnly:
+		r.relay(w, req)
 	case req.Method == http.MethodConnect:
 		r.connect(w, req)
 	case req.URL.IsAbs() && !isGateway(req.URL.Host):
@@ -288,14 +299,24 @@ func (r *Run) relay(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "nanoclaw gateway: this request carries no credential of a running agent", http.StatusUnauthorized)
 		return
 	}
+	if r.refused(w, req) {
+		return
+	}
+	if err := bufferBody(req); err != nil {
+		apiError(w, http.StatusRequestEntityTooLarge, "request_too_large", "nanoclaw gateway: "+err.Error())
+		return
+	}
 	(&httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(r.upstream)
 			pr.Out.Host = r.upstream.Host
-			swap(pr.Out.Header, real)
+			if real != "" {
+				swap(pr.Out.Header, real)
+			}
 		},
-		Transport:     upstreamTransport,
-		FlushInterval: -1, // stream the model's answer as it comes
+		Transport:      upstreamTransport,
+		FlushInterval:  -1, // stream the model's answer as it comes
+		ModifyResponse: r.metered,
 	}).ServeHTTP(w, req)
 }
 
@@ -309,6 +330,11 @@ func (r *Run) credential(h http.Header) (string, bool) {
 	case <-r.closed:
 		return "", false
 	default:
+	}
+	if r.cfg.RelayOnly && len(r.placeholders) == 0 {
+		// An unconfined run the daemon has no credential for holds its
+		// own (the CLI's login): it passes as it is.
+		return "", true
 	}
 	for _, v := range []string{h.Get("X-Api-Key"), strings.TrimPrefix(h.Get("Authorization"), "Bearer ")} {
 		if real, ok := r.placeholders[v]; ok && v != "" {

@@ -58,13 +58,50 @@ type Server struct {
 	requests []Request
 	scripts  []script
 	msgSeq   int
-	fail     *apiFailure
+	usage    Usage
+	failure  *failure
 }
 
-// apiFailure is what every Messages request answers while Fail is set.
-type apiFailure struct {
-	status        int
-	kind, message string
+// Usage is what every answer reports it used; the default is 10 input
+// and 10 output tokens.
+type Usage struct {
+	Input, Output, CacheWrite, CacheRead int
+}
+
+type failure struct {
+	status     int
+	kind, msg  string
+	retryAfter string
+}
+
+// SetUsage makes every answer from now on report u: a streamed one in
+// message_start (with an output count of 1) and, the final output count,
+// in message_delta.
+func (s *Server) SetUsage(u Usage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.usage = u
+}
+
+// Fail makes every Messages request from now on answer status with an
+// API error of type kind (and a retry-after header if retryAfter is not
+// ""); Fail(0, "", "", "") answers again.
+func (s *Server) Fail(status int, kind, msg, retryAfter string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failure = nil
+	if status != 0 {
+		s.failure = &failure{status: status, kind: kind, msg: msg, retryAfter: retryAfter}
+	}
+}
+
+func (s *Server) usageNow() Usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.usage == (Usage{}) {
+		return Usage{Input: 10, Output: 10}
+	}
+	return s.usage
 }
 
 type script struct {
@@ -99,19 +136,6 @@ func (s *Server) Script(key string, turns ...Turn) {
 		}
 	}
 	s.scripts = append(s.scripts, script{key: key, turns: turns})
-}
-
-// Fail makes every Messages request from now on answer status with an
-// API error of kind, as the real API refuses a key (401,
-// "authentication_error") or is overloaded (529, "overloaded_error").
-// Status 0 answers normally again.
-func (s *Server) Fail(status int, kind, message string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fail = nil
-	if status != 0 {
-		s.fail = &apiFailure{status, kind, message}
-	}
 }
 
 // Requests returns the body of every request received so far, in order.
@@ -176,10 +200,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, At: time.Now()})
-	fail := s.fail
+	fail := s.failure
 	s.mu.Unlock()
 	if fail != nil && strings.HasPrefix(r.URL.Path, "/v1/messages") {
-		apiError(w, fail.status, fail.kind, fail.message)
+		if fail.retryAfter != "" {
+			w.Header().Set("Retry-After", fail.retryAfter)
+		}
+		apiError(w, fail.status, fail.kind, fail.msg)
 		return
 	}
 
@@ -279,8 +306,19 @@ func (s *Server) message(model string, turn Turn) map[string]any {
 	return map[string]any{
 		"id": s.nextID("msg"), "type": "message", "role": "assistant", "model": model,
 		"content": s.blocks(turn), "stop_reason": stopReason(turn), "stop_sequence": nil,
-		"usage": map[string]any{"input_tokens": 10, "output_tokens": 10},
+		"usage": usageJSON(s.usageNow(), false),
 	}
+}
+
+// usageJSON is u as the API writes it; at the start of a stream the
+// output count is the first token's.
+func usageJSON(u Usage, start bool) map[string]any {
+	out := u.Output
+	if start {
+		out = 1
+	}
+	return map[string]any{"input_tokens": u.Input, "output_tokens": out,
+		"cache_creation_input_tokens": u.CacheWrite, "cache_read_input_tokens": u.CacheRead}
 }
 
 // stream writes the turn as the API's event stream: message_start, then per
@@ -292,6 +330,7 @@ func (s *Server) stream(w http.ResponseWriter, model string, turn Turn) {
 	w.Header().Set("request-id", s.nextID("req"))
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
+	u := s.usageNow()
 	event := func(name string, data any) {
 		b, _ := json.Marshal(data)
 		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, b)
@@ -302,7 +341,7 @@ func (s *Server) stream(w http.ResponseWriter, model string, turn Turn) {
 	event("message_start", map[string]any{"type": "message_start", "message": map[string]any{
 		"id": s.nextID("msg"), "type": "message", "role": "assistant", "model": model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil,
-		"usage": map[string]any{"input_tokens": 10, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+		"usage": usageJSON(u, true),
 	}})
 	event("ping", map[string]any{"type": "ping"})
 	for i, b := range s.blocks(turn) {
@@ -323,7 +362,7 @@ func (s *Server) stream(w http.ResponseWriter, model string, turn Turn) {
 	}
 	event("message_delta", map[string]any{"type": "message_delta",
 		"delta": map[string]any{"stop_reason": stopReason(turn), "stop_sequence": nil},
-		"usage": map[string]any{"output_tokens": 10}})
+		"usage": map[string]any{"output_tokens": u.Output}})
 	event("message_stop", map[string]any{"type": "message_stop"})
 }
 

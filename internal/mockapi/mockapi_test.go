@@ -154,7 +154,7 @@ func TestContainsFindsSecretsAsJSONCarriesThem(t *testing.T) {
 func TestFail(t *testing.T) {
 	s := New(t)
 	req := map[string]any{"model": "m", "stream": true, "messages": []any{map[string]any{"role": "user", "content": "hi"}}, "tools": []any{map[string]any{}}}
-	s.Fail(http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
+	s.Fail(http.StatusUnauthorized, "authentication_error", "invalid x-api-key", "")
 	for _, path := range []string{"/v1/messages", "/v1/messages/count_tokens"} {
 		resp, events := post(t, s, path, req)
 		if resp.StatusCode != http.StatusUnauthorized || len(events) != 1 || events[0].name != "json" ||
@@ -162,7 +162,7 @@ func TestFail(t *testing.T) {
 			t.Errorf("%s while failing: %s, %+v", path, resp.Status, events)
 		}
 	}
-	s.Fail(0, "", "")
+	s.Fail(0, "", "", "")
 	if resp, events := post(t, s, "/v1/messages", req); resp.StatusCode != http.StatusOK || len(events) == 0 || events[0].name != "message_start" {
 		t.Errorf("after Fail(0): %s, %d events", resp.Status, len(events))
 	}

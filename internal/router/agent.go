@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
+	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
@@ -57,6 +58,7 @@ type agentRun struct {
 	ipcDir     string
 	started    chan struct{}      // closed once the agent process runs; a retry's start replaces it
 	conf       *confinement       // the OS sandbox of a non-main run
+	meter      *runMeter          // what the run's relay counts
 	eff        security.Effective // the run's policy
 	mark       int                // the agent's process group, recorded in agent_marks
 	startedAt  time.Time          // when the agent process first started
@@ -136,11 +138,22 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		r.Typing.SetTyping(ctx, a.replyTo, true)
 		defer r.Typing.SetTyping(context.WithoutCancel(ctx), a.replyTo, false)
 	}
+	var meter gateway.Meter
+	if r.Usage != nil {
+		a.meter = r.newMeter(g)
+		meter = a.meter
+	}
 	if !g.IsMain {
-		if a.conf, err = r.confine(ctx, cfg, g, eff, &spec, p.session); err != nil {
+		if a.conf, err = r.confine(ctx, cfg, g, eff, &spec, p.session, meter); err != nil {
 			return err
 		}
 		defer a.conf.done()
+	} else {
+		relay, err := r.relayMain(g, &spec, meter)
+		if err != nil {
+			return err
+		}
+		defer relay.Close()
 	}
 	a.resumed = session != ""
 	out, err := runner.Run(ctx, spec, a)
@@ -178,15 +191,14 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		if err == nil {
 			err = fmt.Errorf("agent reported an error: %s", a.failure)
 		}
-		return &toldError{err}
+		err = &toldError{err}
 	}
-	if err != nil {
-		return err
+	if err != nil && a.meter != nil && a.meter.stoppedBy() != "" {
+		// Over budget or a refused credential: a retry would fail the same
+		// way (and ask again), so the run gives up at once.
+		return runner.NoRetry(fmt.Errorf("%s: %w", a.meter.stoppedBy(), err))
 	}
-	if a.failure != "" && a.answered == 0 {
-		return fmt.Errorf("agent reported an error: %s", a.failure)
-	}
-	return nil
+	return err
 }
 
 // restart readies the run for a second agent after the first found its
@@ -374,7 +386,9 @@ func (a *agentRun) onError(ctx context.Context, errText string) {
 	}
 	f := classify(errText)
 	a.told = true
-	a.queue(ctx, a.router.failureNotice(ctx, a.group, f, errText), outbox.KindNotice, a.answeredUpTo())
+	// Over budget or a refused credential: the relay told the main chat itself.
+	relayTold := a.meter != nil && a.meter.stoppedBy() != ""
+	a.queue(ctx, a.router.failureNotice(ctx, a.group, f, errText, relayTold), outbox.KindNotice, a.answeredUpTo())
 	if f.final {
 		if err := runner.Close(ctx, a.ipcDir, a.router.Reporter); err != nil {
 			a.router.Log.Warn().Err(err).Str("group", a.group.Folder).Msg("ask the failed agent to finish")

@@ -27,7 +27,7 @@ import (
 // only through this run's gateway), and the gateway is started. The
 // returned func ends the gateway and tidies up after the run. If the
 // sandbox cannot be built the run fails closed and the main group is told.
-func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group, eff security.Effective, spec *runner.Spec, sessionDir string) (*confinement, error) {
+func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group, eff security.Effective, spec *runner.Spec, sessionDir string, meter gateway.Meter) (*confinement, error) {
 	user := cfg.Agent.RunAs.User()
 	if err := sandbox.Probe(ctx, user); err != nil {
 		return nil, r.failClosed(ctx, cfg, g, err)
@@ -39,16 +39,10 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 	if err != nil {
 		return nil, err
 	}
-	secrets := map[string]string{}
-	for _, name := range gateway.Credentials {
-		if _, given := spec.Env[name]; given {
-			secrets[name] = spec.Env[name]
-			delete(spec.Env, name)
-		}
-	}
 	gw, err := gateway.Open(socket, gateway.Config{
 		Group: g.Folder, AllowedDomains: eff.Network.AllowedDomains, DeniedDomains: eff.Network.DeniedDomains,
-		Upstream: os.Getenv("ANTHROPIC_BASE_URL"), Secrets: secrets, Reporter: r.Reporter, Log: r.Log,
+		Upstream: os.Getenv("ANTHROPIC_BASE_URL"), Secrets: takeCredentials(spec.Env), Reporter: r.Reporter, Log: r.Log,
+		Meter: meter,
 	})
 	if err != nil {
 		return nil, err

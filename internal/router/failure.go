@@ -109,9 +109,10 @@ func (n *ownerNotes) clear() {
 }
 
 // failureNotice is the chat's answer to an agent's error, errText, in
-// group g; it tells the main chat the detail once. In the main chat itself
+// group g; it tells the main chat the detail once (unless ownerTold: the
+// relay already did). In the main chat itself
 // the answer carries the detail.
-func (r *Router) failureNotice(ctx context.Context, g groups.Group, f failure, errText string) string {
+func (r *Router) failureNotice(ctx context.Context, g groups.Group, f failure, errText string, ownerTold bool) string {
 	name := r.Config().AssistantName
 	detail := redact(firstLine(errText, 300))
 	f.fix = strings.ReplaceAll(f.fix, "FOLDER", g.Folder)
@@ -119,7 +120,7 @@ func (r *Router) failureNotice(ctx context.Context, g groups.Group, f failure, e
 		r.owner.first(f.kind)
 		return fmt.Sprintf("%s could not answer: %s. %s\n(The agent said: %s)", name, f.what, f.fix, detail)
 	}
-	if r.owner.first(f.kind) {
+	if r.owner.first(f.kind) && !ownerTold {
 		r.tellMain(ctx, fmt.Sprintf("nanoclawd: the assistant of %s (%s) could not answer: %s. %s\n(The agent said: %s)",
 			g.Name, g.Folder, f.what, f.fix, detail))
 	}

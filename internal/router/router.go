@@ -17,6 +17,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
 // The parts the router drives, declared as it uses them.
@@ -85,6 +86,8 @@ type Router struct {
 	// Snapshots, if set, refreshes the files an agent reads in its IPC
 	// directory before each run.
 	Snapshots Snapshots
+	// Usage keeps what every run's relay counts (meter.go).
+	Usage *usage.Store
 
 	warm        warm        // agents started ahead (warm.go)
 	transcripts transcripts // voice notes being transcribed (transcripts.go)

@@ -64,7 +64,7 @@ func TestUnreachableAPIAnsweredInTheChat(t *testing.T) {
 func TestRefusedCredentialAnsweredInTheChat(t *testing.T) {
 	w := newWorld(t)
 	mock := mockapi.New(t)
-	mock.Fail(http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
+	mock.Fail(http.StatusUnauthorized, "authentication_error", "invalid x-api-key", "")
 	dumpOnFailure(t, w, mock)
 	in := apiErrorInstall(t, w, mock.URL)
 	in.AddGroup("local:family", "family", "--no-trigger")

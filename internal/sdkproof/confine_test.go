@@ -172,6 +172,26 @@ func TestDaemonConfinesTheRealSDK(t *testing.T) {
 	}
 	// Let hold's run end before the test's files go.
 	in.WaitFor("local:hold", e2e.Equals("held"))
+
+	// Every request, the main group's too, went through a relay, which
+	// counted it: the SDK's streamed answers carry the mock's usage.
+	var totals []struct {
+		Group                 string
+		Requests, InputTokens int64
+		OutputTokens          int64
+	}
+	if err := json.Unmarshal([]byte(in.CLI("usage", "--json")), &totals); err != nil {
+		t.Fatal(err)
+	}
+	counted := map[string]bool{}
+	for _, x := range totals {
+		counted[x.Group] = x.Requests > 0 && x.InputTokens > 0 && x.OutputTokens > 0
+	}
+	for _, g := range []string{"main", "family", "work", "hold"} {
+		if !counted[g] {
+			t.Errorf("the relay counted no usage of %s: %+v", g, totals)
+		}
+	}
 }
 
 var taskIDRE = regexp.MustCompile(`Task task-\d+-[0-9a-f]+ scheduled \(cron 0 9 \* \* \*\)`)

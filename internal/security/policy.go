@@ -19,6 +19,8 @@ type Policy struct {
 	// Senders, in a group's override, are who may call its assistant (their
 	// channel id, e.g. a phone number); others' messages stay context.
 	Senders []string `json:"senders,omitempty" validate:"dive,required"`
+	// Budget, in a group's override, limits what its model requests cost.
+	Budget *Budget `json:"budget,omitempty"`
 }
 
 // SenderAllowed tells whether sender (a channel id such as

@@ -90,6 +90,7 @@ func Format(w io.Writer, r Report) error {
 	if r.NextBackup != nil {
 		p("  next scheduled at %s (in %s)", clock(*r.NextBackup), until(now, *r.NextBackup))
 	}
+	usageSection(p, r)
 
 	p("\nConfig in force")
 	var cfg struct {

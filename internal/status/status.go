@@ -16,6 +16,7 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/backup"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
 // SocketPath is the control socket of the daemon on dataDir.
@@ -36,6 +37,7 @@ type Report struct {
 	Outbox         []Backlog       `json:"outbox"`
 	NextTasks      []Task          `json:"nextTasks"`
 	Violations24h  []Violations    `json:"violations24h"`
+	ModelAPI       []usage.Health  `json:"modelApi"`       // standing problems: a refused credential, a rate limit
 	Config         json.RawMessage `json:"config"`         // the config in force
 	PendingRestart []string        `json:"pendingRestart"` // keys edited in the file that apply only after a restart
 	// Backup is the last backup's outcome (nil: none recorded yet) and
@@ -81,6 +83,7 @@ type Group struct {
 	QueuedTasks  int        `json:"queuedTasks"`
 	Failures     int        `json:"failures"` // failed message runs in a row
 	LastRun      *Run       `json:"lastRun,omitempty"`
+	Usage        *Usage     `json:"usage,omitempty"`
 }
 
 // Run is a group's last finished agent run (kept across restarts).

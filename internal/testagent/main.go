@@ -6,6 +6,10 @@
 // <message> element (unescaped, a leading @trigger word dropped), or the
 // whole prompt when it has no <message> (a scheduled task):
 //
+//	api N             N streamed Messages API requests to $ANTHROPIC_BASE_URL with
+//	                  the credential it holds, as the SDK makes them; reply
+//	                  "api N ok: TEXT" (the streamed text), or at the first
+//	                  refusal an error result "API Error: STATUS MESSAGE", exit 1
 //	echo TEXT         reply "echo: TEXT"; newSessionId = the sessionId it was
 //	                  given, or a fresh "sess-…" when it had none
 //	session           reply "session: <the sessionId it was given>" ("none" if empty)
@@ -179,6 +183,12 @@ func do(text string, in input, raw []byte) {
 	verb, arg, _ := strings.Cut(text, " ")
 	arg = strings.TrimSpace(arg)
 	switch verb {
+	case "api":
+		n, err := strconv.Atoi(arg)
+		if err != nil || n < 1 {
+			fatal("api wants a number of requests: %q", arg)
+		}
+		callAPI(n, in.Prompt)
 	case "echo":
 		session := in.SessionID
 		if session == "" {

@@ -1,0 +1,34 @@
+package doctor
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/usage"
+)
+
+// ModelAPI reports what the model API last said about the daemon's
+// credential, as the relay recorded it: a refusal (401/403) stands until
+// a request succeeds.
+func ModelAPI(ctx context.Context, db *sql.DB) Result {
+	if db == nil {
+		return fix("model api", "not checked: the database could not be opened")
+	}
+	hs, err := usage.HealthOf(ctx, db)
+	if err != nil {
+		return fix("model api", "%v", err)
+	}
+	for _, h := range hs {
+		if h.Kind == usage.HealthCredential {
+			return fix("model api", "%s since %s: run 'claude setup-token' and put the token in nanoclawd.env as CLAUDE_CODE_OAUTH_TOKEN=…, or put a new ANTHROPIC_API_KEY=… there; then restart nanoclawd (or run 'nanoclawd setup')",
+				h.Detail, h.Since.Local().Format(time.DateTime))
+		}
+	}
+	for _, h := range hs {
+		if h.Kind == usage.HealthRate && h.RetryAt.After(time.Now()) {
+			return ok("model api", "the credential works; the API is %s (HTTP %d) until %s", h.Detail, h.Status, h.RetryAt.Local().Format(time.TimeOnly))
+		}
+	}
+	return ok("model api", "no refusal of the credential seen by the relay")
+}

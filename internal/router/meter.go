@@ -1,0 +1,240 @@
+package router
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/gateway"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/messages"
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
+	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/usage"
+)
+
+// runMeter is the relay's meter for one run (gateway.Meter): it records
+// each answer's usage, holds the group to its budget, and tells the main
+// chat, once, when the budget nears or reaches its limit or the model
+// API refuses the daemon's credential.
+type runMeter struct {
+	r     *Router
+	group string
+	main  bool
+	run   string
+
+	mu      sync.Mutex
+	stopped string // why the relay refused or the API rejected this run's requests
+}
+
+func (r *Router) newMeter(g groups.Group) *runMeter {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return &runMeter{r: r, group: g.Folder, main: g.IsMain, run: hex.EncodeToString(b)}
+}
+
+// stoppedBy is why this run's model requests could not be made ("" if
+// they could): a run that failed for it is not retried.
+func (m *runMeter) stoppedBy() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stopped
+}
+
+func (m *runMeter) stop(why string) {
+	m.mu.Lock()
+	m.stopped = why
+	m.mu.Unlock()
+}
+
+// spend is what the group spent in one limited period.
+type spend struct {
+	usage.Period
+	spent float64
+	level usage.Level
+}
+
+// spends is where the group stands at `at` in each period it has a limit
+// for: the budget as it is now (a limit raised during a run applies to
+// its next request).
+func (m *runMeter) spends(ctx context.Context, at time.Time) []spend {
+	g, err := m.r.Groups.ByFolder(ctx, m.group)
+	if err != nil {
+		m.r.Log.Error().Err(err).Str("group", m.group).Msg("read the group's budget; not applied")
+		return nil
+	}
+	cfg := m.r.Config()
+	b := security.EffectiveBudget(cfg.Agent.Budget, g.Security, g.IsMain)
+	var out []spend
+	for _, p := range usage.Periods(at, cfg.Location(), b.Daily, b.Monthly) {
+		spent, err := m.r.Usage.Spent(ctx, m.group, p.Start)
+		if err != nil {
+			m.r.Log.Error().Err(err).Str("group", m.group).Msg("sum the group's spend; its budget is not applied")
+			continue
+		}
+		out = append(out, spend{p, spent, usage.LevelOf(spent, p.Limit)})
+	}
+	return out
+}
+
+// Admit implements gateway.Meter: a group over a limit gets no request
+// until the day or month turns.
+func (m *runMeter) Admit(ctx context.Context) *gateway.Refusal {
+	for _, s := range m.spends(ctx, time.Now()) {
+		if s.level != usage.Over {
+			continue
+		}
+		m.notice(ctx, s, "over", m.overText(s))
+		msg := fmt.Sprintf("nanoclaw: the %s model budget of group %s is spent (%s of %s); no more model requests until %s. Tell the user; the owner was told and can raise the limit.",
+			s.Name, m.group, usd(s.spent), usd(s.Limit), m.turns(s.Period))
+		m.stop(msg)
+		// As the API answers an organisation over its spend limit: 400,
+		// which the SDK does not retry.
+		return &gateway.Refusal{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: msg}
+	}
+	return nil
+}
+
+// Done implements gateway.Meter: the answer's usage is recorded before
+// the agent sees the answer end; then the budget is checked.
+func (m *runMeter) Done(model string, t usage.Tokens) {
+	req := usage.Request{Time: time.Now(), Group: m.group, Run: m.run, Model: model, Tokens: t}.PricedBy(m.r.Config().Usage.Prices)
+	if err := m.r.Usage.Record(context.Background(), req); err != nil {
+		m.r.Log.Error().Err(err).Msg("model usage not recorded")
+		return
+	}
+	if !req.Priced {
+		m.r.Log.Warn().Str("group", m.group).Str("model", model).Msg("a model without a price in usage.prices: its tokens are counted, not its cost")
+	}
+	// The answer ends for the agent once Done returns: the budget's sums
+	// and notices wait for no one.
+	go m.checkBudget(req.Time)
+}
+
+// checkBudget warns the main chat once when the group's spend reaches 80 %
+// of a limit, and tells it once when it reaches the limit.
+func (m *runMeter) checkBudget(at time.Time) {
+	ctx := context.Background()
+	for _, s := range m.spends(ctx, at) {
+		switch s.level {
+		case usage.Over:
+			m.notice(ctx, s, "over", m.overText(s))
+		case usage.Warn:
+			m.notice(ctx, s, "warn", fmt.Sprintf("[BUDGET WARNING] Group %s has spent %s of its %s model budget of %s (%.0f %%). At the limit its agent stops until %s. %s",
+				m.group, usd(s.spent), s.Name, usd(s.Limit), 100*s.spent/s.Limit, m.turns(s.Period), m.raise(s.Period)))
+		}
+	}
+}
+
+func (m *runMeter) overText(s spend) string {
+	return fmt.Sprintf("[BUDGET] Group %s has spent its %s model budget: %s of %s. Its agent gets no more model requests until %s. %s",
+		m.group, s.Name, usd(s.spent), usd(s.Limit), m.turns(s.Period), m.raise(s.Period))
+}
+
+// Answered implements gateway.Meter: the model API's verdict on the
+// credential and its rate limits.
+func (m *runMeter) Answered(status int, h http.Header) {
+	ctx := context.Background()
+	switch {
+	case status >= 200 && status < 300:
+		if err := m.r.Usage.Resolved(ctx, usage.HealthCredential, usage.HealthRate); err != nil {
+			m.r.Log.Error().Err(err).Msg("forget a problem of the model API")
+		}
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		m.stop(fmt.Sprintf("the model API refused the credential (HTTP %d)", status))
+		detail := fmt.Sprintf("the model API refused nanoclawd's credential (HTTP %d)", status)
+		text := fmt.Sprintf("[CREDENTIAL] The model API refused nanoclawd's credential (HTTP %d, first seen in group %s): the token has expired or the key was revoked, so no agent can answer. "+
+			"To fix it: run 'claude setup-token' and put the token in nanoclawd.env as CLAUDE_CODE_OAUTH_TOKEN=…, or put a new ANTHROPIC_API_KEY=… there; then restart nanoclawd (or run 'nanoclawd setup'). "+
+			"'nanoclawd status' shows this until a request succeeds.", status, m.group)
+		h := usage.Health{Kind: usage.HealthCredential, Status: status, Detail: detail, Since: time.Now()}
+		if _, err := m.r.Usage.Problem(ctx, h, m.r.mainNotice(text)); err != nil {
+			m.r.Log.Error().Err(err).Msg("record that the model API refused the credential")
+		}
+		m.r.Outbox.Wake()
+	case status == http.StatusTooManyRequests || status == 529:
+		h := usage.Health{Kind: usage.HealthRate, Status: status, Since: time.Now(), RetryAt: retryAt(h, time.Now())}
+		h.Detail = "rate limited"
+		if status == 529 {
+			h.Detail = "overloaded"
+		}
+		if _, err := m.r.Usage.Problem(ctx, h, nil); err != nil {
+			m.r.Log.Error().Err(err).Msg("record the model API's rate limit")
+		}
+	}
+}
+
+// notice tells the main chat text, once per group, kind and period.
+func (m *runMeter) notice(ctx context.Context, s spend, kind, text string) {
+	sent, err := m.r.Usage.Once(ctx, m.group, s.Name+"-"+kind, s.Key, m.r.mainNotice(text))
+	if err != nil {
+		m.r.Log.Error().Err(err).Str("group", m.group).Msg("tell the main chat about the budget")
+		return
+	}
+	if sent {
+		m.r.Outbox.Wake()
+	}
+}
+
+var errNoMain = errors.New("no main group is registered to tell")
+
+// mainNotice queues text for the main chat inside a transaction.
+func (r *Router) mainNotice(text string) func(context.Context, *sql.Tx) error {
+	return func(ctx context.Context, tx *sql.Tx) error {
+		list, err := r.Groups.List(ctx)
+		if err != nil {
+			return err
+		}
+		for _, g := range list {
+			if g.IsMain {
+				return messages.AnswerTx(ctx, tx, messages.Answer{ReplyTo: g.JID, Text: text, Kind: outbox.KindNotice})
+			}
+		}
+		return errNoMain
+	}
+}
+
+// raise says how the owner raises the group's limit of p.
+func (m *runMeter) raise(p usage.Period) string {
+	own := fmt.Sprintf("'nanoclawd groups set-security %s --file OVERRIDE.json' holding {\"budget\": {\"%s\": USD}} and the rest of its override", m.group, p.Name)
+	if m.main {
+		return "To raise it: " + own + " (the main group's budget is only its own)."
+	}
+	return fmt.Sprintf("To raise it: agent.budget.%s in the config (every group), or this group's own with %s.", p.Name, own)
+}
+
+// turns says when p ends, in local time.
+func (m *runMeter) turns(p usage.Period) string {
+	end := p.End.In(m.r.Config().Location())
+	if p.Name == "daily" {
+		return "midnight (" + end.Format("Mon 2 Jan") + ", local time)"
+	}
+	return end.Format("Mon 2 Jan 2006") + " (local time)"
+}
+
+// usd writes an amount of money, with the cents that matter for small ones.
+func usd(v float64) string {
+	if v != 0 && v < 1 {
+		return fmt.Sprintf("$%.4f", v)
+	}
+	return fmt.Sprintf("$%.2f", v)
+}
+
+// retryAt reads when the API says to try again: retry-after, in seconds
+// or as a date.
+func retryAt(h http.Header, now time.Time) time.Time {
+	v := h.Get("Retry-After")
+	if s, err := strconv.Atoi(v); err == nil {
+		return now.Add(time.Duration(s) * time.Second)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return t
+	}
+	return time.Time{}
+}

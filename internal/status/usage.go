@@ -1,0 +1,78 @@
+package status
+
+import (
+	"fmt"
+
+	"github.com/nanoclawd/nanoclawd/internal/usage"
+)
+
+// Usage is one group's model usage today and this month (local time).
+type Usage struct {
+	Today   Spend    `json:"today"`
+	Month   Spend    `json:"month"`
+	Daily   *float64 `json:"dailyLimit,omitempty"` // USD
+	Monthly *float64 `json:"monthlyLimit,omitempty"`
+	Over    bool     `json:"overBudget,omitempty"` // no model requests until the day or month turns
+}
+
+// Spend is the requests and cost of a span.
+type Spend struct {
+	Requests int64   `json:"requests"`
+	CostUSD  float64 `json:"costUSD"`
+	usage.Tokens
+}
+
+// usageSection writes the model usage per group and the model API's
+// standing problems.
+func usageSection(p func(string, ...any), r Report) {
+	p("\nModel usage, today and this month ('nanoclawd usage' has the tokens)")
+	p("  GROUP\tTODAY\tTHIS MONTH\tBUDGET")
+	for _, g := range r.Groups {
+		u := g.Usage
+		if u == nil {
+			u = &Usage{}
+		}
+		p("  %s\t%s\t%s\t%s", g.Folder, spendText(u.Today), spendText(u.Month), budgetText(u))
+	}
+	if len(r.ModelAPI) == 0 {
+		p("\nModel API: no problem seen")
+		return
+	}
+	p("\nModel API")
+	for _, h := range r.ModelAPI {
+		switch h.Kind {
+		case usage.HealthCredential:
+			p("  %s since %s ago: run 'claude setup-token' (CLAUDE_CODE_OAUTH_TOKEN) or set a new ANTHROPIC_API_KEY in nanoclawd.env, then restart; shown until a request succeeds", h.Detail, ago(r.Time, h.Since))
+		default:
+			retry := "no retry time given"
+			if !h.RetryAt.IsZero() {
+				retry = "retry in " + until(r.Time, h.RetryAt)
+			}
+			p("  %s (HTTP %d) since %s ago, %s", h.Detail, h.Status, ago(r.Time, h.Since), retry)
+		}
+	}
+}
+
+func spendText(s Spend) string {
+	return fmt.Sprintf("$%.2f (%d requests)", s.CostUSD, s.Requests)
+}
+
+func budgetText(u *Usage) string {
+	s := ""
+	if u.Daily != nil {
+		s = fmt.Sprintf("$%.2f a day", *u.Daily)
+	}
+	if u.Monthly != nil {
+		if s != "" {
+			s += ", "
+		}
+		s += fmt.Sprintf("$%.2f a month", *u.Monthly)
+	}
+	if s == "" {
+		return "none"
+	}
+	if u.Over {
+		s += " (spent: no model requests)"
+	}
+	return s
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
+)
+
+// callAPI makes n streamed Messages API requests the way the SDK does:
+// to $ANTHROPIC_BASE_URL with the credential the agent holds, reading each
+// event stream to its end. It replies "api N ok: TEXT" with the streamed
+// text; the first refused request ends the run with an error result
+// carrying the API's message, as the SDK reports an API error.
+func callAPI(n int, prompt string) {
+	base := strings.TrimSuffix(os.Getenv("ANTHROPIC_BASE_URL"), "/")
+	var text strings.Builder
+	for i := 0; i < n; i++ {
+		body, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-5-20250929", "max_tokens": 1024, "stream": true,
+			"messages": []any{map[string]any{"role": "user", "content": prompt}}})
+		req, err := http.NewRequest(http.MethodPost, base+"/v1/messages", strings.NewReader(string(body)))
+		if err != nil {
+			fatal("api: %v", err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Anthropic-Version", "2023-06-01")
+		if k := os.Getenv("ANTHROPIC_API_KEY"); k != "" {
+			req.Header.Set("X-Api-Key", k)
+		} else if tok := os.Getenv("CLAUDE_CODE_OAUTH_TOKEN"); tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+		if err != nil {
+			apiFailed(fmt.Sprintf("API Error: Connection error: %v", err))
+		}
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var e struct {
+				Error struct{ Message string } `json:"error"`
+			}
+			json.Unmarshal(b, &e)
+			apiFailed(fmt.Sprintf("API Error: %d %s", resp.StatusCode, e.Error.Message))
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var ev struct {
+				Type  string                `json:"type"`
+				Delta struct{ Text string } `json:"delta"`
+			}
+			if json.Unmarshal([]byte(data), &ev) == nil && ev.Type == "content_block_delta" {
+				text.WriteString(ev.Delta.Text)
+			}
+		}
+		resp.Body.Close()
+	}
+	result(fmt.Sprintf("api %d ok: %s", n, text.String()), "")
+}
+
+func apiFailed(msg string) {
+	note("api failed " + msg)
+	frame(protocol.Frame{Status: protocol.StatusError, Error: msg})
+	os.Exit(1)
+}

@@ -1,0 +1,129 @@
+package usage
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Store keeps the usage of every model request in SQLite (usage_requests,
+// usage_notices, upstream_health: migrations/0019_usage.sql).
+type Store struct {
+	db     *sql.DB
+	health healthCache
+}
+
+// NewStore is the usage kept in db.
+func NewStore(db *sql.DB) *Store { return &Store{db: db} }
+
+// Request is one model request as the relay saw it end.
+type Request struct {
+	Time   time.Time
+	Group  string // the group's folder
+	Run    string // the run's id
+	Model  string
+	Tokens Tokens
+	// CostUSD is Tokens at the model's price; Priced is false (and the
+	// cost 0) for a model usage.prices does not know.
+	CostUSD float64
+	Priced  bool
+}
+
+// PricedBy fills in r's cost from prices.
+func (r Request) PricedBy(prices Prices) Request {
+	p, ok := prices.Lookup(r.Model)
+	r.Priced = ok
+	r.CostUSD = 0
+	if ok {
+		r.CostUSD = p.Cost(r.Tokens)
+	}
+	return r
+}
+
+// Record writes r.
+func (s *Store) Record(ctx context.Context, r Request) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO usage_requests
+		(at, group_folder, run_id, model, input_tokens, output_tokens, cache_write_tokens, cache_read_tokens, cost_usd, priced)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.Time.UnixMilli(), r.Group, r.Run, r.Model, r.Tokens.Input, r.Tokens.Output, r.Tokens.CacheWrite, r.Tokens.CacheRead,
+		r.CostUSD, r.Priced)
+	if err != nil {
+		return fmt.Errorf("record the usage of a %s request of %s: %w", r.Model, r.Group, err)
+	}
+	return nil
+}
+
+// Total is the usage of one group over a window (the JSON of
+// `nanoclawd usage --json`).
+type Total struct {
+	Group    string `json:"group"`
+	Requests int64  `json:"requests"`
+	Tokens
+	CostUSD float64 `json:"costUSD"`
+	// Unpriced lists the models of the window that have no price: their
+	// tokens are counted, not their cost.
+	Unpriced []string `json:"unpricedModels,omitempty"`
+}
+
+// Totals sums the requests in [since, until) per group (only group, if
+// not ""), in folder order.
+func (s *Store) Totals(ctx context.Context, since, until time.Time, group string) ([]Total, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT group_folder, count(*), sum(input_tokens), sum(output_tokens),
+		sum(cache_write_tokens), sum(cache_read_tokens), sum(cost_usd),
+		coalesce(group_concat(DISTINCT CASE WHEN priced = 0 THEN model END), '')
+		FROM usage_requests WHERE at >= ? AND at < ? AND (? = '' OR group_folder = ?)
+		GROUP BY group_folder ORDER BY group_folder`, since.UnixMilli(), until.UnixMilli(), group, group)
+	if err != nil {
+		return nil, fmt.Errorf("sum model usage: %w", err)
+	}
+	defer rows.Close()
+	out := []Total{}
+	for rows.Next() {
+		var t Total
+		var unpriced string
+		if err := rows.Scan(&t.Group, &t.Requests, &t.Input, &t.Output, &t.CacheWrite, &t.CacheRead, &t.CostUSD, &unpriced); err != nil {
+			return nil, fmt.Errorf("sum model usage: %w", err)
+		}
+		if unpriced != "" {
+			t.Unpriced = strings.Split(unpriced, ",")
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// Spent is what group's requests since then cost, in USD.
+func (s *Store) Spent(ctx context.Context, group string, since time.Time) (float64, error) {
+	var usd float64
+	err := s.db.QueryRowContext(ctx, `SELECT coalesce(sum(cost_usd), 0) FROM usage_requests WHERE group_folder = ? AND at >= ?`,
+		group, since.UnixMilli()).Scan(&usd)
+	if err != nil {
+		return 0, fmt.Errorf("sum the spend of %s: %w", group, err)
+	}
+	return usd, nil
+}
+
+// Once runs do (which queues a notice) in the transaction that records
+// the notice kind of group for period, unless it was recorded before.
+// It reports whether do ran.
+func (s *Store) Once(ctx context.Context, group, kind, period string, do func(context.Context, *sql.Tx) error) (bool, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO usage_notices (group_folder, kind, period, at) VALUES (?, ?, ?, ?)`,
+		group, kind, period, time.Now().UnixMilli())
+	if err != nil {
+		return false, fmt.Errorf("record a %s notice of %s: %w", kind, group, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, nil
+	}
+	if err := do(ctx, tx); err != nil {
+		return false, err
+	}
+	return true, tx.Commit()
+}
