@@ -14,6 +14,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
 // ipcGroups adapts the registry to the IPC watcher.
@@ -149,4 +150,23 @@ func (l mainLink) Outage() (time.Time, bool) {
 func loggedOutText(at time.Time) string {
 	return fmt.Sprintf("[WHATSAPP LOGGED OUT] WhatsApp unlinked nanoclawd's device at %s, and the daemon stopped. "+
 		"Run `nanoclawd whatsapp login` on its machine to pair again; alerts wait until then.", at.Local().Format("2006-01-02 15:04"))
+}
+
+// spendToday is the usage store as /groups reads it: what a group spent
+// today and whether it is over its budget.
+type spendToday struct{ d *Daemon }
+
+func (s spendToday) Today(ctx context.Context, folder string) (float64, bool, error) {
+	cfg, now := s.d.Config(), time.Now()
+	g, err := s.d.reg.ByFolder(ctx, folder)
+	if err != nil {
+		return 0, false, err
+	}
+	usd, err := s.d.usage.Spent(ctx, folder, usage.Today(now, cfg.Location()))
+	if err != nil {
+		return 0, false, err
+	}
+	b := security.EffectiveBudget(cfg.Agent.Budget, g.Security, g.IsMain)
+	over, err := s.d.usage.Over(ctx, folder, usage.Periods(now, cfg.Location(), b.Daily, b.Monthly))
+	return usd, over, err
 }

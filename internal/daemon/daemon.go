@@ -148,6 +148,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		Owner: &approvals.Commands{
 			DB: d.db, Groups: d.reg, Config: d.Config, Queue: d.queue, Audit: d.reporter, Outbox: d.outbox,
 			Close: func(folder string) error { return runner.Close(context.Background(), string(d.Config().Layout().IPC(folder)), d.reporter) },
+			Spend: spendToday{d},
 			Log:   log.With().Str("part", "approvals").Logger(),
 		},
 	}
@@ -162,7 +163,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 			Every: cfg.Backup.Every.D(), Keep: cfg.Backup.Keep, Tell: mainNotice{d}, Log: log.With().Str("part", "backup").Logger()}
 	}
 	if h, m, ok := cfg.Alerts.DailyAt(); ok {
-		d.daily = &summary.Daily{Hour: h, Minute: m, Loc: cfg.Location(), DB: d.db, Layout: cfg.Layout(), Tell: mainNotice{d},
+		d.daily = &summary.Daily{Hour: h, Minute: m, Loc: cfg.Location(), DB: d.db, Layout: cfg.Layout(), Tell: mainNotice{d}, Spend: d.usage,
 			Log: log.With().Str("part", "summary").Logger()}
 		for _, ch := range d.channels {
 			if c, ok := ch.(summary.Connection); ok {

@@ -24,11 +24,8 @@ type realClock struct{}
 func (realClock) Now() time.Time                         { return time.Now() }
 func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
-// Spender is the model spend per group since a time, in USD.
-//
-// HOOK: usage metering at the relay (`nanoclawd usage`) satisfies this once
-// it counts spend; until the daemon passes one, Daily.Spend is nil and the
-// summary says "Spend: not counted".
+// Spender is the model spend per group since a time, in USD (the relay's
+// usage store; nil: the summary says "Spend: not counted").
 type Spender interface {
 	SpendSince(ctx context.Context, since time.Time) (map[string]float64, error)
 }

@@ -127,3 +127,30 @@ func (s *Store) Once(ctx context.Context, group, kind, period string, do func(co
 	}
 	return true, tx.Commit()
 }
+
+// Over reports whether group has spent the limit of one of periods.
+func (s *Store) Over(ctx context.Context, group string, periods []Period) (bool, error) {
+	for _, p := range periods {
+		spent, err := s.Spent(ctx, group, p.Start)
+		if err != nil {
+			return false, err
+		}
+		if LevelOf(spent, p.Limit) == Over {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// SpendSince is what each group's requests since then cost, in USD.
+func (s *Store) SpendSince(ctx context.Context, since time.Time) (map[string]float64, error) {
+	totals, err := s.Totals(ctx, since, time.Now().Add(time.Hour), "")
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]float64, len(totals))
+	for _, t := range totals {
+		out[t.Group] = t.CostUSD
+	}
+	return out, nil
+}
