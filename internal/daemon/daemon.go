@@ -147,7 +147,9 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		Log: log.With().Str("part", "router").Logger(), Snapshots: d.snapshots, Usage: d.usage,
 		Owner: &approvals.Commands{
 			DB: d.db, Groups: d.reg, Config: d.Config, Queue: d.queue, Audit: d.reporter, Outbox: d.outbox,
-			Close: func(folder string) error { return runner.Close(context.Background(), string(d.Config().Layout().IPC(folder)), d.reporter) },
+			Close: func(folder string) error {
+				return runner.Close(context.Background(), string(d.Config().Layout().IPC(folder)), d.reporter)
+			},
 			Spend: spendToday{d},
 			Log:   log.With().Str("part", "approvals").Logger(),
 		},
