@@ -63,13 +63,17 @@ type Plan struct {
 	Mounts  []Mount `json:"mounts"`
 	Network string  `json:"network"`
 	Gateway string  `json:"gateway"`
+	// Listen is the gateway's address inside the run: GatewayAddr in the
+	// run's own network namespace on Linux; on macOS, which has none, a
+	// free loopback port of the run's own, the only one its profile allows.
+	Listen string `json:"listen"`
 	Limits  Limits  `json:"limits"`
 	// Argv is agent.command with its program resolved in the daemon's PATH.
 	Argv []string `json:"command"`
 	// Workdir is the group's folder, the run's working directory.
 	Workdir string `json:"workdir"`
 	// Socket is the host path of the run's gateway socket, bound in at
-	// the same path; sandbox-init serves it on GatewayAddr.
+	// the same path; sandbox-init serves it on Listen.
 	Socket string `json:"socket,omitempty"`
 	// Profile is the macOS Seatbelt profile (set on macOS only).
 	Profile string `json:"profile,omitempty"`
@@ -392,7 +396,11 @@ func ForGroup(eff security.Effective, l Limits, command []string, binary, groupD
 		Command: cmd, Binary: binary, GroupDir: groupDir, SessionDir: sessionDir, IPCDir: ipcDir, Socket: socket,
 		AllowRead: eff.AllowRead, AllowWrite: eff.AllowWrite, DenyRead: eff.DenyRead, Limits: l,
 	})
+	p.Listen = GatewayAddr
 	if runtime.GOOS == "darwin" {
+		if socket != "" {
+			p.Listen = freeLoopback()
+		}
 		p.Profile = Profile(p)
 	}
 	return p
