@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/go-playground/validator/v10"
@@ -111,7 +112,10 @@ func ValidatePolicy(p *security.Policy, prefix string) []PolicyProblem {
 	if prefix != "" && p.Senders != nil {
 		out = append(out, PolicyProblem{key("senders"), fmt.Sprintf("%s: who may call the assistant is set per group: remove it here and run `nanoclawd groups set-security FOLDER --file OVERRIDE.json` with {\"senders\": [...]}", key("senders"))})
 	}
-	lists := map[string][]string{"denyRead": p.DenyRead, "allowRead": p.AllowRead, "allowWrite": p.AllowWrite, "senders": p.Senders}
+	if prefix != "" && p.Env != nil {
+		out = append(out, PolicyProblem{key("env"), fmt.Sprintf("%s: which secrets of agent.env may enter confined runs is set per group: remove it here and run `nanoclawd groups set-security FOLDER --file OVERRIDE.json` with {\"env\": [...]}", key("env"))})
+	}
+	lists := map[string][]string{"denyRead": p.DenyRead, "allowRead": p.AllowRead, "allowWrite": p.AllowWrite, "senders": p.Senders, "env": p.Env}
 	if p.Network != nil {
 		lists["network.allowedDomains"] = p.Network.AllowedDomains
 		lists["network.deniedDomains"] = p.Network.DeniedDomains
@@ -122,6 +126,20 @@ func ValidatePolicy(p *security.Policy, prefix string) []PolicyProblem {
 				k := fmt.Sprintf("%s[%d]", key(name), i)
 				out = append(out, PolicyProblem{k, fmt.Sprintf("%s is empty: remove the entry or write a path or domain", k)})
 			}
+		}
+	}
+	return out
+}
+
+// ValidateOverrideEnv checks a group override's env list against agent.env
+// of the config at configFile: a name not passed to agents at all would
+// silently do nothing.
+func ValidateOverrideEnv(p *security.Policy, agentEnv []string, configFile string) []PolicyProblem {
+	var out []PolicyProblem
+	for i, name := range p.Env {
+		if name != "" && !slices.Contains(agentEnv, name) {
+			k := fmt.Sprintf("env[%d]", i)
+			out = append(out, PolicyProblem{k, fmt.Sprintf("%s: %q is not in agent.env of %s; add it there first (env only lets a listed variable into this group's confined runs)", k, name, configFile)})
 		}
 	}
 	return out

@@ -41,7 +41,7 @@ import (
 
 // Credentials are the environment variables that carry a model-API
 // credential. A confined agent gets a placeholder in their place.
-var Credentials = []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN"}
+var Credentials = security.ModelCredentials
 
 // DefaultUpstream is the model API when the daemon's ANTHROPIC_BASE_URL is unset.
 const DefaultUpstream = "https://api.anthropic.com"

@@ -19,6 +19,9 @@ type Policy struct {
 	// Senders, in a group's override, are who may call its assistant (their
 	// channel id, e.g. a phone number); others' messages stay context.
 	Senders []string `json:"senders,omitempty" validate:"dive,required"`
+	// Env, in a group's override, names variables of agent.env that look
+	// like secrets and may still enter this group's confined runs.
+	Env []string `json:"env,omitempty" validate:"dive,required"`
 }
 
 // SenderAllowed tells whether sender (a channel id such as
