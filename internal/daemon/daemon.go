@@ -28,6 +28,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/router"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+	"github.com/nanoclawd/nanoclawd/internal/selftest"
 	"github.com/nanoclawd/nanoclawd/internal/status"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
@@ -62,6 +63,7 @@ type Daemon struct {
 	router      *router.Router
 	watcher     *ipc.Watcher
 	snapshots   *ipc.Snapshots
+	proof       *selftest.Verdict // the start-time security test (proof.go)
 	lock        *os.File
 
 	mu             sync.Mutex
@@ -124,10 +126,11 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	d.ledger = runner.NewLedger(d.db)
 	d.snapshots = ipc.NewSnapshots(cfg.Layout(), d.db, chats{d.messages, d.reg}, log.With().Str("part", "ipc").Logger())
 	d.sched = scheduler.New(d.db, cfg.Location(), d.queue, d.snapshots, log.With().Str("part", "scheduler").Logger())
+	d.proof = selftest.NewVerdict()
 	d.router = &router.Router{
 		Messages: d.messages, Groups: d.reg, Config: d.Config, Queue: d.queue, Outbox: d.outbox, Reporter: d.reporter,
 		Tokens: d.tokens, Tasks: tasks{d.sched, d.db}, Ledger: d.ledger, Typing: &d.channels, Binary: binary,
-		Log: log.With().Str("part", "router").Logger(), Snapshots: d.snapshots,
+		Log: log.With().Str("part", "router").Logger(), Snapshots: d.snapshots, Proof: d.proof,
 	}
 	if d.watcher, err = ipc.NewWatcher(ipc.Config{
 		IPCRoot: cfg.Layout().IPCRoot(), Layout: cfg.Layout(), DB: d.db, Tokens: d.tokens, Groups: ipcGroups{d.reg},
@@ -183,6 +186,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	goRun("ipc", d.watcher.Run)
 	goRun("groups", d.watchRegistry)
 	goRun("config", d.watchConfig)
+	goRun("security test", d.proveSandbox)
 	// The control socket is there whatever channels run, before "running"
 	// is logged, so `nanoclawd status` works as soon as the daemon is up.
 	if ln, err := status.Listen(status.SocketPath(cfg.DataDir)); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,13 +22,12 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/rs/zerolog"
 )
 
-// confine puts a non-main run in its OS sandbox: spec's command is wrapped,
-// its environment loses every real credential (placeholders instead, good
-// only through this run's gateway), and the gateway is started. The
-// returned func ends the gateway and tidies up after the run. If the
-// sandbox cannot be built the run fails closed and the main group is told.
+// confine puts a non-main run in its OS sandbox (Confine). If the sandbox
+// cannot be built, or the start-time proof found a boundary broken, the
+// run fails closed and the main group is told.
 func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group, eff security.Effective, spec *runner.Spec, sessionDir string) (*confinement, error) {
 	if err := sandbox.Probe(ctx); err != nil {
 		r.Log.Error().Err(err).Str("group", g.Folder).Msg("not starting the agent unconfined")
@@ -35,6 +35,53 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 			cfg.AssistantName, g.Folder, err))
 		return nil, runner.NoRetry(err)
 	}
+	if r.Proof != nil {
+		// The daemon told the main chat once when the proof failed.
+		if err := r.Proof.Wait(ctx); err != nil {
+			r.Log.Error().Err(err).Str("group", g.Folder).Msg("not starting the agent in a sandbox that does not hold")
+			return nil, runner.NoRetry(err)
+		}
+	}
+	c, err := Confine(ctx, Confinement{
+		Config: cfg, Policy: eff, Spec: spec, SessionDir: sessionDir, Binary: r.Binary,
+		Upstream: os.Getenv("ANTHROPIC_BASE_URL"), Reporter: r.Reporter, Log: r.Log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &confinement{Confined: c, router: r, group: g.Folder, stop: make(chan struct{})}, nil
+}
+
+// Confinement is what Confine needs to confine one run.
+type Confinement struct {
+	Config *config.Config
+	Policy security.Effective // the group's resolved policy
+	// Spec is the run: its Command is wrapped in the sandbox and its Env
+	// loses every real model credential (placeholders instead).
+	Spec       *runner.Spec
+	SessionDir string
+	Binary     string // this nanoclawd: sandbox-init and the MCP server
+	Upstream   string // the model API ("" = api.anthropic.com)
+	Reporter   gateway.Reporter
+	Log        zerolog.Logger
+	// Inside, when set, is what runs in the sandbox in place of the plan's
+	// agent command (`security test`'s probe: the same confinement,
+	// another program).
+	Inside []string
+}
+
+// Confined is one run's sandbox: its plan and its gateway.
+type Confined struct {
+	Plan    sandbox.Plan
+	Gateway *gateway.Run
+}
+
+// Confine builds the confinement of a non-main run, as every run of a
+// group and `nanoclawd security test` get it: the plan of what the run
+// sees, its gateway, and spec rewritten to start inside. Close ends the
+// gateway and tidies up after the run.
+func Confine(ctx context.Context, in Confinement) (*Confined, error) {
+	cfg, spec := in.Config, in.Spec
 	socket, err := gatewaySocket(cfg.Layout().Gateways())
 	if err != nil {
 		return nil, err
@@ -46,46 +93,68 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 			delete(spec.Env, name)
 		}
 	}
+	listen := sandbox.Listen()
 	gw, err := gateway.Open(socket, gateway.Config{
-		Group: g.Folder, AllowedDomains: eff.Network.AllowedDomains, DeniedDomains: eff.Network.DeniedDomains,
-		Upstream: os.Getenv("ANTHROPIC_BASE_URL"), Secrets: secrets, Reporter: r.Reporter, Log: r.Log,
+		Group: in.Policy.Group, AllowedDomains: in.Policy.Network.AllowedDomains, DeniedDomains: in.Policy.Network.DeniedDomains,
+		Upstream: in.Upstream, Secrets: secrets, Self: listen, Reporter: in.Reporter, Log: in.Log,
 	})
 	if err != nil {
 		return nil, err
 	}
+	// After the gateway: its socket is bound into the sandbox.
+	plan := sandbox.ForGroup(in.Policy, cfg.Agent.Limits.SandboxLimits(), spec.Command, in.Binary, spec.Dir, in.SessionDir, spec.IPCDir, socket)
+	if plan.Listen != listen {
+		plan.Listen = listen
+		plan.Profile = sandbox.Profile(plan)
+	}
+	c := &Confined{Plan: plan, Gateway: gw}
 	for name, ph := range gw.Env() {
 		spec.Env[name] = ph
 	}
-	home := cfg.Layout().SessionHome(g.Folder)
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		gw.Close()
-		return nil, fmt.Errorf("prepare %s: %w", home, err)
+	home := cfg.Layout().SessionHome(in.Policy.Group)
+	tmp := "/tmp" // the run's private /tmp
+	if runtime.GOOS == "darwin" {
+		tmp = filepath.Join(in.SessionDir, "tmp") // no private /tmp there: one in the run's own session
+	}
+	for _, d := range []string{home, tmp} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("prepare %s: %w", d, err)
+		}
 	}
 	// The runner resolves "~" in what an agent aims at against the owner's
 	// home, which is what denyRead names, not against its own.
 	spec.Env[protocol.EnvHostHome] = os.Getenv("HOME")
 	spec.Env["HOME"] = home
-	spec.Env["TMPDIR"] = "/tmp"
+	spec.Env["TMPDIR"] = tmp
 	delete(spec.Env, "ANTHROPIC_BASE_URL") // sandbox-init points it at the relay
 
-	plan := sandbox.ForGroup(eff, cfg.Agent.Limits.SandboxLimits(), spec.Command, r.Binary, spec.Dir, sessionDir, spec.IPCDir, socket)
-	cmd, err := sandbox.Command(plan, r.Binary, os.Getuid(), plan.Argv)
+	inside := plan.Argv
+	if in.Inside != nil {
+		inside = in.Inside
+	}
+	cmd, err := sandbox.Command(plan, in.Binary, os.Getuid(), inside)
 	if err != nil {
-		gw.Close()
+		c.Close()
 		return nil, runner.NoRetry(err)
 	}
 	spec.Command = cmd
 	spec.Lifeline = true
-	return &confinement{router: r, group: g.Folder, plan: plan, gw: gw, stop: make(chan struct{})}, nil
+	return c, nil
+}
+
+// Close ends the gateway and tidies up after the run.
+func (c *Confined) Close() {
+	c.Gateway.Close()
+	sandbox.Cleanup(c.Plan)
 }
 
 // confinement is one confined run: its plan, its gateway, and the watch
 // on what the kernel cannot limit (memory, disk).
 type confinement struct {
+	*Confined
 	router *Router
 	group  string
-	plan   sandbox.Plan
-	gw     *gateway.Run
 	stop   chan struct{}
 
 	mu   sync.Mutex
@@ -95,7 +164,7 @@ type confinement struct {
 // started watches the run whose sandbox has process id pid; a run that
 // goes over a limit is reported and its processes are killed.
 func (c *confinement) started(pid int) {
-	go sandbox.Watch(pid, c.plan.Workdir, c.plan.Limits, c.stop, func(what string) {
+	go sandbox.Watch(pid, c.Plan.Workdir, c.Plan.Limits, c.stop, func(what string) {
 		c.mu.Lock()
 		c.over = what
 		c.mu.Unlock()
@@ -119,8 +188,7 @@ func (c *confinement) exceeded() string {
 // done ends the gateway and the watch and tidies up after the run.
 func (c *confinement) done() {
 	close(c.stop)
-	c.gw.Close()
-	sandbox.Cleanup(c.plan)
+	c.Close()
 }
 
 // gatewaySocket is a fresh socket path for a run's gateway: in dir (the

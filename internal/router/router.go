@@ -53,6 +53,12 @@ type (
 	Snapshots interface {
 		Refresh(ctx context.Context, folder string, isMain bool) error
 	}
+	// Proof is the start-time proof of the confinement (`nanoclawd
+	// security test`): non-main runs wait for its verdict and fail closed
+	// on an error.
+	Proof interface {
+		Wait(ctx context.Context) error
+	}
 	// Ledger keeps the marks of running agents and each group's last run.
 	Ledger interface {
 		Mark(ctx context.Context, folder string, pid int) (int, error)
@@ -78,6 +84,8 @@ type Router struct {
 	// Snapshots, if set, refreshes the files an agent reads in its IPC
 	// directory before each run.
 	Snapshots Snapshots
+	// Proof, if set, is waited for before each non-main run.
+	Proof Proof
 
 	warm warm // agents started ahead (warm.go)
 }

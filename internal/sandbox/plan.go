@@ -63,9 +63,8 @@ type Plan struct {
 	Mounts  []Mount `json:"mounts"`
 	Network string  `json:"network"`
 	Gateway string  `json:"gateway"`
-	// Listen is the gateway's address inside the run: GatewayAddr in the
-	// run's own network namespace on Linux; on macOS, which has none, a
-	// free loopback port of the run's own, the only one its profile allows.
+	// Listen is the gateway's address inside the run (see Listen()); on
+	// macOS the only port its profile allows.
 	Listen string `json:"listen"`
 	Limits  Limits  `json:"limits"`
 	// Argv is agent.command with its program resolved in the daemon's PATH.
@@ -398,10 +397,18 @@ func ForGroup(eff security.Effective, l Limits, command []string, binary, groupD
 	})
 	p.Listen = GatewayAddr
 	if runtime.GOOS == "darwin" {
-		if socket != "" {
-			p.Listen = freeLoopback()
-		}
 		p.Profile = Profile(p)
 	}
 	return p
+}
+
+// Listen is where a new run's gateway is offered inside it: GatewayAddr
+// in the run's own network namespace on Linux; on macOS, which has none, a
+// free loopback port of the run's own (set it as Plan.Listen, then make
+// the Profile again).
+func Listen() string {
+	if runtime.GOOS == "darwin" {
+		return freeLoopback()
+	}
+	return GatewayAddr
 }
