@@ -66,7 +66,7 @@ type Plan struct {
 	// Listen is the gateway's address inside the run (see Listen()); on
 	// macOS the only port its profile allows.
 	Listen string `json:"listen"`
-	Limits  Limits  `json:"limits"`
+	Limits Limits `json:"limits"`
 	// Argv is agent.command with its program resolved in the daemon's PATH.
 	Argv []string `json:"command"`
 	// Workdir is the group's folder, the run's working directory.

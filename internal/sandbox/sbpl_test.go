@@ -52,7 +52,7 @@ func TestMacProfile(t *testing.T) {
 		`(allow network-outbound (remote ip "localhost:49152"))`,
 		`(allow network-bind network-inbound (local ip "localhost:49152"))`,
 		`(literal "/dev/null")`, `(literal "/dev/urandom")`, `(literal "/dev/dtracehelper")`,
-		`(allow file-read* (subpath "` + brew + `/Cellar/xz"))`,   // a dependency of a dependency
+		`(allow file-read* (subpath "` + brew + `/Cellar/xz"))`,    // a dependency of a dependency
 		`(allow file-read* (subpath "` + brew + `/Cellar/libuv"))`, // named by a tap's full name
 		`(allow file-read* (literal "` + brew + `/opt/icu4c@76"))`,
 		`(deny file-read* (subpath "` + brew + `") (subpath "/usr/local"))`,
