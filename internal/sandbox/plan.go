@@ -63,10 +63,7 @@ type Plan struct {
 	Mounts  []Mount `json:"mounts"`
 	Network string  `json:"network"`
 	Gateway string  `json:"gateway"`
-	// Listen is the gateway's address inside the run (see Listen()); on
-	// macOS the only port its profile allows.
-	Listen string `json:"listen"`
-	Limits Limits `json:"limits"`
+	Limits  Limits  `json:"limits"`
 	// Argv is agent.command with its program resolved in the daemon's PATH.
 	Argv []string `json:"command"`
 	// Workdir is the group's folder, the run's working directory.
@@ -76,6 +73,9 @@ type Plan struct {
 	Socket string `json:"socket,omitempty"`
 	// Profile is the macOS Seatbelt profile (set on macOS only).
 	Profile string `json:"profile,omitempty"`
+	// Listen is the gateway's address inside the run (see Listen()); on
+	// macOS the only port its profile allows.
+	Listen string `json:"listen"`
 }
 
 // Input is what a plan is made from. Paths are absolute.
@@ -400,15 +400,4 @@ func ForGroup(eff security.Effective, l Limits, command []string, binary, groupD
 		p.Profile = Profile(p)
 	}
 	return p
-}
-
-// Listen is where a new run's gateway is offered inside it: GatewayAddr
-// in the run's own network namespace on Linux; on macOS, which has none, a
-// free loopback port of the run's own (set it as Plan.Listen, then make
-// the Profile again).
-func Listen() string {
-	if runtime.GOOS == "darwin" {
-		return freeLoopback()
-	}
-	return GatewayAddr
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 )
@@ -204,6 +205,17 @@ func runtimeDeps(keg string) []string {
 		}
 	}
 	return out
+}
+
+// Listen is where a new run's gateway is offered inside it: GatewayAddr
+// in the run's own network namespace on Linux; on macOS, which has none, a
+// free loopback port of the run's own (set it as Plan.Listen, then make
+// the Profile again).
+func Listen() string {
+	if runtime.GOOS == "darwin" {
+		return freeLoopback()
+	}
+	return GatewayAddr
 }
 
 // freeLoopback is a loopback address with a port nothing listens on now,
