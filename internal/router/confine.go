@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -39,7 +40,7 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 		// The daemon told the main chat once when the proof failed.
 		if err := r.Proof.Wait(ctx); err != nil {
 			r.Log.Error().Err(err).Str("group", g.Folder).Msg("not starting the agent in a sandbox that does not hold")
-			return nil, runner.NoRetry(err)
+			return nil, runner.NoRetry(errSandboxBroken)
 		}
 	}
 	c, err := Confine(ctx, Confinement{
@@ -51,6 +52,10 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 	}
 	return &confinement{Confined: c, router: r, group: g.Folder, stop: make(chan struct{})}, nil
 }
+
+// errSandboxBroken is what a group is told when the start-time proof
+// failed (the details went to the owner).
+var errSandboxBroken = errors.New("the sandbox does not hold on this machine; the owner was told")
 
 // Confinement is what Confine needs to confine one run.
 type Confinement struct {
