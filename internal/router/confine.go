@@ -43,7 +43,7 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 			return nil, runner.NoRetry(errSandboxBroken)
 		}
 	}
-	c, err := Confine(ctx, Confinement{
+	c, err := Confine(Confinement{
 		Config: cfg, Policy: eff, Spec: spec, SessionDir: sessionDir, Binary: r.Binary,
 		Upstream: os.Getenv("ANTHROPIC_BASE_URL"), Reporter: r.Reporter, Log: r.Log,
 	})
@@ -85,7 +85,7 @@ type Confined struct {
 // group and `nanoclawd security test` get it: the plan of what the run
 // sees, its gateway, and spec rewritten to start inside. Close ends the
 // gateway and tidies up after the run.
-func Confine(ctx context.Context, in Confinement) (*Confined, error) {
+func Confine(in Confinement) (*Confined, error) {
 	cfg, spec := in.Config, in.Spec
 	socket, err := gatewaySocket(cfg.Layout().Gateways())
 	if err != nil {
