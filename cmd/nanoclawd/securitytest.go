@@ -6,8 +6,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/rs/zerolog"
-
 	"github.com/nanoclawd/nanoclawd/internal/selftest"
 )
 
@@ -30,7 +28,7 @@ func (c securityTest) Run(ctx context.Context, g *globals, args []string) error 
 	if err != nil {
 		return fmt.Errorf("find own binary: %w", err)
 	}
-	rep, err := selftest.Run(ctx, selftest.Options{Config: cfg, Binary: bin, Weaken: os.Getenv(selftest.WeakenEnv), Log: zerolog.Nop()})
+	rep, err := selftest.Run(ctx, selftest.Options{Config: cfg, Binary: bin, Weaken: os.Getenv(selftest.WeakenEnv)})
 	if err != nil {
 		return fmt.Errorf("the security test could not run, so nothing is proven: %w (see 'nanoclawd doctor')", err)
 	}

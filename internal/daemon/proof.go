@@ -15,8 +15,7 @@ import (
 // (fail closed) and the main chat is told once.
 func (d *Daemon) proveSandbox(ctx context.Context) error {
 	cfg := d.Config()
-	rep, err := selftest.Run(ctx, selftest.Options{Config: cfg, Binary: d.router.Binary, Weaken: os.Getenv(selftest.WeakenEnv),
-		Log: d.log.With().Str("part", "security test").Logger()})
+	rep, err := selftest.Run(ctx, selftest.Options{Config: cfg, Binary: d.router.Binary, Weaken: os.Getenv(selftest.WeakenEnv)})
 	if ctx.Err() != nil {
 		d.proof.Set(ctx.Err())
 		return nil

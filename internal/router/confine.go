@@ -126,6 +126,15 @@ func Confine(in Confinement) (*Confined, error) {
 			c.Close()
 			return nil, fmt.Errorf("prepare %s: %w", d, err)
 		}
+		if d == "/tmp" {
+			continue
+		}
+		// Whatever the umask was a moment ago (the local channel narrows
+		// it while it makes its socket).
+		if err := os.Chmod(d, 0o700); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("prepare %s: %w", d, err)
+		}
 	}
 	// The runner resolves "~" in what an agent aims at against the owner's
 	// home, which is what denyRead names, not against its own.

@@ -11,10 +11,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/router"
@@ -34,8 +37,22 @@ func (s *scene) mkdir(d string) error {
 	if _, err := os.Lstat(d); err == nil {
 		return fmt.Errorf("%s exists already: not testing over it", d)
 	}
-	if err := os.MkdirAll(d, 0o700); err != nil {
-		return fmt.Errorf("make %s for the test: %w", d, err)
+	// Each level made and set 0700 by itself: the daemon's process umask
+	// may be narrowed for a moment elsewhere (a socket being made).
+	var made []string
+	for p := d; ; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil || p == filepath.Dir(p) {
+			break
+		}
+		made = append(made, p)
+	}
+	for i := len(made) - 1; i >= 0; i-- {
+		if err := os.Mkdir(made[i], 0o700); err != nil && !os.IsExist(err) {
+			return fmt.Errorf("make %s for the test: %w", made[i], err)
+		}
+		if err := os.Chmod(made[i], 0o700); err != nil {
+			return fmt.Errorf("make %s for the test: %w", made[i], err)
+		}
 	}
 	s.remove = append(s.remove, d)
 	return nil
@@ -168,7 +185,7 @@ func (s *scene) probe(ctx context.Context, o Options, cfg *config.Config, eff se
 	spec := &runner.Spec{Command: cfg.Agent.Command, Dir: l.Group(eff.Group), IPCDir: string(l.IPC(eff.Group)),
 		Env: map[string]string{"PATH": os.Getenv("PATH"), "ANTHROPIC_API_KEY": "selftest-real-key-" + s.secret}}
 	c, err := router.Confine(router.Confinement{Config: cfg, Policy: eff, Spec: spec, SessionDir: l.Session(eff.Group),
-		Binary: o.Binary, Upstream: up.url, Reporter: discard{}, Log: o.Log, Inside: []string{o.Binary, "sandbox-probe"}})
+		Binary: o.Binary, Upstream: up.url, Reporter: discard{}, Log: zerolog.Nop(), Inside: []string{o.Binary, "sandbox-probe"}})
 	if err != nil {
 		return nil, fmt.Errorf("build the sandbox: %w", err)
 	}

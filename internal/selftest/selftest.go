@@ -18,8 +18,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
@@ -68,7 +66,6 @@ type Options struct {
 	// Weaken loosens the policy for one boundary, the way an operator
 	// could, so that a test sees the report name it (WeakenEnv).
 	Weaken string
-	Log    zerolog.Logger
 }
 
 // WeakenEnv, set to a boundary's name, makes `security test` loosen that
