@@ -175,7 +175,7 @@ func (r *Run) class(a netip.Addr) string {
 // own tells whether a is an address of one of this host's interfaces,
 // read at each connection (an interface may gain an address at any time).
 func (r *Run) own(a netip.Addr) bool {
-	addrs, err := r.hostAddrs()
+	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		return true // unknown: refuse rather than risk reaching home
 	}

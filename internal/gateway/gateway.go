@@ -69,8 +69,6 @@ type Config struct {
 	// Lookup resolves a name (default: the system resolver); tests put a
 	// resolver of their own here so no name must really lead anywhere.
 	Lookup func(ctx context.Context, host string) ([]netip.Addr, error)
-	// HostAddrs lists this host's own addresses (default net.InterfaceAddrs).
-	HostAddrs func() ([]net.Addr, error)
 }
 
 // Run is one run's gateway.
@@ -86,7 +84,6 @@ type Run struct {
 	closeOnce    sync.Once
 	dialer       *net.Dialer
 	lookup       func(ctx context.Context, host string) ([]netip.Addr, error)
-	hostAddrs    func() ([]net.Addr, error)
 }
 
 // Open starts a gateway for one run on a new Unix socket at socket.
@@ -121,14 +118,11 @@ func Open(socket string, cfg Config) (*Run, error) {
 		r.env[name] = ph
 	}
 	r.dialer = &net.Dialer{Timeout: 15 * time.Second, ControlContext: r.checkAddr}
-	r.lookup, r.hostAddrs = cfg.Lookup, cfg.HostAddrs
+	r.lookup = cfg.Lookup
 	if r.lookup == nil {
 		r.lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		}
-	}
-	if r.hostAddrs == nil {
-		r.hostAddrs = net.InterfaceAddrs
 	}
 	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 30 * time.Second}
 	go r.srv.Serve(ln)
