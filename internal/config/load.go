@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-playground/validator/v10"
 
+	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
@@ -122,9 +123,13 @@ func ValidatePolicy(p *security.Policy, prefix string) []PolicyProblem {
 	}
 	for name, list := range lists {
 		for i, s := range list {
+			k := fmt.Sprintf("%s[%d]", key(name), i)
 			if strings.TrimSpace(s) == "" {
-				k := fmt.Sprintf("%s[%d]", key(name), i)
 				out = append(out, PolicyProblem{k, fmt.Sprintf("%s is empty: remove the entry or write a path or domain", k)})
+			} else if strings.HasPrefix(name, "network.") {
+				if err := gateway.CheckRule(s); err != nil {
+					out = append(out, PolicyProblem{k, fmt.Sprintf("%s: %v", k, err)})
+				}
 			}
 		}
 	}

@@ -40,6 +40,32 @@ func parseRule(s string) rule {
 	return rule{name: host, port: port}
 }
 
+// CheckRule says what is wrong with a network list entry, or nil: a CIDR
+// that does not parse, a port out of range, or something that is neither
+// a name nor an address.
+func CheckRule(s string) error {
+	h, p, err := net.SplitHostPort(s)
+	if err != nil {
+		h = s
+	} else if !isPort(p) {
+		return fmt.Errorf("%q: the port must be a number 1-65535 (write host:port)", s)
+	}
+	h = strings.Trim(h, "[]")
+	if strings.Contains(h, "/") {
+		if _, err := netip.ParsePrefix(h); err != nil {
+			return fmt.Errorf("%q is not a CIDR such as 192.168.1.0/24 or fd00::/8", s)
+		}
+		return nil
+	}
+	if _, err := netip.ParseAddr(h); err == nil {
+		return nil
+	}
+	if h == "" || strings.ContainsAny(h, " /:@?#") || (strings.Contains(h, "*") && h != "*" && !strings.HasPrefix(h, "*.")) {
+		return fmt.Errorf("%q is not a domain (example.com, *.example.com, *), an address or a CIDR", s)
+	}
+	return nil
+}
+
 func isPort(p string) bool {
 	n, err := strconv.Atoi(p)
 	return err == nil && n > 0 && n < 65536

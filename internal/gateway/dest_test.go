@@ -248,3 +248,16 @@ func TestConnectTimeCheck(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckRule(t *testing.T) {
+	for rule, ok := range map[string]bool{
+		"example.com": true, "*.example.com": true, "*": true, "example.com:8443": true, "10.0.0.5": true,
+		"192.168.1.0/24": true, "192.168.1.0/24:5432": true, "[fd00::1]:8080": true, "fd00::/8": true,
+		"10.0.0.0/33": false, "example.com:0": false, "example.com:99999": false, "http://example.com": false,
+		"ex*ample.com": false, "user@example.com": false,
+	} {
+		if err := CheckRule(rule); (err == nil) != ok {
+			t.Errorf("CheckRule(%q) = %v, want ok %v", rule, err, ok)
+		}
+	}
+}
