@@ -173,7 +173,11 @@ func (c groupsSetSecurity) Run(ctx context.Context, g *globals, args []string) e
 	}
 	var override *security.Policy
 	if *file != "" {
-		if override, err = readOverride(*file); err != nil {
+		cfg, err := g.loadConfig()
+		if err != nil {
+			return err
+		}
+		if override, err = readOverride(*file, cfg); err != nil {
 			var errs config.Errors
 			if errors.As(err, &errs) {
 				for _, e := range errs {
@@ -212,11 +216,12 @@ func (c groupsSetSecurity) Run(ctx context.Context, g *globals, args []string) e
 }
 
 // overrideKeys are the keys of a per-group override (CONTRACT §3.2).
-const overrideKeys = "sandbox, tools, permissionMode, denyRead, allowRead, allowWrite, network, senders, budget"
+const overrideKeys = "sandbox, tools, permissionMode, denyRead, allowRead, allowWrite, network, senders, budget, env"
 
 // readOverride reads and validates a per-group override file, with the
-// same strictness and FILE:LINE:COL errors as the config.
-func readOverride(path string) (*security.Policy, error) {
+// same strictness and FILE:LINE:COL errors as the config; its env names
+// must be in agent.env of cfg.
+func readOverride(path string, cfg *config.Config) (*security.Policy, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read override: %w", err)
@@ -227,7 +232,7 @@ func readOverride(path string) (*security.Policy, error) {
 	if err != nil && (!errors.As(err, &errs) || pos == nil) {
 		return nil, err
 	}
-	for _, pr := range config.ValidatePolicy(&p, "") {
+	for _, pr := range append(config.ValidatePolicy(&p, ""), config.ValidateOverrideEnv(&p, cfg.Agent.Env, cfg.File)...) {
 		e := &config.Error{File: path, Line: 1, Col: 1, Key: pr.Key, Msg: pr.Msg}
 		if off, ok := pos[pr.Key]; ok {
 			e.Line, e.Col = config.LineCol(src, off)

@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
+	"github.com/nanoclawd/nanoclawd/internal/selftest"
 )
 
 // commands is the whole CLI, in the order 'nanoclawd help' lists it: each
@@ -33,6 +34,7 @@ var commands = []struct {
 	{"groups import", groupsImport{}, "import groups, tasks and sessions from NanoClaw: its SQLite database or registered_groups.json"},
 	{"groups reset-session", groupsResetSession{}, "start the group's next run with a fresh agent session"},
 	{"security show", securityShow{}, "a group's effective policy and the exact agent options and confinement it produces"},
+	{"security test", securityTest{}, "prove the confinement on this machine: probes confined as a non-main run report each boundary"},
 	{"violations", violations{}, "the audit trail of blocked actions"},
 	{"usage", usageCommand{}, "model usage counted at the relay: requests, tokens and cost per group"},
 	{"whatsapp login", whatsappLogin{}, "pair WhatsApp by QR code or pairing code, and register the main chat"},
@@ -55,6 +57,10 @@ func main() {
 		// The first process inside an agent's sandbox, started by the
 		// daemon: it handles its own signals and exits with the agent's status.
 		os.Exit(sandbox.Init(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "sandbox-probe" {
+		// The attacker `security test` starts inside a confined run.
+		os.Exit(selftest.Probe(os.Args[2:]))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := Main(ctx, os.Args[1:])

@@ -66,6 +66,14 @@ func (c securityShow) Run(ctx context.Context, g *globals, args []string) error 
 		fmt.Fprintf(w, "network allowed: %s\n", listOrNone(eff.Network.AllowedDomains, "no network for commands"))
 		fmt.Fprintf(w, "network denied:  %s\n", listOrNone(eff.Network.DeniedDomains, "none"))
 		fmt.Fprintf(w, "secrets hidden from commands: %s\n", strings.Join(eff.SecretEnv, ", "))
+		fmt.Fprintln(w, "agent.env entering confined runs:")
+		for _, v := range eff.Env.Enter {
+			fmt.Fprintf(w, "  %s  (%s)\n", v.Name, v.Why)
+		}
+		fmt.Fprintln(w, "agent.env held back:")
+		for _, v := range eff.Env.HeldBack {
+			fmt.Fprintf(w, "  %s  (%s)\n", v.Name, v.Why)
+		}
 		fmt.Fprintln(w, "denyRead:")
 		for _, p := range eff.DenyRead {
 			fmt.Fprintln(w, "  "+p)

@@ -263,6 +263,9 @@ func fixHint(v security.Violation) string {
 	case "agent.limits":
 		return "The limits of a confined run are agent.limits in the config (" + showCmd + " lists them); " +
 			"if the group needs more, raise them there, or ask it to work on less at once or clean up its folder."
+	case "relay":
+		return "No configuration change allows this: the model-API relay forwards only the Messages API (POST /v1/messages and its count_tokens), " +
+			"so the group's placeholder credential is good for nothing else of your account."
 	case "ipc":
 		return "No configuration change allows this: a group may only act for itself. " +
 			"If you did not expect it, look at what the group's agent was asked to do."

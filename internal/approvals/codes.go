@@ -44,7 +44,9 @@ func Offer(v security.Violation) (key, value string, ok bool) {
 		return "", "", false
 	}
 	switch {
-	case v.Kind == security.KindNetwork && v.Rule == "hostSecurity.network.allowedDomains":
+	case v.Kind == security.KindNetwork && v.Rule == "hostSecurity.network.allowedDomains" && !strings.Contains(v.Detail, "CIDR"):
+		// (A refusal that names a CIDR was of an address — private, local
+		// or the host's own — which no domain rule opens.)
 		key = KeyDomains
 		value, ok = domain(v.Target)
 	case v.Kind == security.KindFilesystem && v.Rule == "hostSecurity.allowWrite":

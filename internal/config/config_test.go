@@ -36,6 +36,8 @@ func TestLoadErrors(t *testing.T) {
 			[]string{`:1:28: hostSecurity.tools is empty`, "remove the key to allow every tool"}},
 		{"bypass refused", `{"hostSecurity": {"permissionMode": "bypassPermissions"}}`,
 			[]string{`:1:37: hostSecurity.permissionMode: "bypassPermissions" is only for the main group`}},
+		{"bad network rule", `{"hostSecurity": {"network": {"allowedDomains": ["ok.example", "10.0.0.0/33"]}}}`,
+			[]string{`hostSecurity.network.allowedDomains[1]: "10.0.0.0/33" is not a CIDR`}},
 		{"wrong type", `{"agent": {"maxConcurrent": "five"}}`,
 			[]string{`:1:29: agent.maxConcurrent must be a whole number, not a string`}},
 		{"range", `{"agent": {"maxConcurrent": 0}}`,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-playground/validator/v10"
 
+	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
@@ -126,17 +127,38 @@ func ValidatePolicy(p *security.Policy, prefix string) []PolicyProblem {
 		out = append(out, PolicyProblem{key("senders"), fmt.Sprintf("%s: who may call the assistant is set per group: remove it here and run `nanoclawd groups set-security FOLDER --file OVERRIDE.json` with {\"senders\": [...]}", key("senders"))})
 	}
 	out = append(out, validateBudget(p.Budget, prefix)...)
-	lists := map[string][]string{"denyRead": p.DenyRead, "allowRead": p.AllowRead, "allowWrite": p.AllowWrite, "senders": p.Senders}
+	if prefix != "" && p.Env != nil {
+		out = append(out, PolicyProblem{key("env"), fmt.Sprintf("%s: which secrets of agent.env may enter confined runs is set per group: remove it here and run `nanoclawd groups set-security FOLDER --file OVERRIDE.json` with {\"env\": [...]}", key("env"))})
+	}
+	lists := map[string][]string{"denyRead": p.DenyRead, "allowRead": p.AllowRead, "allowWrite": p.AllowWrite, "senders": p.Senders, "env": p.Env}
 	if p.Network != nil {
 		lists["network.allowedDomains"] = p.Network.AllowedDomains
 		lists["network.deniedDomains"] = p.Network.DeniedDomains
 	}
 	for name, list := range lists {
 		for i, s := range list {
+			k := fmt.Sprintf("%s[%d]", key(name), i)
 			if strings.TrimSpace(s) == "" {
-				k := fmt.Sprintf("%s[%d]", key(name), i)
 				out = append(out, PolicyProblem{k, fmt.Sprintf("%s is empty: remove the entry or write a path or domain", k)})
+			} else if strings.HasPrefix(name, "network.") {
+				if err := gateway.CheckRule(s); err != nil {
+					out = append(out, PolicyProblem{k, fmt.Sprintf("%s: %v", k, err)})
+				}
 			}
+		}
+	}
+	return out
+}
+
+// ValidateOverrideEnv checks a group override's env list against agent.env
+// of the config at configFile: a name not passed to agents at all would
+// silently do nothing.
+func ValidateOverrideEnv(p *security.Policy, agentEnv []string, configFile string) []PolicyProblem {
+	var out []PolicyProblem
+	for i, name := range p.Env {
+		if name != "" && !slices.Contains(agentEnv, name) {
+			k := fmt.Sprintf("env[%d]", i)
+			out = append(out, PolicyProblem{k, fmt.Sprintf("%s: %q is not in agent.env of %s; add it there first (env only lets a listed variable into this group's confined runs)", k, name, configFile)})
 		}
 	}
 	return out

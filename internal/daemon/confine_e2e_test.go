@@ -21,7 +21,8 @@ import (
 // groups' folders, sessions and IPC, a removed group's folder, every
 // /proc/*/environ and /etc/shadow; to write outside its folder; and to
 // reach a listener on the host's loopback directly and through the proxy
-// it is offered. Everything it gets hold of goes into its reply. The same
+// it is offered. Secrets of agent.env (a GitHub token, a database password,
+// …) never reach it. Everything it gets hold of goes into its reply. The same
 // program as the main group finds the canaries, so the probe works.
 func TestHostileAgentIsConfined(t *testing.T) {
 	canary := "CANARY-" + randHex(t)
@@ -80,9 +81,13 @@ func TestHostileAgentIsConfined(t *testing.T) {
 		Dir:  dir,
 		Home: home,
 		Agent: `"command": [` + e2e.Quote(e2e.Bin(t, "internal/hostileagent")) + `],
-			"env": ["ANTHROPIC_API_KEY", "HOSTILE_READ", "HOSTILE_WRITE", "HOSTILE_DIAL"]`,
+			"env": ["ANTHROPIC_API_KEY", "HOSTILE_READ", "HOSTILE_WRITE", "HOSTILE_DIAL",
+				"GITHUB_TOKEN", "DB_PASSWORD", "AWS_SECRET_ACCESS_KEY", "GCP_CREDENTIALS", "OPENAI_API_KEY"]`,
 		Env: []string{
 			"ANTHROPIC_API_KEY=" + realKey,
+			// Secrets of agent.env that are no model credential: held back.
+			"GITHUB_TOKEN=ghp-" + canary, "DB_PASSWORD=pw-" + canary, "AWS_SECRET_ACCESS_KEY=aws-" + canary,
+			"GCP_CREDENTIALS=gcp-" + canary, "OPENAI_API_KEY=sk-" + canary,
 			"HOSTILE_READ=" + strings.Join(reads, "\n"),
 			"HOSTILE_WRITE=" + strings.Join(append(outside, overwrite...), "\n"),
 			"HOSTILE_DIAL=" + ln.Addr().String(),

@@ -31,6 +31,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+	"github.com/nanoclawd/nanoclawd/internal/selftest"
 	"github.com/nanoclawd/nanoclawd/internal/status"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/nanoclawd/nanoclawd/internal/summary"
@@ -71,6 +72,7 @@ type Daemon struct {
 	backups     *backup.Schedule // nil without backup.every
 	daily       *summary.Daily   // nil without alerts.daily
 	usage       *usage.Store
+	proof       *selftest.Verdict // the start-time security test (proof.go)
 	lock        *os.File
 
 	mu             sync.Mutex
@@ -141,10 +143,11 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	d.usage = usage.NewStore(d.db)
 	d.snapshots = ipc.NewSnapshots(cfg.Layout(), d.db, chats{d.messages, d.reg}, log.With().Str("part", "ipc").Logger())
 	d.sched = scheduler.New(d.db, cfg.Location(), d.queue, d.snapshots, log.With().Str("part", "scheduler").Logger())
+	d.proof = selftest.NewVerdict()
 	d.router = &router.Router{
 		Messages: d.messages, Groups: d.reg, Config: d.Config, Queue: d.queue, Outbox: d.outbox, Reporter: d.reporter,
 		Tokens: d.tokens, Tasks: tasks{d.sched, d.db}, Ledger: d.ledger, Typing: &d.channels, Binary: binary,
-		Log: log.With().Str("part", "router").Logger(), Snapshots: d.snapshots, Usage: d.usage,
+		Log: log.With().Str("part", "router").Logger(), Snapshots: d.snapshots, Usage: d.usage, Proof: d.proof,
 		Owner: &approvals.Commands{
 			DB: d.db, Groups: d.reg, Config: d.Config, Queue: d.queue, Audit: d.reporter, Outbox: d.outbox,
 			Close: func(folder string) error {
@@ -231,6 +234,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.daily != nil {
 		goRun("summary", d.daily.Run)
 	}
+	goRun("security test", d.proveSandbox)
 	// The control socket is there whatever channels run, before "running"
 	// is logged, so `nanoclawd status` works as soon as the daemon is up.
 	if ln, err := status.Listen(status.SocketPath(cfg.DataDir)); err != nil {

@@ -19,11 +19,11 @@ import (
 // when they try to act as another group, and leave the daemon answering.
 
 // agentScript is the agent of these tests. It tells the test each run's
-// IPC token (in $NC_TOKENS/<folder>), answers three commands the stand-in
+// IPC token (in $NC_SCRATCH/<folder>), answers three commands the stand-in
 // agent has not got, and hands every other prompt to the stand-in agent.
 const agentScript = `#!/bin/sh
-printf '%s' "$NANOCLAW_IPC_TOKEN" > "$NC_TOKENS/$NANOCLAW_GROUP_FOLDER.tmp"
-mv "$NC_TOKENS/$NANOCLAW_GROUP_FOLDER.tmp" "$NC_TOKENS/$NANOCLAW_GROUP_FOLDER"
+printf '%s' "$NANOCLAW_IPC_TOKEN" > "$NC_SCRATCH/$NANOCLAW_GROUP_FOLDER.tmp"
+mv "$NC_SCRATCH/$NANOCLAW_GROUP_FOLDER.tmp" "$NC_SCRATCH/$NANOCLAW_GROUP_FOLDER"
 input=$(cat)
 frame() { printf '%s\n%s\n%s\n' '---NANOCLAW_OUTPUT_START---' "$1" '---NANOCLAW_OUTPUT_END---'; }
 case "$input" in
@@ -62,7 +62,7 @@ func writeAgentScript(tb testing.TB, dir string) string {
 
 // agentConfig is the "agent" config object that runs agentScript.
 func agentConfig(script string) string {
-	return `"command": [` + e2e.Quote(script) + `], "timeout": "60s", "idleTimeout": "60s", "env": ["NC_TOKENS"]`
+	return `"command": [` + e2e.Quote(script) + `], "timeout": "60s", "idleTimeout": "60s", "env": ["NC_SCRATCH"]`
 }
 
 // scratchSecurity lets confined agents write the test's scratch dir and
@@ -84,7 +84,7 @@ func newIPCInstall(t *testing.T, cooldown string) *ipcInstall {
 	t.Helper()
 	tokens := t.TempDir()
 	in := e2e.New(t, e2e.Options{Agent: agentConfig(writeAgentScript(t, t.TempDir())),
-		Alerts: `"cooldown": ` + e2e.Quote(cooldown), Env: []string{"NC_TOKENS=" + tokens},
+		Alerts: `"cooldown": ` + e2e.Quote(cooldown), Env: []string{"NC_SCRATCH=" + tokens},
 		Security: scratchSecurity(t, tokens)})
 	return &ipcInstall{Install: in, tokens: tokens}
 }

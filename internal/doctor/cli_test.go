@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -80,7 +81,7 @@ func TestDoctorOnATempInstall(t *testing.T) {
 	in := newInstall(t)
 	// Fresh: no runner built, no SDK, no main group, no key.
 	out, stderr, code := in.run("doctor")
-	if code != 1 || !strings.Contains(stderr, "4 check(s) need fixing") {
+	if code != 1 || !strings.Contains(stderr, "5 check(s) need fixing") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 	got := lines(out)
@@ -95,14 +96,18 @@ func TestDoctorOnATempInstall(t *testing.T) {
 		"agent sdk":    "FIX  agent sdk: @anthropic-ai/claude-agent-sdk is not installed",
 		"sandbox":      "ok   sandbox: bwrap (a test sandbox",
 		"confinement":  "ok   confinement: runs are uid ",
-		"whatsapp":     "ok   whatsapp: disabled",
-		"main group":   "FIX  main group: none registered",
-		"credentials":  "FIX  credentials: agent.env lists ANTHROPIC_API_KEY but it is not set",
-		"model api":    "ok   model api: no refusal",
-		"daemon":       "ok   daemon: not running",
+		// A fake bwrap starts nothing: nothing is proven.
+		"security test": "FIX  security test: could not run, so the sandbox is not proven here",
+		"whatsapp":      "ok   whatsapp: disabled",
+		"main group":    "FIX  main group: none registered",
+		"credentials":   "FIX  credentials: agent.env lists ANTHROPIC_API_KEY but it is not set",
+		"model api":     "ok   model api: no refusal",
+		"daemon":        "ok   daemon: not running",
 	})
 
-	// Provide each missing piece: every check passes and doctor exits 0.
+	// Provide each missing piece: every check passes but the security
+	// test, which a fake bwrap cannot pass (TestDoctorRunsTheSecurityTest
+	// runs the real one).
 	index := filepath.Join(in.dir, "agent-runner", "dist", "index.js")
 	pkg := filepath.Join(in.dir, "agent-runner", "node_modules", "@anthropic-ai", "claude-agent-sdk", "package.json")
 	os.MkdirAll(filepath.Dir(index), 0o755)
@@ -125,7 +130,7 @@ func TestDoctorOnATempInstall(t *testing.T) {
 	noKey := slices.Clip(in.env)
 	in.env = append(noKey, "ANTHROPIC_API_KEY=sk-test-not-printed")
 	out, stderr, code = in.run("doctor")
-	if code != 0 || strings.Contains(out, "FIX") {
+	if code != 1 || strings.Count(out, "FIX") != 1 || !strings.Contains(out, "FIX  security test:") {
 		t.Errorf("exit %d, stderr %q:\n%s", code, stderr, out)
 	}
 	if strings.Contains(out+stderr, "sk-test-not-printed") {
@@ -158,9 +163,27 @@ func TestDoctorOnATempInstall(t *testing.T) {
 		t.Errorf("exit %d", code)
 	}
 	expect(t, lines(out), map[string]string{
-		"whatsapp": "FIX  whatsapp: not paired: run 'nanoclawd whatsapp login'",
-		"sandbox":  "FIX  sandbox: bwrap is installed but cannot build an agent's sandbox (bwrap: No permissions to create new namespace)",
+		"whatsapp":      "FIX  whatsapp: not paired: run 'nanoclawd whatsapp login'",
+		"sandbox":       "FIX  sandbox: bwrap is installed but cannot build an agent's sandbox (bwrap: No permissions to create new namespace)",
+		"security test": "FIX  security test: not run until the sandbox check passes",
 	})
+}
+
+// With this machine's real bubblewrap, doctor runs `security test`: every
+// boundary holds, but those that wait for the kernel branch.
+func TestDoctorRunsTheSecurityTest(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("no bwrap here")
+	}
+	in := newInstall(t)
+	in.env = append(os.Environ(), "HOME="+in.dir)
+	out, _, _ := in.run("doctor")
+	line := lines(out)["security test"]
+	switch {
+	case strings.HasPrefix(line, "ok   security test: every boundary holds on this machine (home, data, groups, write, loopback, network, relay, namespace, setuid)"):
+	default:
+		t.Errorf("security test: %q\n%s", line, out)
+	}
 }
 
 func TestDoctorInvalidConfig(t *testing.T) {

@@ -1,6 +1,7 @@
 // Package doctor checks everything a nanoclawd run needs — config, SQLite,
 // node, the agent runner and its SDK, the sandbox tools, WhatsApp, a main
-// group, API credentials — and says for each what is there or what to do.
+// group, API credentials, and `security test` (the sandbox attacked on this
+// machine) — and says for each what is there or what to do.
 // Each check is a plain function returning one Result; they stand in one
 // file, in the order doctor prints them, so the file reads as the report.
 package doctor
@@ -29,6 +30,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/selftest"
 	"github.com/nanoclawd/nanoclawd/internal/setup"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
@@ -86,10 +88,14 @@ type Env struct {
 	GOOS     string
 	LookPath func(string) (string, error)
 	Getenv   func(string) string
+	Binary   string // this nanoclawd, which the security test confines
 }
 
 // System is the environment of this process.
-func System() Env { return Env{GOOS: runtime.GOOS, LookPath: exec.LookPath, Getenv: os.Getenv} }
+func System() Env {
+	bin, _ := os.Executable()
+	return Env{GOOS: runtime.GOOS, LookPath: exec.LookPath, Getenv: os.Getenv, Binary: bin}
+}
 
 // Run runs every check against the config at configPath, in order.
 func Run(ctx context.Context, configPath string, env Env) []Result {
@@ -97,7 +103,7 @@ func Run(ctx context.Context, configPath string, env Env) []Result {
 	out := []Result{res}
 	if cfg == nil {
 		out = append(out, Node(ctx, env, "node"), Sandbox(ctx, env, config.Default().Agent.RunAs.User()))
-		for _, c := range []string{"sqlite", "agent runner", "agent sdk", "whatsapp", "main group", "credentials", "model api"} {
+		for _, c := range []string{"sqlite", "agent runner", "agent sdk", "security test", "whatsapp", "main group", "credentials", "model api"} {
 			out = append(out, fix(c, "not checked until the config is valid"))
 		}
 		return out
@@ -108,7 +114,8 @@ func Run(ctx context.Context, configPath string, env Env) []Result {
 		defer db.Close()
 	}
 	script, res := AgentRunner(env, cfg.Agent.Command)
-	out = append(out, Node(ctx, env, nodeProgram(cfg.Agent.Command)), res, SDK(script), Sandbox(ctx, env, cfg.Agent.RunAs.User()), Confinement(cfg))
+	sb := Sandbox(ctx, env, cfg.Agent.RunAs.User())
+	out = append(out, Node(ctx, env, nodeProgram(cfg.Agent.Command)), res, SDK(script), sb, Confinement(cfg), SecurityTest(ctx, env, cfg, sb.OK))
 	pid, daemonRes := Daemon(cfg.DataDir)
 	out = append(out, WhatsApp(ctx, cfg, pid), MainGroup(ctx, db, cfg.GroupsDir), Credentials(ctx, env, cfg), ModelAPI(ctx, db), daemonRes)
 	if env.GOOS == "darwin" {
@@ -135,6 +142,27 @@ func Config(path string) (*config.Config, Result) {
 		return cfg, ok("config", "%s does not exist, so every setting is the default (copy the template to change them)", cfg.File)
 	}
 	return cfg, ok("config", "%s is valid", cfg.File)
+}
+
+// SecurityTest runs `nanoclawd security test`: the sandbox built and
+// attacked on this machine, so a broken boundary is never an all-clear.
+func SecurityTest(ctx context.Context, env Env, cfg *config.Config, sandboxOK bool) Result {
+	if !sandboxOK {
+		return fix("security test", "not run until the sandbox check passes")
+	}
+	rep, err := selftest.Run(ctx, selftest.Options{Config: cfg, Binary: env.Binary})
+	if err != nil {
+		return fix("security test", "could not run, so the sandbox is not proven here: %v", err)
+	}
+	broken := rep.Broken(nil)
+	if len(broken) == 0 {
+		return ok("security test", "every boundary holds on this machine (%s)", strings.Join(selftest.Boundaries, ", "))
+	}
+	r := fix("security test", "%d boundary(ies) of the sandbox do not hold here, so confined groups are not safe: see 'nanoclawd security test'; a newer nanoclawd or kernel, or the operating system's hardening, is the fix", len(broken))
+	for _, b := range broken {
+		r.More = append(r.More, b.Boundary+": "+b.Detail)
+	}
+	return r
 }
 
 // SQLite opens the database in dataDir (creating it if needed) and proves

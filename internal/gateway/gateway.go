@@ -4,29 +4,35 @@
 //
 //   - a forward proxy (CONNECT and plain HTTP with an absolute URL) that
 //     lets a request through only to a domain the group's
-//     network.allowedDomains names and deniedDomains does not; each
-//     refusal is reported as a network violation;
-//   - a relay to the model API (any other request): the agent holds a
-//     per-run placeholder credential, the relay swaps in the daemon's real
-//     one and streams the upstream's answer back unbuffered.
+//     network.allowedDomains names and deniedDomains does not, on ports
+//     443 and 80 unless a port is written, and never to an address that
+//     leads back into the host or its networks unless that address is
+//     written (dest.go);
+//   - a relay to the model API (a request for the gateway itself): only
+//     the Messages API's paths, with an allow-list of headers; the agent
+//     holds a per-run placeholder credential, the relay swaps in the
+//     daemon's real one and streams the upstream's answer back unbuffered
+//     (relay.go).
 //
-// The agent's own process never holds the real API key or OAuth token.
+// Every refusal is reported as a network violation. The agent's own
+// process never holds the real API key or OAuth token.
 package gateway
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/security"
@@ -35,7 +41,7 @@ import (
 
 // Credentials are the environment variables that carry a model-API
 // credential. A confined agent gets a placeholder in their place.
-var Credentials = []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN"}
+var Credentials = security.ModelCredentials
 
 // DefaultUpstream is the model API when the daemon's ANTHROPIC_BASE_URL is unset.
 const DefaultUpstream = "https://api.anthropic.com"
@@ -54,7 +60,10 @@ type Config struct {
 	Upstream string
 	// Secrets maps each credential variable the agent is given to the
 	// daemon's real value; Open makes a placeholder for each.
-	Secrets  map[string]string
+	Secrets map[string]string
+	// Self is the gateway's address as the run sees it (sandbox.Plan's
+	// Listen): a proxy request for exactly this address is for the relay.
+	Self     string
 	Reporter Reporter
 	Log      zerolog.Logger
 	// Meter, if set, is asked before each model request and told about
@@ -63,6 +72,9 @@ type Config struct {
 	// RelayOnly serves the relay and no forward proxy (an unconfined
 	// run's relay: it is not held to network rules).
 	RelayOnly bool
+	// Lookup resolves a name (default: the system resolver); tests put a
+	// resolver of their own here so no name must really lead anywhere.
+	Lookup func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
 // Run is one run's gateway.
@@ -76,7 +88,8 @@ type Run struct {
 	env          map[string]string // variable → placeholder
 	closed       chan struct{}
 	closeOnce    sync.Once
-	dial         func(ctx context.Context, network, addr string) (net.Conn, error)
+	dialer       *net.Dialer
+	lookup       func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
 // Open starts a gateway for one run on a new Unix socket at socket.
@@ -111,8 +124,13 @@ func serve(ln net.Listener, socket string, u *url.URL, cfg Config) *Run {
 		r.placeholders[ph] = real
 		r.env[name] = ph
 	}
-	d := &net.Dialer{Timeout: 15 * time.Second, ControlContext: r.checkAddr}
-	r.dial = d.DialContext
+	r.dialer = &net.Dialer{Timeout: 15 * time.Second, ControlContext: r.checkAddr}
+	r.lookup = cfg.Lookup
+	if r.lookup == nil {
+		r.lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
 	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 30 * time.Second}
 	go r.srv.Serve(ln)
 	return r
@@ -145,98 +163,44 @@ func (r *Run) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.relay(w, req)
 	case req.Method == http.MethodConnect:
 		r.connect(w, req)
-	case req.URL.IsAbs() && !isGateway(req.URL.Host):
+	case req.URL.IsAbs() && req.URL.Host != r.cfg.Self:
 		r.forward(w, req)
 	default:
 		r.relay(w, req)
 	}
 }
 
-// isGateway tells whether host is the gateway's own address inside the
-// sandbox (a client that sends even local requests through its proxy).
-func isGateway(host string) bool {
-	h, _, err := net.SplitHostPort(host)
-	if err != nil {
-		h = host
-	}
-	return h == "127.0.0.1" || h == "localhost" || h == "::1"
-}
-
-// refuse answers 403 and reports the attempt, naming the list that refused it.
-func (r *Run) refuse(w http.ResponseWriter, req *http.Request, host, why string) {
-	rule := "hostSecurity.network.allowedDomains"
-	if strings.Contains(why, "deniedDomains") {
-		rule = "hostSecurity.network.deniedDomains"
-	}
-	detail := fmt.Sprintf("%s %s refused by the egress gateway: %s", req.Method, host, why)
-	r.cfg.Log.Warn().Str("group", r.cfg.Group).Str("host", host).Msg(detail)
-	if r.cfg.Reporter != nil {
-		v := security.Violation{Time: time.Now().UTC(), Group: r.cfg.Group, Kind: security.KindNetwork, Tool: "network",
-			Target: host, Detail: detail, Action: "blocked", Rule: rule}
-		if err := r.cfg.Reporter.Report(context.WithoutCancel(req.Context()), v); err != nil {
-			r.cfg.Log.Error().Err(err).Str("group", r.cfg.Group).Msg("report a refused connection")
-		}
-	}
+// refuse answers 403 and reports the attempt with the reason and the
+// config key that decided it.
+func (r *Run) refuse(w http.ResponseWriter, req *http.Request, target string, ref *refusal) {
+	detail := fmt.Sprintf("%s %s refused by the egress gateway: %s", req.Method, target, ref.why)
+	r.report(req.Context(), target, detail, ref.rule)
 	http.Error(w, "nanoclaw sandbox: "+detail, http.StatusForbidden)
 }
 
-// allowed applies the group's domain lists to host (no port).
-func (r *Run) allowed(host string) (bool, string) {
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	for _, d := range r.cfg.DeniedDomains {
-		if Matches(d, host) {
-			return false, "listed in network.deniedDomains (" + d + ")"
-		}
+// report records one refusal as a network violation of the group.
+func (r *Run) report(ctx context.Context, target, detail, rule string) {
+	r.cfg.Log.Warn().Str("group", r.cfg.Group).Str("host", target).Msg(detail)
+	if r.cfg.Reporter == nil {
+		return
 	}
-	for _, d := range r.cfg.AllowedDomains {
-		if Matches(d, host) {
-			return true, ""
-		}
+	v := security.Violation{Time: time.Now().UTC(), Group: r.cfg.Group, Kind: security.KindNetwork, Tool: "network",
+		Target: target, Detail: detail, Action: "blocked", Rule: rule}
+	if err := r.cfg.Reporter.Report(context.WithoutCancel(ctx), v); err != nil {
+		r.cfg.Log.Error().Err(err).Str("group", r.cfg.Group).Msg("report a refused connection")
 	}
-	if len(r.cfg.AllowedDomains) == 0 {
-		return false, "network.allowedDomains is empty, so this group has no network"
-	}
-	return false, "not in network.allowedDomains"
 }
 
-// Matches tells whether a domain rule covers host: "*" any host,
-// "*.example.com" every subdomain of example.com, else the name itself.
-func Matches(rule, host string) bool {
-	rule = strings.ToLower(strings.TrimSuffix(rule, "."))
-	switch {
-	case rule == "*":
-		return true
-	case strings.HasPrefix(rule, "*."):
-		return strings.HasSuffix(host, rule[1:])
+// fail answers a connection that could not be made: a refusal (by policy,
+// at resolve or at connect) is a 403 and a violation, anything else (no
+// such name, the far end refused) a 502.
+func (r *Run) fail(w http.ResponseWriter, req *http.Request, host string, err error) {
+	var ref *refusal
+	if errors.As(err, &ref) {
+		r.refuse(w, req, host, ref)
+		return
 	}
-	return host == rule
-}
-
-// checkAddr refuses to connect a named host to a loopback, link-local or
-// unspecified address: an allowed domain must not lead back into the host.
-func (r *Run) checkAddr(ctx context.Context, network, address string, _ syscall.RawConn) error {
-	host, _, err := net.SplitHostPort(address)
-	if err != nil {
-		return err
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || ip.IsLoopback() || ip.IsUnspecified() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() {
-		if literal, _ := ctx.Value(literalKey{}).(string); literal != host {
-			return fmt.Errorf("%s resolves to %s, an address of this machine", address, host)
-		}
-	}
-	return nil
-}
-
-type literalKey struct{}
-
-// dialContext marks a host written as an IP literal, which an operator
-// may allow by naming it.
-func dialContext(ctx context.Context, host string) context.Context {
-	if net.ParseIP(host) != nil {
-		return context.WithValue(ctx, literalKey{}, host)
-	}
-	return ctx
+	http.Error(w, "nanoclaw gateway: "+err.Error(), http.StatusBadGateway)
 }
 
 func (r *Run) connect(w http.ResponseWriter, req *http.Request) {
@@ -244,13 +208,14 @@ func (r *Run) connect(w http.ResponseWriter, req *http.Request) {
 	if err != nil {
 		host, port = req.Host, "443"
 	}
-	if ok, why := r.allowed(host); !ok {
-		r.refuse(w, req, host, why)
+	addrs, err := r.resolve(req.Context(), host, port)
+	if err != nil {
+		r.fail(w, req, host, err)
 		return
 	}
-	up, err := r.dial(dialContext(req.Context(), host), "tcp", net.JoinHostPort(host, port))
+	up, err := r.dial(req.Context(), addrs, port)
 	if err != nil {
-		http.Error(w, "nanoclaw gateway: "+err.Error(), http.StatusBadGateway)
+		r.fail(w, req, host, err)
 		return
 	}
 	defer up.Close()
@@ -274,82 +239,28 @@ func (r *Run) connect(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
+// forward proxies a plain-HTTP request with an absolute URL; it connects
+// only to the addresses checked for it.
 func (r *Run) forward(w http.ResponseWriter, req *http.Request) {
-	host := req.URL.Hostname()
-	if ok, why := r.allowed(host); !ok {
-		r.refuse(w, req, host, why)
+	host, port := req.URL.Hostname(), req.URL.Port()
+	if port == "" {
+		port = map[string]string{"https": "443"}[req.URL.Scheme]
+		if port == "" {
+			port = "80"
+		}
+	}
+	addrs, err := r.resolve(req.Context(), host, port)
+	if err != nil {
+		r.fail(w, req, host, err)
 		return
 	}
 	tr := &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return r.dial(dialContext(ctx, host), network, addr)
-		},
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return r.dial(ctx, addrs, port) },
 	}
 	defer tr.CloseIdleConnections()
 	(&httputil.ReverseProxy{
-		Rewrite:   func(pr *httputil.ProxyRequest) { pr.Out.Host = pr.In.URL.Host },
-		Transport: tr,
+		Rewrite:      func(pr *httputil.ProxyRequest) { pr.Out.Host = pr.In.URL.Host },
+		Transport:    tr,
+		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) { r.fail(w, req, host, err) },
 	}).ServeHTTP(w, req)
-}
-
-// relay forwards a model-API request upstream with the real credential.
-func (r *Run) relay(w http.ResponseWriter, req *http.Request) {
-	real, ok := r.credential(req.Header)
-	if !ok {
-		http.Error(w, "nanoclaw gateway: this request carries no credential of a running agent", http.StatusUnauthorized)
-		return
-	}
-	if r.refused(w, req) {
-		return
-	}
-	if err := bufferBody(req); err != nil {
-		apiError(w, http.StatusRequestEntityTooLarge, "request_too_large", "nanoclaw gateway: "+err.Error())
-		return
-	}
-	(&httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(r.upstream)
-			pr.Out.Host = r.upstream.Host
-			if real != "" {
-				swap(pr.Out.Header, real)
-			}
-		},
-		Transport:      upstreamTransport,
-		FlushInterval:  -1, // stream the model's answer as it comes
-		ModifyResponse: r.metered,
-	}).ServeHTTP(w, req)
-}
-
-var upstreamTransport = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true,
-	MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second}
-
-// credential finds this run's placeholder in the request's credential
-// headers and returns the real value it stands for.
-func (r *Run) credential(h http.Header) (string, bool) {
-	select {
-	case <-r.closed:
-		return "", false
-	default:
-	}
-	if r.cfg.RelayOnly && len(r.placeholders) == 0 {
-		// An unconfined run the daemon has no credential for holds its
-		// own (the CLI's login): it passes as it is.
-		return "", true
-	}
-	for _, v := range []string{h.Get("X-Api-Key"), strings.TrimPrefix(h.Get("Authorization"), "Bearer ")} {
-		if real, ok := r.placeholders[v]; ok && v != "" {
-			return real, true
-		}
-	}
-	return "", false
-}
-
-// swap puts the real credential where the placeholder was.
-func swap(h http.Header, real string) {
-	if h.Get("X-Api-Key") != "" {
-		h.Set("X-Api-Key", real)
-	}
-	if strings.HasPrefix(h.Get("Authorization"), "Bearer ") {
-		h.Set("Authorization", "Bearer "+real)
-	}
 }

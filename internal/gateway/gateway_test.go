@@ -1,8 +1,8 @@
 package gateway
 
 import (
-	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -80,71 +80,13 @@ func TestRelaySwapsThePlaceholder(t *testing.T) {
 		t.Fatalf("relay: %d %q, upstream saw key %q path %q", resp.StatusCode, body, gotKey, gotPath)
 	}
 	gotKey = ""
-	if resp := post("sk-guess"); resp.StatusCode != http.StatusUnauthorized || gotKey != "" {
+	if resp := post("sk-guess"); resp.StatusCode != http.StatusUnauthorized || gotKey != "" || !isAPIError(resp) {
 		t.Errorf("a key that is no placeholder: %d, upstream saw %q", resp.StatusCode, gotKey)
 	}
 	other, _ := open(t, Config{Group: "work", Upstream: up.URL, Secrets: map[string]string{"ANTHROPIC_API_KEY": "sk-real"}})
 	other.Close()
 	if resp := post(other.Env()["ANTHROPIC_API_KEY"]); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("another run's placeholder: %d", resp.StatusCode)
-	}
-}
-
-// The proxy lets through only what allowedDomains names, reports every
-// refusal, and does not let a name lead back to this machine.
-func TestProxyAppliesTheDomainLists(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprint(c, "hello\n")
-			c.Close()
-		}
-	}()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	rep := &reports{}
-	run, _ := open(t, Config{Group: "family", AllowedDomains: []string{"127.0.0.1", "localhost", "*.example.com"},
-		DeniedDomains: []string{"bad.example.com"}, Reporter: rep})
-	connect := func(host string) string {
-		c, err := net.Dial("unix", run.socket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", host, host)
-		br := bufio.NewReader(c)
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			return err.Error()
-		}
-		if resp.StatusCode != 200 {
-			return resp.Status
-		}
-		line, _ := br.ReadString('\n')
-		return line
-	}
-	if got := connect("127.0.0.1:" + port); got != "hello\n" {
-		t.Errorf("an allowed address literal: %q", got)
-	}
-	if got := connect("localhost:" + port); !strings.HasPrefix(got, "502") {
-		t.Errorf("an allowed name that leads to this machine: %q", got)
-	}
-	for _, host := range []string{"bad.example.com:443", "evil.test:443"} {
-		if got := connect(host); !strings.HasPrefix(got, "403") {
-			t.Errorf("%s: %q, want 403", host, got)
-		}
-	}
-	rep.mu.Lock()
-	defer rep.mu.Unlock()
-	if len(rep.vs) != 2 || rep.vs[0].Target != "bad.example.com" || rep.vs[1].Target != "evil.test" || rep.vs[0].Kind != "network" || rep.vs[0].Group != "family" {
-		t.Errorf("reported: %+v", rep.vs)
 	}
 }
 
@@ -160,9 +102,27 @@ func TestMatches(t *testing.T) {
 		{"*.example.com", "example.com", false},
 		{"*.example.com", "badexample.com", false},
 		{"Example.COM.", "example.com", true},
+		{"*", "127.0.0.1", false},
+		{"*", "::1", false},
+		{"127.0.0.1", "127.0.0.1", true},
+		{"127.0.0.0/8", "127.0.0.2", true},
+		{"127.0.0.0/8:5432", "127.0.0.2", true},
+		{"192.168.1.0/24", "192.168.2.1", false},
+		{"[fd00::1]:8080", "fd00::1", true},
+		{"example.com:8443", "example.com", true},
 	} {
 		if got := Matches(c.rule, c.host); got != c.want {
 			t.Errorf("Matches(%q, %q) = %v", c.rule, c.host, got)
 		}
 	}
+}
+
+func isAPIError(resp *http.Response) bool {
+	var e struct {
+		Type  string
+		Error struct{ Type, Message string }
+	}
+	json.NewDecoder(resp.Body).Decode(&e)
+	resp.Body.Close()
+	return e.Type == "error" && strings.Contains(e.Error.Message, "nanoclaw sandbox")
 }

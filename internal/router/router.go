@@ -60,6 +60,12 @@ type (
 	Owner interface {
 		Handle(ctx context.Context, g groups.Group, m channel.Message) (bool, error)
 	}
+	// Proof is the start-time proof of the confinement (`nanoclawd
+	// security test`): non-main runs wait for its verdict and fail closed
+	// on an error.
+	Proof interface {
+		Wait(ctx context.Context) error
+	}
 	// Ledger keeps the marks of running agents and each group's last run.
 	Ledger interface {
 		Mark(ctx context.Context, folder string, pid int) (int, error)
@@ -88,6 +94,8 @@ type Router struct {
 	Snapshots Snapshots
 	// Usage keeps what every run's relay counts (meter.go).
 	Usage *usage.Store
+	// Proof, if set, is waited for before each non-main run.
+	Proof Proof
 
 	warm        warm        // agents started ahead (warm.go)
 	transcripts transcripts // voice notes being transcribed (transcripts.go)

@@ -69,6 +69,9 @@ func agentSpec(in specInput) (runner.Spec, error) {
 	}
 	env := pe.Vars()
 	for _, name := range cfg.Agent.Env {
+		if !in.Policy.Passes(name) {
+			continue // a secret kept out of a confined run
+		}
 		if v, ok := in.Getenv(name); ok {
 			env[name] = v
 		}

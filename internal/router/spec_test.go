@@ -14,16 +14,21 @@ import (
 func TestAgentSpec(t *testing.T) {
 	cfg := &config.Config{
 		AssistantName: "Andy", DataDir: "/d", GroupsDir: "/g",
-		Agent: config.Agent{Command: []string{"node", "agent.js"}, Env: []string{"HTTPS_PROXY", "UNSET"},
+		Agent: config.Agent{Command: []string{"node", "agent.js"}, Env: []string{"HTTPS_PROXY", "UNSET", "GITHUB_TOKEN"},
 			Timeout: config.Duration(time.Hour), IdleTimeout: config.Duration(time.Minute)},
 	}
 	withTZ := *cfg
 	withTZ.Timezone = "Europe/Berlin"
-	host := map[string]string{"HTTPS_PROXY": "http://proxy", "HOME": "/root"}
+	host := map[string]string{"HTTPS_PROXY": "http://proxy", "HOME": "/root", "GITHUB_TOKEN": "ghp-secret"}
 	getenv := func(name string) (string, bool) { v, ok := host[name]; return v, ok }
 	main := groups.Group{Folder: "main", JID: "local:main", IsMain: true}
 	fam := groups.Group{Folder: "family", JID: "local:family"}
-	pol := security.Effective{Group: "family", Tools: []string{"Read"}, SDKOptions: map[string]any{"tools": []string{"Read"}}}
+	// As security.Resolve sorts agent.env: GITHUB_TOKEN looks like a
+	// secret and is held back from the confined group, not from main.
+	pol := security.Effective{Group: "family", Tools: []string{"Read"}, SDKOptions: map[string]any{"tools": []string{"Read"}},
+		Env: security.EnvPolicy{Enter: []security.EnvVar{{Name: "HTTPS_PROXY"}, {Name: "UNSET"}}, HeldBack: []security.EnvVar{{Name: "GITHUB_TOKEN"}}}}
+	mainPol := security.Effective{Group: "main", IsMain: true,
+		Env: security.EnvPolicy{Enter: []security.EnvVar{{Name: "HTTPS_PROXY"}, {Name: "UNSET"}, {Name: "GITHUB_TOKEN"}}}}
 	base := map[string]string{
 		"NANOCLAW_GROUP_FOLDER": "family", "NANOCLAW_CHAT_JID": "local:family", "NANOCLAW_IS_MAIN": "0",
 		"NANOCLAW_GROUP_DIR": "/g/family", "NANOCLAW_IPC_DIR": "/d/ipc/family", "NANOCLAW_IPC_TOKEN": "tok",
@@ -51,8 +56,8 @@ func TestAgentSpec(t *testing.T) {
 	}{
 		{name: "group", in: specInput{Group: fam, Config: cfg, Policy: pol, Prompt: "hi"}, env: base, security: true},
 		{name: "main has no global memory and no policy in its input",
-			in: specInput{Group: main, Config: cfg, Prompt: "hi"},
-			env: with(base, "NANOCLAW_GROUP_FOLDER", "main", "NANOCLAW_CHAT_JID", "local:main", "NANOCLAW_IS_MAIN", "1",
+			in: specInput{Group: main, Config: cfg, Policy: mainPol, Prompt: "hi"},
+			env: with(base, "GITHUB_TOKEN", "ghp-secret", "NANOCLAW_GROUP_FOLDER", "main", "NANOCLAW_CHAT_JID", "local:main", "NANOCLAW_IS_MAIN", "1",
 				"NANOCLAW_GROUP_DIR", "/g/main", "NANOCLAW_IPC_DIR", "/d/ipc/main", "NANOCLAW_SESSION_DIR", "/d/sessions/main",
 				"NANOCLAW_GLOBAL_MEMORY", "")},
 		{name: "timezone", in: specInput{Group: fam, Config: &withTZ, Policy: pol, Prompt: "hi"},

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -128,7 +129,7 @@ func InitArgs(binary string, p Plan, command []string) []string {
 		"--fsize", strconv.FormatInt(p.Limits.FileSize, 10),
 	}
 	if p.Socket != "" {
-		a = append(a, "--gateway", p.Socket, "--listen", GatewayAddr)
+		a = append(a, "--gateway", p.Socket, "--listen", cmp.Or(p.Listen, GatewayAddr))
 	}
 	return append(append(a, "--"), command...)
 }
@@ -140,13 +141,8 @@ func Command(p Plan, binary string, u User, command []string) (Launch, error) {
 	case "linux":
 		return bwrapLaunch(p, u, inner)
 	case "darwin":
-		// No network namespace: every run would want the same loopback
-		// port, so each takes a free one (sandbox-init tells its agent which).
-		for i, a := range inner {
-			if a == GatewayAddr {
-				inner[i] = "127.0.0.1:0"
-			}
-		}
+		// No network namespace: each run has a loopback port of its own
+		// (Plan.Listen), the only one its profile lets it reach.
 		return Launch{Argv: append([]string{"/usr/bin/sandbox-exec", "-p", Profile(p)}, inner...), User: u}, nil
 	}
 	return Launch{}, fmt.Errorf("%w: no sandbox for %s (only Linux with bubblewrap and macOS)", ErrUnavailable, runtime.GOOS)

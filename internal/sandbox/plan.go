@@ -70,7 +70,7 @@ type Plan struct {
 	// Workdir is the group's folder, the run's working directory.
 	Workdir string `json:"workdir"`
 	// Socket is the host path of the run's gateway socket, bound in at
-	// the same path; sandbox-init serves it on GatewayAddr.
+	// the same path; sandbox-init serves it on Listen.
 	Socket string `json:"socket,omitempty"`
 	// Profile is the macOS Seatbelt profile (set on macOS only).
 	Profile string `json:"profile,omitempty"`
@@ -81,6 +81,9 @@ type Plan struct {
 	// Problems are paths the run, as RunAs, could not use as planned
 	// (security show and doctor print them with the fix).
 	Problems []Problem `json:"problems,omitempty"`
+	// Listen is the gateway's address inside the run (see Listen()); on
+	// macOS the only port its profile allows.
+	Listen string `json:"listen"`
 }
 
 // Input is what a plan is made from. Paths are absolute.
@@ -400,6 +403,7 @@ func ForGroup(eff security.Effective, l Limits, u User, command []string, binary
 		AllowRead: eff.AllowRead, AllowWrite: eff.AllowWrite, DenyRead: eff.DenyRead, Limits: l,
 	})
 	p.RunAs, p.Seccomp = u, SeccompPolicy
+	p.Listen = GatewayAddr
 	if runtime.GOOS == "darwin" {
 		p.Profile = Profile(p)
 	}

@@ -21,6 +21,9 @@ type Policy struct {
 	Senders []string `json:"senders,omitempty" validate:"dive,required"`
 	// Budget, in a group's override, limits what its model requests cost.
 	Budget *Budget `json:"budget,omitempty"`
+	// Env, in a group's override, names variables of agent.env that look
+	// like secrets and may still enter this group's confined runs.
+	Env []string `json:"env,omitempty" validate:"dive,required"`
 }
 
 // SenderAllowed tells whether sender (a channel id such as

@@ -48,7 +48,26 @@ type Effective struct {
 	AllowWrite     []string       `json:"allowWrite"`
 	Network        Network        `json:"network"`
 	SecretEnv      []string       `json:"secretEnv"`
+	Env            EnvPolicy      `json:"env"`
 	SDKOptions     map[string]any `json:"sdkOptions,omitempty"`
+}
+
+// EnvPolicy is what of agent.env enters the group's runs, and what is
+// held back from a confined one, each with the reason.
+type EnvPolicy struct {
+	Enter    []EnvVar `json:"enter"`
+	HeldBack []EnvVar `json:"heldBack"`
+}
+
+// EnvVar is one name of agent.env and why it enters or is held back.
+type EnvVar struct {
+	Name string `json:"name"`
+	Why  string `json:"why"`
+}
+
+// Passes tells whether the variable name of agent.env enters the group's runs.
+func (e Effective) Passes(name string) bool {
+	return slices.ContainsFunc(e.Env.Enter, func(v EnvVar) bool { return v.Name == name })
 }
 
 // Resolve merges the global policy with a group's override (docs/configuration.md, "Per-group overrides")
@@ -63,6 +82,7 @@ func Resolve(global Policy, g Group, h Host) Effective {
 			PermissionMode: "bypassPermissions", SettingSources: []string{"user", "project"},
 			DenyRead: []string{}, DenyWrite: []string{}, AllowRead: []string{}, AllowWrite: []string{}, SecretEnv: []string{},
 			Network: Network{AllowedDomains: []string{}, DeniedDomains: []string{}},
+			Env:     envPolicy(h.AgentEnv, nil, true),
 		}
 		e.SDKOptions = map[string]any{
 			"cwd":                             groupDir,
@@ -120,6 +140,7 @@ func Resolve(global Policy, g Group, h Host) Effective {
 	e.AllowRead = dedupe(append(append(abs(global.AllowRead), abs(o.AllowRead)...), h.Layout.Global()))
 	e.AllowWrite = dedupe(append(append(abs(global.AllowWrite), abs(o.AllowWrite)...), groupDir))
 	e.SecretEnv = secretEnv(h.AgentEnv)
+	e.Env = envPolicy(h.AgentEnv, o.Env, false)
 	e.SDKOptions = sdkOptions(e, groupDir)
 	return e
 }
@@ -227,24 +248,60 @@ func absPath(h Host, p string) string {
 	}
 }
 
+// ModelCredentials are the variables that carry a model-API credential:
+// a confined run holds a per-run placeholder in their place, which only
+// its gateway's relay turns into the real one.
+var ModelCredentials = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"}
+
 // alwaysSecret are held by every agent process and never given to the
 // commands it runs.
-var alwaysSecret = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "NANOCLAW_IPC_TOKEN"}
+var alwaysSecret = append(slices.Clone(ModelCredentials), "NANOCLAW_IPC_TOKEN")
 
 var secretWords = []string{"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION", "PRIVATE"}
+
+// LooksSecret returns the word that makes a variable's name look like a
+// secret, or "".
+func LooksSecret(name string) string {
+	upper := strings.ToUpper(name)
+	for _, w := range secretWords {
+		if strings.Contains(upper, w) {
+			return w
+		}
+	}
+	return ""
+}
 
 func secretEnv(agentEnv []string) []string {
 	out := slices.Clone(alwaysSecret)
 	for _, name := range agentEnv {
-		upper := strings.ToUpper(name)
-		for _, w := range secretWords {
-			if strings.Contains(upper, w) {
-				out = append(out, name)
-				break
-			}
+		if LooksSecret(name) != "" {
+			out = append(out, name)
 		}
 	}
 	return dedupe(out)
+}
+
+// envPolicy sorts agent.env for one group: the main group gets it all; a
+// confined run gets the model credentials as placeholders, and a name
+// that looks like a secret only when the group's override lists it.
+func envPolicy(agentEnv, allowed []string, isMain bool) EnvPolicy {
+	e := EnvPolicy{Enter: []EnvVar{}, HeldBack: []EnvVar{}}
+	for _, name := range dedupe(agentEnv) {
+		word := LooksSecret(name)
+		switch {
+		case isMain:
+			e.Enter = append(e.Enter, EnvVar{name, "the main group is not confined"})
+		case slices.Contains(ModelCredentials, name):
+			e.Enter = append(e.Enter, EnvVar{name, "as a placeholder of each run; the relay holds the real credential"})
+		case word == "":
+			e.Enter = append(e.Enter, EnvVar{name, "does not look like a secret"})
+		case slices.Contains(allowed, name):
+			e.Enter = append(e.Enter, EnvVar{name, "looks like a secret (" + word + "), listed in the group's override \"env\""})
+		default:
+			e.HeldBack = append(e.HeldBack, EnvVar{name, "looks like a secret (" + word + "); list it in the group's override \"env\" to let it in"})
+		}
+	}
+	return e
 }
 
 func pick(o, g *bool, def bool) bool {

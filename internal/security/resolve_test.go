@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nanoclawd/nanoclawd/internal/layout"
@@ -171,5 +172,40 @@ func TestGolden(t *testing.T) {
 				t.Errorf("sdkOptions for %s differ from %s:\n%s", name, path, got)
 			}
 		})
+	}
+}
+
+// Each name of agent.env that looks like a secret is held back from a
+// confined run unless the group's override lets it in; the model
+// credentials enter as placeholders; the main group gets everything.
+func TestEnvPolicy(t *testing.T) {
+	h := host
+	h.AgentEnv = []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "GITHUB_TOKEN", "DB_PASSWORD", "AWS_SECRET_ACCESS_KEY",
+		"OPENAI_API_KEY", "GCP_CREDENTIALS", "LANG", "HOSTILE_READ"}
+	e := Resolve(Policy{}, Group{Folder: "family", Override: &Policy{Env: []string{"DB_PASSWORD", "NOT_IN_AGENT_ENV"}}}, h)
+	names := func(vs []EnvVar) string {
+		var out []string
+		for _, v := range vs {
+			out = append(out, v.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	if got := names(e.Env.Enter); got != "ANTHROPIC_API_KEY,CLAUDE_CODE_OAUTH_TOKEN,DB_PASSWORD,LANG,HOSTILE_READ" {
+		t.Errorf("enter: %s", got)
+	}
+	if got := names(e.Env.HeldBack); got != "GITHUB_TOKEN,AWS_SECRET_ACCESS_KEY,OPENAI_API_KEY,GCP_CREDENTIALS" {
+		t.Errorf("held back: %s", got)
+	}
+	for _, v := range e.Env.HeldBack {
+		if !strings.Contains(v.Why, `override "env"`) {
+			t.Errorf("%s held back without the fix: %q", v.Name, v.Why)
+		}
+	}
+	if e.Passes("GITHUB_TOKEN") || !e.Passes("DB_PASSWORD") || e.Passes("NOT_IN_AGENT_ENV") {
+		t.Error("Passes disagrees with the lists")
+	}
+	m := Resolve(Policy{}, Group{Folder: "main", IsMain: true}, h)
+	if len(m.Env.HeldBack) != 0 || !m.Passes("GITHUB_TOKEN") {
+		t.Errorf("main: %+v", m.Env)
 	}
 }

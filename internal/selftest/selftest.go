@@ -1,0 +1,207 @@
+// Package selftest is `nanoclawd security test`: it proves the
+// confinement on the machine it runs on. It builds the sandbox a non-main
+// run gets (router.Confine: the same plan, gateway and command line) around
+// a probe (`nanoclawd sandbox-probe`, probe.go) that attacks it, against
+// canaries it plants and listeners it opens, and reports each boundary as
+// held or BROKEN with what was reached. What it planted is removed again.
+package selftest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/security"
+)
+
+// Boundaries are what the test proves, in the order it reports them.
+var Boundaries = []string{"home", "data", "groups", "write", "loopback", "network", "relay", "namespace", "setuid"}
+
+// Result is one boundary's verdict.
+type Result struct {
+	Boundary string `json:"boundary"`
+	Status   string `json:"status"` // "held" or "BROKEN"
+	Detail   string `json:"detail"`
+}
+
+// Held tells whether the boundary held.
+func (r Result) Held() bool { return r.Status == "held" }
+
+// Report is the whole verdict.
+type Report struct {
+	OS         string   `json:"os"`
+	OK         bool     `json:"ok"`
+	Boundaries []Result `json:"boundaries"`
+}
+
+// Broken lists the boundaries that did not hold, but those in except.
+func (r Report) Broken(except []string) []Result {
+	var out []Result
+	for _, b := range r.Boundaries {
+		if !b.Held() && !slices.Contains(except, b.Boundary) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// Options say where to test.
+type Options struct {
+	Config *config.Config
+	Binary string // this nanoclawd: sandbox-init and the probe
+	Home   string // the owner's home ("" = this user's)
+	// Weaken loosens the policy for one boundary, the way an operator
+	// could, so that a test sees the report name it (WeakenEnv).
+	Weaken string
+}
+
+// WeakenEnv, set to a boundary's name, makes `security test` loosen that
+// boundary (home, data, groups, write, loopback or network): a way to see
+// it report a broken one.
+const WeakenEnv = "NANOCLAWD_SECURITY_TEST_WEAKEN"
+
+// Run proves the confinement and cleans up after itself. An error means
+// the test itself could not be made (no sandbox here, the probe did not
+// run): nothing is proven then.
+func Run(ctx context.Context, o Options) (Report, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cfg := o.Config
+	if o.Home == "" {
+		o.Home, _ = os.UserHomeDir()
+	}
+	id := randID()
+	secret := "nanoclawd-canary-" + id
+	l := cfg.Layout()
+	s := &scene{secret: secret}
+	defer s.cleanup()
+
+	// The run's own group, and another group with notes of its own.
+	probe, other := "selftest-"+id, "selftest-other-"+id
+	for _, d := range []string{l.Group(probe), l.Session(probe), string(l.IPC(probe)), l.Group(other)} {
+		if err := s.mkdir(d); err != nil {
+			return Report{}, err
+		}
+	}
+	canaries := map[string]string{
+		"home":   filepath.Join(o.Home, ".nanoclawd-selftest-"+id),
+		"data":   filepath.Join(cfg.DataDir, "selftest-"+id),
+		"groups": filepath.Join(l.Group(other), "notes.md"),
+	}
+	for _, p := range canaries {
+		if err := s.plant(p); err != nil {
+			return Report{}, err
+		}
+	}
+	writes := []string{filepath.Join(cfg.DataDir, "selftest-write-"+id), filepath.Join(o.Home, ".nanoclawd-selftest-write-"+id),
+		filepath.Join(l.Group(other), "written-"+id), filepath.Join(filepath.Dir(cfg.File), ".nanoclawd-selftest-write-"+id)}
+	for _, p := range writes {
+		s.remove = append(s.remove, p)
+	}
+	setuidFile := filepath.Join(l.Group(probe), "setuid-"+id)
+
+	// What the network probes aim at: a listener on the host's loopback,
+	// one on an address of the host that is not loopback (offline it
+	// stands in for the network beyond), and the model API's stand-in.
+	loop, err := s.listen("127.0.0.1:0")
+	if err != nil {
+		return Report{}, err
+	}
+	var lan *listener
+	if a := hostAddr(); a != "" {
+		if lan, err = s.listen(net.JoinHostPort(a, "0")); err != nil {
+			return Report{}, err
+		}
+	}
+	up, err := s.upstream()
+	if err != nil {
+		return Report{}, err
+	}
+
+	// The policy: the global one, with "*" as the network (the widest an
+	// operator writes), as for a group without an override, and a name
+	// allowed on the loopback listener's port: the gateway must refuse it
+	// for where it leads.
+	_, loopPort, _ := net.SplitHostPort(loop.addr)
+	global := cfg.HostSecurity
+	global.Network = &security.Network{AllowedDomains: []string{"*", "localhost:" + loopPort}}
+	folders := []string{probe, other}
+	switch o.Weaken {
+	case "":
+	case "home":
+		global.AllowRead = append(slices.Clone(global.AllowRead), o.Home)
+	case "data":
+		global.AllowRead = append(slices.Clone(global.AllowRead), cfg.DataDir)
+	case "groups":
+		folders = []string{probe} // as if the other group were not registered
+		global.AllowRead = append(slices.Clone(global.AllowRead), l.Group(other))
+	case "write":
+		global.AllowWrite = append(slices.Clone(global.AllowWrite), cfg.DataDir)
+	case "loopback":
+		global.Network.AllowedDomains = append(global.Network.AllowedDomains, loop.addr)
+	case "network":
+		if lan == nil {
+			return Report{}, errors.New("no address of this host besides loopback to weaken the network boundary with")
+		}
+		global.Network.AllowedDomains = append(global.Network.AllowedDomains, lan.addr)
+	default:
+		return Report{}, fmt.Errorf("%s=%q: weaken one of home, data, groups, write, loopback, network", WeakenEnv, o.Weaken)
+	}
+	eff := security.Resolve(global, security.Group{Folder: probe}, cfg.SecurityHost(folders))
+
+	task := Task{Secret: secret, Read: []string{canaries["home"], canaries["data"], canaries["groups"]}, Write: writes,
+		Dial: []string{loop.addr}, Tunnel: []string{loop.addr, "localhost:" + loopPort}, Get: []string{"http://" + loop.addr + "/", "http://localhost:" + loopPort + "/"},
+		Relay:  []string{"POST /v1/messages?beta=true", "GET /v1/files", "DELETE /v1/files/file_x", "POST /v1/messages/batches", "GET /v1/models"},
+		Setuid: setuidFile}
+	if lan != nil {
+		task.Dial = append(task.Dial, lan.addr)
+		task.Tunnel = append(task.Tunnel, lan.addr)
+		task.Get = append(task.Get, "http://"+lan.addr+"/")
+	}
+	found, err := s.probe(ctx, o, cfg, eff, up, task)
+	if err != nil {
+		return Report{}, err
+	}
+	rep := Report{OS: runtime.GOOS, OK: true}
+	verdict := func(name, broken string) {
+		r := Result{Boundary: name, Status: "held"}
+		if broken != "" {
+			r.Status, r.Detail = "BROKEN", broken
+			rep.OK = false
+		}
+		rep.Boundaries = append(rep.Boundaries, r)
+	}
+	for _, name := range []string{"home", "data", "groups"} {
+		verdict(name, reachedOf(found, "read", canaries[name], "read "+canaries[name]))
+	}
+	var wrote []string
+	for _, p := range writes {
+		if _, err := os.Lstat(p); err == nil {
+			wrote = append(wrote, p)
+		}
+	}
+	verdict("write", joinIf("wrote ", wrote))
+	verdict("loopback", s.network(found, loop, "the host's loopback"))
+	beyond := ""
+	if lan != nil {
+		beyond = s.network(found, lan, "an address of the host")
+	}
+	if runtime.GOOS == "linux" { // macOS runs share the host's interfaces; the profile is the boundary there
+		if f := find(found, "interfaces", ""); f != nil && f.Reached {
+			beyond = strings.TrimPrefix(beyond+"; the run has network interfaces: "+f.Detail, "; ")
+		}
+	}
+	verdict("network", beyond)
+	verdict("relay", up.verdict(found))
+	verdict("namespace", reachedOf(found, "namespace", "", ""))
+	verdict("setuid", setuidVerdict(setuidFile, found))
+	return rep, nil
+}
