@@ -85,8 +85,8 @@ func TestDoctorOnATempInstall(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 	got := lines(out)
-	if len(got) != 11 {
-		t.Errorf("%d check lines, want 11:\n%s", len(got), out)
+	if len(got) != 13 {
+		t.Errorf("%d check lines, want 13:\n%s", len(got), out)
 	}
 	expect(t, got, map[string]string{
 		"config":       "ok   config: " + in.config + " is valid",

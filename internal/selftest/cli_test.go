@@ -15,6 +15,13 @@ func TestMain(m *testing.M) { e2e.Main(m) }
 
 func install(t *testing.T) (dir, cfg, home string) {
 	dir, home = t.TempDir(), t.TempDir()
+	// A root daemon's runs are another user, who must pass through the
+	// test's directories to reach the install (as an owner's home allows).
+	for _, d := range []string{filepath.Dir(dir), dir, home} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cfg = filepath.Join(dir, "nanoclaw.config.jsonc")
 	if err := os.WriteFile(cfg, []byte(`{"dataDir": "data", "groupsDir": "groups"}`), 0o600); err != nil {
 		t.Fatal(err)
