@@ -100,8 +100,13 @@ func TestChaos(t *testing.T) {
 		t.Logf("chaos: %d cycles, seed %d (CHAOS_SEED=%d replays it)", cycles, seed, seed)
 	}
 
-	scratch := t.TempDir()
+	// Confined agents (another user under a root daemon) and the main
+	// group's (the daemon's user) append to the same log.
+	scratch := e2e.Shared(t, t.TempDir())
 	agentLog := filepath.Join(scratch, "agent.log")
+	if err := os.WriteFile(agentLog, nil, 0o666); err != nil || os.Chmod(agentLog, 0o666) != nil {
+		t.Fatal(err)
+	}
 	agent := e2e.Testagent(t)
 	in := e2e.New(t, e2e.Options{
 		Agent: `"command": [` + e2e.Quote(agent) + `], "timeout": "60s", "idleTimeout": "60s", "maxConcurrent": 4,
