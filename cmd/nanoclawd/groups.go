@@ -215,7 +215,7 @@ func (c groupsSetSecurity) Run(ctx context.Context, g *globals, args []string) e
 	return nil
 }
 
-// overrideKeys are the keys of a per-group override (CONTRACT §3.2).
+// overrideKeys are the keys of a per-group override.
 const overrideKeys = "sandbox, tools, permissionMode, denyRead, allowRead, allowWrite, network, senders, budget, env"
 
 // readOverride reads and validates a per-group override file, with the

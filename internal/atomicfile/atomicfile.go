@@ -15,8 +15,8 @@ import (
 
 // Write replaces path with data, with exactly the permission bits mode
 // (the umask does not apply). It writes a new file beside path, named
-// ".<random>.<base>.tmp" (so an IPC file is written as *.json.tmp, as
-// CONTRACT §5 says, which no reader of *.json picks up), syncs it to disk
+// ".<random>.<base>.tmp" (so an IPC file is written as *.json.tmp, as the
+// IPC protocol has it, which no reader of *.json picks up), syncs it to disk
 // and renames it over path. The sync before the rename is what keeps a
 // crash from leaving an empty file under path's name. A symlink at path is
 // replaced, never followed. On error path is unchanged and the temp file
