@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"text/tabwriter"
 
@@ -215,8 +216,18 @@ func (c groupsSetSecurity) Run(ctx context.Context, g *globals, args []string) e
 	return nil
 }
 
-// overrideKeys are the keys of a per-group override.
-const overrideKeys = "sandbox, tools, permissionMode, denyRead, allowRead, allowWrite, network, senders, budget, env"
+// overrideKeys are the keys of a per-group override: the JSON names of
+// security.Policy's fields, so a key added there is named here too.
+var overrideKeys = func() string {
+	t := reflect.TypeFor[security.Policy]()
+	var keys []string
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			keys = append(keys, name)
+		}
+	}
+	return strings.Join(keys, ", ")
+}()
 
 // readOverride reads and validates a per-group override file, with the
 // same strictness and FILE:LINE:COL errors as the config; its env names

@@ -59,6 +59,9 @@ func Main(m *testing.M) {
 // all skip, or a benchmark package run without -bench, builds nothing.
 func Bin(tb testing.TB, pkg string) string {
 	tb.Helper()
+	if testing.Short() {
+		tb.Skip("starts a built nanoclawd or agent: not under -short (make test runs it)")
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if !running {

@@ -50,8 +50,16 @@ var failures = []struct {
 			"Check this machine's network, and ANTHROPIC_BASE_URL if it is set; the next message tries again.", false}},
 }
 
+// budgetRE finds the relay's word that a group's budget is spent (its
+// answer is an invalid request, which the patterns above would take for
+// the agent's own mistake).
+var budgetRE = regexp.MustCompile(`(?i)(daily|monthly) model budget of group \S+ is spent`)
+
 // classify says what an agent's error means.
 func classify(errText string) failure {
+	if m := budgetRE.FindString(errText); m != "" {
+		return failure{"budget", "the " + m, "The owner can raise it: agent.budget in the config, or budget in the group's override.", true}
+	}
 	low := strings.ToLower(errText)
 	for _, c := range failures {
 		if c.re.MatchString(low) {

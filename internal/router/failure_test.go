@@ -18,6 +18,7 @@ func TestClassify(t *testing.T) {
 		{"Failed to authenticate. API Error: 403 boom", "credential", true},
 		{"OAuth token has expired. Please obtain a new token or refresh your existing token.", "credential", true},
 		{"API Error: 400 model: claude-nope is not a valid model", "request", true},
+		{`API Error: 400 {"type":"error","error":{"type":"invalid_request_error","message":"nanoclaw: the daily model budget of group Family-2 is spent ($0.01 of $0.01)"}}`, "budget", true},
 		{"API Error: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)", "unreachable", false},
 		{"API Error: 502 boom. This is a server-side issue, usually temporary — try again in a moment.", "unreachable", false},
 		{"API Error: Request timed out.", "unreachable", false},
