@@ -59,8 +59,9 @@ func TestUnreachableAPIAnsweredInTheChat(t *testing.T) {
 
 // A refused credential (the mock answers 401, as the API does to a bad
 // key) reaches a confined group's chat as one plain sentence through the
-// relay, the main chat gets the detail, and the run ends rather than
-// waiting for follow-ups.
+// relay, the main chat gets the relay's one [CREDENTIAL] message (naming
+// the group and the fix, and nothing more about it), and the run ends
+// rather than waiting for follow-ups.
 func TestRefusedCredentialAnsweredInTheChat(t *testing.T) {
 	w := newWorld(t)
 	mock := mockapi.New(t)
@@ -71,9 +72,9 @@ func TestRefusedCredentialAnsweredInTheChat(t *testing.T) {
 	in.Start()
 	in.Post("local:family", "Eve", "hello Andy")
 	in.WaitFor("local:family", e2e.Equals("Andy could not answer: the model API refused its credential. The owner was told."))
-	detail := e2e.InChat(in.WaitFor("local:main", func(s string) bool { return strings.Contains(s, "could not answer") }), "local:main")
-	if len(detail) != 1 || !strings.Contains(detail[0], "family") || !strings.Contains(detail[0], "ANTHROPIC_API_KEY") {
-		t.Errorf("main chat got %q, want the detail naming the group and the fix", detail)
+	detail := e2e.InChat(in.AllSent(), "local:main")
+	if len(detail) != 1 || !strings.HasPrefix(detail[0], "[CREDENTIAL]") || !strings.Contains(detail[0], "family") || !strings.Contains(detail[0], "ANTHROPIC_API_KEY") {
+		t.Errorf("main chat got %q, want one [CREDENTIAL] message naming the group and the fix", detail)
 	}
 	// idleTimeout is 3 minutes: only the daemon asking it to finish ends
 	// the run sooner. Its end is the group's last run, failed.
