@@ -308,6 +308,43 @@ func TestSandboxRunsForReal(t *testing.T) {
 	}
 }
 
+// A file denyRead names (**/*.key) that lies in an allowed tree behind a
+// directory the run's user may not pass (another user's, in a shared
+// /tmp) is no reason to fail the run: the cut-out is left out, the run
+// starts, and the file stays out of reach.
+func TestCutOutBehindAClosedDirectory(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap is not installed (apt-get install bubblewrap)")
+	}
+	u := RunUser(User{DefaultRunID, DefaultRunID})
+	if !u.Switches() {
+		t.Skip("runs are another user only under a root daemon")
+	}
+	root, in := world(t)
+	in.Binary = ""
+	closed := filepath.Join(root, "home", "someone")
+	secret := filepath.Join(closed, "sessions", "a.key")
+	os.MkdirAll(filepath.Dir(secret), 0o755)
+	os.WriteFile(secret, []byte("KEY-CANARY"), 0o644)
+	os.Chmod(closed, 0o700)
+	in.DenyRead = append(in.DenyRead, "**/*.key")
+	p := New(in)
+	if _, ok := find(p, secret); !ok {
+		t.Fatalf("the plan does not cut out %s, so this proves nothing", secret)
+	}
+	p.dropUnreachableCutOuts(u)
+	if _, ok := find(p, secret); ok {
+		t.Errorf("%s is still cut out although the run's user cannot reach it", secret)
+	}
+	if err := HandOver(in.GroupDir, u, layout.LogsDir); err != nil {
+		t.Fatal(err)
+	}
+	got := runIn(t, p, u, true, []string{"/bin/sh", "-c", "cat " + secret + " 2>&1; echo done"})
+	if strings.Contains(got, "KEY-CANARY") || !strings.Contains(got, "done") {
+		t.Errorf("inside: %q", got)
+	}
+}
+
 // runIn runs argv in the sandbox p as u, with or without the seccomp
 // filter, and returns its output.
 func runIn(t *testing.T, p Plan, u User, filtered bool, argv []string, env ...string) string {

@@ -241,6 +241,18 @@ func (p *Plan) hide(in Input, roots []string) {
 	}
 }
 
+// dropUnreachableCutOuts leaves out each cut-out (denyRead) that the run's
+// user u cannot reach anyway — a directory on its way that u may not pass
+// (a file of another user's in a shared tree): the permissions already
+// keep u from it, and bubblewrap, started as u, could not make its mount
+// point, so the whole run would fail.
+func (p *Plan) dropUnreachableCutOuts(u User) {
+	if !u.Switches() {
+		return
+	}
+	p.Mounts = slices.DeleteFunc(p.Mounts, func(m Mount) bool { return m.Mode == Hidden && reach(m.Path, u) != "" })
+}
+
 func (p *Plan) hideOne(path, why string) {
 	fi, err := os.Lstat(path)
 	if err != nil || slices.ContainsFunc(p.Mounts, func(m Mount) bool { return m.Path == path && m.Mode == Hidden }) {
@@ -403,6 +415,7 @@ func ForGroup(eff security.Effective, l Limits, u User, command []string, binary
 		AllowRead: eff.AllowRead, AllowWrite: eff.AllowWrite, DenyRead: eff.DenyRead, Limits: l,
 	})
 	p.RunAs, p.Seccomp = u, SeccompPolicy
+	p.dropUnreachableCutOuts(u)
 	p.Listen = GatewayAddr
 	if runtime.GOOS == "darwin" {
 		p.Profile = Profile(p)
