@@ -378,6 +378,12 @@ func writeIPC(dir, text string, v map[string]string, line string) {
 	if err := os.WriteFile(filepath.Join(dir, name+".tmp"), b, 0o600); err != nil {
 		fatal("write IPC file: %v", err)
 	}
+	// Noted before and after it is published: an agent killed in between
+	// (the daemon's kill -9 takes its agents along) may or may not have
+	// published it, so a checker knows the bounds: at least the "after"
+	// count is sent, at most the "before" count.
+	kind, rest, _ := strings.Cut(line, " ")
+	note(kind + "-begin " + rest)
 	if err := os.Rename(filepath.Join(dir, name+".tmp"), filepath.Join(dir, name)); err != nil {
 		fatal("publish IPC file: %v", err)
 	}
