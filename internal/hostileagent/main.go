@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -130,11 +131,14 @@ func plantLinks(specs []string, say func(string, ...any)) {
 		// The daemon may put a real directory back at once: take it away
 		// again, as a determined attacker would.
 		var err error
-		for tries := 0; tries < 100; tries++ {
-			os.RemoveAll(path)
-			if err = os.Symlink(target, path); err == nil {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+			if rerr := os.RemoveAll(path); rerr != nil {
+				err = rerr
+			} else if err = os.Symlink(target, path); err == nil {
 				break
 			}
+			// Let the daemon finish putting it back, then take it away again.
+			time.Sleep(time.Duration(1+rand.IntN(5)) * time.Millisecond)
 		}
 		if err != nil {
 			say("LINK %s: refused: %v", path, err)
