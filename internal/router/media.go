@@ -1,9 +1,8 @@
 package router
 
 import (
+	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
@@ -170,30 +170,10 @@ func (r *Router) writeMedia(ctx context.Context, g groups.Group, name string, da
 		r.planted(ctx, g, filepath.Join(dir, layout.MediaDir), "media/ was replaced while a received file was being saved; it was not saved")
 		return errors.New("media/ in the group's folder changed while saving")
 	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	tmp := "." + name + "." + hex.EncodeToString(b[:]) + ".tmp"
-	f, err := media.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(0o644) // readable by a confined run, whatever the daemon's umask
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = media.Rename(tmp, name) // replaces a link planted under that name, never follows it
-	}
-	if err != nil {
-		media.Remove(tmp)
-	}
-	return err
+	// A temp file beside it, synced, renamed over the name: a link planted
+	// under that name is replaced, never followed; readable by a confined
+	// run whatever the daemon's umask.
+	return atomicfile.CopyIn(media, name, bytes.NewReader(data), 0o644)
 }
 
 // planted reports what the group left where the daemon writes.
