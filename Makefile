@@ -57,14 +57,14 @@ test: deps build
 
 bench: deps build
 	@mkdir -p bin
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m ./internal/bench/ | tee bin/bench.txt
-	@$(GO) run ./internal/bench/report < bin/bench.txt
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m ./internal/testkit/bench/ | tee bin/bench.txt
+	@$(GO) run ./internal/testkit/bench/report < bin/bench.txt
 
 # The fault suite, long: CHAOS_CYCLES=200 by default; CHAOS_MINUTES=30 for a soak.
 chaos: deps build
 	@mkdir -p bin && rm -f bin/chaos-report.txt
 	CHAOS_CYCLES=$${CHAOS_CYCLES:-200} CHAOS_REPORT=$(CURDIR)/bin/chaos-report.txt \
-	  $(GO) test -count=1 -run TestChaos -timeout 120m -v ./internal/chaos/ > bin/chaos.txt 2>&1; rc=$$?; \
+	  $(GO) test -count=1 -run TestChaos -timeout 120m -v ./internal/testkit/chaos/ > bin/chaos.txt 2>&1; rc=$$?; \
 	  grep -E '^(=== RUN|--- |ok|FAIL)|    [a-z]+_test.go:[0-9]+:' bin/chaos.txt | grep -v '^        {' ; cat bin/chaos-report.txt 2>/dev/null; exit $$rc
 
 clean:

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
 	"github.com/nanoclawd/nanoclawd/internal/store"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
 
 // The tests run the built binary, as an operator types it. The terminal

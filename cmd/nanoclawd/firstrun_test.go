@@ -20,10 +20,10 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
-	"github.com/nanoclawd/nanoclawd/internal/mock"
 	"github.com/nanoclawd/nanoclawd/internal/setup"
 	"github.com/nanoclawd/nanoclawd/internal/status"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/mock"
 )
 
 // fakeNanoclawdEnv makes the test binary run as nanoclawd (see TestMain).

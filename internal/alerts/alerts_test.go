@@ -19,11 +19,11 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
-	"github.com/nanoclawd/nanoclawd/internal/mock"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
-	"github.com/nanoclawd/nanoclawd/internal/outbox/outboxtest"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/mock"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/outboxtest"
 )
 
 const (

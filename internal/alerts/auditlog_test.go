@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/groupfs/groupfstest"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/groupfstest"
 )
 
 func readLines(t testing.TB, path string) []string {

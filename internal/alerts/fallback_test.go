@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/mock"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/mock"
 )
 
 // fallbackEnv is a reporter over a real database whose main chat's link

@@ -19,10 +19,10 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
-	"github.com/nanoclawd/nanoclawd/internal/mock"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/mock"
 )
 
 const (
@@ -148,7 +148,7 @@ func (e *env) code(t *testing.T, group, host string) string {
 func (e *env) say(t *testing.T, sender, text string) string {
 	t.Helper()
 	e.nextID++
-	return e.deliver(t, channel.Message{ID: "m" + string(rune('A'+e.nextID)), ChatJID: mainJID, Sender: sender,
+	return e.deliver(t, channel.Message{ID: "m" + string(rune('A'+e.nextID)), ChatJID: mainJID, SenderJID: sender,
 		FromMe: sender == ownerJID, Text: text, Time: e.now})
 }
 
@@ -284,7 +284,7 @@ func TestExpiredAndUnknownCodes(t *testing.T) {
 // its acknowledgement) is carried out and answered once.
 func TestRedeliveredCommandOnce(t *testing.T) {
 	e := newEnv(t)
-	m := channel.Message{ID: "dup", ChatJID: mainJID, Sender: ownerJID, FromMe: true, Text: "/pause family", Time: e.now}
+	m := channel.Message{ID: "dup", ChatJID: mainJID, SenderJID: ownerJID, FromMe: true, Text: "/pause family", Time: e.now}
 	first := e.deliver(t, m)
 	if !strings.Contains(first, "Paused family") {
 		t.Fatalf("/pause answered %q", first)

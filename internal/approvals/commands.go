@@ -108,7 +108,7 @@ func (c *Commands) Handle(ctx context.Context, g groups.Group, m channel.Message
 	who := whoIs(m)
 	if !c.approver(g, m) {
 		reply = fmt.Sprintf("%s is only for the owner (alerts.approvers in the config): nothing changed.", verb)
-		c.Log.Warn().Str("sender", m.Sender).Str("command", verb).Msg("an owner's command from someone else was refused")
+		c.Log.Warn().Str("sender", m.SenderJID).Str("command", verb).Msg("an owner's command from someone else was refused")
 	} else {
 		reply, after, err = c.do(ctx, tx, verb, args[1:], who)
 		if err != nil {
@@ -139,14 +139,14 @@ func (c *Commands) approver(g groups.Group, m channel.Message) bool {
 		return true
 	}
 	if list := c.Config().Alerts.Approvers; len(list) > 0 {
-		return security.SenderAllowed(list, m.Sender)
+		return security.SenderAllowed(list, m.SenderJID)
 	}
 	return m.FromMe
 }
 
 func whoIs(m channel.Message) string {
-	if m.Sender != "" {
-		return m.Sender
+	if m.SenderJID != "" {
+		return m.SenderJID
 	}
 	return m.SenderName
 }

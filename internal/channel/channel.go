@@ -27,7 +27,7 @@ var (
 type Message struct {
 	ID         string    // unique within the chat
 	ChatJID    string    // the chat it was posted in
-	Sender     string    // sender's JID or id
+	SenderJID  string    // the sender's JID (WhatsApp) or id (local channel); SenderName is who it is
 	SenderName string    // display name
 	Text       string    // plain text (captions included)
 	Time       time.Time // when it was sent

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
-	"github.com/nanoclawd/nanoclawd/internal/mock"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/mock"
 )
 
 func prefixChannel(prefix string, sent *[]string) *mock.Channel {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
 
 // An agent's error result is answered in its chat at once with one plain

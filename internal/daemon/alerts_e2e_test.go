@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
 
 // End-to-end proof of contract §7 with the real daemon: a violation frame

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
 
 // The owner answers an alert from the main chat. A confined stand-in agent

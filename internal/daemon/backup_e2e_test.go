@@ -17,7 +17,7 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel/local"
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
 
 // The acceptance check of backups: with the daemon running and messages

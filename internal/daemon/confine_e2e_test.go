@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
 
 // The confinement attacked from outside the layer it trusts: the agent is
-// a hostile program with no SDK in between (internal/hostileagent). As a
+// a hostile program with no SDK in between (internal/testkit/hostileagent). As a
 // non-main group it tries to read canaries planted in the owner's home, the
 // config and nanoclawd.env, the daemon's SQLite files and log, other
 // groups' folders, sessions and IPC, a removed group's folder, every
@@ -80,7 +80,7 @@ func TestHostileAgentIsConfined(t *testing.T) {
 	in := e2e.New(t, e2e.Options{
 		Dir:  dir,
 		Home: home,
-		Agent: `"command": [` + e2e.Quote(e2e.Bin(t, "internal/hostileagent")) + `],
+		Agent: `"command": [` + e2e.Quote(e2e.Bin(t, "internal/testkit/hostileagent")) + `],
 			"env": ["ANTHROPIC_API_KEY", "HOSTILE_READ", "HOSTILE_WRITE", "HOSTILE_DIAL",
 				"GITHUB_TOKEN", "DB_PASSWORD", "AWS_SECRET_ACCESS_KEY", "GCP_CREDENTIALS", "OPENAI_API_KEY"]`,
 		Env: []string{
@@ -171,7 +171,7 @@ func randHex(t *testing.T) string {
 func TestConfinedRunLimits(t *testing.T) {
 	install := func(t *testing.T, env ...string) *e2e.Install {
 		in := e2e.New(t, e2e.Options{
-			Agent: `"command": [` + e2e.Quote(e2e.Bin(t, "internal/hostileagent")) + `],
+			Agent: `"command": [` + e2e.Quote(e2e.Bin(t, "internal/testkit/hostileagent")) + `],
 				"env": ["HOSTILE_FORKS", "HOSTILE_BIGFILE", "HOSTILE_FILL", "HOSTILE_MEM"],
 				"limits": {"processes": 32, "fileSizeMiB": 8, "tmpMiB": 64, "memoryMiB": 128, "diskMiB": 16}`,
 			Env: env,
@@ -201,7 +201,7 @@ func TestConfinedRunLimits(t *testing.T) {
 			in.WaitFor("local:main", func(s string) bool {
 				return strings.HasPrefix(s, "[SANDBOX ALERT]") && strings.Contains(s, `"family"`) && strings.Contains(s, "processes limit")
 			})
-			e2e.WaitNoProcs(t, e2e.Bin(t, "internal/hostileagent"), "the stopped run")
+			e2e.WaitNoProcs(t, e2e.Bin(t, "internal/testkit/hostileagent"), "the stopped run")
 		}
 	})
 	for _, c := range []struct{ name, env, limit string }{
@@ -215,7 +215,7 @@ func TestConfinedRunLimits(t *testing.T) {
 				return strings.HasPrefix(s, "[SANDBOX ALERT]") && strings.Contains(s, `"family"`) && strings.Contains(s, c.limit+" limit")
 			})
 			in.WaitFor("local:family", func(s string) bool { return strings.Contains(s, "could not answer") })
-			e2e.WaitNoProcs(t, e2e.Bin(t, "internal/hostileagent"), "the stopped run")
+			e2e.WaitNoProcs(t, e2e.Bin(t, "internal/testkit/hostileagent"), "the stopped run")
 		})
 	}
 }

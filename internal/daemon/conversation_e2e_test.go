@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel/local"
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
 
 // agent.timeout bounds one turn, not a conversation: an agent that keeps

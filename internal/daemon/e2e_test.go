@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
 
 // The end-to-end tests run the real nanoclawd binary with the local channel
-// and the stand-in agent (internal/testagent), and talk to it only through
-// the contract's surfaces: the CLI, the socket API and files (internal/e2e).
+// and the stand-in agent (internal/testkit/testagent), and talk to it only through
+// the contract's surfaces: the CLI, the socket API and files (internal/testkit/e2e).
 
 func TestMain(m *testing.M) { e2e.Main(m) }
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
 
 // The main chat is a WhatsApp chat and WhatsApp is not paired (what a

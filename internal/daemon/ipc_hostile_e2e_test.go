@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
 	"github.com/nanoclawd/nanoclawd/internal/groupfs"
-	"github.com/nanoclawd/nanoclawd/internal/groupfs/groupfstest"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/groupfstest"
 )
 
 func TestIPCHostileFiles(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
 
 // A confined run leaves nothing behind that runs as someone else, and
@@ -36,7 +36,7 @@ func TestConfinedRunLeavesNothingThatRunsAsSomeoneElse(t *testing.T) {
 	hook := "touch " + canary + "; false"
 	in := e2e.New(t, e2e.Options{
 		Dir:   dir,
-		Agent: `"command": [` + e2e.Quote(e2e.Bin(t, "internal/hostileagent")) + `], "env": ["HOSTILE_ESCAPE"]`,
+		Agent: `"command": [` + e2e.Quote(e2e.Bin(t, "internal/testkit/hostileagent")) + `], "env": ["HOSTILE_ESCAPE"]`,
 		Env:   []string{"HOSTILE_ESCAPE=" + hook},
 	})
 	in.AddGroup("local:main", "main", "--main")

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
 	"github.com/nanoclawd/nanoclawd/internal/groupfs"
-	"github.com/nanoclawd/nanoclawd/internal/groupfs/groupfstest"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/groupfstest"
 )
 
 // The daemon is nobody's deputy, attacked through the real daemon by a
@@ -36,7 +36,7 @@ func TestHostileAgentLinksAreNotFollowed(t *testing.T) {
 	}
 	in := e2e.New(t, e2e.Options{
 		Dir: dir,
-		Agent: `"command": [` + e2e.Quote(e2e.Bin(t, "internal/hostileagent")) + `], "timeout": "60s",
+		Agent: `"command": [` + e2e.Quote(e2e.Bin(t, "internal/testkit/hostileagent")) + `], "timeout": "60s",
 			"env": ["HOSTILE_LINK"]`,
 		Env: []string{"HOSTILE_LINK=" + strings.Join(plant, "\n")},
 	})

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel/local"
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
 
 // Everything people send reaches the agent, over the local channel as

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
 	"github.com/nanoclawd/nanoclawd/internal/selftest"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
 
 // The daemon proves the sandbox at start; when a boundary does not hold

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
 	"github.com/nanoclawd/nanoclawd/internal/status"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
 
 // With agent.warm, a group that just had a run gets an agent started

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/mockapi"
 	"github.com/nanoclawd/nanoclawd/internal/store"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/mockapi"
 	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 

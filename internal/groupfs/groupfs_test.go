@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/groupfs"
-	"github.com/nanoclawd/nanoclawd/internal/groupfs/groupfstest"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/groupfstest"
 )
 
 var ctx = context.Background()

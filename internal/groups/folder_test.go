@@ -10,9 +10,9 @@ import (
 
 	_ "github.com/mattn/go-sqlite3"
 
-	"github.com/nanoclawd/nanoclawd/internal/groupfs/groupfstest"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/groupfstest"
 )
 
 // txRecorder is a Reporter that keeps what was recorded in transactions

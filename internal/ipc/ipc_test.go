@@ -16,11 +16,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
-	"github.com/nanoclawd/nanoclawd/internal/groupfs/groupfstest"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/groupfstest"
 )
 
 // fakeGroups is an in-memory registry.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/groupfs/groupfstest"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/groupfstest"
 )
 
 // The verdict pruning deleted any file older than a minute in whatever

@@ -22,12 +22,12 @@ func New(db *sql.DB) *Store { return &Store{db: db} }
 
 // Stored is one stored message of a chat.
 type Stored struct {
-	Seq      int64  // arrival order, the cursor's unit
-	ID       string // the channel's id of the message, unique in its chat
-	SenderID string // the sender's id on its channel, for the senders allowlist
-	Sender   string // the name to show (the id when the channel gave none)
-	Time     time.Time
-	Text     string // the caption of a file; a reaction's emoji
+	Seq        int64  // arrival order, the cursor's unit
+	ID         string // the channel's id of the message, unique in its chat
+	SenderJID  string // the sender's JID (or local id), for the senders allowlist
+	SenderName string // the name to show (the JID when the channel gave none)
+	Time       time.Time
+	Text       string // the caption of a file; a reaction's emoji
 	// Media is the marker of a file sent with it, as the prompt shows it
 	// ("[document report.pdf, 1.2 MB, media/ID.pdf]"); "" for none.
 	Media string
@@ -111,7 +111,7 @@ func (s *Store) Add(ctx context.Context, m channel.Message, media string) (seq i
 	defer tx.Rollback()
 	if m.ReactTo != "" {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE chat_jid = ? AND react_to = ? AND sender = ? AND id != ?
-			AND seq > COALESCE((SELECT answered_seq FROM cursors WHERE chat_jid = ?), 0)`, m.ChatJID, m.ReactTo, m.Sender, m.ID, m.ChatJID); err != nil {
+			AND seq > COALESCE((SELECT answered_seq FROM cursors WHERE chat_jid = ?), 0)`, m.ChatJID, m.ReactTo, m.SenderJID, m.ID, m.ChatJID); err != nil {
 			return 0, false, fmt.Errorf("messages: replace a reaction: %w", err)
 		}
 		if m.Text == "" {
@@ -120,7 +120,7 @@ func (s *Store) Add(ctx context.Context, m channel.Message, media string) (seq i
 	}
 	res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO messages (chat_jid, id, sender, sender_name, text, time, from_me, is_bot,
 		quoted_id, quoted_sender, quoted_text, media, react_to) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		m.ChatJID, m.ID, m.Sender, m.SenderName, m.Text, m.Time.UnixMilli(), m.FromMe, m.IsBot,
+		m.ChatJID, m.ID, m.SenderJID, m.SenderName, m.Text, m.Time.UnixMilli(), m.FromMe, m.IsBot,
 		m.QuotedID, m.QuotedSender, m.QuotedText, media, m.ReactTo)
 	if err != nil {
 		return 0, false, fmt.Errorf("messages: store message %s: %w", m.ID, err)
@@ -210,7 +210,7 @@ func (s *Store) After(ctx context.Context, chat string, seq int64) ([]Stored, er
 	for rows.Next() {
 		var m Stored
 		var ms int64
-		if err := rows.Scan(&m.Seq, &m.ID, &m.SenderID, &m.Sender, &ms, &m.Text,
+		if err := rows.Scan(&m.Seq, &m.ID, &m.SenderJID, &m.SenderName, &ms, &m.Text,
 			&m.QuotedID, &m.QuotedSender, &m.QuotedText, &m.Media, &m.ReactTo); err != nil {
 			return nil, fmt.Errorf("messages: read messages of %s: %w", chat, err)
 		}

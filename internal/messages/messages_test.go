@@ -29,7 +29,7 @@ func open(t *testing.T) *Store {
 
 func add(t *testing.T, s *Store, id, text string) int64 {
 	t.Helper()
-	seq, added, err := s.Add(context.Background(), channel.Message{ChatJID: chat, ID: id, Sender: "alice", Text: text, Time: time.Now()}, "")
+	seq, added, err := s.Add(context.Background(), channel.Message{ChatJID: chat, ID: id, SenderJID: "alice", Text: text, Time: time.Now()}, "")
 	if err != nil || !added {
 		t.Fatalf("Add(%s) = %v, %v", id, added, err)
 	}
@@ -139,7 +139,7 @@ func TestMediaQuotesAndReactions(t *testing.T) {
 	}
 	react := func(id, sender, emoji string) {
 		t.Helper()
-		if _, _, err := s.Add(ctx, channel.Message{ChatJID: chat, ID: id, Sender: sender, Text: emoji, ReactTo: "m1", Time: time.Now()}, ""); err != nil {
+		if _, _, err := s.Add(ctx, channel.Message{ChatJID: chat, ID: id, SenderJID: sender, Text: emoji, ReactTo: "m1", Time: time.Now()}, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -147,7 +147,7 @@ func TestMediaQuotesAndReactions(t *testing.T) {
 	react("r2", "bob", "❤️") // bob changes his mind
 	react("r3", "carol", "😂")
 	react("r4", "carol", "") // and carol takes hers back
-	if _, _, err := s.Add(ctx, channel.Message{ChatJID: chat, ID: "q1", Sender: "bob", Text: "yes", QuotedID: "m1", QuotedText: "look", Time: time.Now()}, ""); err != nil {
+	if _, _, err := s.Add(ctx, channel.Message{ChatJID: chat, ID: "q1", SenderJID: "bob", Text: "yes", QuotedID: "m1", QuotedText: "look", Time: time.Now()}, ""); err != nil {
 		t.Fatal(err)
 	}
 	msgs, err := s.Unanswered(ctx, chat)

@@ -10,8 +10,8 @@ import (
 
 	_ "github.com/mattn/go-sqlite3"
 
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
-	"github.com/nanoclawd/nanoclawd/internal/groupfs/groupfstest"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/groupfstest"
 )
 
 func TestMain(m *testing.M) { e2e.Main(m) }

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
-	"github.com/nanoclawd/nanoclawd/internal/mock"
-	"github.com/nanoclawd/nanoclawd/internal/outbox/outboxtest"
 	"github.com/nanoclawd/nanoclawd/internal/store"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/mock"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/outboxtest"
 	"github.com/rs/zerolog"
 )
 

@@ -13,8 +13,8 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
-	"github.com/nanoclawd/nanoclawd/internal/mock"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/mock"
 )
 
 func file(kind, mime, name string, size int64, secs int, data []byte, err error) *channel.Media {
@@ -158,7 +158,7 @@ func TestVoiceNoteReactionAndQuote(t *testing.T) {
 	e.r.Queue = &mock.Queue{EnqueueMessagesFn: func(f string) { enqueued <- f }, RunningFn: func(string) bool { return false }}
 	ctx := context.Background()
 
-	note := channel.Message{ChatJID: mainJID, ID: "V1", Sender: "owner", Time: time.Now(),
+	note := channel.Message{ChatJID: mainJID, ID: "V1", SenderJID: "owner", Time: time.Now(),
 		Media: file("voice note", "audio/ogg; codecs=opus", "", 6, 7, []byte("OggS!!"), nil)}
 	if err := e.r.OnMessage(ctx, note); err != nil {
 		t.Fatal(err)
@@ -201,10 +201,10 @@ func TestVoiceNoteReactionAndQuote(t *testing.T) {
 		t.Errorf("without a transcriber: %q", msgs[1].Media)
 	}
 
-	if err := e.r.OnMessage(ctx, channel.Message{ChatJID: mainJID, ID: "R1", Sender: "bob", Text: "👍", ReactTo: "V1", Time: time.Now()}); err != nil {
+	if err := e.r.OnMessage(ctx, channel.Message{ChatJID: mainJID, ID: "R1", SenderJID: "bob", Text: "👍", ReactTo: "V1", Time: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.r.OnMessage(ctx, channel.Message{ChatJID: mainJID, ID: "Q1", Sender: "bob", Text: "ok", QuotedID: "V2", Time: time.Now()}); err != nil {
+	if err := e.r.OnMessage(ctx, channel.Message{ChatJID: mainJID, ID: "Q1", SenderJID: "bob", Text: "ok", QuotedID: "V2", Time: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if f := <-enqueued; f != "main" || len(enqueued) != 0 {
@@ -233,7 +233,7 @@ func TestRedeliveryKeepsTheFirstFile(t *testing.T) {
 	fetches := 0
 	send := func(data string) {
 		t.Helper()
-		m := channel.Message{ChatJID: mainJID, ID: "D1", Sender: "owner", Time: time.Now(), Media: &channel.Media{Kind: "document",
+		m := channel.Message{ChatJID: mainJID, ID: "D1", SenderJID: "owner", Time: time.Now(), Media: &channel.Media{Kind: "document",
 			MimeType: "application/pdf", Fetch: func(context.Context) ([]byte, error) { fetches++; return []byte(data), nil }}}
 		if err := e.r.OnMessage(ctx, m); err != nil {
 			t.Fatal(err)
@@ -261,7 +261,7 @@ func TestTranscriptionsTakeTurnsPerChat(t *testing.T) {
 	e.r.Queue = &mock.Queue{EnqueueMessagesFn: func(string) {}, RunningFn: func(string) bool { return false }}
 	ctx := context.Background()
 	for _, n := range []struct{ chat, id string }{{mainJID, "A1"}, {mainJID, "A2"}, {famJID, "B1"}} {
-		if err := e.r.OnMessage(ctx, channel.Message{ChatJID: n.chat, ID: n.id, Sender: alice, Time: time.Now(),
+		if err := e.r.OnMessage(ctx, channel.Message{ChatJID: n.chat, ID: n.id, SenderJID: alice, Time: time.Now(),
 			Media: file("voice note", "audio/ogg", "", 4, 1, []byte("OggS"), nil)}); err != nil {
 			t.Fatal(err)
 		}

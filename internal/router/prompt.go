@@ -31,10 +31,10 @@ func Triggers(text, trigger string) bool {
 
 // PromptMessage is one message as the agent sees it.
 type PromptMessage struct {
-	ID     string // the chat's id of it, for a reaction or a quote
-	Sender string
-	Time   time.Time
-	Text   string // a file's caption; a reaction's emoji
+	ID         string // the chat's id of it, for a reaction or a quote
+	SenderName string
+	Time       time.Time
+	Text       string // a file's caption; a reaction's emoji
 	// Media is the marker of a file sent with it, shown before the text.
 	Media string
 	// What the message replies to, if it is a reply.
@@ -63,7 +63,7 @@ func FormatPrompt(msgs []PromptMessage, loc *time.Location) string {
 		}
 		b.WriteString("<" + elem)
 		attr(&b, "id", m.ID)
-		attr(&b, "sender", m.Sender)
+		attr(&b, "sender", m.SenderName)
 		attr(&b, "time", m.Time.In(loc).Format(time.RFC3339))
 		if m.ReactTo != "" {
 			attr(&b, "to", m.ReactTo)

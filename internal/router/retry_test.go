@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/config"
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
-	"github.com/nanoclawd/nanoclawd/internal/mock"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/mock"
 )
 
 func TestMain(m *testing.M) { e2e.Main(m) }

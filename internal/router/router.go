@@ -144,7 +144,7 @@ func mayReset(g groups.Group, sender string) bool {
 
 func anyCalls(g groups.Group, msgs []messages.Stored) bool {
 	for _, m := range msgs {
-		if m.ReactTo == "" && calls(g, m.SenderID, m.Text) {
+		if m.ReactTo == "" && calls(g, m.SenderJID, m.Text) {
 			return true
 		}
 	}
@@ -166,7 +166,7 @@ func (r *Router) promptOf(msgs []messages.Stored) (string, int64) {
 	}
 	pm := make([]PromptMessage, len(msgs))
 	for i, m := range msgs {
-		pm[i] = PromptMessage{ID: m.ID, Sender: m.Sender, Time: m.Time, Text: m.Text, Media: m.Media,
+		pm[i] = PromptMessage{ID: m.ID, SenderName: m.SenderName, Time: m.Time, Text: m.Text, Media: m.Media,
 			QuotedID: m.QuotedID, QuotedSender: m.QuotedSender, QuotedText: m.QuotedText, ReactTo: m.ReactTo}
 	}
 	return FormatPrompt(pm, cfg.Location()), top

@@ -13,9 +13,9 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
-	"github.com/nanoclawd/nanoclawd/internal/mock"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/mock"
 )
 
 const (
@@ -75,7 +75,7 @@ func newEnv(t *testing.T) *env {
 // post delivers a message from sender to chat.
 func (e *env) post(chat, sender, id, text string) {
 	e.t.Helper()
-	m := channel.Message{ChatJID: chat, ID: id, Sender: sender, SenderName: "Alice", Text: text, Time: time.Now()}
+	m := channel.Message{ChatJID: chat, ID: id, SenderJID: sender, SenderName: "Alice", Text: text, Time: time.Now()}
 	if err := e.r.OnMessage(context.Background(), m); err != nil {
 		e.t.Fatal(err)
 	}

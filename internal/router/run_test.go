@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nanoclawd/nanoclawd/internal/mock"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/mock"
 )
 
 // A message run that finds nothing calling the assistant, or a group

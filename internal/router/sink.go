@@ -92,10 +92,10 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 		return nil // it may call the assistant once its text is there
 	}
 	cfg := r.Config()
-	if word := cfg.Agent.NewSessionCommand; word != "" && strings.EqualFold(strings.TrimSpace(m.Text), word) && mayReset(g, m.Sender) {
+	if word := cfg.Agent.NewSessionCommand; word != "" && strings.EqualFold(strings.TrimSpace(m.Text), word) && mayReset(g, m.SenderJID) {
 		return r.newSession(ctx, g, seq)
 	}
-	r.maybeRun(g, m.Sender, m.Text)
+	r.maybeRun(g, m.SenderJID, m.Text)
 	return nil
 }
 
@@ -143,7 +143,7 @@ func (r *Router) onChange(ctx context.Context, g groups.Group, m *channel.Messag
 		m.Text = "(edited) " + m.Text
 		return false, nil
 	}
-	r.maybeRun(g, m.Sender, m.Text)
+	r.maybeRun(g, m.SenderJID, m.Text)
 	return true, nil
 }
 

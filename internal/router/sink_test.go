@@ -37,7 +37,7 @@ func TestSinkStoresAndTriggers(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.running["family"] = tt.running
-			m := channel.Message{ChatJID: tt.chat, ID: "m1", Sender: tt.sender, Text: tt.text, Time: time.Now(), IsBot: tt.bot}
+			m := channel.Message{ChatJID: tt.chat, ID: "m1", SenderJID: tt.sender, Text: tt.text, Time: time.Now(), IsBot: tt.bot}
 			for range 2 { // the second is a redelivery
 				if err := e.r.OnMessage(context.Background(), m); err != nil {
 					t.Fatal(err)
@@ -121,7 +121,7 @@ func TestSinkEditsAndDeletions(t *testing.T) {
 	ctx := context.Background()
 	post := func(m channel.Message) {
 		t.Helper()
-		m.ChatJID, m.Sender, m.Time = famJID, alice, time.Now()
+		m.ChatJID, m.SenderJID, m.Time = famJID, alice, time.Now()
 		if err := e.r.OnMessage(ctx, m); err != nil {
 			t.Fatal(err)
 		}

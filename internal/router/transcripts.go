@@ -104,6 +104,6 @@ func (r *Router) transcribeLater(ctx context.Context, g groups.Group, m channel.
 		if err := r.Messages.SetMedia(ctx, m.ChatJID, m.ID, marker); err != nil {
 			r.Log.Error().Err(err).Str("group", g.Folder).Str("id", m.ID).Msg("store a transcript")
 		}
-		r.maybeRun(g, m.Sender, m.Text)
+		r.maybeRun(g, m.SenderJID, m.Text)
 	}()
 }

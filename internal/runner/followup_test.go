@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/groupfs/groupfstest"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/groupfstest"
 )
 
 // A follow-up reaches the running agent; then silence makes the runner

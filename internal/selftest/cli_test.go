@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
 	"github.com/nanoclawd/nanoclawd/internal/selftest"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
 
 func TestMain(m *testing.M) { e2e.Main(m) }

@@ -15,9 +15,9 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
-	"github.com/nanoclawd/nanoclawd/internal/mock"
 	"github.com/nanoclawd/nanoclawd/internal/setup"
 	"github.com/nanoclawd/nanoclawd/internal/store"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/mock"
 )
 
 // newGuide is a guide over a real registry in a temp dir, answering from

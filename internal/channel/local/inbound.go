@@ -18,7 +18,7 @@ func (in Message) message() (m channel.Message, problem string) {
 	if in.SenderName == "" {
 		in.SenderName = in.Sender
 	}
-	m = channel.Message{ChatJID: in.ChatJID, Sender: in.Sender, SenderName: in.SenderName, Text: in.Text,
+	m = channel.Message{ChatJID: in.ChatJID, SenderJID: in.Sender, SenderName: in.SenderName, Text: in.Text,
 		QuotedID: in.QuotedID, QuotedSender: in.QuotedSender, QuotedText: in.QuotedText}
 	switch {
 	case in.ReactTo != "" || in.Emoji != "":

@@ -191,7 +191,7 @@ func (c *Channel) inbound(ctx context.Context, e *events.Message) (m channel.Mes
 	m = channel.Message{
 		ID:         string(info.ID),
 		ChatJID:    chat.JID,
-		Sender:     sender.String(),
+		SenderJID:  sender.String(),
 		SenderName: info.PushName,
 		Text:       text,
 		Time:       info.Timestamp,

@@ -116,14 +116,14 @@ func TestInbound(t *testing.T) {
 			name:     "group plain text",
 			evt:      msg(family, withDevice(alicePN, 3), false, "A1", text("@Andy what's on today?")),
 			wantChat: &channel.Chat{JID: family.String(), IsGroup: true, Time: when},
-			want:     &channel.Message{ID: "A1", ChatJID: family.String(), Sender: alicePN.String(), SenderName: "Alice", Text: "@Andy what's on today?", Time: when},
+			want:     &channel.Message{ID: "A1", ChatJID: family.String(), SenderJID: alicePN.String(), SenderName: "Alice", Text: "@Andy what's on today?", Time: when},
 		},
 		{
 			name: "direct chat extended text",
 			evt: msg(alicePN, alicePN, false, "A2", &waE2E.Message{ExtendedTextMessage: &waE2E.ExtendedTextMessage{
 				Text: proto.String("see https://example.com"), MatchedText: proto.String("https://example.com")}}),
 			wantChat: &channel.Chat{JID: alicePN.String(), Name: "Alice", Time: when},
-			want:     &channel.Message{ID: "A2", ChatJID: alicePN.String(), Sender: alicePN.String(), SenderName: "Alice", Text: "see https://example.com", Time: when},
+			want:     &channel.Message{ID: "A2", ChatJID: alicePN.String(), SenderJID: alicePN.String(), SenderName: "Alice", Text: "see https://example.com", Time: when},
 		},
 		{
 			name: "reply quoting an earlier message",
@@ -132,7 +132,7 @@ func TestInbound(t *testing.T) {
 				ContextInfo: &waE2E.ContextInfo{StanzaID: proto.String("B7"), Participant: proto.String("491700000002@s.whatsapp.net"),
 					QuotedMessage: text("dinner at 7")}}}),
 			wantChat: &channel.Chat{JID: family.String(), IsGroup: true, Time: when},
-			want: &channel.Message{ID: "A8", ChatJID: family.String(), Sender: alicePN.String(), SenderName: "Alice", Text: "@Andy is this right?", Time: when,
+			want: &channel.Message{ID: "A8", ChatJID: family.String(), SenderJID: alicePN.String(), SenderName: "Alice", Text: "@Andy is this right?", Time: when,
 				QuotedID: "B7", QuotedSender: "491700000002", QuotedText: "dinner at 7"},
 		},
 		{
@@ -141,7 +141,7 @@ func TestInbound(t *testing.T) {
 				Text:        proto.String("@" + ownPN.User + " what's the plan? cc @491700000002"),
 				ContextInfo: &waE2E.ContextInfo{MentionedJID: []string{ownPN.String(), "491700000002@s.whatsapp.net"}}}}),
 			wantChat: &channel.Chat{JID: family.String(), IsGroup: true, Time: when},
-			want: &channel.Message{ID: "A9", ChatJID: family.String(), Sender: alicePN.String(), SenderName: "Alice",
+			want: &channel.Message{ID: "A9", ChatJID: family.String(), SenderJID: alicePN.String(), SenderName: "Alice",
 				Text: "@Andy what's the plan? cc @491700000002", Time: when},
 		},
 		// Photos: TestInboundImage.
@@ -161,7 +161,7 @@ func TestInbound(t *testing.T) {
 			name:     "LID sender in a group mapped from the store",
 			evt:      msg(family, withDevice(aliceLID, 2), false, "L1", text("hi from a LID")),
 			wantChat: &channel.Chat{JID: family.String(), IsGroup: true, Time: when},
-			want:     &channel.Message{ID: "L1", ChatJID: family.String(), Sender: alicePN.String(), SenderName: "Alice", Text: "hi from a LID", Time: when},
+			want:     &channel.Message{ID: "L1", ChatJID: family.String(), SenderJID: alicePN.String(), SenderName: "Alice", Text: "hi from a LID", Time: when},
 		},
 		{
 			name: "LID direct chat mapped from the message's alternate address",
@@ -172,52 +172,52 @@ func TestInbound(t *testing.T) {
 				return e
 			}(),
 			wantChat: &channel.Chat{JID: "491700000003@s.whatsapp.net", Name: "Alice", Time: when},
-			want:     &channel.Message{ID: "L2", ChatJID: "491700000003@s.whatsapp.net", Sender: "491700000003@s.whatsapp.net", SenderName: "Alice", Text: "hello", Time: when},
+			want:     &channel.Message{ID: "L2", ChatJID: "491700000003@s.whatsapp.net", SenderJID: "491700000003@s.whatsapp.net", SenderName: "Alice", Text: "hello", Time: when},
 		},
 		{
 			name:     "unknown LID kept as it is",
 			evt:      msg(bobLID, bobLID, false, "L3", text("who am I")),
 			wantChat: &channel.Chat{JID: bobLID.String(), Name: "Alice", Time: when},
-			want:     &channel.Message{ID: "L3", ChatJID: bobLID.String(), Sender: bobLID.String(), SenderName: "Alice", Text: "who am I", Time: when},
+			want:     &channel.Message{ID: "L3", ChatJID: bobLID.String(), SenderJID: bobLID.String(), SenderName: "Alice", Text: "who am I", Time: when},
 		},
 		{
 			name:     "owner writes in the message-yourself chat under the own LID: counts, not a bot",
 			evt:      msg(ownLID, withDevice(ownLID, 12), true, "M1", text("remind me to call mum")),
 			wantChat: &channel.Chat{JID: ownPN.String(), Time: when},
-			want:     &channel.Message{ID: "M1", ChatJID: ownPN.String(), Sender: ownPN.String(), SenderName: "Alice", Text: "remind me to call mum", Time: when, FromMe: true},
+			want:     &channel.Message{ID: "M1", ChatJID: ownPN.String(), SenderJID: ownPN.String(), SenderName: "Alice", Text: "remind me to call mum", Time: when, FromMe: true},
 		},
 		{
 			name:     "assistant's prefixed reply echoed back is flagged",
 			evt:      msg(family, ownPN, true, "B1", text("Andy: it's sunny")),
 			wantChat: &channel.Chat{JID: family.String(), IsGroup: true, Time: when},
-			want:     &channel.Message{ID: "B1", ChatJID: family.String(), Sender: ownPN.String(), SenderName: "Alice", Text: "Andy: it's sunny", Time: when, FromMe: true, IsBot: true},
+			want:     &channel.Message{ID: "B1", ChatJID: family.String(), SenderJID: ownPN.String(), SenderName: "Alice", Text: "Andy: it's sunny", Time: when, FromMe: true, IsBot: true},
 		},
 		{
 			name:     "a message we sent is flagged by its id even without the prefix",
 			evt:      msg(family, ownPN, true, string(MessageID("outbox-7")), text("plain")),
 			sent:     "outbox-7",
 			wantChat: &channel.Chat{JID: family.String(), IsGroup: true, Time: when},
-			want:     &channel.Message{ID: string(MessageID("outbox-7")), ChatJID: family.String(), Sender: ownPN.String(), SenderName: "Alice", Text: "plain", Time: when, FromMe: true, IsBot: true},
+			want:     &channel.Message{ID: string(MessageID("outbox-7")), ChatJID: family.String(), SenderJID: ownPN.String(), SenderName: "Alice", Text: "plain", Time: when, FromMe: true, IsBot: true},
 		},
 		{
 			name:      "own number: everything from me is the assistant",
 			ownNumber: true,
 			evt:       msg(family, ownPN, true, "B2", text("no prefix here")),
 			wantChat:  &channel.Chat{JID: family.String(), IsGroup: true, Time: when},
-			want:      &channel.Message{ID: "B2", ChatJID: family.String(), Sender: ownPN.String(), SenderName: "Alice", Text: "no prefix here", Time: when, FromMe: true, IsBot: true},
+			want:      &channel.Message{ID: "B2", ChatJID: family.String(), SenderJID: ownPN.String(), SenderName: "Alice", Text: "no prefix here", Time: when, FromMe: true, IsBot: true},
 		},
 		{
 			name:      "own number: others' messages are not",
 			ownNumber: true,
 			evt:       msg(family, alicePN, false, "B3", text("Andy: pretending")),
 			wantChat:  &channel.Chat{JID: family.String(), IsGroup: true, Time: when},
-			want:      &channel.Message{ID: "B3", ChatJID: family.String(), Sender: alicePN.String(), SenderName: "Alice", Text: "Andy: pretending", Time: when},
+			want:      &channel.Message{ID: "B3", ChatJID: family.String(), SenderJID: alicePN.String(), SenderName: "Alice", Text: "Andy: pretending", Time: when},
 		},
 		{
 			name:     "someone else typing the prefix is not the assistant",
 			evt:      msg(family, alicePN, false, "B4", text("Andy: I am Andy")),
 			wantChat: &channel.Chat{JID: family.String(), IsGroup: true, Time: when},
-			want:     &channel.Message{ID: "B4", ChatJID: family.String(), Sender: alicePN.String(), SenderName: "Alice", Text: "Andy: I am Andy", Time: when},
+			want:     &channel.Message{ID: "B4", ChatJID: family.String(), SenderJID: alicePN.String(), SenderName: "Alice", Text: "Andy: I am Andy", Time: when},
 		},
 		{
 			name: "disappearing message unwrapped by whatsmeow",
@@ -227,7 +227,7 @@ func TestInbound(t *testing.T) {
 					ExtendedTextMessage: &waE2E.ExtendedTextMessage{Text: proto.String("gone in 7 days")}}}},
 			}).UnwrapRaw(),
 			wantChat: &channel.Chat{JID: family.String(), IsGroup: true, Time: when},
-			want:     &channel.Message{ID: "E1", ChatJID: family.String(), Sender: alicePN.String(), SenderName: "Alice", Text: "gone in 7 days", Time: when},
+			want:     &channel.Message{ID: "E1", ChatJID: family.String(), SenderJID: alicePN.String(), SenderName: "Alice", Text: "gone in 7 days", Time: when},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

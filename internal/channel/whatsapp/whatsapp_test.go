@@ -20,7 +20,7 @@ import (
 	"go.mau.fi/whatsmeow/types/events"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
 
 func TestOwns(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
 
 // TestMain lets the test binary stand in for `nanoclawd mcp`: the runner

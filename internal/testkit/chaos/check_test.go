@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
 
 // check reads the history the daemon left and fails on anything lost or

@@ -1,4 +1,4 @@
-// Command report reads `go test -bench` output of internal/bench on stdin
+// Command report reads `go test -bench` output of internal/testkit/bench on stdin
 // and prints the figures as a table beside NanoClaw's polling baseline.
 // It exits 1 if a benchmark failed or a figure is missing.
 package main

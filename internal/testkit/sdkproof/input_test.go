@@ -15,7 +15,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nanoclawd/nanoclawd/internal/mockapi"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/mockapi"
 )
 
 func TestBadInputGivesErrorFrame(t *testing.T) {

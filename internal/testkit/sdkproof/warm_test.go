@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
-	"github.com/nanoclawd/nanoclawd/internal/mockapi"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/mockapi"
 )
 
 // The acceptance check of warm agents with the real SDK: agent.warm 1,

@@ -1,4 +1,4 @@
-// Command benchagent is the agent the benchmarks in internal/bench run in
+// Command benchagent is the agent the benchmarks in internal/testkit/bench run in
 // place of the real agent runner. At start it connects to $BENCH_SOCK and
 // says who it is (group folder, IPC token, PID, start time in Unix ns);
 // then it does what the benchmark tells it, one command a line:

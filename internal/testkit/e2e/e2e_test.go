@@ -5,7 +5,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
 
 func TestMain(m *testing.M) { e2e.Main(m) }

@@ -9,8 +9,8 @@ import (
 
 	_ "github.com/mattn/go-sqlite3"
 
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
-	"github.com/nanoclawd/nanoclawd/internal/mockapi"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/mockapi"
 )
 
 // A saved session the claude CLI no longer has (it prunes old transcripts)

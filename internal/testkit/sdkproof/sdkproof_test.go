@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/layout"
-	"github.com/nanoclawd/nanoclawd/internal/mockapi"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/mockapi"
 )
 
 const (
@@ -51,7 +51,7 @@ func newWorld(t *testing.T) *world {
 	if testing.Short() {
 		t.Skip("the real Claude Agent SDK: not under -short (make test runs it)")
 	}
-	repo, err := filepath.Abs("../..")
+	repo, err := filepath.Abs("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
-	"github.com/nanoclawd/nanoclawd/internal/mockapi"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/mockapi"
 )
 
 // The reply path with the real agent runner and Claude Agent SDK, against
@@ -34,7 +34,7 @@ func newSDKRig(b *testing.B, warm int, groups int) *sdkRig {
 // newSDKRigIdle is newSDKRig with agent.idleTimeout set to idle.
 func newSDKRigIdle(b *testing.B, warm int, groups int, idle string) *sdkRig {
 	b.Helper()
-	root, err := filepath.Abs("../..")
+	root, err := filepath.Abs("../../..")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
-	"github.com/nanoclawd/nanoclawd/internal/mockapi"
 	"github.com/nanoclawd/nanoclawd/internal/status"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/mockapi"
 )
 
 // errorWait is how long a chat may wait for its answer when the model API

@@ -4,7 +4,7 @@
 // starts its own daemon, takes a fixed number of samples whatever b.N is
 // (run with -benchtime 1x), and reports percentiles with b.ReportMetric.
 // `make bench` runs them and prints them beside NanoClaw's polling figures
-// (internal/bench/report).
+// (internal/testkit/bench/report).
 package bench
 
 import (
@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
 
 // Binaries are built when a benchmark first asks for them, so `go test
@@ -44,7 +44,7 @@ func (a *agent) send(b *testing.B, cmd string) {
 	}
 }
 
-// rig is one nanoclawd installation (internal/e2e) whose agents are
+// rig is one nanoclawd installation (internal/testkit/e2e) whose agents are
 // benchagents that report to it.
 type rig struct {
 	*e2e.Install
@@ -66,7 +66,7 @@ func newRig(b *testing.B, others int) *rig {
 	b.Cleanup(func() { os.RemoveAll(sockDir) })
 	agentSock := filepath.Join(sockDir, "agents")
 	in := e2e.New(b, e2e.Options{
-		Agent:      `"command": [` + e2e.Quote(e2e.Bin(b, "internal/bench/benchagent")) + `], "env": ["BENCH_SOCK"], "timeout": "10m", "idleTimeout": "10m"`,
+		Agent:      `"command": [` + e2e.Quote(e2e.Bin(b, "internal/testkit/bench/benchagent")) + `], "env": ["BENCH_SOCK"], "timeout": "10m", "idleTimeout": "10m"`,
 		Security:   `"allowWrite": [` + e2e.Quote(e2e.Shared(b, sockDir)) + `]`,
 		StopSignal: syscall.SIGTERM,
 		Wait:       30 * time.Second,

@@ -50,7 +50,7 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel/local"
-	"github.com/nanoclawd/nanoclawd/internal/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
 
 func TestMain(m *testing.M) { e2e.Main(m) }

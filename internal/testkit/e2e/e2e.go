@@ -54,7 +54,7 @@ func Main(m *testing.M) {
 }
 
 // Bin builds the command pkg (a directory below the module root, such as
-// "internal/bench/benchagent") the first time it is asked for and returns
+// "internal/testkit/bench/benchagent") the first time it is asked for and returns
 // the binary's path. Building on demand means a test binary whose tests
 // all skip, or a benchmark package run without -bench, builds nothing.
 func Bin(tb testing.TB, pkg string) string {
@@ -143,8 +143,8 @@ func Shared(tb testing.TB, dir string) string {
 // Nanoclawd is the built cmd/nanoclawd.
 func Nanoclawd(tb testing.TB) string { tb.Helper(); return Bin(tb, "cmd/nanoclawd") }
 
-// Testagent is the built stand-in agent, internal/testagent.
-func Testagent(tb testing.TB) string { tb.Helper(); return Bin(tb, "internal/testagent") }
+// Testagent is the built stand-in agent, internal/testkit/testagent.
+func Testagent(tb testing.TB) string { tb.Helper(); return Bin(tb, "internal/testkit/testagent") }
 
 // Run runs nanoclawd with args in dir (the test's directory if "") with
 // the environment env (this process's if nil) and returns its stdout,
