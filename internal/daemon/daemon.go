@@ -158,7 +158,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		},
 	}
 	if d.watcher, err = ipc.NewWatcher(ipc.Config{
-		IPCRoot: cfg.Layout().IPCRoot(), Layout: cfg.Layout(), DB: d.db, Tokens: d.tokens, Groups: ipcGroups{d.reg},
+		Layout: cfg.Layout(), DB: d.db, Tokens: d.tokens, Groups: ipcGroups{d.reg},
 		Tasks: d.sched, Effects: ipcEffects{d}, Reporter: d.reporter, Log: log.With().Str("part", "ipc").Logger(),
 	}); err != nil {
 		return nil, err

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"text/template"
@@ -45,13 +44,11 @@ var (
 	ErrInvalidFolder   = errors.New("invalid folder name")
 )
 
-var folderRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
-
-// ValidFolder checks a folder name: it becomes a directory name under
-// groupsDir and dataDir/ipc, so it may not contain path tricks.
+// ValidFolder checks a folder name (layout.ValidFolder); its error wraps
+// ErrInvalidFolder.
 func ValidFolder(name string) error {
-	if !folderRE.MatchString(name) || layout.Reserved(name) {
-		return fmt.Errorf("%w %q: use 1-64 letters, digits, '_' or '-', starting with a letter or digit, and not \"global\" or \"errors\"", ErrInvalidFolder, name)
+	if err := layout.ValidFolder(name); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidFolder, err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
@@ -43,7 +44,7 @@ func TestMessageWithFile(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	h.drop(t, "family", MessagesDir, h.msgFile("family", "family@g.us", "the chart", "out/chart.png"))
+	h.drop(t, "family", layout.MessagesDir, h.msgFile("family", "family@g.us", "the chart", "out/chart.png"))
 	e := h.expectSend(t, "family", "family@g.us", "the chart")
 	if e.file == nil || e.file.Name != "chart.png" || e.file.MIME != "image/png" || filepath.Dir(e.file.Path) != h.layout.Outgoing() {
 		t.Fatalf("sent file %+v; want chart.png, image/png, copied into %s", e.file, h.layout.Outgoing())
@@ -52,24 +53,24 @@ func TestMessageWithFile(t *testing.T) {
 		t.Errorf("the copy holds %q", got)
 	}
 
-	h.drop(t, "main", MessagesDir, h.msgFile("main", "family@g.us", "from main", filepath.Join(h.layout.Group("main"), "list.txt")))
+	h.drop(t, "main", layout.MessagesDir, h.msgFile("main", "family@g.us", "from main", filepath.Join(h.layout.Group("main"), "list.txt")))
 	if e := h.expectSend(t, "main", "family@g.us", "from main"); e.file == nil || e.file.Name != "list.txt" {
 		t.Errorf("main's file %+v", e.file)
 	}
 	// Main's folder rule is its own folder too, not every group's.
-	p := h.drop(t, "main", MessagesDir, h.msgFile("main", "main@g.us", "x", "../work/secret.txt"))
+	p := h.drop(t, "main", layout.MessagesDir, h.msgFile("main", "main@g.us", "x", "../work/secret.txt"))
 	h.expectFileRefused(t, p, "main", "outside the group's folder")
 
 	for _, file := range []string{"/etc/passwd", "peek.txt", "../work/secret.txt"} {
-		p := h.drop(t, "family", MessagesDir, h.msgFile("family", "family@g.us", "look", file))
+		p := h.drop(t, "family", layout.MessagesDir, h.msgFile("family", "family@g.us", "look", file))
 		h.expectFileRefused(t, p, "family", "outside the group's folder")
 	}
-	p = h.drop(t, "family", MessagesDir, h.msgFile("family", "family@g.us", "look", "missing.pdf"))
+	p = h.drop(t, "family", layout.MessagesDir, h.msgFile("family", "family@g.us", "look", "missing.pdf"))
 	if e := h.next(t); e.kind != "violation" || e.alert || e.v.Kind != security.KindIPC || !strings.Contains(e.v.Detail, "no file") {
 		t.Fatalf("a missing file: %+v alert=%v; want a refusal without alert", e.v, e.alert)
 	}
 
-	h.drop(t, "family", MessagesDir, h.msg("family", "family@g.us", "just text"))
+	h.drop(t, "family", layout.MessagesDir, h.msg("family", "family@g.us", "just text"))
 	if e := h.expectSend(t, "family", "family@g.us", "just text"); e.file != nil {
 		t.Errorf("a message without a file carries %+v", e.file)
 	}
@@ -92,7 +93,7 @@ func (h *harness) expectFileRefused(t *testing.T, path, group, reason string) {
 	if _, err := os.Lstat(path); !os.IsNotExist(err) {
 		t.Fatalf("%s still in place (%v)", path, err)
 	}
-	if m, _ := filepath.Glob(filepath.Join(h.root, ErrorsDir, "*"+filepath.Base(path)+".reason")); len(m) != 1 {
+	if m, _ := filepath.Glob(filepath.Join(h.root, layout.ErrorsDir, "*"+filepath.Base(path)+".reason")); len(m) != 1 {
 		t.Fatalf("no quarantine reason for %s", filepath.Base(path))
 	}
 }

@@ -3,6 +3,7 @@ package ipc
 import (
 	"fmt"
 
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
@@ -42,21 +43,21 @@ func (r *Refusal) Error() string { return r.Reason }
 // Authorize applies the contract's table to a decoded request from the
 // group that owns the directory it was found in. It returns nil when the
 // request may be carried out.
-func Authorize(from Group, r Request, f Facts) *Refusal {
+func Authorize(from Group, r protocol.Request, f Facts) *Refusal {
 	switch r.Type {
-	case TypeMessage, TypeReaction:
+	case protocol.TypeMessage, protocol.TypeReaction:
 		if from.IsMain {
 			return nil
 		}
 		if f.Target == nil || f.Target.Folder != from.Folder {
 			verb := "message"
-			if r.Type == TypeReaction {
+			if r.Type == protocol.TypeReaction {
 				verb = "react in"
 			}
 			return &Refusal{Alert: true, Target: r.ChatJID,
 				Reason: fmt.Sprintf("group %s may only %s its own chat, not %s", from.Folder, verb, r.ChatJID)}
 		}
-	case TypeScheduleTask:
+	case protocol.TypeScheduleTask:
 		if r.TargetJID == "" {
 			return nil // its own chat
 		}
@@ -68,7 +69,7 @@ func Authorize(from Group, r Request, f Facts) *Refusal {
 			return &Refusal{Alert: true, Target: r.TargetJID,
 				Reason: fmt.Sprintf("group %s may only schedule tasks for itself, not for %s", from.Folder, f.Target.Folder)}
 		}
-	case TypePauseTask, TypeResumeTask, TypeCancelTask, TypeUpdateTask:
+	case protocol.TypePauseTask, protocol.TypeResumeTask, protocol.TypeCancelTask, protocol.TypeUpdateTask:
 		if f.TaskFolder == "" {
 			return &Refusal{Target: r.TaskID, Reason: fmt.Sprintf("no task %q; see current_tasks.json for the ids", r.TaskID)}
 		}
@@ -76,12 +77,12 @@ func Authorize(from Group, r Request, f Facts) *Refusal {
 			return &Refusal{Alert: true, Target: "task " + r.TaskID + " of " + f.TaskFolder,
 				Reason: fmt.Sprintf("group %s may only change its own tasks; %s belongs to %s", from.Folder, r.TaskID, f.TaskFolder)}
 		}
-	case TypeRegisterGroup, TypeRefreshGroups:
+	case protocol.TypeRegisterGroup, protocol.TypeRefreshGroups:
 		if !from.IsMain {
 			return &Refusal{Alert: true, Target: r.Type,
 				Reason: fmt.Sprintf("%s is for the main group only, and %s is not main", r.Type, from.Folder)}
 		}
-		if r.Type == TypeRegisterGroup && f.FolderOwner != "" && f.FolderOwner != r.JID {
+		if r.Type == protocol.TypeRegisterGroup && f.FolderOwner != "" && f.FolderOwner != r.JID {
 			return &Refusal{Target: r.Folder,
 				Reason: fmt.Sprintf("folder %s already belongs to chat %s; pick another folder", r.Folder, f.FolderOwner)}
 		}

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
 // BenchmarkIPCLatency measures one file at a time: from the rename that
@@ -14,7 +16,7 @@ import (
 func BenchmarkIPCLatency(b *testing.B) {
 	h := newHarness(b)
 	h.start(b)
-	dir := filepath.Join(h.root, "family", MessagesDir)
+	dir := filepath.Join(h.root, "family", layout.MessagesDir)
 	body := fmt.Sprintf(`{"type":"message","chatJid":"family@g.us","text":"x","token":%q}`, h.token["family"])
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
@@ -39,7 +41,7 @@ func BenchmarkIPCLatency(b *testing.B) {
 func BenchmarkIPCThroughput(b *testing.B) {
 	h := newHarness(b)
 	h.start(b)
-	dir := filepath.Join(h.root, "family", MessagesDir)
+	dir := filepath.Join(h.root, "family", layout.MessagesDir)
 	body := fmt.Sprintf(`{"type":"message","chatJid":"family@g.us","text":"x","token":%q}`, h.token["family"])
 	for i := range b.N {
 		os.WriteFile(filepath.Join(dir, fmt.Sprintf("%09d.json.tmp", i)), []byte(body), 0o600)

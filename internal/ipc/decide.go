@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
@@ -13,7 +14,7 @@ import (
 // decision is the verdict on one file before anything is done about it.
 type decision struct {
 	accept bool
-	req    Request
+	req    protocol.Request
 	from   Group
 	to     *Group // message, schedule_task: the registered group of the chat named, if any
 	reason string
@@ -116,11 +117,11 @@ func (v *view) decide(ctx context.Context, f *file) (decision, error) {
 	if !ok {
 		return refuse(f.ref, fmt.Sprintf("ipc/%s is not a registered group's directory", f.folder), "", false), nil
 	}
-	req, derr := Decode(f.data)
+	req, derr := protocol.DecodeRequest(f.data, scheduler.Validate)
 	switch {
-	case errors.Is(derr, ErrSyntax):
+	case errors.Is(derr, protocol.ErrSyntax):
 		return refuse(f.ref, "bad JSON: "+derr.Error(), "", false), nil
-	case errors.Is(derr, ErrNoToken):
+	case errors.Is(derr, protocol.ErrNoToken):
 		return refuse(f.ref, derr.Error(), "ipc/"+f.folder, true), nil
 	}
 	ok, owner, err := v.checkToken(ctx, f.folder, req.Token)
@@ -139,8 +140,8 @@ func (v *view) decide(ctx context.Context, f *file) (decision, error) {
 	if derr != nil {
 		return refuse(f.ref, derr.Error(), "", false), nil
 	}
-	if Dir(req.Type) != f.sub {
-		return refuse(f.ref, fmt.Sprintf("type %s belongs in %s/, not %s/", req.Type, Dir(req.Type), f.sub), "", false), nil
+	if protocol.Dir(req.Type) != f.sub {
+		return refuse(f.ref, fmt.Sprintf("type %s belongs in %s/, not %s/", req.Type, protocol.Dir(req.Type), f.sub), "", false), nil
 	}
 	facts, err := v.facts(ctx, req)
 	if err != nil {
@@ -168,13 +169,13 @@ func (v *view) decide(ctx context.Context, f *file) (decision, error) {
 	return d, nil
 }
 
-func (v *view) facts(ctx context.Context, req Request) (Facts, error) {
+func (v *view) facts(ctx context.Context, req protocol.Request) (Facts, error) {
 	var f Facts
 	jid := req.ChatJID
-	if req.Type == TypeScheduleTask {
+	if req.Type == protocol.TypeScheduleTask {
 		jid = req.TargetJID
 	}
-	if jid != "" && (req.Type == TypeMessage || req.Type == TypeReaction || req.Type == TypeScheduleTask) {
+	if jid != "" && (req.Type == protocol.TypeMessage || req.Type == protocol.TypeReaction || req.Type == protocol.TypeScheduleTask) {
 		g, ok, err := v.groupByJID(ctx, jid)
 		if err != nil {
 			return f, err
@@ -192,7 +193,7 @@ func (v *view) facts(ctx context.Context, req Request) (Facts, error) {
 		}
 		f.TaskFolder = t.GroupFolder
 	}
-	if req.Type == TypeRegisterGroup {
+	if req.Type == protocol.TypeRegisterGroup {
 		g, ok, err := v.groupByFolder(ctx, req.Folder)
 		if err != nil {
 			return f, err

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/nanoclawd/nanoclawd/internal/groupfs"
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
 )
 
 // maxAttempts bounds the tries of a file effect that keeps failing (a file
@@ -36,7 +37,7 @@ func (w *Watcher) finish(ctx context.Context, entries []*entry) {
 		}
 		finished, ids = append(finished, e), append(ids, e.id)
 		switch e.typ {
-		case TypeScheduleTask, TypePauseTask, TypeResumeTask, TypeCancelTask, TypeUpdateTask:
+		case protocol.TypeScheduleTask, protocol.TypePauseTask, protocol.TypeResumeTask, protocol.TypeCancelTask, protocol.TypeUpdateTask:
 			tasks = true
 		}
 	}
@@ -80,7 +81,7 @@ func (w *Watcher) finishOne(ctx context.Context, e *entry, ds *dirs) error {
 				return err
 			}
 		}
-		if e.typ == TypeRefreshGroups {
+		if e.typ == protocol.TypeRefreshGroups {
 			if err := w.cfg.Effects.RefreshGroups(ctx); err != nil {
 				return err
 			}
@@ -109,7 +110,7 @@ func (w *Watcher) failed(ctx context.Context, e *entry, cause error) {
 // FIFO is moved, not followed or opened), to ipc/errors/ with the reason
 // beside it. Repeating it after a crash only rewrites the reason.
 func (w *Watcher) quarantine(e *entry, dir *groupfs.Dir, reason string) error {
-	dest := filepath.Join(w.cfg.IPCRoot, ErrorsDir, fmt.Sprintf("%s.%s.%d.%s", e.folder, e.sub, e.id, e.name))
+	dest := filepath.Join(w.cfg.Layout.IPCErrors(), fmt.Sprintf("%s.%s.%d.%s", e.folder, e.sub, e.id, e.name))
 	if dir != nil {
 		if err := dir.MoveTo(e.name, dest); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("quarantine %s: %w", e.ref, err)

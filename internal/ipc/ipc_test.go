@@ -17,6 +17,7 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
@@ -147,7 +148,7 @@ func newHarness(t testing.TB) *harness {
 	h := &harness{root: root, layout: l, db: db, tokens: tokens, groups: groups, token: map[string]string{},
 		effects: &fakeEffects{events: make(chan event, 100000), groups: groups}, links: &groupfstest.Reporter{}}
 	h.sched = scheduler.New(db, time.UTC, nil, nil, zerolog.Nop())
-	h.w, err = NewWatcher(Config{IPCRoot: root, Layout: l, DB: db, Tokens: tokens, Groups: groups, Tasks: h.sched,
+	h.w, err = NewWatcher(Config{Layout: l, DB: db, Tokens: tokens, Groups: groups, Tasks: h.sched,
 		Effects: h.effects, Reporter: h.links, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +197,7 @@ func (h *harness) drop(t testing.TB, folder, sub string, v any) string {
 }
 
 func (h *harness) msg(folder, chat, text string) map[string]any {
-	return map[string]any{"type": TypeMessage, "chatJid": chat, "text": text, "token": h.token[folder]}
+	return map[string]any{"type": protocol.TypeMessage, "chatJid": chat, "text": text, "token": h.token[folder]}
 }
 
 // next waits for the watcher's next call, with a deadline.
@@ -234,7 +235,7 @@ func (h *harness) expectRefused(t testing.TB, path string, alert bool, group, re
 	if _, err := os.Lstat(path); !os.IsNotExist(err) {
 		t.Fatalf("%s still in place (%v)", path, err)
 	}
-	matches, _ := filepath.Glob(filepath.Join(h.root, ErrorsDir, "*"+filepath.Base(path)))
+	matches, _ := filepath.Glob(filepath.Join(h.root, layout.ErrorsDir, "*"+filepath.Base(path)))
 	if len(matches) != 1 {
 		t.Fatalf("quarantine holds %v for %s", matches, filepath.Base(path))
 	}

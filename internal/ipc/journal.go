@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 )
 
@@ -29,11 +31,11 @@ type entry struct {
 	present   bool   // the file is (as far as we know) still at its path
 }
 
-func (e *entry) verdict() Verdict {
+func (e *entry) verdict() protocol.Verdict {
 	if e.status == statusRefused {
-		return Verdict{Status: statusRefused, Reason: refusalReason(e.reason)}
+		return protocol.Verdict{Status: statusRefused, Reason: refusalReason(e.reason)}
 	}
-	return Verdict{Status: statusSent, ID: e.taskID}
+	return protocol.Verdict{Status: statusSent, ID: e.taskID}
 }
 
 const (
@@ -85,7 +87,7 @@ func (w *Watcher) handle(ctx context.Context, refs ...ref) {
 				continue
 			}
 			todo = append(todo, judged{f, d})
-			if d.accept && d.req.Type == TypeRegisterGroup {
+			if d.accept && d.req.Type == protocol.TypeRegisterGroup {
 				break // the files after it are decided against the new registry
 			}
 		}
@@ -163,11 +165,11 @@ func (w *Watcher) recordTx(ctx context.Context, tx *sql.Tx, f *file, d decision)
 		return e, w.refuseTx(ctx, tx, e, d)
 	}
 	e.status, e.typ = statusSent, d.req.Type
-	if r := d.req; r.Type == TypeMessage || r.Type == TypeReaction {
+	if r := d.req; r.Type == protocol.TypeMessage || r.Type == protocol.TypeReaction {
 		if err := w.insertTx(ctx, tx, e); err != nil {
 			return nil, err
 		}
-		if r.Type == TypeReaction {
+		if r.Type == protocol.TypeReaction {
 			return e, w.cfg.Effects.ReactTx(ctx, tx, e.id, f.folder, r.ChatJID, r.MessageID, r.Emoji)
 		}
 		return e, w.cfg.Effects.SendMessageTx(ctx, tx, e.id, f.folder, r.ChatJID, r.Text, d.file)
@@ -198,13 +200,13 @@ func (w *Watcher) changeTx(ctx context.Context, tx *sql.Tx, e *entry, d decision
 	if err := w.taskTx(ctx, tx, e, d); err != nil {
 		return err
 	}
-	if d.req.Type == TypeRegisterGroup {
+	if d.req.Type == protocol.TypeRegisterGroup {
 		e.newFolder = d.req.Folder
 	}
 	if err := w.insertTx(ctx, tx, e); err != nil {
 		return err
 	}
-	if r := d.req; r.Type == TypeRegisterGroup {
+	if r := d.req; r.Type == protocol.TypeRegisterGroup {
 		g := NewGroup{JID: r.JID, Name: r.Name, Folder: r.Folder, Trigger: r.Trigger, RequiresTrigger: true, Senders: r.Senders}
 		if r.RequiresTrigger != nil {
 			g.RequiresTrigger = *r.RequiresTrigger
@@ -251,7 +253,7 @@ func isRefusal(err error) bool {
 func (w *Watcher) taskTx(ctx context.Context, tx *sql.Tx, e *entry, d decision) error {
 	r, t := d.req, w.cfg.Tasks
 	switch r.Type {
-	case TypeScheduleTask:
+	case protocol.TypeScheduleTask:
 		nt := scheduler.NewTask{GroupFolder: d.from.Folder, ChatJID: d.from.JID, Prompt: r.Prompt,
 			ScheduleType: r.ScheduleType, ScheduleValue: r.ScheduleValue, ContextMode: r.ContextMode}
 		if r.TargetJID != "" && d.to != nil {
@@ -260,13 +262,13 @@ func (w *Watcher) taskTx(ctx context.Context, tx *sql.Tx, e *entry, d decision) 
 		task, err := t.Create(ctx, tx, nt)
 		e.taskID = task.ID
 		return err
-	case TypePauseTask:
+	case protocol.TypePauseTask:
 		return t.Pause(ctx, tx, r.TaskID)
-	case TypeResumeTask:
+	case protocol.TypeResumeTask:
 		return t.Resume(ctx, tx, r.TaskID)
-	case TypeCancelTask:
+	case protocol.TypeCancelTask:
 		return t.Cancel(ctx, tx, r.TaskID)
-	case TypeUpdateTask:
+	case protocol.TypeUpdateTask:
 		u := scheduler.Update{}
 		if r.Prompt != "" {
 			u.Prompt = &r.Prompt
@@ -336,9 +338,9 @@ func (w *Watcher) resume(ctx context.Context) {
 
 // prune forgets finished files after a week; their files are long gone.
 func (w *Watcher) prune(ctx context.Context) {
-	if entries, err := os.ReadDir(w.cfg.IPCRoot); err == nil {
+	if entries, err := os.ReadDir(w.cfg.Layout.IPCRoot()); err == nil {
 		for _, e := range entries {
-			if e.IsDir() && e.Name() != ErrorsDir {
+			if e.IsDir() && e.Name() != layout.ErrorsDir {
 				w.pruneVerdicts(ctx, e.Name())
 			}
 		}

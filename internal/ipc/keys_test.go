@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
 // After a quiet week the prune empties the journal; a plain row id would
@@ -13,8 +15,8 @@ import (
 func TestKeysNotReusedAfterPrune(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	first := h.drop(t, "family", MessagesDir, h.msg("family", "family@g.us", "before the quiet week"))
-	h.w.handle(ctx, ref{"family", MessagesDir, filepath.Base(first)})
+	first := h.drop(t, "family", layout.MessagesDir, h.msg("family", "family@g.us", "before the quiet week"))
+	h.w.handle(ctx, ref{"family", layout.MessagesDir, filepath.Base(first)})
 	k1 := h.expectSend(t, "family", "family@g.us", "before the quiet week").key
 
 	h.w.now = func() time.Time { return time.Now().Add(8 * 24 * time.Hour) }
@@ -24,8 +26,8 @@ func TestKeysNotReusedAfterPrune(t *testing.T) {
 	if n != 0 {
 		t.Fatalf("%d rows left after the prune, want 0 (the case where ids restart)", n)
 	}
-	second := h.drop(t, "family", MessagesDir, h.msg("family", "family@g.us", "after the quiet week"))
-	h.w.handle(ctx, ref{"family", MessagesDir, filepath.Base(second)})
+	second := h.drop(t, "family", layout.MessagesDir, h.msg("family", "family@g.us", "after the quiet week"))
+	h.w.handle(ctx, ref{"family", layout.MessagesDir, filepath.Base(second)})
 	if k2 := h.expectSend(t, "family", "family@g.us", "after the quiet week").key; k2 == k1 {
 		t.Errorf("the new file got the old file's key %q", k1)
 	}
@@ -37,7 +39,7 @@ func TestKeysNotReusedAfterPrune(t *testing.T) {
 func TestSameNameAndContentAgainIsANewFile(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	path := h.drop(t, "family", MessagesDir, h.msg("family", "family@g.us", "good morning"))
+	path := h.drop(t, "family", layout.MessagesDir, h.msg("family", "family@g.us", "good morning"))
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +52,7 @@ func TestSameNameAndContentAgainIsANewFile(t *testing.T) {
 			}
 			os.Rename(path+".tmp", path)
 		}
-		h.w.handle(ctx, ref{"family", MessagesDir, filepath.Base(path)})
+		h.w.handle(ctx, ref{"family", layout.MessagesDir, filepath.Base(path)})
 		e := h.expectSend(t, "family", "family@g.us", "good morning")
 		if keys[e.key] {
 			t.Fatalf("round %d reused key %q", i, e.key)
@@ -61,7 +63,7 @@ func TestSameNameAndContentAgainIsANewFile(t *testing.T) {
 		}
 	}
 	// Handling the same (now absent) file again does nothing.
-	h.w.handle(ctx, ref{"family", MessagesDir, filepath.Base(path)})
+	h.w.handle(ctx, ref{"family", layout.MessagesDir, filepath.Base(path)})
 	select {
 	case e := <-h.effects.events:
 		t.Errorf("a handled file acted again: %+v", e)

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
@@ -55,8 +56,7 @@ func runKillChild(dataDir string) {
 		panic(err)
 	}
 	groups := &fakeGroups{groups: testGroups}
-	root := filepath.Join(dataDir, "ipc")
-	w, err := NewWatcher(Config{IPCRoot: root, DB: db, Tokens: tokens, Groups: groups,
+	w, err := NewWatcher(Config{Layout: layout.New(dataDir, filepath.Join(dataDir, "groups")), DB: db, Tokens: tokens, Groups: groups,
 		Tasks: scheduler.New(db, time.UTC, nil, nil, zerolog.Nop()), Effects: sqlEffects{}, Log: zerolog.Nop()})
 	if err != nil {
 		panic(err)
@@ -89,7 +89,7 @@ func TestKill9(t *testing.T) {
 	ctx := context.Background()
 	tokens, _ := OpenTokens(ctx, db)
 	token, _ := tokens.Issue(ctx, "family")
-	dir := filepath.Join(dataDir, "ipc", "family", MessagesDir)
+	dir := filepath.Join(dataDir, "ipc", "family", layout.MessagesDir)
 	os.MkdirAll(dir, 0o700)
 	for i := range valid + hostile {
 		tok := token
@@ -150,7 +150,7 @@ func TestKill9(t *testing.T) {
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Fatalf("%d files left in messages/", len(left))
 	}
-	quarantined, _ := filepath.Glob(filepath.Join(dataDir, "ipc", ErrorsDir, "*.json"))
+	quarantined, _ := filepath.Glob(filepath.Join(dataDir, "ipc", layout.ErrorsDir, "*.json"))
 	if len(quarantined) != hostile {
 		t.Fatalf("%d files quarantined; want %d", len(quarantined), hostile)
 	}

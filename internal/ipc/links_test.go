@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/testkit/groupfstest"
 )
 
@@ -20,9 +21,9 @@ import (
 func TestPruneDoesNotFollowAResultsLink(t *testing.T) {
 	h := newHarness(t)
 	c := groupfstest.NewCanary(t)
-	c.Link(t, filepath.Join(h.root, "family", ResultsDir))
+	c.Link(t, filepath.Join(h.root, "family", layout.ResultsDir))
 	// A real results dir beside it, with an answer nobody took: pruned.
-	stale := filepath.Join(h.root, "work", ResultsDir, "old.json")
+	stale := filepath.Join(h.root, "work", layout.ResultsDir, "old.json")
 	os.MkdirAll(filepath.Dir(stale), 0o700)
 	os.WriteFile(stale, []byte("{}"), 0o600)
 	old := time.Now().Add(-time.Hour)
@@ -30,8 +31,8 @@ func TestPruneDoesNotFollowAResultsLink(t *testing.T) {
 
 	h.w.prune(context.Background())
 	c.Intact(t)
-	h.links.Reported(t, filepath.Join(h.root, "family", ResultsDir))
-	if _, err := os.Lstat(filepath.Join(h.root, "family", ResultsDir)); !os.IsNotExist(err) {
+	h.links.Reported(t, filepath.Join(h.root, "family", layout.ResultsDir))
+	if _, err := os.Lstat(filepath.Join(h.root, "family", layout.ResultsDir)); !os.IsNotExist(err) {
 		t.Errorf("the results link is still there: %v", err)
 	}
 	if _, err := os.Lstat(stale); !os.IsNotExist(err) {
@@ -43,19 +44,19 @@ func TestPruneDoesNotFollowAResultsLink(t *testing.T) {
 func TestRescanDoesNotChmodThroughATasksLink(t *testing.T) {
 	h := newHarness(t)
 	c := groupfstest.NewCanary(t)
-	for _, sub := range []string{TasksDir, MessagesDir} {
+	for _, sub := range []string{layout.TasksDir, layout.MessagesDir} {
 		c.Link(t, filepath.Join(h.root, "family", sub))
 	}
 	h.start(t) // scans every group: the links are met at once
-	groupfstest.WaitRealDir(t, filepath.Join(h.root, "family", MessagesDir))
-	h.drop(t, "family", MessagesDir, h.msg("family", "family@g.us", "still here"))
+	groupfstest.WaitRealDir(t, filepath.Join(h.root, "family", layout.MessagesDir))
+	h.drop(t, "family", layout.MessagesDir, h.msg("family", "family@g.us", "still here"))
 	h.expectSend(t, "family", "family@g.us", "still here")
 	c.Intact(t)
-	for _, sub := range []string{TasksDir, MessagesDir} {
+	for _, sub := range []string{layout.TasksDir, layout.MessagesDir} {
 		groupfstest.IsRealDir(t, filepath.Join(h.root, "family", sub))
 		h.links.Reported(t, filepath.Join(h.root, "family", sub))
 	}
-	if fi, _ := os.Stat(filepath.Join(h.root, "family", TasksDir)); fi.Mode().Perm() != 0o700 {
+	if fi, _ := os.Stat(filepath.Join(h.root, "family", layout.TasksDir)); fi.Mode().Perm() != 0o700 {
 		t.Errorf("the new tasks/ has mode %v, want 0700", fi.Mode().Perm())
 	}
 }
@@ -65,9 +66,9 @@ func TestRescanDoesNotChmodThroughATasksLink(t *testing.T) {
 func TestVerdictNotWrittenThroughAResultsLink(t *testing.T) {
 	h := newHarness(t)
 	c := groupfstest.NewCanary(t)
-	c.Link(t, filepath.Join(h.root, "family", ResultsDir))
+	c.Link(t, filepath.Join(h.root, "family", layout.ResultsDir))
 	h.start(t)
-	h.drop(t, "family", MessagesDir, h.msg("family", "family@g.us", "answered"))
+	h.drop(t, "family", layout.MessagesDir, h.msg("family", "family@g.us", "answered"))
 	h.expectSend(t, "family", "family@g.us", "answered")
 	// The verdict follows the send: wait for the link to go.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -76,5 +77,5 @@ func TestVerdictNotWrittenThroughAResultsLink(t *testing.T) {
 		}
 	}
 	c.Intact(t)
-	h.links.Reported(t, filepath.Join(h.root, "family", ResultsDir))
+	h.links.Reported(t, filepath.Join(h.root, "family", layout.ResultsDir))
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/nanoclawd/nanoclawd/internal/groupfs"
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
 )
 
 // file is one IPC file as read: its content, or why it is refused unread.
@@ -84,7 +85,7 @@ func (ds *dirs) close() {
 
 // readIPCFile reads name in dir without following a symlink or blocking on
 // a FIFO. bad is set, and nothing read, for anything but a regular file of
-// at most MaxFileSize; hash then identifies that object instead of content.
+// at most protocol.MaxFileSize; hash then identifies that object instead of content.
 func readIPCFile(dir *groupfs.Dir, name string) (data []byte, hash, bad string, err error) {
 	path := filepath.Join(dir.Path(), name) // for messages
 	fi, err := dir.Root().Lstat(name)
@@ -101,7 +102,7 @@ func readIPCFile(dir *groupfs.Dir, name string) (data []byte, hash, bad string, 
 	if !fi.Mode().IsRegular() {
 		return nil, ident(), fmt.Sprintf("not a regular file (%s); write files with the nanoclaw MCP tools", groupfs.Kind(fi.Mode())), nil
 	}
-	if fi.Size() > MaxFileSize {
+	if fi.Size() > protocol.MaxFileSize {
 		return nil, ident(), fmt.Sprintf("file of %d bytes is over the 1 MiB limit", fi.Size()), nil
 	}
 	f, err := dir.Root().OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
@@ -125,13 +126,13 @@ func readIPCFile(dir *groupfs.Dir, name string) (data []byte, hash, bad string, 
 	}
 	data = data[:n]
 	if n > int(ofi.Size()) {
-		rest, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1-int64(n)))
+		rest, err := io.ReadAll(io.LimitReader(f, protocol.MaxFileSize+1-int64(n)))
 		if err != nil {
 			return nil, "", "", fmt.Errorf("read %s: %w", path, err)
 		}
 		data = append(data, rest...)
 	}
-	if len(data) > MaxFileSize {
+	if len(data) > protocol.MaxFileSize {
 		return nil, ident(), "file grew over the 1 MiB limit while being read", nil
 	}
 	sum := sha256.Sum256(data)

@@ -2,78 +2,13 @@ package ipc
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
-)
 
-func TestDecode(t *testing.T) {
-	tok := `,"token":"t"`
-	tests := []struct {
-		in   string
-		want error // nil = accepted
-	}{
-		{`{"type":"message","chatJid":"a@g.us","text":"hi"` + tok + `}`, nil},
-		{`{"type":"message","chatJid":"a@g.us","text":"hi","file":"media/cat.png"` + tok + `}`, nil},
-		{`{"type":"message","chatJid":"a@g.us","text":"hi","file":""` + tok + `}`, ErrField},
-		{`{"type":"message","chatJid":"a@g.us","text":"hi","file":true` + tok + `}`, ErrField},
-		{"{\"type\":\"message\",\"chatJid\":\"a@g.us\",\"text\":\"hi\",\"file\":\"a\\u0000b\"" + tok + "}", ErrField},
-		{`{"type":"refresh_groups","file":"x"` + tok + `}`, ErrField},
-		{`{"type":"schedule_task","prompt":"p","schedule_type":"once","schedule_value":"2030-01-01T09:00:00","context_mode":"isolated"` + tok + `}`, nil},
-		{`{"type":"update_task","taskId":"t1","prompt":"p"` + tok + `}`, nil},
-		{`{"type":"update_task","taskId":"t1","schedule_value":"0 9 * * *"` + tok + `}`, nil}, // type taken from the task
-		{`{"type":"register_group","jid":"a@g.us","name":"A","folder":"a_b-1","requiresTrigger":false` + tok + `}`, nil},
-		{`{"type":"refresh_groups"` + tok + `}`, nil},
-		{``, ErrSyntax},
-		{`[]`, ErrSyntax},
-		{`"x"`, ErrSyntax},
-		{`{"type":"refresh_groups"` + tok + `}{}`, ErrSyntax},
-		{`{"type":"refresh_groups"` + tok + `,"token":"u"}`, ErrSyntax},
-		{`{"type":"refresh_groups","nested":{}` + tok + `}`, ErrSyntax},
-		{`{"type":"refresh_groups","n":1` + tok + `}`, ErrSyntax},
-		{`{"type":"refresh_groups","token":null}`, ErrSyntax},
-		{"{\"type\":\"refresh_groups\",\"token\":\"\xff\"}", ErrSyntax},
-		{`{"type":"refresh_groups"}`, ErrNoToken},
-		{`{"type":"refresh_groups","token":""}`, ErrNoToken},
-		{`{"type":"refresh_groups","token":true}`, ErrNoToken},
-		{`{"Type":"refresh_groups"` + tok + `}`, ErrUnknownType},
-		{`{"type":"shell"` + tok + `}`, ErrUnknownType},
-		{`{"type":"message","chatJid":"a@g.us"` + tok + `}`, ErrField},
-		{`{"type":"message","chatJid":"a@g.us","text":""` + tok + `}`, ErrField},
-		{`{"type":"message","chatJid":"a@g.us","text":"x","ChatJid":"b@g.us"` + tok + `}`, ErrField},
-		{`{"type":"message","chatJid":"a b","text":"x"` + tok + `}`, ErrField},
-		{`{"type":"message","chatJid":"a@g.us","text":true` + tok + `}`, ErrField},
-		{`{"type":"schedule_task","prompt":"p","schedule_type":"cron","schedule_value":"* *","context_mode":"group"` + tok + `}`, ErrField},
-		{`{"type":"schedule_task","prompt":"p","schedule_type":"once","schedule_value":"2030-01-01T09:00:00"` + tok + `}`, ErrField},
-		{`{"type":"update_task","taskId":"t1","schedule_type":"cron"` + tok + `}`, ErrField},
-		{`{"type":"register_group","jid":"a@g.us","name":"A","folder":"../a"` + tok + `}`, ErrField},
-		{`{"type":"register_group","jid":"a@g.us","name":"A","folder":"GLOBAL"` + tok + `}`, ErrField},
-		{`{"type":"register_group","jid":"a@g.us","name":"A","folder":"a","requiresTrigger":"no"` + tok + `}`, ErrField},
-		{`{"type":"register_group","jid":"a@g.us","name":"A","folder":"a","senders":["4917012345","4917099999"]` + tok + `}`, nil},
-		{`{"type":"register_group","jid":"a@g.us","name":"A","folder":"a","senders":[]` + tok + `}`, ErrField},
-		{`{"type":"register_group","jid":"a@g.us","name":"A","folder":"a","senders":[""]` + tok + `}`, ErrField},
-		{`{"type":"register_group","jid":"a@g.us","name":"A","folder":"a","senders":"4917012345"` + tok + `}`, ErrField},
-		{`{"type":"register_group","jid":"a@g.us","name":"A","folder":"a","senders":[1]` + tok + `}`, ErrSyntax},
-		{`{"type":"register_group","jid":"a@g.us","name":"A","folder":"a","senders":[["x"]]` + tok + `}`, ErrSyntax},
-		{`{"type":"message","chatJid":"a@g.us","text":"hi","senders":["x"]` + tok + `}`, ErrField},
-		{`{"type":"reaction","chatJid":"a@g.us","messageId":"3EB0C4A1F2","emoji":"👍"` + tok + `}`, nil},
-		{`{"type":"reaction","chatJid":"a@g.us","messageId":"3EB0C4A1F2"` + tok + `}`, ErrField},
-		{`{"type":"reaction","chatJid":"a@g.us","messageId":"3EB0","emoji":"👍","text":"x"` + tok + `}`, ErrField},
-		{`{"type":"reaction","chatJid":"a@g.us","messageId":"3EB0 x","emoji":"👍"` + tok + `}`, ErrField},
-		{`{"type":"reaction","chatJid":"a@g.us","messageId":"3EB0","emoji":"` + strings.Repeat("👍", 20) + `"` + tok + `}`, ErrField},
-		{`{"type":"message","chatJid":"a@g.us","text":"hi","emoji":"👍"` + tok + `}`, ErrField},
-	}
-	for _, tc := range tests {
-		req, err := Decode([]byte(tc.in))
-		if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
-			t.Errorf("Decode(%s) = %v; want %v", tc.in, err, tc.want)
-		}
-		if err == nil && req.Token != "t" {
-			t.Errorf("Decode(%s): token %q", tc.in, req.Token)
-		}
-	}
-}
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
+	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+)
 
 func TestAuthorize(t *testing.T) {
 	main := Group{JID: "m@g.us", Folder: "main", IsMain: true}
@@ -82,33 +17,33 @@ func TestAuthorize(t *testing.T) {
 	tests := []struct {
 		name  string
 		from  Group
-		req   Request
+		req   protocol.Request
 		facts Facts
 		ok    bool
 		alert bool
 	}{
-		{"main messages anyone", main, Request{Type: TypeMessage, ChatJID: "x@s.whatsapp.net"}, Facts{}, true, false},
-		{"group messages itself", fam, Request{Type: TypeMessage, ChatJID: fam.JID}, Facts{Target: &fam}, true, false},
-		{"group messages another", fam, Request{Type: TypeMessage, ChatJID: work.JID}, Facts{Target: &work}, false, true},
-		{"group messages unregistered", fam, Request{Type: TypeMessage, ChatJID: "x@g.us"}, Facts{}, false, true},
-		{"main reacts anywhere", main, Request{Type: TypeReaction, ChatJID: work.JID}, Facts{Target: &work}, true, false},
-		{"group reacts in its chat", fam, Request{Type: TypeReaction, ChatJID: fam.JID}, Facts{Target: &fam}, true, false},
-		{"group reacts in another", fam, Request{Type: TypeReaction, ChatJID: work.JID}, Facts{Target: &work}, false, true},
-		{"own task", fam, Request{Type: TypeScheduleTask}, Facts{}, true, false},
-		{"main schedules for work", main, Request{Type: TypeScheduleTask, TargetJID: work.JID}, Facts{Target: &work}, true, false},
-		{"main schedules for unregistered", main, Request{Type: TypeScheduleTask, TargetJID: "x"}, Facts{}, false, false},
-		{"group schedules for work", fam, Request{Type: TypeScheduleTask, TargetJID: work.JID}, Facts{Target: &work}, false, true},
-		{"group pauses own", fam, Request{Type: TypePauseTask, TaskID: "t"}, Facts{TaskFolder: "family"}, true, false},
-		{"group cancels work's", fam, Request{Type: TypeCancelTask, TaskID: "t"}, Facts{TaskFolder: "work"}, false, true},
-		{"group updates work's", fam, Request{Type: TypeUpdateTask, TaskID: "t"}, Facts{TaskFolder: "work"}, false, true},
-		{"main resumes work's", main, Request{Type: TypeResumeTask, TaskID: "t"}, Facts{TaskFolder: "work"}, true, false},
-		{"no such task", main, Request{Type: TypeResumeTask, TaskID: "t"}, Facts{}, false, false},
-		{"main registers", main, Request{Type: TypeRegisterGroup, JID: "n@g.us", Folder: "n"}, Facts{}, true, false},
-		{"main re-registers same", main, Request{Type: TypeRegisterGroup, JID: "n@g.us", Folder: "n"}, Facts{FolderOwner: "n@g.us"}, true, false},
-		{"main takes a used folder", main, Request{Type: TypeRegisterGroup, JID: "n@g.us", Folder: "work"}, Facts{FolderOwner: work.JID}, false, false},
-		{"group registers", fam, Request{Type: TypeRegisterGroup, JID: "n@g.us", Folder: "n"}, Facts{}, false, true},
-		{"group refreshes", fam, Request{Type: TypeRefreshGroups}, Facts{}, false, true},
-		{"unknown", main, Request{Type: "x"}, Facts{}, false, false},
+		{"main messages anyone", main, protocol.Request{Type: protocol.TypeMessage, ChatJID: "x@s.whatsapp.net"}, Facts{}, true, false},
+		{"group messages itself", fam, protocol.Request{Type: protocol.TypeMessage, ChatJID: fam.JID}, Facts{Target: &fam}, true, false},
+		{"group messages another", fam, protocol.Request{Type: protocol.TypeMessage, ChatJID: work.JID}, Facts{Target: &work}, false, true},
+		{"group messages unregistered", fam, protocol.Request{Type: protocol.TypeMessage, ChatJID: "x@g.us"}, Facts{}, false, true},
+		{"main reacts anywhere", main, protocol.Request{Type: protocol.TypeReaction, ChatJID: work.JID}, Facts{Target: &work}, true, false},
+		{"group reacts in its chat", fam, protocol.Request{Type: protocol.TypeReaction, ChatJID: fam.JID}, Facts{Target: &fam}, true, false},
+		{"group reacts in another", fam, protocol.Request{Type: protocol.TypeReaction, ChatJID: work.JID}, Facts{Target: &work}, false, true},
+		{"own task", fam, protocol.Request{Type: protocol.TypeScheduleTask}, Facts{}, true, false},
+		{"main schedules for work", main, protocol.Request{Type: protocol.TypeScheduleTask, TargetJID: work.JID}, Facts{Target: &work}, true, false},
+		{"main schedules for unregistered", main, protocol.Request{Type: protocol.TypeScheduleTask, TargetJID: "x"}, Facts{}, false, false},
+		{"group schedules for work", fam, protocol.Request{Type: protocol.TypeScheduleTask, TargetJID: work.JID}, Facts{Target: &work}, false, true},
+		{"group pauses own", fam, protocol.Request{Type: protocol.TypePauseTask, TaskID: "t"}, Facts{TaskFolder: "family"}, true, false},
+		{"group cancels work's", fam, protocol.Request{Type: protocol.TypeCancelTask, TaskID: "t"}, Facts{TaskFolder: "work"}, false, true},
+		{"group updates work's", fam, protocol.Request{Type: protocol.TypeUpdateTask, TaskID: "t"}, Facts{TaskFolder: "work"}, false, true},
+		{"main resumes work's", main, protocol.Request{Type: protocol.TypeResumeTask, TaskID: "t"}, Facts{TaskFolder: "work"}, true, false},
+		{"no such task", main, protocol.Request{Type: protocol.TypeResumeTask, TaskID: "t"}, Facts{}, false, false},
+		{"main registers", main, protocol.Request{Type: protocol.TypeRegisterGroup, JID: "n@g.us", Folder: "n"}, Facts{}, true, false},
+		{"main re-registers same", main, protocol.Request{Type: protocol.TypeRegisterGroup, JID: "n@g.us", Folder: "n"}, Facts{FolderOwner: "n@g.us"}, true, false},
+		{"main takes a used folder", main, protocol.Request{Type: protocol.TypeRegisterGroup, JID: "n@g.us", Folder: "work"}, Facts{FolderOwner: work.JID}, false, false},
+		{"group registers", fam, protocol.Request{Type: protocol.TypeRegisterGroup, JID: "n@g.us", Folder: "n"}, Facts{}, false, true},
+		{"group refreshes", fam, protocol.Request{Type: protocol.TypeRefreshGroups}, Facts{}, false, true},
+		{"unknown", main, protocol.Request{Type: "x"}, Facts{}, false, false},
 	}
 	for _, tc := range tests {
 		r := Authorize(tc.from, tc.req, tc.facts)
@@ -134,7 +69,7 @@ func FuzzHandle(f *testing.F) {
 		f.Add([]byte(s), false, true, "work")
 	}
 	f.Fuzz(func(t *testing.T, data []byte, isMain, targetKnown bool, taskFolder string) {
-		req, err := Decode(data)
+		req, err := protocol.DecodeRequest(data, scheduler.Validate)
 		if err != nil {
 			return
 		}
@@ -151,19 +86,19 @@ func FuzzHandle(f *testing.F) {
 			return
 		}
 		switch req.Type {
-		case TypeMessage:
+		case protocol.TypeMessage:
 			if facts.Target == nil || facts.Target.Folder != "family" {
 				t.Fatalf("non-main message to %s allowed", req.ChatJID)
 			}
-		case TypeScheduleTask:
+		case protocol.TypeScheduleTask:
 			if req.TargetJID != "" {
 				t.Fatalf("non-main task for %s allowed", req.TargetJID)
 			}
-		case TypePauseTask, TypeResumeTask, TypeCancelTask, TypeUpdateTask:
+		case protocol.TypePauseTask, protocol.TypeResumeTask, protocol.TypeCancelTask, protocol.TypeUpdateTask:
 			if taskFolder != "family" {
 				t.Fatalf("non-main change of %s's task allowed", taskFolder)
 			}
-		case TypeRegisterGroup, TypeRefreshGroups:
+		case protocol.TypeRegisterGroup, protocol.TypeRefreshGroups:
 			t.Fatalf("non-main %s allowed", req.Type)
 		}
 	})
@@ -217,16 +152,5 @@ func TestTokens(t *testing.T) {
 	restarted.now = func() time.Time { return time.Now().Add(TokenGrace + time.Second) }
 	if ok, _, _ := restarted.Check(ctx, "work", live); ok {
 		t.Fatal("a token outlived the grace period after a restart")
-	}
-}
-
-// register_group's senders (offered by the MCP tool) reach the request.
-func TestDecodeSenders(t *testing.T) {
-	req, err := Decode([]byte(`{"type":"register_group","jid":"a@g.us","name":"A","folder":"a","senders":["4917012345","4917099999"],"token":"t"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Join(req.Senders, ",") != "4917012345,4917099999" {
-		t.Errorf("senders %q", req.Senders)
 	}
 }

@@ -3,34 +3,21 @@ package ipc
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/groupfs"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
 )
-
-// ResultsDir is where the daemon answers the nanoclaw MCP tools: for a
-// request file messages/NAME or tasks/NAME it writes results/NAME with its
-// Verdict, when the results directory exists (the MCP server makes it).
-const ResultsDir = "results"
-
-// Verdict is what became of one request.
-type Verdict struct {
-	Status string `json:"status"` // "sent" (carried out) or "refused"
-	Reason string `json:"reason,omitempty"`
-	ID     string `json:"id,omitempty"` // schedule_task: the new task's id
-}
 
 // writeVerdict answers the request file name of folder in its results/,
 // if the MCP server made one. A group's IPC dir is the agent's to write,
 // so the verdict goes through groupfs (ds): a results dir or file the agent
 // made a symlink cannot send the daemon's write anywhere else.
-func writeVerdict(ctx context.Context, ds *dirs, folder, name string, v Verdict) error {
-	dir, err := ds.get(ctx, folder, ResultsDir)
+func writeVerdict(ctx context.Context, ds *dirs, folder, name string, v protocol.Verdict) error {
+	dir, err := ds.get(ctx, folder, layout.ResultsDir)
 	if err != nil || dir == nil {
 		return err
 	}
@@ -48,12 +35,12 @@ func (w *Watcher) results(ctx context.Context, folder string) (*groupfs.Dir, err
 		return nil, err
 	}
 	defer top.Close()
-	return top.Existing(ctx, ResultsDir)
+	return top.Existing(ctx, layout.ResultsDir)
 }
 
 // ipcDir opens folder's IPC directory.
 func (w *Watcher) ipcDir(folder string) (*groupfs.Dir, error) {
-	return groupfs.Open(filepath.Join(w.cfg.IPCRoot, folder), folder, 0o700, w.cfg.Reporter)
+	return groupfs.Open(string(w.cfg.Layout.IPC(folder)), folder, 0o700, w.cfg.Reporter)
 }
 
 // pruneVerdicts removes answers nobody picked up within a minute.
@@ -67,23 +54,6 @@ func (w *Watcher) pruneVerdicts(ctx context.Context, folder string) {
 	cutoff := w.now().Add(-time.Minute)
 	_, err = dir.RemoveFiles(func(fi fs.FileInfo) bool { return fi.Mode().IsRegular() && fi.ModTime().Before(cutoff) })
 	w.logErr(ctx, err)
-}
-
-// AwaitVerdict waits up to wait for the daemon's answer to the request file
-// name written in ipcDir, removes it and returns it; ok is false when none
-// came in time (the file waits for the daemon).
-func AwaitVerdict(ipcDir, name string, wait time.Duration) (v Verdict, ok bool) {
-	path := filepath.Join(ipcDir, ResultsDir, name)
-	for deadline := time.Now().Add(wait); ; time.Sleep(20 * time.Millisecond) {
-		data, err := os.ReadFile(path)
-		if err == nil && json.Unmarshal(data, &v) == nil && v.Status != "" {
-			os.Remove(path)
-			return v, true
-		}
-		if (err != nil && !errors.Is(err, fs.ErrNotExist)) || time.Now().After(deadline) {
-			return v, false
-		}
-	}
 }
 
 // refusalReason is the part of a refusal the agent is told: the first

@@ -88,9 +88,9 @@ type Effects interface {
 
 // Config holds what a Watcher works with.
 type Config struct {
-	IPCRoot string // <dataDir>/ipc
-	// Layout names the groups' folders (a message's file must lie in its
-	// group's) and where the daemon copies such a file.
+	// Layout names every path: the IPC directories and the quarantine,
+	// the groups' folders (a message's file must lie in its group's) and
+	// where the daemon copies such a file.
 	Layout  layout.Layout
 	DB      *sql.DB
 	Tokens  TokenChecker
@@ -127,18 +127,18 @@ type Watcher struct {
 	kick    chan struct{}
 }
 
-// ref names one file: <IPCRoot>/<folder>/<sub>/<name>.
+// ref names one file: <dataDir>/ipc/<folder>/<sub>/<name>.
 type ref struct{ folder, sub, name string }
 
 func (r ref) String() string { return r.folder + "/" + r.sub + "/" + r.name }
 
-// NewWatcher prepares <IPCRoot>/errors and an fsnotify watcher. Call Watch
+// NewWatcher prepares <dataDir>/ipc/errors and an fsnotify watcher. Call Watch
 // for each registered group (before or after Run) and Run to start.
 func NewWatcher(cfg Config) (*Watcher, error) {
 	if cfg.SafetyRescan <= 0 {
 		cfg.SafetyRescan = time.Minute
 	}
-	if err := mkdirPrivate(filepath.Join(cfg.IPCRoot, ErrorsDir)); err != nil {
+	if err := mkdirPrivate(cfg.Layout.IPCErrors()); err != nil {
 		return nil, err
 	}
 	fsw, err := fsnotify.NewBufferedWatcher(4096)
@@ -191,7 +191,7 @@ func (w *Watcher) ensureWatched(ctx context.Context, folder string) error {
 	if err := top.Chmod(0o700); err != nil {
 		return err
 	}
-	for _, sub := range []string{MessagesDir, TasksDir} {
+	for _, sub := range []string{layout.MessagesDir, layout.TasksDir} {
 		d, err := top.Sub(ctx, sub, 0o700)
 		if err != nil {
 			return err
@@ -203,7 +203,7 @@ func (w *Watcher) ensureWatched(ctx context.Context, folder string) error {
 		}
 		// fsnotify takes a path: a link swapped in since the check could
 		// only bring events, and every read goes through groupfs again.
-		dir := filepath.Join(w.cfg.IPCRoot, folder, sub)
+		dir := filepath.Join(string(w.cfg.Layout.IPC(folder)), sub)
 		if err := w.fsw.Add(dir); err != nil {
 			return fmt.Errorf("watch %s: %w", dir, err)
 		}
@@ -216,8 +216,8 @@ func (w *Watcher) Unwatch(folder string) {
 	w.mu.Lock()
 	delete(w.folders, folder)
 	w.mu.Unlock()
-	for _, sub := range []string{MessagesDir, TasksDir} {
-		_ = w.fsw.Remove(filepath.Join(w.cfg.IPCRoot, folder, sub))
+	for _, sub := range []string{layout.MessagesDir, layout.TasksDir} {
+		_ = w.fsw.Remove(filepath.Join(string(w.cfg.Layout.IPC(folder)), sub))
 	}
 }
 
@@ -286,12 +286,12 @@ func (w *Watcher) fileOf(ev fsnotify.Event) (ref, bool) {
 	if !ev.Has(fsnotify.Create) && !ev.Has(fsnotify.Write) {
 		return ref{}, false
 	}
-	rel, err := filepath.Rel(w.cfg.IPCRoot, ev.Name)
+	rel, err := filepath.Rel(w.cfg.Layout.IPCRoot(), ev.Name)
 	if err != nil {
 		return ref{}, false
 	}
 	parts := strings.Split(rel, string(filepath.Separator))
-	if len(parts) != 3 || (parts[1] != MessagesDir && parts[1] != TasksDir) || !strings.HasSuffix(parts[2], ".json") {
+	if len(parts) != 3 || (parts[1] != layout.MessagesDir && parts[1] != layout.TasksDir) || !strings.HasSuffix(parts[2], ".json") {
 		return ref{}, false
 	}
 	w.mu.Lock()
@@ -307,12 +307,12 @@ func (w *Watcher) dirGone(ev fsnotify.Event) {
 	if !ev.Has(fsnotify.Remove) && !ev.Has(fsnotify.Rename) {
 		return
 	}
-	rel, err := filepath.Rel(w.cfg.IPCRoot, ev.Name)
+	rel, err := filepath.Rel(w.cfg.Layout.IPCRoot(), ev.Name)
 	if err != nil {
 		return
 	}
 	folder, sub, ok := strings.Cut(rel, string(filepath.Separator))
-	if !ok || (sub != MessagesDir && sub != TasksDir) {
+	if !ok || (sub != layout.MessagesDir && sub != layout.TasksDir) {
 		return
 	}
 	w.mu.Lock()
@@ -356,7 +356,7 @@ func (w *Watcher) scanFolder(ctx context.Context, folder string) {
 	if err := w.ensureWatched(ctx, folder); err != nil {
 		w.cfg.Log.Error().Err(err).Str("group", folder).Msg("ipc watcher")
 	}
-	for _, sub := range []string{MessagesDir, TasksDir} {
+	for _, sub := range []string{layout.MessagesDir, layout.TasksDir} {
 		names, err := w.names(ctx, folder, sub)
 		if err != nil {
 			w.cfg.Log.Error().Err(err).Str("group", folder).Msg("ipc watcher: scan")

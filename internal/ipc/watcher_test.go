@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 )
 
@@ -32,46 +34,46 @@ func TestHostileFiles(t *testing.T) {
 		group  string // the group the violation names
 		reason string
 	}{
-		{"bad JSON", "family", MessagesDir, writeBytes(`{"type":"message",`), false, "family", "bad JSON"},
-		{"trailing data", "family", MessagesDir, writeBytes(`{"type":"message","chatJid":"family@g.us","text":"x","token":"t"} {}`), false, "family", "bad JSON"},
-		{"duplicate key", "family", MessagesDir, writeBytes(`{"type":"message","chatJid":"family@g.us","chatJid":"work@g.us","text":"x","token":"t"}`), false, "family", "appears twice"},
-		{"missing token", "family", MessagesDir, writeJSON(map[string]any{"type": "message", "chatJid": "family@g.us", "text": "hi"}), true, "family", "missing token"},
-		{"wrong token", "family", MessagesDir, writeJSON(map[string]any{"type": "message", "chatJid": "family@g.us", "text": "hi", "token": strings.Repeat("ab", 32)}), true, "family", "wrong or expired token"},
-		{"other group's token", "family", MessagesDir, func(p string) {
+		{"bad JSON", "family", layout.MessagesDir, writeBytes(`{"type":"message",`), false, "family", "bad JSON"},
+		{"trailing data", "family", layout.MessagesDir, writeBytes(`{"type":"message","chatJid":"family@g.us","text":"x","token":"t"} {}`), false, "family", "bad JSON"},
+		{"duplicate key", "family", layout.MessagesDir, writeBytes(`{"type":"message","chatJid":"family@g.us","chatJid":"work@g.us","text":"x","token":"t"}`), false, "family", "appears twice"},
+		{"missing token", "family", layout.MessagesDir, writeJSON(map[string]any{"type": "message", "chatJid": "family@g.us", "text": "hi"}), true, "family", "missing token"},
+		{"wrong token", "family", layout.MessagesDir, writeJSON(map[string]any{"type": "message", "chatJid": "family@g.us", "text": "hi", "token": strings.Repeat("ab", 32)}), true, "family", "wrong or expired token"},
+		{"other group's token", "family", layout.MessagesDir, func(p string) {
 			writeJSON(h.msg("work", "family@g.us", "hi"))(p)
 		}, true, "work", "token of a run of group work"},
-		{"cross-group chatJid", "family", MessagesDir, func(p string) {
+		{"cross-group chatJid", "family", layout.MessagesDir, func(p string) {
 			writeJSON(h.msg("family", "work@g.us", "leak"))(p)
 		}, true, "family", "may only message its own chat"},
-		{"message to an unregistered chat", "family", MessagesDir, func(p string) {
+		{"message to an unregistered chat", "family", layout.MessagesDir, func(p string) {
 			writeJSON(h.msg("family", "stranger@s.whatsapp.net", "hi"))(p)
 		}, true, "family", "may only message its own chat"},
-		{"non-main register_group", "family", TasksDir, func(p string) {
+		{"non-main register_group", "family", layout.TasksDir, func(p string) {
 			writeJSON(map[string]any{"type": "register_group", "jid": "x@g.us", "name": "X", "folder": "x", "token": h.token["family"]})(p)
 		}, true, "family", "main group only"},
-		{"non-main refresh_groups", "work", TasksDir, func(p string) {
+		{"non-main refresh_groups", "work", layout.TasksDir, func(p string) {
 			writeJSON(map[string]any{"type": "refresh_groups", "token": h.token["work"]})(p)
 		}, true, "work", "main group only"},
-		{"cross-group schedule_task", "family", TasksDir, func(p string) {
+		{"cross-group schedule_task", "family", layout.TasksDir, func(p string) {
 			writeJSON(map[string]any{"type": "schedule_task", "prompt": "p", "schedule_type": "interval", "schedule_value": "3600000",
 				"context_mode": "group", "targetJid": "work@g.us", "token": h.token["family"]})(p)
 		}, true, "family", "only schedule tasks for itself"},
-		{"symlink", "family", MessagesDir, func(p string) { os.Symlink(secret, p) }, false, "family", "symlink"},
-		{"FIFO", "family", MessagesDir, func(p string) { syscall.Mkfifo(p, 0o600) }, false, "family", "FIFO"},
-		{"directory", "family", MessagesDir, func(p string) { os.Mkdir(p, 0o700) }, false, "family", "directory"},
-		{"2 MB file", "family", MessagesDir, func(p string) {
+		{"symlink", "family", layout.MessagesDir, func(p string) { os.Symlink(secret, p) }, false, "family", "symlink"},
+		{"FIFO", "family", layout.MessagesDir, func(p string) { syscall.Mkfifo(p, 0o600) }, false, "family", "FIFO"},
+		{"directory", "family", layout.MessagesDir, func(p string) { os.Mkdir(p, 0o700) }, false, "family", "directory"},
+		{"2 MB file", "family", layout.MessagesDir, func(p string) {
 			big := `{"type":"message","chatJid":"family@g.us","token":"` + h.token["family"] + `","text":"` + strings.Repeat("a", 2<<20) + `"}`
 			writeBytes(big)(p)
 		}, false, "family", "over the 1 MiB limit"},
-		{"unknown type", "family", TasksDir, func(p string) {
+		{"unknown type", "family", layout.TasksDir, func(p string) {
 			writeJSON(map[string]any{"type": "delete_everything", "token": h.token["family"]})(p)
 		}, false, "family", "unknown type"},
-		{"unknown field", "family", MessagesDir, func(p string) {
+		{"unknown field", "family", layout.MessagesDir, func(p string) {
 			m := h.msg("family", "family@g.us", "hi")
 			m["chatjid"] = "work@g.us"
 			writeJSON(m)(p)
 		}, false, "family", `no field "chatjid"`},
-		{"message in tasks/", "family", TasksDir, func(p string) {
+		{"message in tasks/", "family", layout.TasksDir, func(p string) {
 			writeJSON(h.msg("family", "family@g.us", "hi"))(p)
 		}, false, "family", "belongs in messages/"},
 	}
@@ -84,7 +86,7 @@ func TestHostileFiles(t *testing.T) {
 			alert  bool
 			group  string
 			reason string
-		}{"path trick in folder " + folder, "main", TasksDir, func(p string) {
+		}{"path trick in folder " + folder, "main", layout.TasksDir, func(p string) {
 			writeJSON(map[string]any{"type": "register_group", "jid": "evil@g.us", "name": "Evil", "folder": folder, "token": h.token["main"]})(p)
 		}, false, "main", "folder"})
 	}
@@ -96,7 +98,7 @@ func TestHostileFiles(t *testing.T) {
 			h.expectRefused(t, path, row.alert, row.group, row.reason)
 			// The daemon keeps going: a valid file after it is carried out.
 			text := "still alive " + string(rune('A'+i))
-			h.drop(t, "family", MessagesDir, h.msg("family", "family@g.us", text))
+			h.drop(t, "family", layout.MessagesDir, h.msg("family", "family@g.us", text))
 			h.expectSend(t, "family", "family@g.us", text)
 		})
 	}
@@ -139,25 +141,25 @@ func TestAllowedRequests(t *testing.T) {
 	ctx := context.Background()
 
 	// Main may message any chat; a group its own.
-	h.drop(t, "main", MessagesDir, h.msg("main", "stranger@s.whatsapp.net", "hello from main"))
+	h.drop(t, "main", layout.MessagesDir, h.msg("main", "stranger@s.whatsapp.net", "hello from main"))
 	h.expectSend(t, "main", "stranger@s.whatsapp.net", "hello from main")
-	h.drop(t, "family", MessagesDir, h.msg("family", "family@g.us", "hello family"))
+	h.drop(t, "family", layout.MessagesDir, h.msg("family", "family@g.us", "hello family"))
 	h.expectSend(t, "family", "family@g.us", "hello family")
 
 	// A reaction is allowed as a message is: in the group's own chat.
-	h.drop(t, "family", MessagesDir, map[string]any{"type": "reaction", "chatJid": "family@g.us", "messageId": "3EB0C4", "emoji": "👍", "token": h.token["family"]})
+	h.drop(t, "family", layout.MessagesDir, map[string]any{"type": "reaction", "chatJid": "family@g.us", "messageId": "3EB0C4", "emoji": "👍", "token": h.token["family"]})
 	if e := h.next(t); e.kind != "react" || e.from != "family" || e.chat != "family@g.us" || e.text != "3EB0C4 👍" {
 		t.Fatalf("got %+v; want the reaction", e)
 	}
-	p := h.drop(t, "family", MessagesDir, map[string]any{"type": "reaction", "chatJid": "work@g.us", "messageId": "3EB0C5", "emoji": "👎", "token": h.token["family"]})
+	p := h.drop(t, "family", layout.MessagesDir, map[string]any{"type": "reaction", "chatJid": "work@g.us", "messageId": "3EB0C5", "emoji": "👎", "token": h.token["family"]})
 	h.expectRefused(t, p, true, "family", "may only react in its own chat")
-	p = h.drop(t, "family", TasksDir, map[string]any{"type": "reaction", "chatJid": "family@g.us", "messageId": "3EB0C6", "emoji": "👍", "token": h.token["family"]})
+	p = h.drop(t, "family", layout.TasksDir, map[string]any{"type": "reaction", "chatJid": "family@g.us", "messageId": "3EB0C6", "emoji": "👍", "token": h.token["family"]})
 	h.expectRefused(t, p, false, "family", "belongs in messages/")
 
 	// A group schedules for itself; main for another group.
-	h.drop(t, "family", TasksDir, map[string]any{"type": "schedule_task", "prompt": "remind", "schedule_type": "cron",
+	h.drop(t, "family", layout.TasksDir, map[string]any{"type": "schedule_task", "prompt": "remind", "schedule_type": "cron",
 		"schedule_value": "0 9 * * *", "context_mode": "isolated", "token": h.token["family"]})
-	h.drop(t, "main", TasksDir, map[string]any{"type": "schedule_task", "prompt": "report", "schedule_type": "interval",
+	h.drop(t, "main", layout.TasksDir, map[string]any{"type": "schedule_task", "prompt": "report", "schedule_type": "interval",
 		"schedule_value": "3600000", "context_mode": "group", "targetJid": "work@g.us", "token": h.token["main"]})
 	tasks := waitTasks(t, h, 2)
 	// Both may carry the same creation time, so find them by folder.
@@ -171,14 +173,14 @@ func TestAllowedRequests(t *testing.T) {
 	}
 
 	// Family may not touch work's task; work may pause it; main may cancel it.
-	p = h.drop(t, "family", TasksDir, map[string]any{"type": "cancel_task", "taskId": work.ID, "token": h.token["family"]})
+	p = h.drop(t, "family", layout.TasksDir, map[string]any{"type": "cancel_task", "taskId": work.ID, "token": h.token["family"]})
 	h.expectRefused(t, p, true, "family", "may only change its own tasks")
-	p = h.drop(t, "family", TasksDir, map[string]any{"type": "pause_task", "taskId": "task-nope", "token": h.token["family"]})
+	p = h.drop(t, "family", layout.TasksDir, map[string]any{"type": "pause_task", "taskId": "task-nope", "token": h.token["family"]})
 	h.expectRefused(t, p, false, "family", "no task")
-	h.drop(t, "work", TasksDir, map[string]any{"type": "pause_task", "taskId": work.ID, "token": h.token["work"]})
-	h.drop(t, "family", TasksDir, map[string]any{"type": "update_task", "taskId": fam.ID, "prompt": "remind me", "token": h.token["family"]})
-	h.drop(t, "main", TasksDir, map[string]any{"type": "cancel_task", "taskId": work.ID, "token": h.token["main"]})
-	p = h.drop(t, "main", TasksDir, map[string]any{"type": "resume_task", "taskId": work.ID, "token": h.token["main"]})
+	h.drop(t, "work", layout.TasksDir, map[string]any{"type": "pause_task", "taskId": work.ID, "token": h.token["work"]})
+	h.drop(t, "family", layout.TasksDir, map[string]any{"type": "update_task", "taskId": fam.ID, "prompt": "remind me", "token": h.token["family"]})
+	h.drop(t, "main", layout.TasksDir, map[string]any{"type": "cancel_task", "taskId": work.ID, "token": h.token["main"]})
+	p = h.drop(t, "main", layout.TasksDir, map[string]any{"type": "resume_task", "taskId": work.ID, "token": h.token["main"]})
 	h.expectRefused(t, p, false, "main", "cancelled")
 	if got, _ := h.sched.Get(ctx, h.db, work.ID); got.Status != scheduler.StatusCancelled {
 		t.Fatalf("work task %+v", got)
@@ -188,23 +190,23 @@ func TestAllowedRequests(t *testing.T) {
 	}
 
 	// Main registers a group; it is watched at once.
-	h.drop(t, "main", TasksDir, map[string]any{"type": "register_group", "jid": "club@g.us", "name": "Club", "folder": "club",
+	h.drop(t, "main", layout.TasksDir, map[string]any{"type": "register_group", "jid": "club@g.us", "name": "Club", "folder": "club",
 		"requiresTrigger": false, "token": h.token["main"]})
 	e := h.next(t)
 	if e.kind != "register" || e.group.Folder != "club" || e.group.RequiresTrigger {
 		t.Fatalf("got %+v", e)
 	}
-	h.drop(t, "main", MessagesDir, h.msg("main", "main@g.us", "barrier"))
+	h.drop(t, "main", layout.MessagesDir, h.msg("main", "main@g.us", "barrier"))
 	h.expectSend(t, "main", "main@g.us", "barrier")
-	fi, err := os.Stat(filepath.Join(h.root, "club", MessagesDir))
+	fi, err := os.Stat(filepath.Join(h.root, "club", layout.MessagesDir))
 	if err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("club/messages: %v %v", fi, err)
 	}
 	clubToken, _ := h.tokens.Issue(ctx, "club")
-	h.drop(t, "club", MessagesDir, map[string]any{"type": "message", "chatJid": "club@g.us", "text": "hi club", "token": clubToken})
+	h.drop(t, "club", layout.MessagesDir, map[string]any{"type": "message", "chatJid": "club@g.us", "text": "hi club", "token": clubToken})
 	h.expectSend(t, "club", "club@g.us", "hi club")
 
-	h.drop(t, "main", TasksDir, map[string]any{"type": "refresh_groups", "token": h.token["main"]})
+	h.drop(t, "main", layout.TasksDir, map[string]any{"type": "refresh_groups", "token": h.token["main"]})
 	if e := h.next(t); e.kind != "refresh" {
 		t.Fatalf("got %+v", e)
 	}
@@ -214,7 +216,7 @@ func waitTasks(t *testing.T, h *harness, n int) []scheduler.Task {
 	t.Helper()
 	// Task files have no outside effect to wait on; a message dropped after
 	// them into the same single-threaded watcher marks that they are done.
-	h.drop(t, "main", MessagesDir, h.msg("main", "main@g.us", "barrier"))
+	h.drop(t, "main", layout.MessagesDir, h.msg("main", "main@g.us", "barrier"))
 	h.expectSend(t, "main", "main@g.us", "barrier")
 	tasks, err := h.sched.List(context.Background(), "")
 	if err != nil || len(tasks) != n {
@@ -227,7 +229,7 @@ func waitTasks(t *testing.T, h *harness, n int) []scheduler.Task {
 // handled when it starts.
 func TestFilesPresentAtStart(t *testing.T) {
 	h := newHarness(t)
-	h.drop(t, "family", MessagesDir, h.msg("family", "family@g.us", "written while down"))
+	h.drop(t, "family", layout.MessagesDir, h.msg("family", "family@g.us", "written while down"))
 	h.start(t)
 	h.expectSend(t, "family", "family@g.us", "written while down")
 }
@@ -236,30 +238,30 @@ func TestFilesPresentAtStart(t *testing.T) {
 // gets its verdict: sent (with a new task's id) or refused with the reason.
 func TestVerdicts(t *testing.T) {
 	h := newHarness(t)
-	results := filepath.Join(h.root, "family", ResultsDir)
+	results := filepath.Join(h.root, "family", layout.ResultsDir)
 	if err := os.Mkdir(results, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	h.start(t)
-	verdict := func(path string) Verdict {
+	verdict := func(path string) protocol.Verdict {
 		t.Helper()
-		v, ok := AwaitVerdict(filepath.Join(h.root, "family"), filepath.Base(path), 10*time.Second)
+		v, ok := protocol.AwaitVerdict(filepath.Join(h.root, "family"), filepath.Base(path), 10*time.Second)
 		if !ok {
 			t.Fatalf("no verdict for %s", filepath.Base(path))
 		}
 		return v
 	}
-	sent := h.drop(t, "family", MessagesDir, h.msg("family", "family@g.us", "hi"))
+	sent := h.drop(t, "family", layout.MessagesDir, h.msg("family", "family@g.us", "hi"))
 	h.expectSend(t, "family", "family@g.us", "hi")
 	if v := verdict(sent); v.Status != "sent" {
 		t.Errorf("verdict %+v, want sent", v)
 	}
-	refused := h.drop(t, "family", MessagesDir, h.msg("family", "work@g.us", "leak"))
+	refused := h.drop(t, "family", layout.MessagesDir, h.msg("family", "work@g.us", "leak"))
 	h.expectRefused(t, refused, true, "family", "may only message its own chat")
 	if v := verdict(refused); v.Status != "refused" || !strings.Contains(v.Reason, "may only message its own chat") {
 		t.Errorf("verdict %+v, want refused with the reason", v)
 	}
-	task := h.drop(t, "family", TasksDir, map[string]any{"type": "schedule_task", "prompt": "p", "schedule_type": "interval",
+	task := h.drop(t, "family", layout.TasksDir, map[string]any{"type": "schedule_task", "prompt": "p", "schedule_type": "interval",
 		"schedule_value": "3600000", "context_mode": "group", "token": h.token["family"]})
 	if v := verdict(task); v.Status != "sent" || !strings.HasPrefix(v.ID, "task-") {
 		t.Errorf("verdict %+v, want sent with the task id", v)

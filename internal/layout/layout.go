@@ -35,7 +35,9 @@
 package layout
 
 import (
+	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
@@ -194,6 +196,17 @@ func SQLiteFiles(db string) []string { return []string{db, db + "-wal", db + "-s
 // quarantine.
 func Reserved(folder string) bool {
 	return strings.EqualFold(folder, GlobalFolder) || folder == ErrorsDir
+}
+
+var folderRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+
+// ValidFolder checks a group's folder name: it becomes a directory name
+// under groupsDir and dataDir/ipc, so it may not contain path tricks.
+func ValidFolder(name string) error {
+	if !folderRE.MatchString(name) || Reserved(name) {
+		return fmt.Errorf("folder %q: use 1-64 letters, digits, '_' or '-', starting with a letter or digit, and not \"global\" or \"errors\"", name)
+	}
+	return nil
 }
 
 func (l Layout) data(name string) string { return filepath.Join(l.DataDir, name) }

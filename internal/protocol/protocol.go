@@ -1,7 +1,9 @@
 // Package protocol is what the daemon and an agent process say to each
 // other (docs/protocol.md): the NANOCLAW_* environment of a run, the
-// ContainerInput on its stdin, the frames on its stdout and the follow-up
-// files in its IPC directory's input/ (layout.IPCDir names them). The
+// ContainerInput on its stdin, the frames on its stdout, the follow-up
+// files in its IPC directory's input/, and the request files its nanoclaw
+// MCP tools write there with the verdicts they read back (request.go;
+// layout.IPCDir names the directories). The
 // daemon (router, runner), `nanoclawd mcp` and the test agents share these
 // types; the TypeScript agent runner (agent-runner/src) speaks the same
 // protocol and must change with this file.

@@ -20,7 +20,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
-	"github.com/nanoclawd/nanoclawd/internal/ipc"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
@@ -70,9 +69,9 @@ func NewServer(env Env) *mcp.Server {
 		ifMain(env, " As the main group you may target another registered group with targetJid.")}, t.scheduleTask)
 	mcp.AddTool(s, &mcp.Tool{Name: "list_tasks", Description: "List the scheduled tasks" +
 		ifMain(env, " of every group") + " with their ids, schedules and status."}, t.listTasks)
-	mcp.AddTool(s, &mcp.Tool{Name: "pause_task", Description: "Pause a scheduled task until it is resumed."}, t.taskOp(ipc.TypePauseTask, "paused"))
-	mcp.AddTool(s, &mcp.Tool{Name: "resume_task", Description: "Resume a paused task."}, t.taskOp(ipc.TypeResumeTask, "resumed"))
-	mcp.AddTool(s, &mcp.Tool{Name: "cancel_task", Description: "Cancel a scheduled task for good."}, t.taskOp(ipc.TypeCancelTask, "cancelled"))
+	mcp.AddTool(s, &mcp.Tool{Name: "pause_task", Description: "Pause a scheduled task until it is resumed."}, t.taskOp(protocol.TypePauseTask, "paused"))
+	mcp.AddTool(s, &mcp.Tool{Name: "resume_task", Description: "Resume a paused task."}, t.taskOp(protocol.TypeResumeTask, "resumed"))
+	mcp.AddTool(s, &mcp.Tool{Name: "cancel_task", Description: "Cancel a scheduled task for good."}, t.taskOp(protocol.TypeCancelTask, "cancelled"))
 	mcp.AddTool(s, &mcp.Tool{Name: "update_task", Description: "Change a task's prompt or schedule (same formats as schedule_task)."}, t.updateTask)
 	if env.IsMain {
 		mcp.AddTool(s, &mcp.Tool{Name: "register_group", Description: "Register a chat as a group with its own folder and agent. " +
@@ -100,32 +99,32 @@ var VerdictWait = 5 * time.Second
 // atomically — a .tmp file renamed into place, so the watcher never reads
 // half a file — and waits up to VerdictWait for the daemon's answer. done
 // is what the agent is told when the daemon carried it out.
-func (t *tools) write(req ipc.Request, done string) (*mcp.CallToolResult, any, error) {
-	return t.writeFor(req, func(ipc.Verdict) string { return done })
+func (t *tools) write(req protocol.Request, done string) (*mcp.CallToolResult, any, error) {
+	return t.writeFor(req, func(protocol.Verdict) string { return done })
 }
 
 // writeFor is write with the reply made from the daemon's verdict.
-func (t *tools) writeFor(req ipc.Request, done func(ipc.Verdict) string) (*mcp.CallToolResult, any, error) {
+func (t *tools) writeFor(req protocol.Request, done func(protocol.Verdict) string) (*mcp.CallToolResult, any, error) {
 	req.Token = t.env.IPCToken
 	data, err := json.Marshal(req)
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(data) > ipc.MaxFileSize {
-		return nil, nil, fmt.Errorf("the request is %d bytes, over the limit of %d (1 MiB); send less text, or split it", len(data), ipc.MaxFileSize)
+	if len(data) > protocol.MaxFileSize {
+		return nil, nil, fmt.Errorf("the request is %d bytes, over the limit of %d (1 MiB); send less text, or split it", len(data), protocol.MaxFileSize)
 	}
-	if _, err := ipc.Decode(data); err != nil {
-		return nil, nil, errors.New(strings.TrimPrefix(err.Error(), ipc.ErrField.Error()+": "))
+	if _, err := protocol.DecodeRequest(data, scheduler.Validate); err != nil {
+		return nil, nil, errors.New(strings.TrimPrefix(err.Error(), protocol.ErrField.Error()+": "))
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	dir := filepath.Join(t.env.IPCDir, ipc.Dir(req.Type))
+	dir := filepath.Join(t.env.IPCDir, protocol.Dir(req.Type))
 	name := fmt.Sprintf("%d-%s.json", time.Now().UnixNano(), hex.EncodeToString(b[:]))
 	_ = os.MkdirAll(layout.IPCDir(t.env.IPCDir).Results(), 0o700)
 	if err := atomicfile.Write(filepath.Join(dir, name), data, 0o600); err != nil {
 		return nil, nil, fmt.Errorf("could not write the request (%w); the IPC directory may be missing, try again later", err)
 	}
-	v, ok := ipc.AwaitVerdict(t.env.IPCDir, name, VerdictWait)
+	v, ok := protocol.AwaitVerdict(t.env.IPCDir, name, VerdictWait)
 	switch {
 	case !ok:
 		return text("Queued: nanoclawd has not handled it yet; it will when it can. Do not send it again."), nil, nil
@@ -159,7 +158,7 @@ func (t *tools) sendMessage(_ context.Context, _ *mcp.CallToolRequest, in sendMe
 	if in.File != "" {
 		done = fmt.Sprintf("Message sent with %s.", filepath.Base(in.File))
 	}
-	return t.write(ipc.Request{Type: ipc.TypeMessage, ChatJID: chat, Text: in.Text, File: in.File}, done)
+	return t.write(protocol.Request{Type: protocol.TypeMessage, ChatJID: chat, Text: in.Text, File: in.File}, done)
 }
 
 type reactIn struct {
@@ -176,7 +175,7 @@ func (t *tools) react(_ context.Context, _ *mcp.CallToolRequest, in reactIn) (*m
 	if chat == "" {
 		chat = t.env.ChatJID
 	}
-	return t.write(ipc.Request{Type: ipc.TypeReaction, ChatJID: chat, MessageID: in.MessageID, Emoji: in.Emoji},
+	return t.write(protocol.Request{Type: protocol.TypeReaction, ChatJID: chat, MessageID: in.MessageID, Emoji: in.Emoji},
 		fmt.Sprintf("Reacted %s to %s.", in.Emoji, in.MessageID))
 }
 
@@ -190,11 +189,11 @@ type scheduleIn struct {
 
 func (t *tools) scheduleTask(_ context.Context, _ *mcp.CallToolRequest, in scheduleIn) (*mcp.CallToolResult, any, error) {
 	if in.ContextMode == "" {
-		in.ContextMode = scheduler.ContextGroup
+		in.ContextMode = protocol.ContextGroup
 	}
-	return t.writeFor(ipc.Request{Type: ipc.TypeScheduleTask, Prompt: in.Prompt, ScheduleType: in.ScheduleType,
+	return t.writeFor(protocol.Request{Type: protocol.TypeScheduleTask, Prompt: in.Prompt, ScheduleType: in.ScheduleType,
 		ScheduleValue: in.ScheduleValue, ContextMode: in.ContextMode, TargetJID: in.TargetJID},
-		func(v ipc.Verdict) string {
+		func(v protocol.Verdict) string {
 			return fmt.Sprintf("Task %s scheduled (%s %s).", v.ID, in.ScheduleType, in.ScheduleValue)
 		})
 }
@@ -205,7 +204,7 @@ type taskIn struct {
 
 func (t *tools) taskOp(typ, done string) mcp.ToolHandlerFor[taskIn, any] {
 	return func(_ context.Context, _ *mcp.CallToolRequest, in taskIn) (*mcp.CallToolResult, any, error) {
-		return t.write(ipc.Request{Type: typ, TaskID: in.TaskID}, fmt.Sprintf("Task %s %s.", in.TaskID, done))
+		return t.write(protocol.Request{Type: typ, TaskID: in.TaskID}, fmt.Sprintf("Task %s %s.", in.TaskID, done))
 	}
 }
 
@@ -220,7 +219,7 @@ func (t *tools) updateTask(_ context.Context, _ *mcp.CallToolRequest, in updateI
 	if in.Prompt == "" && in.ScheduleType == "" && in.ScheduleValue == "" {
 		return nil, nil, errors.New("nothing to update; give prompt, or schedule_type with schedule_value")
 	}
-	return t.write(ipc.Request{Type: ipc.TypeUpdateTask, TaskID: in.TaskID, Prompt: in.Prompt,
+	return t.write(protocol.Request{Type: protocol.TypeUpdateTask, TaskID: in.TaskID, Prompt: in.Prompt,
 		ScheduleType: in.ScheduleType, ScheduleValue: in.ScheduleValue}, fmt.Sprintf("Task %s updated.", in.TaskID))
 }
 
@@ -234,7 +233,7 @@ type registerIn struct {
 }
 
 func (t *tools) registerGroup(_ context.Context, _ *mcp.CallToolRequest, in registerIn) (*mcp.CallToolResult, any, error) {
-	return t.write(ipc.Request{Type: ipc.TypeRegisterGroup, JID: in.JID, Name: in.Name, Folder: in.Folder,
+	return t.write(protocol.Request{Type: protocol.TypeRegisterGroup, JID: in.JID, Name: in.Name, Folder: in.Folder,
 		Trigger: in.Trigger, RequiresTrigger: in.RequiresTrigger, Senders: in.Senders}, fmt.Sprintf("Group %s registered in folder %s.", in.Name, in.Folder))
 }
 

@@ -12,8 +12,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/nanoclawd/nanoclawd/internal/ipc"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
+	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 )
 
 func init() { VerdictWait = 200 * time.Millisecond } // no daemon answers here
@@ -22,17 +23,17 @@ func init() { VerdictWait = 200 * time.Millisecond } // no daemon answers here
 // reason (whether a group may send somewhere is the daemon's to decide).
 func TestToolsReportTheDaemonsVerdict(t *testing.T) {
 	cs, dir := connect(t, false)
-	answer := func(v ipc.Verdict) {
+	answer := func(v protocol.Verdict) {
 		go func() {
 			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-				entries, _ := os.ReadDir(filepath.Join(dir, ipc.MessagesDir))
+				entries, _ := os.ReadDir(filepath.Join(dir, layout.MessagesDir))
 				for _, e := range entries {
 					if !strings.HasSuffix(e.Name(), ".json") {
 						continue // not renamed into place yet
 					}
 					data, _ := json.Marshal(v)
-					os.WriteFile(filepath.Join(dir, ipc.ResultsDir, e.Name()), data, 0o600)
-					os.Remove(filepath.Join(dir, ipc.MessagesDir, e.Name()))
+					os.WriteFile(filepath.Join(dir, layout.ResultsDir, e.Name()), data, 0o600)
+					os.Remove(filepath.Join(dir, layout.MessagesDir, e.Name()))
 					return
 				}
 			}
@@ -41,15 +42,15 @@ func TestToolsReportTheDaemonsVerdict(t *testing.T) {
 	old := VerdictWait
 	VerdictWait = 5 * time.Second
 	defer func() { VerdictWait = old }()
-	answer(ipc.Verdict{Status: "refused", Reason: "group family may only send to its own chat"})
+	answer(protocol.Verdict{Status: "refused", Reason: "group family may only send to its own chat"})
 	if out, isErr := call(t, cs, "send_message", map[string]any{"text": "x", "chatJid": "work@g.us"}); !isErr || !strings.Contains(out, "refused: group family may only send to its own chat") {
 		t.Errorf("refused: %q (error=%v)", out, isErr)
 	}
-	answer(ipc.Verdict{Status: "sent"})
+	answer(protocol.Verdict{Status: "sent"})
 	if out, isErr := call(t, cs, "send_message", map[string]any{"text": "x"}); isErr || out != "Message sent." {
 		t.Errorf("sent: %q (error=%v)", out, isErr)
 	}
-	if entries, _ := os.ReadDir(filepath.Join(dir, ipc.ResultsDir)); len(entries) != 0 {
+	if entries, _ := os.ReadDir(filepath.Join(dir, layout.ResultsDir)); len(entries) != 0 {
 		t.Errorf("answers left behind: %v", entries)
 	}
 }
@@ -59,7 +60,7 @@ func TestToolsReportTheDaemonsVerdict(t *testing.T) {
 func connect(t *testing.T, isMain bool) (*mcp.ClientSession, string) {
 	t.Helper()
 	ipcDir := filepath.Join(t.TempDir(), "ipc", "family")
-	for _, d := range []string{ipc.MessagesDir, ipc.TasksDir} {
+	for _, d := range []string{layout.MessagesDir, layout.TasksDir} {
 		os.MkdirAll(filepath.Join(ipcDir, d), 0o700)
 	}
 	t.Setenv("NANOCLAW_IPC_DIR", ipcDir)
@@ -109,7 +110,7 @@ func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any)
 }
 
 // written returns the one IPC file in dir, decoded by the daemon's decoder.
-func written(t *testing.T, dir string) ipc.Request {
+func written(t *testing.T, dir string) protocol.Request {
 	t.Helper()
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 || !strings.HasSuffix(entries[0].Name(), ".json") {
@@ -118,7 +119,7 @@ func written(t *testing.T, dir string) ipc.Request {
 	path := filepath.Join(dir, entries[0].Name())
 	data, _ := os.ReadFile(path)
 	os.Remove(path)
-	req, err := ipc.Decode(data)
+	req, err := protocol.DecodeRequest(data, scheduler.Validate)
 	if err != nil {
 		t.Fatalf("daemon would refuse %s: %v", data, err)
 	}
@@ -130,31 +131,31 @@ func written(t *testing.T, dir string) ipc.Request {
 
 func TestToolsWriteValidIPCFiles(t *testing.T) {
 	cs, dir := connect(t, false)
-	msgs, tasks := filepath.Join(dir, ipc.MessagesDir), filepath.Join(dir, ipc.TasksDir)
+	msgs, tasks := filepath.Join(dir, layout.MessagesDir), filepath.Join(dir, layout.TasksDir)
 
 	if out, isErr := call(t, cs, "send_message", map[string]any{"text": "hello"}); isErr {
 		t.Fatal(out)
 	}
-	if r := written(t, msgs); r.Type != ipc.TypeMessage || r.ChatJID != "family@g.us" || r.Text != "hello" {
+	if r := written(t, msgs); r.Type != protocol.TypeMessage || r.ChatJID != "family@g.us" || r.Text != "hello" {
 		t.Fatalf("%+v", r)
 	}
 	// The file is passed on as given: the daemon, not the tool, checks it.
 	if out, isErr := call(t, cs, "send_message", map[string]any{"text": "the chart", "file": "out/chart.png"}); isErr {
 		t.Fatal(out)
 	}
-	if r := written(t, msgs); r.Type != ipc.TypeMessage || r.Text != "the chart" || r.File != "out/chart.png" {
+	if r := written(t, msgs); r.Type != protocol.TypeMessage || r.Text != "the chart" || r.File != "out/chart.png" {
 		t.Fatalf("%+v", r)
 	}
 	if out, isErr := call(t, cs, "react", map[string]any{"message_id": "3EB0C4A1F2", "emoji": "👍"}); isErr {
 		t.Fatal(out)
 	}
-	if r := written(t, msgs); r.Type != ipc.TypeReaction || r.ChatJID != "family@g.us" || r.MessageID != "3EB0C4A1F2" || r.Emoji != "👍" {
+	if r := written(t, msgs); r.Type != protocol.TypeReaction || r.ChatJID != "family@g.us" || r.MessageID != "3EB0C4A1F2" || r.Emoji != "👍" {
 		t.Fatalf("%+v", r)
 	}
 	if out, isErr := call(t, cs, "schedule_task", map[string]any{"prompt": "p", "schedule_type": "cron", "schedule_value": "0 9 * * *"}); isErr {
 		t.Fatal(out)
 	}
-	if r := written(t, tasks); r.Type != ipc.TypeScheduleTask || r.ContextMode != "group" || r.ScheduleValue != "0 9 * * *" {
+	if r := written(t, tasks); r.Type != protocol.TypeScheduleTask || r.ContextMode != "group" || r.ScheduleValue != "0 9 * * *" {
 		t.Fatalf("%+v", r)
 	}
 	for _, op := range []string{"pause_task", "resume_task", "cancel_task"} {
@@ -168,7 +169,7 @@ func TestToolsWriteValidIPCFiles(t *testing.T) {
 	if out, isErr := call(t, cs, "update_task", map[string]any{"task_id": "task-1", "prompt": "new"}); isErr {
 		t.Fatal(out)
 	}
-	if r := written(t, tasks); r.Type != ipc.TypeUpdateTask || r.Prompt != "new" {
+	if r := written(t, tasks); r.Type != protocol.TypeUpdateTask || r.Prompt != "new" {
 		t.Fatalf("%+v", r)
 	}
 }
@@ -190,7 +191,7 @@ func TestInvalidInputIsRefusedWithAHint(t *testing.T) {
 		{"update_task", map[string]any{"task_id": "t"}, "nothing to update"},
 		{"update_task", map[string]any{"task_id": "t", "schedule_type": "cron"}, "schedule_value together"},
 		{"pause_task", map[string]any{"task_id": ""}, "taskId"},
-		{"send_message", map[string]any{"text": strings.Repeat("x", ipc.MaxFileSize)}, "over the limit"},
+		{"send_message", map[string]any{"text": strings.Repeat("x", protocol.MaxFileSize)}, "over the limit"},
 	}
 	for _, tc := range tests {
 		out, isErr := call(t, cs, tc.tool, tc.args)
@@ -198,7 +199,7 @@ func TestInvalidInputIsRefusedWithAHint(t *testing.T) {
 			t.Errorf("%s %v: %q (error=%v); want an error mentioning %q", tc.tool, tc.args, out, isErr, tc.hint)
 		}
 	}
-	for _, d := range []string{ipc.MessagesDir, ipc.TasksDir} {
+	for _, d := range []string{layout.MessagesDir, layout.TasksDir} {
 		if entries, _ := os.ReadDir(filepath.Join(dir, d)); len(entries) != 0 {
 			t.Fatalf("refused calls wrote %v", entries)
 		}
@@ -238,7 +239,7 @@ func TestRegisterGroupIsForMainOnly(t *testing.T) {
 	if out, isErr := call(t, cs, "register_group", map[string]any{"jid": "x@g.us", "name": "X", "folder": "x", "requiresTrigger": false}); isErr {
 		t.Fatal(out)
 	}
-	r := written(t, filepath.Join(dir, ipc.TasksDir))
+	r := written(t, filepath.Join(dir, layout.TasksDir))
 	if r.Folder != "x" || r.RequiresTrigger == nil || *r.RequiresTrigger {
 		t.Fatalf("%+v", r)
 	}

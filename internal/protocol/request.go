@@ -1,9 +1,11 @@
-// Package ipc is the agents' only door to the daemon: JSON files an agent's
-// nanoclaw MCP server writes into <dataDir>/ipc/<folder>/{messages,tasks}/.
-// It holds the file format, the run tokens that prove which group wrote a
-// file, the pure decoder and authorizer, and the watcher that carries out
-// each file exactly once or quarantines it in <dataDir>/ipc/errors/.
-package ipc
+package protocol
+
+// Requests: the JSON files an agent's nanoclaw MCP server writes into its
+// IPC directory's messages/ and tasks/ (layout.IPCDir), and the verdict the
+// daemon writes back into results/. The daemon's watcher (internal/ipc)
+// decodes them with DecodeRequest and adds the checks that need its own
+// rooms (a schedule the scheduler parses, a folder name the registry
+// accepts).
 
 import (
 	"bytes"
@@ -11,23 +13,25 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
-	"github.com/nanoclawd/nanoclawd/internal/groups"
-	"github.com/nanoclawd/nanoclawd/internal/scheduler"
-)
-
-// The two directories of a group's IPC dir that the daemon reads.
-const (
-	MessagesDir = "messages"
-	TasksDir    = "tasks"
-	ErrorsDir   = "errors"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
 // MaxFileSize is the largest IPC file handled; larger ones are refused.
 const MaxFileSize = 1 << 20
+
+// A scheduled task's context_mode: the group's conversation, or a fresh one.
+const (
+	ContextGroup    = "group"
+	ContextIsolated = "isolated"
+)
 
 // Request types (the "type" field).
 const (
@@ -69,9 +73,9 @@ type Request struct {
 // Dir is the directory a request of type typ is written to.
 func Dir(typ string) string {
 	if typ == TypeMessage || typ == TypeReaction {
-		return MessagesDir
+		return layout.MessagesDir
 	}
-	return TasksDir
+	return layout.TasksDir
 }
 
 // schema lists, per type, the fields besides type and token.
@@ -136,11 +140,14 @@ var (
 	ErrField       = errors.New("invalid field")
 )
 
-// Decode parses an IPC file strictly: one JSON object of strings (and the
-// boolean requiresTrigger, and the string list senders), no duplicate, unknown or differently-cased keys,
-// nothing after it. The token is filled in whenever the object parsed, even
-// if another field is wrong, so the caller can tell who wrote a bad file.
-func Decode(data []byte) (Request, error) {
+// DecodeRequest parses an IPC file strictly: one JSON object of strings
+// (and the boolean requiresTrigger, and the string list senders), no
+// duplicate, unknown or differently-cased keys, nothing after it. schedule
+// checks a task's schedule (scheduler.Validate: the daemon and the MCP
+// server parse schedules alike). The token is filled in whenever the object
+// parsed, even if another field is wrong, so the caller can tell who wrote
+// a bad file.
+func DecodeRequest(data []byte, schedule func(typ, value string) error) (Request, error) {
 	var r Request
 	obj, err := parseObject(data)
 	if err != nil {
@@ -182,13 +189,13 @@ func Decode(data []byte) (Request, error) {
 			return r, fmt.Errorf("%w: %q must be a non-empty string", ErrField, k)
 		}
 	}
-	if err := r.validate(); err != nil {
+	if err := r.validate(schedule); err != nil {
 		return r, fmt.Errorf("%w: %v", ErrField, err)
 	}
 	return r, nil
 }
 
-func (r *Request) validate() error {
+func (r *Request) validate(schedule func(typ, value string) error) error {
 	for _, jid := range []string{r.ChatJID, r.TargetJID, r.JID} {
 		if len(jid) > 256 || strings.ContainsFunc(jid, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
 			return fmt.Errorf("chat id %.40q: no spaces or control characters, at most 256 bytes", jid)
@@ -203,21 +210,17 @@ func (r *Request) validate() error {
 	if len(r.Emoji) > 32 || strings.ContainsFunc(r.Emoji, func(c rune) bool { return c < ' ' || c == 0x7f }) {
 		return fmt.Errorf("emoji %.40q: one emoji, such as \"👍\"", r.Emoji)
 	}
-	switch r.Type {
-	case TypeScheduleTask:
-		if !scheduler.ValidContextMode(r.ContextMode) {
-			return fmt.Errorf("context_mode %q: use group or isolated", r.ContextMode)
-		}
-		return scheduler.Validate(r.ScheduleType, r.ScheduleValue)
-	case TypeUpdateTask:
-		if r.ScheduleType != "" && r.ScheduleValue == "" {
-			return errors.New("update_task: give schedule_value together with schedule_type")
-		}
-		if r.ScheduleType != "" {
-			return scheduler.Validate(r.ScheduleType, r.ScheduleValue)
-		}
-	case TypeRegisterGroup:
-		return groups.ValidFolder(r.Folder)
+	if r.Type == TypeScheduleTask && r.ContextMode != ContextGroup && r.ContextMode != ContextIsolated {
+		return fmt.Errorf("context_mode %q: use group or isolated", r.ContextMode)
+	}
+	if r.Type == TypeUpdateTask && r.ScheduleType != "" && r.ScheduleValue == "" {
+		return errors.New("update_task: give schedule_value together with schedule_type")
+	}
+	if r.Type == TypeScheduleTask || (r.Type == TypeUpdateTask && r.ScheduleType != "") {
+		return schedule(r.ScheduleType, r.ScheduleValue)
+	}
+	if r.Type == TypeRegisterGroup {
+		return layout.ValidFolder(r.Folder)
 	}
 	return nil
 }
@@ -292,4 +295,28 @@ func stringList(dec *json.Decoder) ([]string, error) {
 	}
 	_, err := dec.Token() // the closing bracket
 	return list, err
+}
+
+// Verdict is what became of one request.
+type Verdict struct {
+	Status string `json:"status"` // "sent" (carried out) or "refused"
+	Reason string `json:"reason,omitempty"`
+	ID     string `json:"id,omitempty"` // schedule_task: the new task's id
+}
+
+// AwaitVerdict waits up to wait for the daemon's answer to the request file
+// name written in ipcDir, removes it and returns it; ok is false when none
+// came in time (the file waits for the daemon).
+func AwaitVerdict(ipcDir, name string, wait time.Duration) (v Verdict, ok bool) {
+	path := filepath.Join(layout.IPCDir(ipcDir).Results(), name)
+	for deadline := time.Now().Add(wait); ; time.Sleep(20 * time.Millisecond) {
+		data, err := os.ReadFile(path)
+		if err == nil && json.Unmarshal(data, &v) == nil && v.Status != "" {
+			os.Remove(path)
+			return v, true
+		}
+		if (err != nil && !errors.Is(err, fs.ErrNotExist)) || time.Now().After(deadline) {
+			return v, false
+		}
+	}
 }
