@@ -17,27 +17,6 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
-// ipcGroups adapts the registry to the IPC watcher.
-type ipcGroups struct{ reg *groups.Registry }
-
-func (a ipcGroups) lookup(g groups.Group, err error) (ipc.Group, bool, error) {
-	if errors.Is(err, groups.ErrNotFound) {
-		return ipc.Group{}, false, nil
-	}
-	if err != nil {
-		return ipc.Group{}, false, err
-	}
-	return ipc.Group{JID: g.JID, Folder: g.Folder, IsMain: g.IsMain}, true, nil
-}
-
-func (a ipcGroups) GroupByFolder(ctx context.Context, folder string) (ipc.Group, bool, error) {
-	return a.lookup(a.reg.ByFolder(ctx, folder))
-}
-
-func (a ipcGroups) GroupByJID(ctx context.Context, jid string) (ipc.Group, bool, error) {
-	return a.lookup(a.reg.ByJID(ctx, jid))
-}
-
 // ipcEffects carries out IPC files inside the watcher's journal
 // transaction, so each happens exactly when its file is recorded.
 type ipcEffects struct{ d *Daemon }
@@ -76,15 +55,6 @@ func (e ipcEffects) RegisterGroupTx(ctx context.Context, tx *sql.Tx, _ int64, ng
 		if have, lerr := e.d.reg.ByJID(ctx, g.JID); lerr == nil && have.Folder == g.Folder {
 			return nil // registered already, under the same folder
 		}
-	}
-	if err == nil {
-		// Before the commit: should the transaction roll back, the next
-		// reload of the registry only unwatches a folder never registered.
-		e.d.mu.Lock()
-		if e.d.watched != nil {
-			e.d.watched[g.Folder] = true
-		}
-		e.d.mu.Unlock()
 	}
 	return err
 }

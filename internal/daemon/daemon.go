@@ -76,7 +76,6 @@ type Daemon struct {
 	lock        *os.File
 
 	mu             sync.Mutex
-	watched        map[string]bool // group folders whose IPC directories are watched
 	pendingRestart []string
 	started        time.Time
 }
@@ -158,7 +157,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		},
 	}
 	if d.watcher, err = ipc.NewWatcher(ipc.Config{
-		Layout: cfg.Layout(), DB: d.db, Tokens: d.tokens, Groups: ipcGroups{d.reg},
+		Layout: cfg.Layout(), DB: d.db, Tokens: d.tokens, Groups: d.reg,
 		Tasks: d.sched, Effects: ipcEffects{d}, Reporter: d.reporter, Log: log.With().Str("part", "ipc").Logger(),
 	}); err != nil {
 		return nil, err
@@ -320,32 +319,17 @@ func (d *Daemon) watchRegistry(ctx context.Context) error {
 }
 
 func (d *Daemon) syncGroups(ctx context.Context) (int, error) {
-	list, err := d.reg.List(ctx)
+	n, err := d.watcher.Sync(ctx)
 	if err != nil {
 		return 0, err
 	}
-	current := map[string]bool{}
-	for _, g := range list {
-		current[g.Folder] = true
-		if err := d.watcher.Watch(g.Folder); err != nil {
-			d.log.Error().Err(err).Str("group", g.Folder).Msg("watch IPC directory")
-		}
-	}
-	d.mu.Lock()
-	for folder := range d.watched {
-		if !current[folder] {
-			d.watcher.Unwatch(folder)
-		}
-	}
-	d.watched = current
-	d.mu.Unlock()
 	if err := d.reporter.Kick(ctx); err != nil {
 		d.log.Warn().Err(err).Msg("alerts waiting for a main group")
 	}
 	d.sched.Changed()         // `groups import` may have added tasks
 	d.router.RefreshWarm(ctx) // a changed policy: agents started ahead are started again
-	d.log.Info().Int("groups", len(list)).Msg("groups reloaded")
-	return len(list), nil
+	d.log.Info().Int("groups", n).Msg("groups reloaded")
+	return n, nil
 }
 
 // tasks is the scheduler as the router reads tasks.

@@ -3,22 +3,17 @@ package ipc
 import (
 	"fmt"
 
+	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
-
-// Group is what authorization needs to know of a registered group.
-type Group struct {
-	JID, Folder string
-	IsMain      bool
-}
 
 // Facts are the lookups a request's authorization depends on, done by the
 // caller so that Authorize stays a pure function.
 type Facts struct {
 	// Target is the registered group of the message's chatJid or the
 	// task's targetJid; nil when that chat is not registered.
-	Target *Group
+	Target *groups.Group
 	// TaskFolder is the group folder of the task named by taskId; "" when
 	// there is no such task.
 	TaskFolder string
@@ -43,7 +38,7 @@ func (r *Refusal) Error() string { return r.Reason }
 // Authorize applies the contract's table to a decoded request from the
 // group that owns the directory it was found in. It returns nil when the
 // request may be carried out.
-func Authorize(from Group, r protocol.Request, f Facts) *Refusal {
+func Authorize(from groups.Group, r protocol.Request, f Facts) *Refusal {
 	switch r.Type {
 	case protocol.TypeMessage, protocol.TypeReaction:
 		if from.IsMain {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
@@ -15,8 +16,8 @@ import (
 type decision struct {
 	accept bool
 	req    protocol.Request
-	from   Group
-	to     *Group // message, schedule_task: the registered group of the chat named, if any
+	from   groups.Group
+	to     *groups.Group // message, schedule_task: the registered group of the chat named, if any
 	reason string
 	alert  bool
 	group  string // who tried: the directory's group, or the token's owner
@@ -58,7 +59,7 @@ type view struct {
 }
 
 type groupAnswer struct {
-	g  Group
+	g  groups.Group
 	ok bool
 }
 
@@ -72,24 +73,30 @@ func (w *Watcher) newView() *view {
 		tokens: map[[2]string]tokenAnswer{}, dirs: w.newDirs()}
 }
 
+// group looks key up in the registry once per batch; ok is false for a
+// group not registered.
 func (v *view) group(ctx context.Context, memo map[string]groupAnswer, key string,
-	look func(context.Context, string) (Group, bool, error)) (Group, bool, error) {
+	look func(context.Context, string) (groups.Group, error)) (groups.Group, bool, error) {
 	if a, ok := memo[key]; ok {
 		return a.g, a.ok, nil
 	}
-	g, ok, err := look(ctx, key)
-	if err == nil {
-		memo[key] = groupAnswer{g, ok}
+	g, err := look(ctx, key)
+	if errors.Is(err, groups.ErrNotFound) {
+		memo[key] = groupAnswer{}
+		return groups.Group{}, false, nil
 	}
-	return g, ok, err
+	if err == nil {
+		memo[key] = groupAnswer{g, true}
+	}
+	return g, err == nil, err
 }
 
-func (v *view) groupByFolder(ctx context.Context, folder string) (Group, bool, error) {
-	return v.group(ctx, v.byFolder, folder, v.w.cfg.Groups.GroupByFolder)
+func (v *view) groupByFolder(ctx context.Context, folder string) (groups.Group, bool, error) {
+	return v.group(ctx, v.byFolder, folder, v.w.cfg.Groups.ByFolder)
 }
 
-func (v *view) groupByJID(ctx context.Context, jid string) (Group, bool, error) {
-	return v.group(ctx, v.byJID, jid, v.w.cfg.Groups.GroupByJID)
+func (v *view) groupByJID(ctx context.Context, jid string) (groups.Group, bool, error) {
+	return v.group(ctx, v.byJID, jid, v.w.cfg.Groups.ByJID)
 }
 
 func (v *view) checkToken(ctx context.Context, folder, token string) (bool, string, error) {

@@ -9,13 +9,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
@@ -24,35 +24,16 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/testkit/groupfstest"
 )
 
-// fakeGroups is an in-memory registry.
-type fakeGroups struct {
-	mu     sync.Mutex
-	groups []Group
-}
-
-func (f *fakeGroups) find(match func(Group) bool) (Group, bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, g := range f.groups {
-		if match(g) {
-			return g, true, nil
+// registerTestGroups registers testGroups in the registry of db, whose
+// folders live in groupsDir.
+func registerTestGroups(t testing.TB, db *sql.DB, groupsDir string) *groups.Registry {
+	reg := groups.New(db, groupsDir)
+	for _, g := range testGroups {
+		if err := reg.Add(context.Background(), g); err != nil {
+			t.Fatal(err)
 		}
 	}
-	return Group{}, false, nil
-}
-
-func (f *fakeGroups) GroupByFolder(_ context.Context, folder string) (Group, bool, error) {
-	return f.find(func(g Group) bool { return g.Folder == folder })
-}
-
-func (f *fakeGroups) GroupByJID(_ context.Context, jid string) (Group, bool, error) {
-	return f.find(func(g Group) bool { return g.JID == jid })
-}
-
-func (f *fakeGroups) add(g Group) {
-	f.mu.Lock()
-	f.groups = append(f.groups, g)
-	f.mu.Unlock()
+	return reg
 }
 
 // event is one call the watcher made on the daemon.
@@ -72,7 +53,7 @@ type event struct {
 // transaction has committed, as the daemon's outbox would see it.
 type fakeEffects struct {
 	events  chan event
-	groups  *fakeGroups
+	groups  *groups.Registry
 	pending []event // effects of the transaction under way
 }
 
@@ -86,8 +67,10 @@ func (a *fakeEffects) ReactTx(_ context.Context, _ *sql.Tx, id int64, from, chat
 	return nil
 }
 
-func (a *fakeEffects) RegisterGroupTx(_ context.Context, _ *sql.Tx, id int64, g NewGroup) error {
-	a.groups.add(Group{JID: g.JID, Folder: g.Folder})
+func (a *fakeEffects) RegisterGroupTx(ctx context.Context, tx *sql.Tx, id int64, g NewGroup) error {
+	if err := a.groups.AddTx(ctx, tx, groups.Group{JID: g.JID, Name: g.Name, Folder: g.Folder}); err != nil {
+		return err
+	}
 	a.pending = append(a.pending, event{kind: "register", key: strconv.FormatInt(id, 10), group: g})
 	return nil
 }
@@ -116,14 +99,14 @@ type harness struct {
 	db      *sql.DB
 	tokens  *Tokens
 	sched   *scheduler.Scheduler
-	groups  *fakeGroups
+	groups  *groups.Registry
 	effects *fakeEffects
 	w       *Watcher
 	token   map[string]string // folder → live token
 	links   *groupfstest.Reporter
 }
 
-var testGroups = []Group{
+var testGroups = []groups.Group{
 	{JID: "main@g.us", Folder: "main", IsMain: true},
 	{JID: "family@g.us", Folder: "family"},
 	{JID: "work@g.us", Folder: "work"},
@@ -144,23 +127,22 @@ func newHarness(t testing.TB) *harness {
 	}
 	l := layout.New(dataDir, t.TempDir())
 	root := l.IPCRoot()
-	groups := &fakeGroups{}
-	h := &harness{root: root, layout: l, db: db, tokens: tokens, groups: groups, token: map[string]string{},
-		effects: &fakeEffects{events: make(chan event, 100000), groups: groups}, links: &groupfstest.Reporter{}}
+	reg := registerTestGroups(t, db, l.GroupsDir)
+	h := &harness{root: root, layout: l, db: db, tokens: tokens, groups: reg, token: map[string]string{},
+		effects: &fakeEffects{events: make(chan event, 100000), groups: reg}, links: &groupfstest.Reporter{}}
 	h.sched = scheduler.New(db, time.UTC, nil, nil, zerolog.Nop())
-	h.w, err = NewWatcher(Config{Layout: l, DB: db, Tokens: tokens, Groups: groups, Tasks: h.sched,
+	h.w, err = NewWatcher(Config{Layout: l, DB: db, Tokens: tokens, Groups: reg, Tasks: h.sched,
 		Effects: h.effects, Reporter: h.links, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, g := range testGroups {
-		groups.add(g)
 		if h.token[g.Folder], err = tokens.Issue(ctx, g.Folder); err != nil {
 			t.Fatal(err)
 		}
-		if err := h.w.Watch(g.Folder); err != nil {
-			t.Fatal(err)
-		}
+	}
+	if _, err := h.w.Sync(ctx); err != nil {
+		t.Fatal(err)
 	}
 	return h
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
@@ -55,14 +56,14 @@ func runKillChild(dataDir string) {
 	if err != nil {
 		panic(err)
 	}
-	groups := &fakeGroups{groups: testGroups}
-	w, err := NewWatcher(Config{Layout: layout.New(dataDir, filepath.Join(dataDir, "groups")), DB: db, Tokens: tokens, Groups: groups,
+	l := layout.New(dataDir, filepath.Join(dataDir, "groups"))
+	w, err := NewWatcher(Config{Layout: l, DB: db, Tokens: tokens, Groups: groups.New(db, l.GroupsDir),
 		Tasks: scheduler.New(db, time.UTC, nil, nil, zerolog.Nop()), Effects: sqlEffects{}, Log: zerolog.Nop()})
 	if err != nil {
 		panic(err)
 	}
-	for _, g := range testGroups {
-		w.Watch(g.Folder)
+	if _, err := w.Sync(ctx); err != nil {
+		panic(err)
 	}
 	w.Run(ctx)
 }
@@ -83,6 +84,7 @@ func TestKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	registerTestGroups(t, db, filepath.Join(dataDir, "groups"))
 	if _, err := db.Exec(`CREATE TABLE test_calls (n INTEGER PRIMARY KEY, key TEXT, what TEXT)`); err != nil {
 		t.Fatal(err)
 	}

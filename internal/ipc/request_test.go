@@ -6,17 +6,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 )
 
 func TestAuthorize(t *testing.T) {
-	main := Group{JID: "m@g.us", Folder: "main", IsMain: true}
-	fam := Group{JID: "f@g.us", Folder: "family"}
-	work := Group{JID: "w@g.us", Folder: "work"}
+	main := groups.Group{JID: "m@g.us", Folder: "main", IsMain: true}
+	fam := groups.Group{JID: "f@g.us", Folder: "family"}
+	work := groups.Group{JID: "w@g.us", Folder: "work"}
 	tests := []struct {
 		name  string
-		from  Group
+		from  groups.Group
 		req   protocol.Request
 		facts Facts
 		ok    bool
@@ -76,10 +77,10 @@ func FuzzHandle(f *testing.F) {
 		if req.Token == "" {
 			t.Fatal("accepted a file without a token")
 		}
-		from := Group{JID: "f@g.us", Folder: "family", IsMain: isMain}
+		from := groups.Group{JID: "f@g.us", Folder: "family", IsMain: isMain}
 		var facts Facts
 		if targetKnown {
-			facts.Target = &Group{JID: req.ChatJID + req.TargetJID, Folder: "work"}
+			facts.Target = &groups.Group{JID: req.ChatJID + req.TargetJID, Folder: "work"}
 		}
 		facts.TaskFolder = taskFolder
 		if Authorize(from, req, facts) != nil || isMain {

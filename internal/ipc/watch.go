@@ -29,12 +29,6 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
-// Groups looks up registered groups (the daemon adapts its registry).
-type Groups interface {
-	GroupByFolder(ctx context.Context, folder string) (g Group, ok bool, err error)
-	GroupByJID(ctx context.Context, jid string) (g Group, ok bool, err error)
-}
-
 // TokenChecker is the part of *Tokens the watcher uses.
 type TokenChecker interface {
 	Check(ctx context.Context, folder, token string) (ok bool, owner string, err error)
@@ -94,7 +88,7 @@ type Config struct {
 	Layout  layout.Layout
 	DB      *sql.DB
 	Tokens  TokenChecker
-	Groups  Groups
+	Groups  *groups.Registry
 	Tasks   Tasks
 	Effects Effects
 	// Reporter records a link the agent put where the daemon keeps a
@@ -110,8 +104,8 @@ type Config struct {
 // writers of the database wait for it at most a few milliseconds.
 const maxBatch = 256
 
-// Watcher carries out the IPC files of every watched group. Only Run's
-// goroutine handles files; Watch and Unwatch may be called from any.
+// Watcher carries out the IPC files of every registered group. Only Run's
+// goroutine handles files; Sync and Watch may be called from any.
 type Watcher struct {
 	cfg Config
 	fsw *fsnotify.Watcher
@@ -120,6 +114,12 @@ type Watcher struct {
 	// open holds the journal entries whose file effects are not done yet,
 	// by path; the journal is written only by Run, so this is exact.
 	open map[ref]*entry
+
+	// syncMu makes Sync's reading of the registry and its changes to the
+	// watched set one step, so a group registered by an IPC file (watched
+	// once its record commits) is never unwatched by a Sync that read the
+	// registry before it.
+	syncMu sync.Mutex
 
 	mu      sync.Mutex
 	folders map[string]bool // watched
@@ -132,8 +132,8 @@ type ref struct{ folder, sub, name string }
 
 func (r ref) String() string { return r.folder + "/" + r.sub + "/" + r.name }
 
-// NewWatcher prepares <dataDir>/ipc/errors and an fsnotify watcher. Call Watch
-// for each registered group (before or after Run) and Run to start.
+// NewWatcher prepares <dataDir>/ipc/errors and an fsnotify watcher. Call
+// Sync (before or after Run) and Run to start.
 func NewWatcher(cfg Config) (*Watcher, error) {
 	if cfg.SafetyRescan <= 0 {
 		cfg.SafetyRescan = time.Minute
@@ -159,9 +159,49 @@ func mkdirPrivate(dir string) error {
 	return nil
 }
 
+// Sync watches the IPC directory of every registered group and of no other
+// folder: call it at start and whenever the registry changed. It returns
+// how many groups are registered.
+func (w *Watcher) Sync(ctx context.Context) (int, error) {
+	w.syncMu.Lock()
+	defer w.syncMu.Unlock()
+	list, err := w.cfg.Groups.List(ctx)
+	if err != nil {
+		return 0, err
+	}
+	current := map[string]bool{}
+	for _, g := range list {
+		current[g.Folder] = true
+		if err := w.watch(g.Folder); err != nil {
+			w.logErr(ctx, err) // the others are watched all the same
+		}
+	}
+	w.mu.Lock()
+	var gone []string
+	for folder := range w.folders {
+		if !current[folder] {
+			gone = append(gone, folder)
+			delete(w.folders, folder)
+		}
+	}
+	w.mu.Unlock()
+	for _, folder := range gone {
+		for _, sub := range []string{layout.MessagesDir, layout.TasksDir} {
+			_ = w.fsw.Remove(filepath.Join(string(w.cfg.Layout.IPC(folder)), sub))
+		}
+	}
+	return len(list), nil
+}
+
 // Watch creates folder's messages/ and tasks/ (mode 0700), watches them and
 // handles the files already there. It takes effect at once.
 func (w *Watcher) Watch(folder string) error {
+	w.syncMu.Lock()
+	defer w.syncMu.Unlock()
+	return w.watch(folder)
+}
+
+func (w *Watcher) watch(folder string) error {
 	if err := groups.ValidFolder(folder); err != nil {
 		return fmt.Errorf("watch ipc: %w", err)
 	}
@@ -209,16 +249,6 @@ func (w *Watcher) ensureWatched(ctx context.Context, folder string) error {
 		}
 	}
 	return nil
-}
-
-// Unwatch stops watching folder (its group was removed); its files stay.
-func (w *Watcher) Unwatch(folder string) {
-	w.mu.Lock()
-	delete(w.folders, folder)
-	w.mu.Unlock()
-	for _, sub := range []string{layout.MessagesDir, layout.TasksDir} {
-		_ = w.fsw.Remove(filepath.Join(string(w.cfg.Layout.IPC(folder)), sub))
-	}
 }
 
 // Run handles files until ctx ends: first what a crash left unfinished,

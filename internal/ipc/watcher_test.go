@@ -3,13 +3,16 @@ package ipc
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
@@ -266,4 +269,33 @@ func TestVerdicts(t *testing.T) {
 	if v := verdict(task); v.Status != "sent" || !strings.HasPrefix(v.ID, "task-") {
 		t.Errorf("verdict %+v, want sent with the task id", v)
 	}
+}
+
+// Sync makes the watched folders the registered groups': a group removed
+// is no longer watched, one added is, and its files are carried out.
+func TestSyncWatchesTheRegisteredGroups(t *testing.T) {
+	h := newHarness(t)
+	h.start(t)
+	ctx := context.Background()
+	if err := h.groups.Remove(ctx, "work"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.groups.Add(ctx, groups.Group{JID: "new@g.us", Name: "New", Folder: "new"}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := h.w.Sync(ctx)
+	if err != nil || n != 3 {
+		t.Fatalf("Sync = %d, %v; want 3 groups", n, err)
+	}
+	h.w.mu.Lock()
+	watched := slices.Sorted(maps.Keys(h.w.folders))
+	h.w.mu.Unlock()
+	if want := []string{"family", "main", "new"}; !slices.Equal(watched, want) {
+		t.Fatalf("watched %v; want %v", watched, want)
+	}
+	if h.token["new"], err = h.tokens.Issue(ctx, "new"); err != nil {
+		t.Fatal(err)
+	}
+	h.drop(t, "new", layout.MessagesDir, h.msg("new", "new@g.us", "hello from new"))
+	h.expectSend(t, "new", "new@g.us", "hello from new")
 }
