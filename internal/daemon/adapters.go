@@ -2,81 +2,17 @@ package daemon
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
-	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/ipc"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
-	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
-
-// ipcEffects carries out IPC files inside the watcher's journal
-// transaction, so each happens exactly when its file is recorded.
-type ipcEffects struct{ d *Daemon }
-
-func (e ipcEffects) SendMessageTx(ctx context.Context, tx *sql.Tx, _ int64, _, chatJID, text string, file *channel.Attachment) error {
-	var err error
-	if file != nil {
-		_, err = outbox.EnqueueFileTx(ctx, tx, chatJID, text, outbox.KindIPC, *file)
-	} else {
-		_, err = outbox.EnqueueTx(ctx, tx, chatJID, text, outbox.KindIPC)
-	}
-	return err
-}
-
-// ReactTx queues the reaction with the author of the message it is
-// about, from the chat's record: WhatsApp names both in a reaction.
-func (e ipcEffects) ReactTx(ctx context.Context, tx *sql.Tx, _ int64, _, chatJID, messageID, emoji string) error {
-	sender, _, _, _, err := e.d.messages.Lookup(ctx, chatJID, messageID)
-	if err != nil {
-		return err
-	}
-	_, err = outbox.EnqueueReactionTx(ctx, tx, chatJID, messageID, sender, emoji, outbox.KindIPC)
-	return err
-}
-
-func (e ipcEffects) RegisterGroupTx(ctx context.Context, tx *sql.Tx, _ int64, ng ipc.NewGroup) error {
-	g := groups.Group{JID: ng.JID, Name: ng.Name, Folder: ng.Folder, Trigger: ng.Trigger, RequiresTrigger: ng.RequiresTrigger}
-	if g.Trigger == "" {
-		g.Trigger = e.d.Config().DefaultTrigger()
-	}
-	if len(ng.Senders) > 0 {
-		g.Security = &security.Policy{Senders: ng.Senders}
-	}
-	err := e.d.reg.AddTx(ctx, tx, g)
-	if errors.Is(err, groups.ErrDuplicateJID) {
-		if have, lerr := e.d.reg.ByJID(ctx, g.JID); lerr == nil && have.Folder == g.Folder {
-			return nil // registered already, under the same folder
-		}
-	}
-	return err
-}
-
-func (e ipcEffects) RefusedTx(ctx context.Context, tx *sql.Tx, _ int64, v security.Violation, alert bool) error {
-	return e.d.reporter.RecordTx(ctx, tx, v, alert)
-}
-
-func (e ipcEffects) Committed(ctx context.Context) {
-	e.d.outbox.Wake()
-	if err := e.d.reporter.Flush(ctx); err != nil {
-		e.d.log.Error().Err(err).Msg("ipc: audit lines")
-	}
-}
-
-func (e ipcEffects) RefreshGroups(ctx context.Context) error {
-	g, err := e.d.reg.Main(ctx)
-	if err != nil {
-		return err
-	}
-	return e.d.snapshots.Refresh(ctx, g.Folder, true)
-}
 
 // chats lists chats for available_groups.json: every chat seen, and
 // whether it is registered.

@@ -158,7 +158,9 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	}
 	if d.watcher, err = ipc.NewWatcher(ipc.Config{
 		Layout: cfg.Layout(), DB: d.db, Tokens: d.tokens, Groups: d.reg,
-		Tasks: d.sched, Effects: ipcEffects{d}, Reporter: d.reporter, Log: log.With().Str("part", "ipc").Logger(),
+		Tasks: d.sched, Outbox: d.outbox, Messages: d.messages, Alerts: d.reporter, Snapshots: d.snapshots,
+		DefaultTrigger: func() string { return d.Config().DefaultTrigger() },
+		Reporter:       d.reporter, Log: log.With().Str("part", "ipc").Logger(),
 	}); err != nil {
 		return nil, err
 	}

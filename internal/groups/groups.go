@@ -134,7 +134,11 @@ func (r *Registry) List(ctx context.Context) ([]Group, error) {
 }
 
 func (r *Registry) one(ctx context.Context, where string, arg any) (Group, error) {
-	g, err := scan(r.db.QueryRowContext(ctx, `SELECT `+selected+` FROM groups WHERE `+where, arg))
+	return one(r.db.QueryRowContext(ctx, `SELECT `+selected+` FROM groups WHERE `+where, arg))
+}
+
+func one(row *sql.Row) (Group, error) {
+	g, err := scan(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return g, ErrNotFound
 	}
@@ -149,6 +153,11 @@ func (r *Registry) ByFolder(ctx context.Context, folder string) (Group, error) {
 // ByJID returns the group of that chat, or ErrNotFound.
 func (r *Registry) ByJID(ctx context.Context, jid string) (Group, error) {
 	return r.one(ctx, `jid = ?`, jid)
+}
+
+// ByJIDTx is ByJID inside the caller's transaction.
+func (r *Registry) ByJIDTx(ctx context.Context, tx *sql.Tx, jid string) (Group, error) {
+	return one(tx.QueryRowContext(ctx, `SELECT `+selected+` FROM groups WHERE jid = ?`, jid))
 }
 
 // Main returns the main group, or ErrNotFound.

@@ -2,122 +2,106 @@ package ipc
 
 import (
 	"context"
+	"database/sql"
 	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 
-	"github.com/nanoclawd/nanoclawd/internal/groupfs"
-	"github.com/nanoclawd/nanoclawd/internal/protocol"
+	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
-// maxAttempts bounds the tries of a file effect that keeps failing (a file
-// that cannot be removed, say) before its entry is given up.
-const maxAttempts = 5
+// newGroup is what register_group asks for.
+type newGroup struct {
+	JID, Name, Folder string
+	Trigger           string   // "" = the default trigger (@assistantName)
+	RequiresTrigger   bool     // true unless the file says false
+	Senders           []string // who may call its assistant; nil = everyone
+}
 
-// finish does what is left of entries once their records committed: the
-// file removed (carried out) or quarantined with its reason (refused), the
-// verdict written for the agent, a new group watched, the snapshot of
-// groups refreshed; then the entries are marked done and the daemon woken.
-// All of it is safe to repeat, so a crash before the mark only repeats it.
-func (w *Watcher) finish(ctx context.Context, entries []*entry) {
-	if len(entries) == 0 {
-		return
-	}
-	var finished []*entry
-	var ids []int64
-	tasks := false
-	ds := w.newDirs()
-	defer ds.close()
-	for _, e := range entries {
-		if err := w.finishOne(ctx, e, ds); err != nil {
-			w.failed(ctx, e, err)
-			continue
-		}
-		finished, ids = append(finished, e), append(ids, e.id)
-		switch e.typ {
-		case protocol.TypeScheduleTask, protocol.TypePauseTask, protocol.TypeResumeTask, protocol.TypeCancelTask, protocol.TypeUpdateTask:
-			tasks = true
-		}
-	}
-	// Marked before the daemon is woken, so that the outbox's writes for
-	// these files do not contend with this one (SQLite's busy wait sleeps
-	// whole milliseconds).
-	if err := w.markDone(ctx, ids); err != nil {
-		w.logErr(ctx, err) // they stay open and are finished again
+// effects are what accepted and refused files do to the rest of the
+// daemon. The Tx methods run inside the journal transaction that records
+// the file, so an effect happens exactly when its record commits: once,
+// even across a kill -9. id is the file's journal row, never handed out
+// twice. The watcher's are daemonEffects; tests record them instead.
+type effects interface {
+	// sendMessageTx queues text for chatJID; file, when not nil, is the
+	// daemon's copy of the file it carries, which the message owns once
+	// tx commits.
+	sendMessageTx(ctx context.Context, tx *sql.Tx, id int64, fromFolder, chatJID, text string, file *channel.Attachment) error
+	// reactTx queues a reaction with emoji to the chat's message messageID.
+	reactTx(ctx context.Context, tx *sql.Tx, id int64, fromFolder, chatJID, messageID, emoji string) error
+	// registerGroupTx registers g, creating its folder; registering the
+	// same jid and folder again succeeds. An error wrapping one of
+	// groups' sentinel errors refuses the file.
+	registerGroupTx(ctx context.Context, tx *sql.Tx, id int64, g newGroup) error
+	// refusedTx audits a refused file; alert says it also goes to the
+	// main group (wrong token or cross-group attempt).
+	refusedTx(ctx context.Context, tx *sql.Tx, id int64, v security.Violation, alert bool) error
+	// committed follows each journal commit (and a restart's unfinished
+	// files): it carries the effects on (outbox, audit log).
+	committed(ctx context.Context)
+	// refreshGroups rewrites the main group's available_groups.json after
+	// the commit; it may be repeated.
+	refreshGroups(ctx context.Context) error
+}
+
+// daemonEffects are the effects on the daemon's own parts, named in Config.
+type daemonEffects struct{ cfg *Config }
+
+func (e daemonEffects) sendMessageTx(ctx context.Context, tx *sql.Tx, _ int64, _, chatJID, text string, file *channel.Attachment) error {
+	var err error
+	if file != nil {
+		_, err = outbox.EnqueueFileTx(ctx, tx, chatJID, text, outbox.KindIPC, *file)
 	} else {
-		for _, e := range finished {
-			delete(w.open, e.ref)
-		}
+		_, err = outbox.EnqueueTx(ctx, tx, chatJID, text, outbox.KindIPC)
 	}
-	if tasks {
-		w.cfg.Tasks.Changed()
-	}
-	w.cfg.Effects.Committed(ctx)
+	return err
 }
 
-func (w *Watcher) finishOne(ctx context.Context, e *entry, ds *dirs) error {
-	var dir *groupfs.Dir // the file's directory, when the file is there
-	if e.present {
-		d, err := ds.get(ctx, e.folder, e.sub)
-		if err != nil {
-			return err
-		}
-		dir = d // nil: swapped for a link since, so the file is gone with it
+// reactTx queues the reaction with the author of the message it is about,
+// from the chat's record: WhatsApp names both in a reaction.
+func (e daemonEffects) reactTx(ctx context.Context, tx *sql.Tx, _ int64, _, chatJID, messageID, emoji string) error {
+	sender, _, _, _, err := e.cfg.Messages.Lookup(ctx, chatJID, messageID)
+	if err != nil {
+		return err
 	}
-	if e.status == statusRefused {
-		if err := w.quarantine(e, dir, e.reason); err != nil {
-			return err
-		}
-	} else {
-		if dir != nil {
-			if err := dir.Remove(e.name); err != nil {
-				return err
-			}
-		}
-		if e.newFolder != "" {
-			if err := w.Watch(e.newFolder); err != nil {
-				return err
-			}
-		}
-		if e.typ == protocol.TypeRefreshGroups {
-			if err := w.cfg.Effects.RefreshGroups(ctx); err != nil {
-				return err
-			}
-		}
-	}
-	w.logErr(ctx, writeVerdict(ctx, ds, e.folder, e.name, e.verdict()))
-	return nil
+	_, err = outbox.EnqueueReactionTx(ctx, tx, chatJID, messageID, sender, emoji, outbox.KindIPC)
+	return err
 }
 
-// failed counts a failed try of e's file effects; they are tried again at
-// the next rescan, until the maxAttempts-th try gives up.
-func (w *Watcher) failed(ctx context.Context, e *entry, cause error) {
-	e.attempts++
-	w.logErr(ctx, fmt.Errorf("ipc file %s (attempt %d of %d): %w", e.ref, e.attempts, maxAttempts, cause))
-	done := e.attempts >= maxAttempts
-	if _, err := w.cfg.DB.ExecContext(ctx, `UPDATE ipc_journal SET attempts = ?, done = ? WHERE id = ?`, e.attempts, done, e.id); err != nil {
-		w.logErr(ctx, fmt.Errorf("journal: %w", err))
-		return
+func (e daemonEffects) registerGroupTx(ctx context.Context, tx *sql.Tx, _ int64, ng newGroup) error {
+	g := groups.Group{JID: ng.JID, Name: ng.Name, Folder: ng.Folder, Trigger: ng.Trigger, RequiresTrigger: ng.RequiresTrigger}
+	if g.Trigger == "" {
+		g.Trigger = e.cfg.DefaultTrigger()
 	}
-	if done {
-		delete(w.open, e.ref)
+	if len(ng.Senders) > 0 {
+		g.Security = &security.Policy{Senders: ng.Senders}
+	}
+	err := e.cfg.Groups.AddTx(ctx, tx, g)
+	if errors.Is(err, groups.ErrDuplicateJID) {
+		if have, lerr := e.cfg.Groups.ByJIDTx(ctx, tx, g.JID); lerr == nil && have.Folder == g.Folder {
+			return nil // registered already, under the same folder
+		}
+	}
+	return err
+}
+
+func (e daemonEffects) refusedTx(ctx context.Context, tx *sql.Tx, _ int64, v security.Violation, alert bool) error {
+	return e.cfg.Alerts.RecordTx(ctx, tx, v, alert)
+}
+
+func (e daemonEffects) committed(ctx context.Context) {
+	e.cfg.Outbox.Wake()
+	if err := e.cfg.Alerts.Flush(ctx); err != nil {
+		e.cfg.Log.Error().Err(err).Msg("ipc: audit lines")
 	}
 }
 
-// quarantine moves e's file from dir, if any (whatever it is: a symlink or
-// FIFO is moved, not followed or opened), to ipc/errors/ with the reason
-// beside it. Repeating it after a crash only rewrites the reason.
-func (w *Watcher) quarantine(e *entry, dir *groupfs.Dir, reason string) error {
-	dest := filepath.Join(w.cfg.Layout.IPCErrors(), fmt.Sprintf("%s.%s.%d.%s", e.folder, e.sub, e.id, e.name))
-	if dir != nil {
-		if err := dir.MoveTo(e.name, dest); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("quarantine %s: %w", e.ref, err)
-		}
+func (e daemonEffects) refreshGroups(ctx context.Context) error {
+	g, err := e.cfg.Groups.Main(ctx)
+	if err != nil {
+		return err
 	}
-	if err := os.WriteFile(dest+".reason", []byte(reason+"\n"), 0o600); err != nil {
-		return fmt.Errorf("quarantine %s: %w", e.ref, err)
-	}
-	return nil
+	return e.cfg.Snapshots.Refresh(ctx, g.Folder, true)
 }

@@ -43,7 +43,7 @@ type event struct {
 	from  string
 	chat  string
 	text  string
-	group NewGroup
+	group newGroup
 	file  *channel.Attachment
 	v     security.Violation
 	alert bool
@@ -57,17 +57,17 @@ type fakeEffects struct {
 	pending []event // effects of the transaction under way
 }
 
-func (a *fakeEffects) SendMessageTx(_ context.Context, _ *sql.Tx, id int64, from, chat, text string, file *channel.Attachment) error {
+func (a *fakeEffects) sendMessageTx(_ context.Context, _ *sql.Tx, id int64, from, chat, text string, file *channel.Attachment) error {
 	a.pending = append(a.pending, event{kind: "send", key: strconv.FormatInt(id, 10), from: from, chat: chat, text: text, file: file})
 	return nil
 }
 
-func (a *fakeEffects) ReactTx(_ context.Context, _ *sql.Tx, id int64, from, chat, messageID, emoji string) error {
+func (a *fakeEffects) reactTx(_ context.Context, _ *sql.Tx, id int64, from, chat, messageID, emoji string) error {
 	a.pending = append(a.pending, event{kind: "react", key: strconv.FormatInt(id, 10), from: from, chat: chat, text: messageID + " " + emoji})
 	return nil
 }
 
-func (a *fakeEffects) RegisterGroupTx(ctx context.Context, tx *sql.Tx, id int64, g NewGroup) error {
+func (a *fakeEffects) registerGroupTx(ctx context.Context, tx *sql.Tx, id int64, g newGroup) error {
 	if err := a.groups.AddTx(ctx, tx, groups.Group{JID: g.JID, Name: g.Name, Folder: g.Folder}); err != nil {
 		return err
 	}
@@ -75,19 +75,19 @@ func (a *fakeEffects) RegisterGroupTx(ctx context.Context, tx *sql.Tx, id int64,
 	return nil
 }
 
-func (a *fakeEffects) RefusedTx(_ context.Context, _ *sql.Tx, id int64, v security.Violation, alert bool) error {
+func (a *fakeEffects) refusedTx(_ context.Context, _ *sql.Tx, id int64, v security.Violation, alert bool) error {
 	a.pending = append(a.pending, event{kind: "violation", key: strconv.FormatInt(id, 10), v: v, alert: alert})
 	return nil
 }
 
-func (a *fakeEffects) Committed(context.Context) {
+func (a *fakeEffects) committed(context.Context) {
 	for _, e := range a.pending {
 		a.events <- e
 	}
 	a.pending = nil
 }
 
-func (a *fakeEffects) RefreshGroups(context.Context) error {
+func (a *fakeEffects) refreshGroups(context.Context) error {
 	a.events <- event{kind: "refresh"}
 	return nil
 }
@@ -132,10 +132,11 @@ func newHarness(t testing.TB) *harness {
 		effects: &fakeEffects{events: make(chan event, 100000), groups: reg}, links: &groupfstest.Reporter{}}
 	h.sched = scheduler.New(db, time.UTC, nil, nil, zerolog.Nop())
 	h.w, err = NewWatcher(Config{Layout: l, DB: db, Tokens: tokens, Groups: reg, Tasks: h.sched,
-		Effects: h.effects, Reporter: h.links, Log: zerolog.Nop()})
+		Reporter: h.links, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.w.fx = h.effects
 	for _, g := range testGroups {
 		if h.token[g.Folder], err = tokens.Issue(ctx, g.Folder); err != nil {
 			t.Fatal(err)

@@ -170,9 +170,9 @@ func (w *Watcher) recordTx(ctx context.Context, tx *sql.Tx, f *file, d decision)
 			return nil, err
 		}
 		if r.Type == protocol.TypeReaction {
-			return e, w.cfg.Effects.ReactTx(ctx, tx, e.id, f.folder, r.ChatJID, r.MessageID, r.Emoji)
+			return e, w.fx.reactTx(ctx, tx, e.id, f.folder, r.ChatJID, r.MessageID, r.Emoji)
 		}
-		return e, w.cfg.Effects.SendMessageTx(ctx, tx, e.id, f.folder, r.ChatJID, r.Text, d.file)
+		return e, w.fx.sendMessageTx(ctx, tx, e.id, f.folder, r.ChatJID, r.Text, d.file)
 	}
 	// A change the database refuses (a finished task, a taken folder)
 	// refuses the file: only its own part of the batch is undone.
@@ -207,11 +207,11 @@ func (w *Watcher) changeTx(ctx context.Context, tx *sql.Tx, e *entry, d decision
 		return err
 	}
 	if r := d.req; r.Type == protocol.TypeRegisterGroup {
-		g := NewGroup{JID: r.JID, Name: r.Name, Folder: r.Folder, Trigger: r.Trigger, RequiresTrigger: true, Senders: r.Senders}
+		g := newGroup{JID: r.JID, Name: r.Name, Folder: r.Folder, Trigger: r.Trigger, RequiresTrigger: true, Senders: r.Senders}
 		if r.RequiresTrigger != nil {
 			g.RequiresTrigger = *r.RequiresTrigger
 		}
-		return w.cfg.Effects.RegisterGroupTx(ctx, tx, e.id, g)
+		return w.fx.registerGroupTx(ctx, tx, e.id, g)
 	}
 	return nil
 }
@@ -222,7 +222,7 @@ func (w *Watcher) refuseTx(ctx context.Context, tx *sql.Tx, e *entry, d decision
 	if err := w.insertTx(ctx, tx, e); err != nil {
 		return err
 	}
-	return w.cfg.Effects.RefusedTx(ctx, tx, e.id, v, d.alert)
+	return w.fx.refusedTx(ctx, tx, e.id, v, d.alert)
 }
 
 func (w *Watcher) insertTx(ctx context.Context, tx *sql.Tx, e *entry) error {

@@ -28,21 +28,21 @@ const killChildEnv = "NANOCLAW_IPC_KILL_CHILD"
 // can count them after the process is killed.
 type sqlEffects struct{}
 
-func (sqlEffects) SendMessageTx(ctx context.Context, tx *sql.Tx, id int64, from, chat, text string, _ *channel.Attachment) error {
+func (sqlEffects) sendMessageTx(ctx context.Context, tx *sql.Tx, id int64, from, chat, text string, _ *channel.Attachment) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO test_calls (key, what) VALUES (?, ?)`, id, text)
 	return err
 }
-func (sqlEffects) ReactTx(ctx context.Context, tx *sql.Tx, id int64, _, _, _, emoji string) error {
+func (sqlEffects) reactTx(ctx context.Context, tx *sql.Tx, id int64, _, _, _, emoji string) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO test_calls (key, what) VALUES (?, ?)`, id, emoji)
 	return err
 }
-func (sqlEffects) RegisterGroupTx(context.Context, *sql.Tx, int64, NewGroup) error { return nil }
-func (sqlEffects) RefusedTx(ctx context.Context, tx *sql.Tx, id int64, v security.Violation, alert bool) error {
+func (sqlEffects) registerGroupTx(context.Context, *sql.Tx, int64, newGroup) error { return nil }
+func (sqlEffects) refusedTx(ctx context.Context, tx *sql.Tx, id int64, v security.Violation, alert bool) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO test_calls (key, what) VALUES (?, ?)`, id, "violation")
 	return err
 }
-func (sqlEffects) Committed(context.Context)           {}
-func (sqlEffects) RefreshGroups(context.Context) error { return nil }
+func (sqlEffects) committed(context.Context)           {}
+func (sqlEffects) refreshGroups(context.Context) error { return nil }
 
 // runKillChild is the daemon side of TestKill9: it handles files until it
 // is killed.
@@ -58,10 +58,11 @@ func runKillChild(dataDir string) {
 	}
 	l := layout.New(dataDir, filepath.Join(dataDir, "groups"))
 	w, err := NewWatcher(Config{Layout: l, DB: db, Tokens: tokens, Groups: groups.New(db, l.GroupsDir),
-		Tasks: scheduler.New(db, time.UTC, nil, nil, zerolog.Nop()), Effects: sqlEffects{}, Log: zerolog.Nop()})
+		Tasks: scheduler.New(db, time.UTC, nil, nil, zerolog.Nop()), Log: zerolog.Nop()})
 	if err != nil {
 		panic(err)
 	}
+	w.fx = sqlEffects{}
 	if _, err := w.Sync(ctx); err != nil {
 		panic(err)
 	}

@@ -1,10 +1,11 @@
 package ipc
 
-// The watcher in five parts: watch.go finds the files (fsnotify and
+// The watcher in six parts: watch.go finds the files (fsnotify and
 // rescans) and takes those available together as one batch; read.go reads
 // one safely; decide.go judges it; journal.go records every file of the
-// batch and does its database effect in one transaction; effects.go then
-// does what is left on disk, which is safe to repeat after a crash.
+// batch and does its database effect (effects.go: the outbox, the
+// registry, the audit) in one transaction; finish.go then does what is
+// left on disk, which is safe to repeat after a crash.
 
 import (
 	"context"
@@ -21,12 +22,13 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"github.com/rs/zerolog"
 
-	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/alerts"
 	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/messages"
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
-	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
 // TokenChecker is the part of *Tokens the watcher uses.
@@ -46,51 +48,26 @@ type Tasks interface {
 	Changed()
 }
 
-// NewGroup is what register_group asks for.
-type NewGroup struct {
-	JID, Name, Folder string
-	Trigger           string   // "" = the default trigger (@assistantName)
-	RequiresTrigger   bool     // true unless the file says false
-	Senders           []string // who may call its assistant; nil = everyone
-}
-
-// Effects are what files do to the rest of the daemon, which implements
-// them. The Tx methods run inside the journal transaction that records the
-// file, so an effect happens exactly when its record commits: once, even
-// across a kill -9. id is the file's journal row, never handed out twice.
-type Effects interface {
-	// SendMessageTx queues text for chatJID; file, when not nil, is the
-	// daemon's copy of the file it carries, which the message owns once
-	// tx commits.
-	SendMessageTx(ctx context.Context, tx *sql.Tx, id int64, fromFolder, chatJID, text string, file *channel.Attachment) error
-	// ReactTx queues a reaction with emoji to the chat's message messageID.
-	ReactTx(ctx context.Context, tx *sql.Tx, id int64, fromFolder, chatJID, messageID, emoji string) error
-	// RegisterGroupTx registers g, creating its folder; registering the
-	// same jid and folder again must succeed. An error wrapping one of
-	// groups' sentinel errors refuses the file.
-	RegisterGroupTx(ctx context.Context, tx *sql.Tx, id int64, g NewGroup) error
-	// RefusedTx audits a refused file; alert says it also goes to the
-	// main group (wrong token or cross-group attempt).
-	RefusedTx(ctx context.Context, tx *sql.Tx, id int64, v security.Violation, alert bool) error
-	// Committed follows each journal commit (and a restart's unfinished
-	// files): it wakes what carries the effects on (outbox, audit log).
-	Committed(ctx context.Context)
-	// RefreshGroups rewrites the group snapshot after the commit; it may
-	// be repeated.
-	RefreshGroups(ctx context.Context) error
-}
-
 // Config holds what a Watcher works with.
 type Config struct {
 	// Layout names every path: the IPC directories and the quarantine,
 	// the groups' folders (a message's file must lie in its group's) and
 	// where the daemon copies such a file.
-	Layout  layout.Layout
-	DB      *sql.DB
-	Tokens  TokenChecker
-	Groups  *groups.Registry
-	Tasks   Tasks
-	Effects Effects
+	Layout layout.Layout
+	DB     *sql.DB
+	Tokens TokenChecker
+	Groups *groups.Registry
+	Tasks  Tasks
+	// Where accepted files take effect: messages and reactions are queued
+	// in Outbox (a reaction names its message's author, from Messages),
+	// refusals audited and alerted by Alerts, and available_groups.json
+	// rewritten by Snapshots. DefaultTrigger is the trigger of a group
+	// registered without one (it follows config reloads).
+	Outbox         *outbox.Outbox
+	Messages       *messages.Store
+	Alerts         *alerts.Reporter
+	Snapshots      *Snapshots
+	DefaultTrigger func() string
 	// Reporter records a link the agent put where the daemon keeps a
 	// directory (removed, never followed); nil records nothing.
 	Reporter groupfs.Reporter
@@ -108,6 +85,7 @@ const maxBatch = 256
 // goroutine handles files; Sync and Watch may be called from any.
 type Watcher struct {
 	cfg Config
+	fx  effects
 	fsw *fsnotify.Watcher
 	now func() time.Time
 
@@ -145,8 +123,10 @@ func NewWatcher(cfg Config) (*Watcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ipc watcher: %w", err)
 	}
-	return &Watcher{cfg: cfg, fsw: fsw, now: time.Now, open: map[ref]*entry{}, folders: map[string]bool{},
-		pending: map[string]bool{}, kick: make(chan struct{}, 1)}, nil
+	w := &Watcher{cfg: cfg, fsw: fsw, now: time.Now, open: map[ref]*entry{}, folders: map[string]bool{},
+		pending: map[string]bool{}, kick: make(chan struct{}, 1)}
+	w.fx = daemonEffects{&w.cfg}
+	return w, nil
 }
 
 func mkdirPrivate(dir string) error {
