@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
+	"github.com/nanoclawd/nanoclawd/internal/confine"
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
@@ -57,7 +58,7 @@ type agentRun struct {
 	told       bool   // the chat was told of an error result (failure.go)
 	ipcDir     string
 	started    chan struct{}      // closed once the agent process runs; a retry's start replaces it
-	conf       *confinement       // the OS sandbox of a non-main run
+	conf       *confine.Run       // the OS sandbox of a non-main run
 	meter      *runMeter          // what the run's relay counts
 	eff        security.Effective // the run's policy
 	mark       int                // the agent's process group, recorded in agent_marks
@@ -147,9 +148,9 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		if a.conf, err = r.confine(ctx, cfg, g, eff, &spec, p.session, meter); err != nil {
 			return err
 		}
-		defer a.conf.done()
+		defer a.conf.Finish()
 	} else {
-		relay, err := r.relayMain(g, &spec, meter)
+		relay, err := r.relayMain(eff, &spec, meter)
 		if err != nil {
 			return err
 		}
@@ -160,8 +161,8 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	if testHookAgentExited != nil {
 		testHookAgentExited(a)
 	}
-	if a.conf != nil && a.conf.exceeded() != "" {
-		err = runner.NoRetry(fmt.Errorf("the run was stopped: %s", a.conf.exceeded()))
+	if a.conf != nil && a.conf.Exceeded() != "" {
+		err = runner.NoRetry(fmt.Errorf("the run was stopped: %s", a.conf.Exceeded()))
 	}
 	if err := r.Ledger.Unmark(context.WithoutCancel(ctx), a.mark); err != nil {
 		r.Log.Warn().Err(err).Msg("forget the agent's process group")
@@ -313,7 +314,7 @@ func closed(ch chan struct{}) bool {
 // OnStart implements runner.Handler.
 func (a *agentRun) OnStart(pid int) {
 	if a.conf != nil {
-		a.conf.started(pid)
+		a.conf.Started(pid)
 	}
 	a.mu.Lock()
 	if a.started != nil {
