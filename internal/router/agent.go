@@ -45,6 +45,7 @@ type agentRun struct {
 	fingerprint string
 	prompted    chan struct{} // a standby's: closed once adopt handed it its prompt (runner.Spec.Prompted)
 	early       bool          // a standby that answered before it was given a prompt
+	typing      bool          // start showed the chat that the assistant is at work
 
 	mu         sync.Mutex
 	batches    []batch // each prompt batch handed over (initial, then follow-ups)
@@ -83,24 +84,40 @@ func (a *agentRun) startTime() time.Time {
 	return a.startedAt
 }
 
+// start runs the group's agent for prompt. When the agent finds the
+// session it was to resume gone, a second one starts, once, with a fresh
+// session (restart).
 func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isTask bool) error {
+	defer a.stopTyping(ctx)
+	for {
+		again, err := a.attempt(ctx, job, prompt, isTask)
+		if !again {
+			return err
+		}
+		prompt = a.restart(ctx, prompt)
+	}
+}
+
+// attempt runs one agent for prompt. It reports true when that agent found
+// its session gone and the run is to start another with a fresh one.
+func (a *agentRun) attempt(ctx context.Context, job runner.Job, prompt string, isTask bool) (bool, error) {
 	r, g := a.router, a.group
 	cfg := r.Config()
 	list, err := r.Groups.List(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	eff := security.Resolve(cfg.HostSecurity, g.Policy(), cfg.SecurityHost(groups.Folders(list)))
 	a.eff = eff
 	if a.standby && a.adopted == "" {
 		if a.fingerprint, err = r.fingerprint(ctx, g, a.useSession); err != nil {
-			return err
+			return false, err
 		}
 	}
 	p := pathsOf(cfg, g.Folder)
 	a.ipcDir = p.ipc
 	if err := r.prepareDirs(ctx, g, p); err != nil {
-		return err
+		return false, err
 	}
 	if r.Snapshots != nil {
 		if err := r.Snapshots.Refresh(ctx, g.Folder, g.IsMain); err != nil {
@@ -109,7 +126,7 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	}
 	token, err := r.Tokens.Issue(ctx, g.Folder)
 	if err != nil {
-		return fmt.Errorf("issue IPC token: %w", err)
+		return false, fmt.Errorf("issue IPC token: %w", err)
 	}
 	defer func() {
 		if err := r.Tokens.Finish(context.WithoutCancel(ctx), token); err != nil {
@@ -120,7 +137,7 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	session := ""
 	if a.useSession && !a.fresh {
 		if session, err = r.Messages.Session(ctx, g.Folder); err != nil {
-			return err
+			return false, err
 		}
 	}
 	spec, err := agentSpec(specInput{
@@ -128,16 +145,16 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		Session: session, Token: token, Binary: r.Binary, Getenv: os.LookupEnv,
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
 	spec.Closing = job.Closing
 	spec.Reporter = r.Reporter
 	if a.standby && a.adopted == "" {
 		spec.Prompted = a.prompted
 	}
-	if r.Typing != nil && !a.standby {
+	if r.Typing != nil && !a.standby && !a.typing {
+		a.typing = true // until start returns, a retry's agent included
 		r.Typing.SetTyping(ctx, a.replyTo, true)
-		defer r.Typing.SetTyping(context.WithoutCancel(ctx), a.replyTo, false)
 	}
 	var meter gateway.Meter
 	if r.Usage != nil {
@@ -146,13 +163,13 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	}
 	if !g.IsMain {
 		if a.conf, err = r.confine(ctx, cfg, g, eff, &spec, p.session, meter); err != nil {
-			return err
+			return false, err
 		}
 		defer a.conf.Finish()
 	} else {
 		relay, err := r.relayMain(eff, &spec, meter)
 		if err != nil {
-			return err
+			return false, err
 		}
 		defer relay.Close()
 	}
@@ -181,7 +198,7 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		// has fails every time. Start a fresh one, once, for the same messages.
 		r.Log.Warn().Str("group", g.Folder).Str("session", session).Msg("the agent's saved session is gone; starting a fresh one")
 		r.Messages.ResetSession(context.WithoutCancel(ctx), g.Folder)
-		return a.start(ctx, job, a.restart(ctx, prompt), isTask)
+		return true, nil
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -197,9 +214,16 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	if err != nil && a.meter != nil && a.meter.stoppedBy() != "" {
 		// Over budget or a refused credential: a retry would fail the same
 		// way (and ask again), so the run gives up at once.
-		return runner.NoRetry(fmt.Errorf("%s: %w", a.meter.stoppedBy(), err))
+		return false, runner.NoRetry(fmt.Errorf("%s: %w", a.meter.stoppedBy(), err))
 	}
-	return err
+	return false, err
+}
+
+// stopTyping ends what start showed in the chat.
+func (a *agentRun) stopTyping(ctx context.Context) {
+	if a.typing {
+		a.router.Typing.SetTyping(context.WithoutCancel(ctx), a.replyTo, false)
+	}
 }
 
 // restart readies the run for a second agent after the first found its
