@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
+	"github.com/nanoclawd/nanoclawd/internal/confine"
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
@@ -37,13 +38,14 @@ type agentRun struct {
 	fresh      bool      // the saved session was gone: this run starts a new one
 	resumed    bool      // the agent was handed a saved session to resume
 	since      time.Time // when the run read its session
-	// A standby (warm.go) starts without a prompt and waits for its first
+	// A standby (standby.go) starts without a prompt and waits for its first
 	// one; adopted holds that prompt once it was handed over.
 	standby     bool
 	adopted     string
 	fingerprint string
 	prompted    chan struct{} // a standby's: closed once adopt handed it its prompt (runner.Spec.Prompted)
 	early       bool          // a standby that answered before it was given a prompt
+	typing      bool          // start showed the chat that the assistant is at work
 
 	mu         sync.Mutex
 	batches    []batch // each prompt batch handed over (initial, then follow-ups)
@@ -57,7 +59,7 @@ type agentRun struct {
 	told       bool   // the chat was told of an error result (failure.go)
 	ipcDir     string
 	started    chan struct{}      // closed once the agent process runs; a retry's start replaces it
-	conf       *confinement       // the OS sandbox of a non-main run
+	conf       *confine.Run       // the OS sandbox of a non-main run
 	meter      *runMeter          // what the run's relay counts
 	eff        security.Effective // the run's policy
 	mark       int                // the agent's process group, recorded in agent_marks
@@ -82,24 +84,40 @@ func (a *agentRun) startTime() time.Time {
 	return a.startedAt
 }
 
+// start runs the group's agent for prompt. When the agent finds the
+// session it was to resume gone, a second one starts, once, with a fresh
+// session (restart).
 func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isTask bool) error {
+	defer a.stopTyping(ctx)
+	for {
+		again, err := a.attempt(ctx, job, prompt, isTask)
+		if !again {
+			return err
+		}
+		prompt = a.restart(ctx, prompt)
+	}
+}
+
+// attempt runs one agent for prompt. It reports true when that agent found
+// its session gone and the run is to start another with a fresh one.
+func (a *agentRun) attempt(ctx context.Context, job runner.Job, prompt string, isTask bool) (bool, error) {
 	r, g := a.router, a.group
 	cfg := r.Config()
 	list, err := r.Groups.List(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	eff := security.Resolve(cfg.HostSecurity, g.Policy(), cfg.SecurityHost(groups.Folders(list)))
 	a.eff = eff
 	if a.standby && a.adopted == "" {
 		if a.fingerprint, err = r.fingerprint(ctx, g, a.useSession); err != nil {
-			return err
+			return false, err
 		}
 	}
 	p := pathsOf(cfg, g.Folder)
 	a.ipcDir = p.ipc
 	if err := r.prepareDirs(ctx, g, p); err != nil {
-		return err
+		return false, err
 	}
 	if r.Snapshots != nil {
 		if err := r.Snapshots.Refresh(ctx, g.Folder, g.IsMain); err != nil {
@@ -108,7 +126,7 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	}
 	token, err := r.Tokens.Issue(ctx, g.Folder)
 	if err != nil {
-		return fmt.Errorf("issue IPC token: %w", err)
+		return false, fmt.Errorf("issue IPC token: %w", err)
 	}
 	defer func() {
 		if err := r.Tokens.Finish(context.WithoutCancel(ctx), token); err != nil {
@@ -119,7 +137,7 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	session := ""
 	if a.useSession && !a.fresh {
 		if session, err = r.Messages.Session(ctx, g.Folder); err != nil {
-			return err
+			return false, err
 		}
 	}
 	spec, err := agentSpec(specInput{
@@ -127,16 +145,16 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		Session: session, Token: token, Binary: r.Binary, Getenv: os.LookupEnv,
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
 	spec.Closing = job.Closing
 	spec.Reporter = r.Reporter
 	if a.standby && a.adopted == "" {
 		spec.Prompted = a.prompted
 	}
-	if r.Typing != nil && !a.standby {
+	if r.Typing != nil && !a.standby && !a.typing {
+		a.typing = true // until start returns, a retry's agent included
 		r.Typing.SetTyping(ctx, a.replyTo, true)
-		defer r.Typing.SetTyping(context.WithoutCancel(ctx), a.replyTo, false)
 	}
 	var meter gateway.Meter
 	if r.Usage != nil {
@@ -145,13 +163,13 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	}
 	if !g.IsMain {
 		if a.conf, err = r.confine(ctx, cfg, g, eff, &spec, p.session, meter); err != nil {
-			return err
+			return false, err
 		}
-		defer a.conf.done()
+		defer a.conf.Finish()
 	} else {
-		relay, err := r.relayMain(g, &spec, meter)
+		relay, err := r.relayMain(eff, &spec, meter)
 		if err != nil {
-			return err
+			return false, err
 		}
 		defer relay.Close()
 	}
@@ -160,8 +178,8 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	if testHookAgentExited != nil {
 		testHookAgentExited(a)
 	}
-	if a.conf != nil && a.conf.exceeded() != "" {
-		err = runner.NoRetry(fmt.Errorf("the run was stopped: %s", a.conf.exceeded()))
+	if a.conf != nil && a.conf.Exceeded() != "" {
+		err = runner.NoRetry(fmt.Errorf("the run was stopped: %s", a.conf.Exceeded()))
 	}
 	if err := r.Ledger.Unmark(context.WithoutCancel(ctx), a.mark); err != nil {
 		r.Log.Warn().Err(err).Msg("forget the agent's process group")
@@ -180,7 +198,7 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		// has fails every time. Start a fresh one, once, for the same messages.
 		r.Log.Warn().Str("group", g.Folder).Str("session", session).Msg("the agent's saved session is gone; starting a fresh one")
 		r.Messages.ResetSession(context.WithoutCancel(ctx), g.Folder)
-		return a.start(ctx, job, a.restart(ctx, prompt), isTask)
+		return true, nil
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -196,9 +214,16 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 	if err != nil && a.meter != nil && a.meter.stoppedBy() != "" {
 		// Over budget or a refused credential: a retry would fail the same
 		// way (and ask again), so the run gives up at once.
-		return runner.NoRetry(fmt.Errorf("%s: %w", a.meter.stoppedBy(), err))
+		return false, runner.NoRetry(fmt.Errorf("%s: %w", a.meter.stoppedBy(), err))
 	}
-	return err
+	return false, err
+}
+
+// stopTyping ends what start showed in the chat.
+func (a *agentRun) stopTyping(ctx context.Context) {
+	if a.typing {
+		a.router.Typing.SetTyping(context.WithoutCancel(ctx), a.replyTo, false)
+	}
 }
 
 // restart readies the run for a second agent after the first found its
@@ -313,7 +338,7 @@ func closed(ch chan struct{}) bool {
 // OnStart implements runner.Handler.
 func (a *agentRun) OnStart(pid int) {
 	if a.conf != nil {
-		a.conf.started(pid)
+		a.conf.Started(pid)
 	}
 	a.mu.Lock()
 	if a.started != nil {

@@ -1,7 +1,8 @@
 // Package router turns inbound messages into agent runs and their answers
 // into replies: sink.go takes what channels deliver, run.go does the
-// queue's jobs, spec.go says what an agent is started with, warm.go keeps
-// agents started ahead.
+// queue's jobs, agent.go is one agent process of a run, spec.go says what
+// an agent is started with, standbys.go keeps agents started ahead. A
+// run's sandbox is built by package confine.
 package router
 
 import (
@@ -97,7 +98,7 @@ type Router struct {
 	// Proof, if set, is waited for before each non-main run.
 	Proof Proof
 
-	warm        warm        // agents started ahead (warm.go)
+	standbys    standbyPool // agents started ahead (standbys.go)
 	transcripts transcripts // voice notes being transcribed (transcripts.go)
 	owner       ownerNotes  // failures the main chat was told of (failure.go)
 }

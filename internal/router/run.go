@@ -25,17 +25,18 @@ func (r *Router) Run(ctx context.Context, job runner.Job) error {
 		run *agentRun
 		err error
 	)
-	r.warm.enter(job.Folder)
+	standbys := r.pool()
+	standbys.enter(job.Folder)
 	if job.TaskID != "" {
 		run, err = r.runTask(ctx, job)
 	} else {
 		run, err = r.runMessages(ctx, job)
 	}
-	r.warm.leave(job.Folder)
+	standbys.leave(job.Folder)
 	if job.TaskID == "" && run != nil {
-		r.touchWarm(job.Folder) // the group gets an agent started ahead
+		standbys.touch(job.Folder) // the group gets an agent started ahead
 	} else {
-		r.ensureStandby(job.Folder) // one a task run took the place of
+		standbys.ensure(job.Folder) // one a task run took the place of
 	}
 	if run == nil && err == nil {
 		return nil // nothing to answer: not a run to show
@@ -95,9 +96,9 @@ func (r *Router) runMessages(ctx context.Context, job runner.Job) (*agentRun, er
 	var run *agentRun
 	stopFollow := make(chan struct{})
 	followDone := make(chan struct{})
-	if sb := r.takeStandby(ctx, g); sb != nil {
+	if sb := r.pool().take(ctx, g); sb != nil {
 		run = sb.run
-		err = r.adopt(ctx, sb, job, prompt, top, stopFollow, followDone)
+		err = sb.adopt(ctx, job, prompt, top, stopFollow, followDone)
 	} else {
 		run = &agentRun{router: r, group: g, replyTo: g.JID, batches: []batch{{top: top}}, delivered: top, useSession: true,
 			started: make(chan struct{})}
@@ -127,7 +128,7 @@ func (r *Router) runTask(ctx context.Context, job runner.Job) (*agentRun, error)
 	if err != nil {
 		return nil, fmt.Errorf("task %s: %w", job.TaskID, err)
 	}
-	r.dropStandby(task.GroupFolder) // one agent per group
+	r.pool().drop(task.GroupFolder) // one agent per group
 	g, err := r.Groups.ByFolder(ctx, task.GroupFolder)
 	if err != nil {
 		return nil, r.Tasks.Done(ctx, task.ID, "", fmt.Errorf("group %s: %w", task.GroupFolder, err))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/config"
@@ -11,12 +12,25 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 )
 
-// The life of a standby (warm.go): it is started for one of the agent.warm
-// most recently active groups that has none and no run going; it waits up
-// to agent.warmFor for its prompt; when it ends for any other reason than
+// Warm agents: for the agent.warm most recently active groups the router
+// keeps an agent started ahead — booted (node and the SDK's CLI take
+// seconds), confined, holding the group's policy and session — waiting
+// for its first prompt. A message for such a group is written to the
+// waiting agent instead of starting one. A standby counts against
+// agent.maxConcurrent only once it has work (it runs inside the queue's
+// job then), and it is used only if what it was started with is still
+// what a fresh run would get; otherwise it is stopped and a fresh one
+// starts. A standby is not under agent.idleTimeout (it writes nothing
+// while it waits) but waits up to agent.warmFor; one that ends for any
+// other reason is started again.
+//
+// The life of a standby: it is started for one of the agent.warm most
+// recently active groups that has none and no run going; it waits up to
+// agent.warmFor for its prompt; when it ends for any other reason than
 // being taken or expiring, it is started again — at once when it was
 // replaced, with backoff when it ended on its own (a crash, a kill) —
-// unless its command does not wait for a prompt at all.
+// unless its command does not wait for a prompt at all. One standby and
+// how a run adopts it: standby.go.
 
 // Backoff of a standby that ended on its own: it doubles from the first
 // delay up to the last; a standby that lived restartCalm counts as calm,
@@ -27,13 +41,80 @@ const (
 	restartCalm  = time.Minute
 )
 
+// standbyPool is the router's agents started ahead, one at most per group.
+type standbyPool struct {
+	once sync.Once
+	r    *Router
+
+	mu      sync.Mutex
+	ctx     context.Context // the daemon's; ends every standby
+	recent  []string        // folders, most recently active first
+	waiting map[string]*standby
+	// stopping holds standbys told to stop whose process may still run.
+	// A group's next run waits for its own to be gone: a standby takes the
+	// first file in the group's input/ as its prompt, so one still alive
+	// could take, and answer, a follow-up meant for the run.
+	stopping map[string]*standby
+	busy     map[string]int         // groups with a run going (Router.Run): no standby for them
+	crashes  map[string]int         // standbys of a group that ended on their own, in a row
+	retry    map[string]*time.Timer // a standby's restart waiting for its backoff
+	unfit    string                 // an agent.command that answers or exits before its prompt
+}
+
+// pool is the router's standby pool, ready for use.
+func (r *Router) pool() *standbyPool {
+	p := &r.standbys
+	p.once.Do(func() {
+		p.r = r
+		p.waiting, p.stopping = map[string]*standby{}, map[string]*standby{}
+		p.busy, p.crashes, p.retry = map[string]int{}, map[string]int{}, map[string]*time.Timer{}
+	})
+	return p
+}
+
+// WarmUp starts standbys for the agent.warm most recently active groups,
+// and keeps them until ctx ends.
+func (r *Router) WarmUp(ctx context.Context) { r.pool().run(ctx) }
+
+// RefreshWarm replaces every standby that was started with something a
+// fresh run would no longer get (the config, the group's policy or its
+// session changed), stops those of groups no longer registered, and
+// starts those the most recent groups lack (agent.warm or agent.command
+// changed). It does not wait for the stale ones to be gone.
+func (r *Router) RefreshWarm(ctx context.Context) { r.pool().refresh(ctx) }
+
 // Standbys returns, for each group whose agent is started ahead and
 // waiting for its first prompt, when that agent was started.
-func (r *Router) Standbys() map[string]time.Time {
-	r.warm.mu.Lock()
-	defer r.warm.mu.Unlock()
-	out := make(map[string]time.Time, len(r.warm.waiting))
-	for folder, sb := range r.warm.waiting {
+func (r *Router) Standbys() map[string]time.Time { return r.pool().status() }
+
+// run is WarmUp.
+func (p *standbyPool) run(ctx context.Context) {
+	r := p.r
+	p.mu.Lock()
+	p.ctx = ctx
+	p.mu.Unlock()
+	n := r.Config().Agent.Warm
+	if n <= 0 {
+		return
+	}
+	jids, err := r.Messages.RecentGroupChats(ctx, n)
+	if err != nil {
+		r.Log.Warn().Err(err).Msg("pick the groups to keep agents ready for")
+		return
+	}
+	for i := len(jids) - 1; i >= 0; i-- {
+		if g, err := r.Groups.ByJID(ctx, jids[i]); err == nil {
+			p.touch(g.Folder)
+		}
+	}
+}
+
+// status is Standbys.
+func (p *standbyPool) status() map[string]time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]time.Time, len(p.waiting))
+	for folder, sb := range p.waiting {
 		out[folder] = sb.since
 	}
 	return out
@@ -41,107 +122,236 @@ func (r *Router) Standbys() map[string]time.Time {
 
 // enter and leave bracket a run of folder: no standby is started for a
 // group while its own run goes.
-func (w *warm) enter(folder string) {
-	w.mu.Lock()
-	w.init()
-	w.busy[folder]++
-	w.mu.Unlock()
+func (p *standbyPool) enter(folder string) {
+	p.mu.Lock()
+	p.busy[folder]++
+	p.mu.Unlock()
 }
 
-func (w *warm) leave(folder string) {
-	w.mu.Lock()
-	if w.busy[folder]--; w.busy[folder] <= 0 {
-		delete(w.busy, folder)
+func (p *standbyPool) leave(folder string) {
+	p.mu.Lock()
+	if p.busy[folder]--; p.busy[folder] <= 0 {
+		delete(p.busy, folder)
 	}
-	w.mu.Unlock()
+	p.mu.Unlock()
+}
+
+// touch marks folder as the most recently active group: it gets a standby
+// (unless a run of it is going), and the group that falls out of the
+// agent.warm most recent loses its own.
+func (p *standbyPool) touch(folder string) {
+	n := p.r.Config().Agent.Warm
+	p.mu.Lock()
+	if p.ctx == nil || p.ctx.Err() != nil {
+		p.mu.Unlock()
+		return
+	}
+	p.recent = append([]string{folder}, removeString(p.recent, folder)...)
+	if len(p.recent) > n {
+		for _, f := range p.recent[max(n, 0):] {
+			if sb := p.waiting[f]; sb != nil {
+				delete(p.waiting, f)
+				p.stop(sb)
+			}
+			if t := p.retry[f]; t != nil {
+				t.Stop()
+				delete(p.retry, f)
+			}
+		}
+		p.recent = p.recent[:max(n, 0)]
+	}
+	p.mu.Unlock()
+	p.ensure(folder)
+}
+
+// take hands over g's standby if it runs and was started with what a
+// fresh run would get now (policy, options, session, command); a stale one
+// is stopped. nil: start one cold.
+func (p *standbyPool) take(ctx context.Context, g groups.Group) *standby {
+	p.awaitStopped(g.Folder)
+	p.mu.Lock()
+	sb := p.waiting[g.Folder]
+	delete(p.waiting, g.Folder)
+	if sb != nil {
+		sb.taken = true
+	}
+	p.mu.Unlock()
+	if sb == nil {
+		return nil
+	}
+	drop := func() *standby {
+		p.mu.Lock()
+		p.stop(sb)
+		p.mu.Unlock()
+		<-sb.ended
+		return nil
+	}
+	if !closed(sb.run.running()) {
+		return drop() // not running yet: a cold start is as fast
+	}
+	select {
+	case <-sb.ended:
+		return nil // it ended meanwhile (crash, killed)
+	default:
+	}
+	if fp, err := p.r.fingerprint(ctx, g, true); err != nil || fp != sb.run.fingerprint {
+		p.r.Log.Info().Str("group", g.Folder).Msg("the agent started ahead was started with another policy or session; starting a fresh one")
+		return drop()
+	}
+	p.mu.Lock()
+	delete(p.crashes, g.Folder)
+	p.mu.Unlock()
+	return sb
+}
+
+// drop stops folder's standby, if any (a task run takes the group), and
+// waits until it is gone.
+func (p *standbyPool) drop(folder string) {
+	p.mu.Lock()
+	if sb := p.waiting[folder]; sb != nil {
+		delete(p.waiting, folder)
+		p.stop(sb)
+	}
+	p.mu.Unlock()
+	p.awaitStopped(folder)
+}
+
+// refresh is RefreshWarm.
+func (p *standbyPool) refresh(ctx context.Context) {
+	r := p.r
+	p.mu.Lock()
+	current := make(map[string]*standby, len(p.waiting))
+	for folder, sb := range p.waiting {
+		current[folder] = sb
+	}
+	recent := append([]string(nil), p.recent...)
+	p.mu.Unlock()
+	// Fingerprints read SQLite: not under p.mu, which status takes.
+	var stale []*standby
+	for folder, sb := range current {
+		g, err := r.Groups.ByFolder(ctx, folder)
+		fp := ""
+		if err == nil {
+			fp, err = r.fingerprint(ctx, g, true)
+		}
+		if err != nil || fp != sb.run.fingerprint {
+			stale = append(stale, sb)
+		}
+	}
+	p.mu.Lock()
+	for _, sb := range stale {
+		if folder := sb.run.group.Folder; p.waiting[folder] == sb {
+			delete(p.waiting, folder)
+			p.stop(sb) // ended starts the next one
+			r.Log.Info().Str("group", folder).Msg("the agent started ahead is replaced: the config, the group's policy or its session changed")
+		}
+	}
+	p.mu.Unlock()
+	for _, folder := range recent {
+		p.ensure(folder)
+	}
+}
+
+// stop ends sb and remembers it until it is gone; p.mu is held.
+func (p *standbyPool) stop(sb *standby) {
+	sb.stopped = true
+	sb.cancel()
+	p.stopping[sb.run.group.Folder] = sb
+}
+
+// awaitStopped waits until no standby of folder told to stop still runs.
+func (p *standbyPool) awaitStopped(folder string) {
+	p.mu.Lock()
+	sb := p.stopping[folder]
+	p.mu.Unlock()
+	if sb != nil {
+		<-sb.ended
+	}
 }
 
 // commandKey identifies an agent.command.
 func commandKey(cfg *config.Config) string { return strings.Join(cfg.Agent.Command, "\x00") }
 
-// wants tells whether folder should get a standby now; w.mu is held.
-func (w *warm) wants(folder string, cfg *config.Config) bool {
+// wants tells whether folder should get a standby now; p.mu is held.
+func (p *standbyPool) wants(folder string, cfg *config.Config) bool {
 	n := cfg.Agent.Warm
-	return w.ctx != nil && w.ctx.Err() == nil && n > 0 &&
-		slices.Contains(w.recent[:min(n, len(w.recent))], folder) &&
-		w.waiting[folder] == nil && w.stopping[folder] == nil && w.busy[folder] == 0 && w.retry[folder] == nil &&
-		w.unfit != commandKey(cfg)
+	return p.ctx != nil && p.ctx.Err() == nil && n > 0 &&
+		slices.Contains(p.recent[:min(n, len(p.recent))], folder) &&
+		p.waiting[folder] == nil && p.stopping[folder] == nil && p.busy[folder] == 0 && p.retry[folder] == nil &&
+		p.unfit != commandKey(cfg)
 }
 
-// ensureStandby starts folder's standby if it should have one now.
-func (r *Router) ensureStandby(folder string) {
-	cfg := r.Config()
-	w := &r.warm
-	w.mu.Lock()
-	ok, ctx := w.wants(folder, cfg), w.ctx
-	w.mu.Unlock()
+// ensure starts folder's standby if it should have one now.
+func (p *standbyPool) ensure(folder string) {
+	cfg := p.r.Config()
+	p.mu.Lock()
+	ok, ctx := p.wants(folder, cfg), p.ctx
+	p.mu.Unlock()
 	if !ok {
 		return
 	}
-	g, err := r.Groups.ByFolder(ctx, folder) // SQLite: not under w.mu
+	g, err := p.r.Groups.ByFolder(ctx, folder) // SQLite: not under p.mu
 	if err != nil {
 		return
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.wants(folder, cfg) {
-		w.waiting[folder] = r.startStandby(w.ctx, g, cfg)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.wants(folder, cfg) {
+		p.waiting[folder] = p.launch(p.ctx, g, cfg)
 	}
 }
 
-// startStandby starts an agent for g that waits for its first prompt; w.mu
-// is held.
-func (r *Router) startStandby(parent context.Context, g groups.Group, cfg *config.Config) *standby {
+// launch starts an agent for g that waits for its first prompt; p.mu is
+// held.
+func (p *standbyPool) launch(parent context.Context, g groups.Group, cfg *config.Config) *standby {
 	ctx, cancel := context.WithCancel(parent)
 	sb := &standby{cancel: cancel, closing: make(chan struct{}), done: make(chan error, 1), ended: make(chan struct{}),
 		since: time.Now(), command: commandKey(cfg)}
-	sb.run = &agentRun{router: r, group: g, replyTo: g.JID, useSession: true, standby: true,
+	sb.run = &agentRun{router: p.r, group: g, replyTo: g.JID, useSession: true, standby: true,
 		started: make(chan struct{}), prompted: make(chan struct{})}
 	go func() {
-		expiry := time.AfterFunc(cfg.Agent.WarmFor.D(), func() { r.expire(sb) })
+		expiry := time.AfterFunc(cfg.Agent.WarmFor.D(), func() { p.expire(sb) })
 		err := sb.run.start(ctx, runner.Job{Folder: g.Folder, Closing: sb.closing}, "", false)
 		expiry.Stop()
 		sb.done <- err
 		close(sb.ended)
-		r.standbyEnded(sb, err)
+		p.ended(sb, err)
 	}()
 	return sb
 }
 
 // expire stops sb if it is still waiting for its first prompt after
 // agent.warmFor: its group has been quiet that long.
-func (r *Router) expire(sb *standby) {
-	w := &r.warm
-	w.mu.Lock()
-	defer w.mu.Unlock()
+func (p *standbyPool) expire(sb *standby) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	folder := sb.run.group.Folder
-	if w.waiting[folder] != sb {
+	if p.waiting[folder] != sb {
 		return
 	}
-	delete(w.waiting, folder)
-	w.recent = removeString(w.recent, folder) // its next message makes it recent again
+	delete(p.waiting, folder)
+	p.recent = removeString(p.recent, folder) // its next message makes it recent again
 	sb.expired = true
-	w.stop(sb)
-	r.Log.Info().Str("group", folder).Dur("waited", time.Since(sb.since)).Msg("the agent started ahead waited agent.warmFor for a message; stopped")
+	p.stop(sb)
+	p.r.Log.Info().Str("group", folder).Dur("waited", time.Since(sb.since)).Msg("the agent started ahead waited agent.warmFor for a message; stopped")
 }
 
-// standbyEnded decides what follows the end of sb.
-func (r *Router) standbyEnded(sb *standby, err error) {
-	w := &r.warm
+// ended decides what follows the end of sb.
+func (p *standbyPool) ended(sb *standby, err error) {
 	folder := sb.run.group.Folder
 	sb.run.mu.Lock()
 	early := sb.run.early
 	sb.run.mu.Unlock()
-	w.mu.Lock()
-	if w.waiting[folder] == sb {
-		delete(w.waiting, folder)
+	p.mu.Lock()
+	if p.waiting[folder] == sb {
+		delete(p.waiting, folder)
 	}
-	if w.stopping[folder] == sb {
-		delete(w.stopping, folder)
+	if p.stopping[folder] == sb {
+		delete(p.stopping, folder)
 	}
 	again := false
 	switch {
-	case sb.taken || sb.expired || w.ctx.Err() != nil:
+	case sb.taken || sb.expired || p.ctx.Err() != nil:
 		// Its run's to report; its group was quiet for agent.warmFor; or
 		// the daemon stops.
 	case sb.stopped:
@@ -149,29 +359,39 @@ func (r *Router) standbyEnded(sb *standby, err error) {
 	case early || err == nil:
 		// An agent command that does not wait for its prompt (a stand-in,
 		// a custom command): started again it would only do the same.
-		if w.unfit != sb.command {
-			w.unfit = sb.command
-			r.Log.Warn().Str("group", folder).Strs("command", strings.Split(sb.command, "\x00")).
+		if p.unfit != sb.command {
+			p.unfit = sb.command
+			p.r.Log.Warn().Str("group", folder).Strs("command", strings.Split(sb.command, "\x00")).
 				Msg("the agent command answered or exited before it was given a prompt: agents are not started ahead for it (agent.warm)")
 		}
 	default:
-		n := w.crashes[folder] + 1
+		n := p.crashes[folder] + 1
 		if time.Since(sb.since) >= restartCalm {
 			n = 1
 		}
-		w.crashes[folder] = n
+		p.crashes[folder] = n
 		delay := min(restartFirst<<min(n-1, 10), restartLast)
-		w.retry[folder] = time.AfterFunc(delay, func() {
-			w.mu.Lock()
-			delete(w.retry, folder)
-			w.mu.Unlock()
-			r.ensureStandby(folder)
+		p.retry[folder] = time.AfterFunc(delay, func() {
+			p.mu.Lock()
+			delete(p.retry, folder)
+			p.mu.Unlock()
+			p.ensure(folder)
 		})
-		r.Log.Warn().Err(err).Str("group", folder).Int("in_a_row", n).Dur("restart_in", delay).
+		p.r.Log.Warn().Err(err).Str("group", folder).Int("in_a_row", n).Dur("restart_in", delay).
 			Msg("the agent started ahead ended before it was given a prompt; starting another")
 	}
-	w.mu.Unlock()
+	p.mu.Unlock()
 	if again {
-		r.ensureStandby(folder)
+		p.ensure(folder)
 	}
+}
+
+func removeString(list []string, s string) []string {
+	out := list[:0:0]
+	for _, x := range list {
+		if x != s {
+			out = append(out, x)
+		}
+	}
+	return out
 }

@@ -19,139 +19,157 @@ import (
 // An agent started ahead (Spec.Prompted) is under neither turn limit
 // until it is given its first prompt.
 type limits struct {
-	spec     *Spec
-	log      *runLog
-	out      *Outcome
-	pgid     int
-	exited   <-chan struct{}
-	activity <-chan struct{} // any output
-	answered <-chan struct{} // a result frame
+	p   *process
+	ctx context.Context
 
-	killed bool // SIGTERM was sent
+	hard, idle, closeGrace, grace <-chan time.Time // nil: not running
+	hardTimer, idleTimer          *time.Timer
+	idleDeadline                  time.Time
+	answers                       bool // it answered at least once
+	lastChance                    bool // the hard limit gave a quiet agent KillGrace to exit on _close
+	killed                        bool // SIGTERM was sent
 }
 
 // wait returns once the agent's process has exited.
-func (l *limits) wait(ctx context.Context) {
-	spec := l.spec
-	var (
-		hard, idle, closeGrace, grace <-chan time.Time
-		hardTimer, idleTimer          *time.Timer
-		idleDeadline                  time.Time
-		answers                       bool // it answered at least once
-		lastChance                    bool // the hard limit gave a quiet agent KillGrace to exit on _close
-	)
-	stop := func(t *time.Timer) {
+func (l *limits) wait() {
+	spec, out := l.p.spec, l.p.out
+	defer l.stopTimers()
+	prompted := spec.Prompted
+	if prompted == nil {
+		l.startTurn()
+	}
+	closing := spec.Closing
+	ctxDone := l.ctx.Done()
+	for {
+		select {
+		case <-l.p.exited:
+			return
+		case <-prompted:
+			prompted = nil
+			l.p.log.Printf("given its first prompt: the turn limits start")
+			l.startTurn()
+		case <-l.p.activity:
+			l.resetIdle()
+		case <-l.p.answered:
+			l.onAnswer()
+		case <-l.idle:
+			l.closeIdle()
+		case <-closing:
+			closing = nil
+			l.writeClose("asked to finish")
+		case <-l.closeGrace:
+			l.closeGrace = nil
+			out.TimedOut = true
+			l.terminate(fmt.Sprintf("still running %s after the idle _close", spec.CloseGrace))
+		case <-l.hard:
+			l.hard = nil
+			l.onHard()
+		case <-ctxDone:
+			ctxDone = nil
+			l.terminate("cancelled")
+		case <-l.grace:
+			l.grace = nil
+			l.p.log.Printf("still running %s after SIGTERM: SIGKILL to process group %d", spec.KillGrace, l.p.pgid)
+			syscall.Kill(-l.p.pgid, syscall.SIGKILL)
+		}
+	}
+}
+
+// startTurn starts the clocks of a turn.
+func (l *limits) startTurn() {
+	spec := l.p.spec
+	if spec.Timeout > 0 {
+		l.hardTimer = time.NewTimer(spec.Timeout)
+		l.hard = l.hardTimer.C
+	}
+	if spec.IdleTimeout > 0 {
+		l.idleTimer = time.NewTimer(spec.IdleTimeout)
+		l.idleDeadline = time.Now().Add(spec.IdleTimeout)
+		l.idle = l.idleTimer.C
+	}
+}
+
+func (l *limits) stopTimers() {
+	for _, t := range []*time.Timer{l.hardTimer, l.idleTimer} {
 		if t != nil {
 			t.Stop()
 		}
 	}
-	defer func() { stop(hardTimer); stop(idleTimer) }()
-	startTurn := func() {
-		if spec.Timeout > 0 {
-			hardTimer = time.NewTimer(spec.Timeout)
-			hard = hardTimer.C
-		}
-		if spec.IdleTimeout > 0 {
-			idleTimer = time.NewTimer(spec.IdleTimeout)
-			idleDeadline = time.Now().Add(spec.IdleTimeout)
-			idle = idleTimer.C
-		}
+}
+
+// onAnswer starts the next turn. The timeout bounds one turn: an agent
+// that keeps answering a live conversation is not cut off mid-chat. The
+// idle deadline moves first, so with equal limits it is never the later
+// one.
+func (l *limits) onAnswer() {
+	l.answers = true
+	l.resetIdle()
+	if l.hardTimer != nil && !l.lastChance {
+		l.hardTimer.Reset(l.p.spec.Timeout)
+		l.hard = l.hardTimer.C
 	}
-	prompted := spec.Prompted
-	if prompted == nil {
-		startTurn()
-	}
-	terminate := func(why string) {
-		if l.killed {
+}
+
+// onHard ends an agent at its hard limit.
+func (l *limits) onHard() {
+	spec := l.p.spec
+	if l.answers && !l.lastChance && !l.killed {
+		// The turn ended with an answer and the agent is quiet (with equal
+		// limits the idle deadline falls due at this moment): it gets
+		// _close and KillGrace to take the clean way out.
+		if l.idleTimer != nil && !time.Now().Before(l.idleDeadline) {
+			l.closeIdle()
+		}
+		if l.p.out.Closed {
+			l.lastChance = true
+			l.hardTimer.Reset(spec.KillGrace)
+			l.hard = l.hardTimer.C
 			return
 		}
-		l.killed = true
-		l.log.Printf("%s: SIGTERM to process group %d", why, l.pgid)
-		syscall.Kill(-l.pgid, syscall.SIGTERM)
-		grace = time.After(spec.KillGrace)
 	}
-	writeClose := func(why string) {
-		if l.out.Closed {
-			return
-		}
-		l.out.Closed = true
-		l.log.Printf("%s: writing _close", why)
-		if err := Close(context.WithoutCancel(ctx), spec.IPCDir, spec.Reporter); err != nil {
-			l.log.Printf("writing _close: %v", err)
-		}
+	l.p.out.TimedOut = true
+	l.terminate(fmt.Sprintf("hard timeout %s", spec.Timeout))
+}
+
+// terminate sends the process group SIGTERM, once, and SIGKILL KillGrace
+// later.
+func (l *limits) terminate(why string) {
+	if l.killed {
+		return
 	}
-	resetIdle := func() {
-		if idleTimer != nil && !l.out.Closed {
-			idleTimer.Reset(spec.IdleTimeout)
-			idleDeadline = time.Now().Add(spec.IdleTimeout)
-		}
+	l.killed = true
+	l.p.log.Printf("%s: SIGTERM to process group %d", why, l.p.pgid)
+	syscall.Kill(-l.p.pgid, syscall.SIGTERM)
+	l.grace = time.After(l.p.spec.KillGrace)
+}
+
+// writeClose asks the agent to finish (_close), once.
+func (l *limits) writeClose(why string) {
+	if l.p.out.Closed {
+		return
 	}
-	// closeIdle ends a quiet agent the clean way: _close, then CloseGrace
-	// to exit.
-	closeIdle := func() {
-		if l.out.Closed || l.killed {
-			return
-		}
-		idle = nil
-		writeClose(fmt.Sprintf("no output for %s", spec.IdleTimeout))
-		closeGrace = time.After(spec.CloseGrace)
+	l.p.out.Closed = true
+	l.p.log.Printf("%s: writing _close", why)
+	if err := Close(context.WithoutCancel(l.ctx), l.p.spec.IPCDir, l.p.spec.Reporter); err != nil {
+		l.p.log.Printf("writing _close: %v", err)
 	}
-	closing := spec.Closing
-	ctxDone := ctx.Done()
-	for {
-		select {
-		case <-l.exited:
-			return
-		case <-prompted:
-			prompted = nil
-			l.log.Printf("given its first prompt: the turn limits start")
-			startTurn()
-		case <-l.activity:
-			resetIdle()
-		case <-l.answered:
-			// The timeout bounds one turn: an agent that keeps answering a
-			// live conversation is not cut off mid-chat. The idle deadline
-			// moves first, so with equal limits it is never the later one.
-			answers = true
-			resetIdle()
-			if hardTimer != nil && !lastChance {
-				hardTimer.Reset(spec.Timeout)
-				hard = hardTimer.C
-			}
-		case <-idle:
-			closeIdle()
-		case <-closing:
-			closing = nil
-			writeClose("asked to finish")
-		case <-closeGrace:
-			closeGrace = nil
-			l.out.TimedOut = true
-			terminate(fmt.Sprintf("still running %s after the idle _close", spec.CloseGrace))
-		case <-hard:
-			hard = nil
-			if answers && !lastChance && !l.killed {
-				// The turn ended with an answer and the agent is quiet (with
-				// equal limits the idle deadline falls due at this moment):
-				// it gets _close and KillGrace to take the clean way out.
-				if idleTimer != nil && !time.Now().Before(idleDeadline) {
-					closeIdle()
-				}
-				if l.out.Closed {
-					lastChance = true
-					hardTimer.Reset(spec.KillGrace)
-					hard = hardTimer.C
-					continue
-				}
-			}
-			l.out.TimedOut = true
-			terminate(fmt.Sprintf("hard timeout %s", spec.Timeout))
-		case <-ctxDone:
-			ctxDone = nil
-			terminate("cancelled")
-		case <-grace:
-			grace = nil
-			l.log.Printf("still running %s after SIGTERM: SIGKILL to process group %d", spec.KillGrace, l.pgid)
-			syscall.Kill(-l.pgid, syscall.SIGKILL)
-		}
+}
+
+// resetIdle restarts the idle clock, unless _close was written.
+func (l *limits) resetIdle() {
+	if l.idleTimer != nil && !l.p.out.Closed {
+		l.idleTimer.Reset(l.p.spec.IdleTimeout)
+		l.idleDeadline = time.Now().Add(l.p.spec.IdleTimeout)
 	}
+}
+
+// closeIdle ends a quiet agent the clean way: _close, then CloseGrace to
+// exit.
+func (l *limits) closeIdle() {
+	if l.p.out.Closed || l.killed {
+		return
+	}
+	l.idle = nil
+	l.writeClose(fmt.Sprintf("no output for %s", l.p.spec.IdleTimeout))
+	l.closeGrace = time.After(l.p.spec.CloseGrace)
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/config"
-	"github.com/nanoclawd/nanoclawd/internal/router"
+	"github.com/nanoclawd/nanoclawd/internal/confine"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
@@ -184,7 +184,7 @@ func (s *scene) probe(ctx context.Context, o Options, cfg *config.Config, eff se
 	l := cfg.Layout()
 	spec := &runner.Spec{Command: cfg.Agent.Command, Dir: l.Group(eff.Group), IPCDir: string(l.IPC(eff.Group)),
 		Env: map[string]string{"PATH": os.Getenv("PATH"), "ANTHROPIC_API_KEY": "selftest-real-key-" + s.secret}}
-	c, err := router.Confine(router.Confinement{Config: cfg, Policy: eff, Spec: spec, SessionDir: l.Session(eff.Group),
+	c, err := confine.New(confine.Options{Config: cfg, Policy: eff, Spec: spec, SessionDir: l.Session(eff.Group),
 		Binary: o.Binary, Upstream: up.url, Reporter: discard{}, Log: zerolog.Nop(), Inside: []string{o.Binary, "sandbox-probe"}})
 	if err != nil {
 		return nil, fmt.Errorf("build the sandbox: %w", err)

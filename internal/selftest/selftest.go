@@ -1,6 +1,6 @@
 // Package selftest is `nanoclawd security test`: it proves the
 // confinement on the machine it runs on. It builds the sandbox a non-main
-// run gets (router.Confine: the same plan, gateway and command line) around
+// run gets (confine.New: the same plan, gateway and command line) around
 // a probe (`nanoclawd sandbox-probe`, probe.go) that attacks it, against
 // canaries it plants and listeners it opens, and reports each boundary as
 // held or BROKEN with what was reached. What it planted is removed again.

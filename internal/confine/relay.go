@@ -1,21 +1,20 @@
-package router
+package confine
 
 import (
-	"os"
-
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
-	"github.com/nanoclawd/nanoclawd/internal/groups"
-	"github.com/nanoclawd/nanoclawd/internal/runner"
 )
 
-// relayMain gives an unconfined run (the main group's) a relay of its own
-// on the loopback, so that its model requests are counted and held to a
+// Relay gives an unconfined run (the main group's) a relay of its own on
+// the loopback, so that its model requests are counted and held to a
 // budget like every other group's, and its agent holds placeholders, not
-// the daemon's credentials. It is not held to network rules, so it has
-// no forward proxy. The caller closes the relay when the run has ended.
-func (r *Router) relayMain(g groups.Group, spec *runner.Spec, meter gateway.Meter) (*gateway.Run, error) {
+// the daemon's credentials. It is not held to network rules, so it has no
+// forward proxy; of o it takes the policy's group, the spec, the upstream,
+// the meter and the log. The caller closes the relay when the run has
+// ended.
+func Relay(o Options) (*gateway.Run, error) {
+	spec := o.Spec
 	gw, err := gateway.OpenLoopback(gateway.Config{
-		Group: g.Folder, Upstream: os.Getenv("ANTHROPIC_BASE_URL"), Secrets: takeCredentials(spec.Env), Meter: meter, Log: r.Log,
+		Group: o.Policy.Group, Upstream: o.Upstream, Secrets: takeCredentials(spec.Env), Meter: o.Meter, Log: o.Log,
 	})
 	if err != nil {
 		return nil, err
