@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
@@ -42,7 +42,7 @@ func (a ipcGroups) GroupByJID(ctx context.Context, jid string) (ipc.Group, bool,
 // transaction, so each happens exactly when its file is recorded.
 type ipcEffects struct{ d *Daemon }
 
-func (e ipcEffects) SendMessageTx(ctx context.Context, tx *sql.Tx, _ int64, _, chatJID, text string, file *channel.Attachment) error {
+func (e ipcEffects) SendMessageTx(ctx context.Context, tx *store.Tx, _ int64, _, chatJID, text string, file *channel.Attachment) error {
 	var err error
 	if file != nil {
 		_, err = outbox.EnqueueFileTx(ctx, tx, chatJID, text, outbox.KindIPC, *file)
@@ -54,7 +54,7 @@ func (e ipcEffects) SendMessageTx(ctx context.Context, tx *sql.Tx, _ int64, _, c
 
 // ReactTx queues the reaction with the author of the message it is
 // about, from the chat's record: WhatsApp names both in a reaction.
-func (e ipcEffects) ReactTx(ctx context.Context, tx *sql.Tx, _ int64, _, chatJID, messageID, emoji string) error {
+func (e ipcEffects) ReactTx(ctx context.Context, tx *store.Tx, _ int64, _, chatJID, messageID, emoji string) error {
 	sender, _, _, _, err := e.d.messages.Lookup(ctx, chatJID, messageID)
 	if err != nil {
 		return err
@@ -63,7 +63,7 @@ func (e ipcEffects) ReactTx(ctx context.Context, tx *sql.Tx, _ int64, _, chatJID
 	return err
 }
 
-func (e ipcEffects) RegisterGroupTx(ctx context.Context, tx *sql.Tx, _ int64, ng ipc.NewGroup) error {
+func (e ipcEffects) RegisterGroupTx(ctx context.Context, tx *store.Tx, _ int64, ng ipc.NewGroup) error {
 	g := groups.Group{JID: ng.JID, Name: ng.Name, Folder: ng.Folder, Trigger: ng.Trigger, RequiresTrigger: ng.RequiresTrigger}
 	if g.Trigger == "" {
 		g.Trigger = e.d.Config().DefaultTrigger()
@@ -89,7 +89,7 @@ func (e ipcEffects) RegisterGroupTx(ctx context.Context, tx *sql.Tx, _ int64, ng
 	return err
 }
 
-func (e ipcEffects) RefusedTx(ctx context.Context, tx *sql.Tx, _ int64, v security.Violation, alert bool) error {
+func (e ipcEffects) RefusedTx(ctx context.Context, tx *store.Tx, _ int64, v security.Violation, alert bool) error {
 	return e.d.reporter.RecordTx(ctx, tx, v, alert)
 }
 

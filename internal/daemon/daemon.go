@@ -6,7 +6,6 @@ package daemon
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -54,7 +53,7 @@ const ShutdownGrace = 10 * time.Second
 type Daemon struct {
 	cfg         atomic.Pointer[config.Config]
 	log         zerolog.Logger
-	db          *sql.DB
+	db          *store.DB
 	checkpoints *store.Checkpointer
 	reg         *groups.Registry
 	messages    *messages.Store
@@ -112,7 +111,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	d.messages = messages.New(d.db)
 	d.outbox = outbox.New(d.db, &d.channels, d.reg, log.With().Str("part", "outbox").Logger())
 	if cfg.Channels.Local.Enabled {
-		d.channels = append(d.channels, local.New(cfg.Channels.Local.Socket, d.db, func() int { return d.Config().Media.MaxBytes }))
+		d.channels = append(d.channels, local.New(cfg.Channels.Local.Socket, d.db.DB, func() int { return d.Config().Media.MaxBytes }))
 	}
 	if cfg.Channels.WhatsApp.Enabled {
 		d.channels = append(d.channels, whatsapp.New(whatsapp.Options{
@@ -351,7 +350,7 @@ func (d *Daemon) syncGroups(ctx context.Context) (int, error) {
 // tasks is the scheduler as the router reads tasks.
 type tasks struct {
 	*scheduler.Scheduler
-	db *sql.DB
+	db *store.DB
 }
 
 func (t tasks) Get(ctx context.Context, id string) (scheduler.Task, error) {

@@ -2,7 +2,6 @@ package ipc
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -75,23 +74,23 @@ type fakeEffects struct {
 	pending []event // effects of the transaction under way
 }
 
-func (a *fakeEffects) SendMessageTx(_ context.Context, _ *sql.Tx, id int64, from, chat, text string, file *channel.Attachment) error {
+func (a *fakeEffects) SendMessageTx(_ context.Context, _ *store.Tx, id int64, from, chat, text string, file *channel.Attachment) error {
 	a.pending = append(a.pending, event{kind: "send", key: strconv.FormatInt(id, 10), from: from, chat: chat, text: text, file: file})
 	return nil
 }
 
-func (a *fakeEffects) ReactTx(_ context.Context, _ *sql.Tx, id int64, from, chat, messageID, emoji string) error {
+func (a *fakeEffects) ReactTx(_ context.Context, _ *store.Tx, id int64, from, chat, messageID, emoji string) error {
 	a.pending = append(a.pending, event{kind: "react", key: strconv.FormatInt(id, 10), from: from, chat: chat, text: messageID + " " + emoji})
 	return nil
 }
 
-func (a *fakeEffects) RegisterGroupTx(_ context.Context, _ *sql.Tx, id int64, g NewGroup) error {
+func (a *fakeEffects) RegisterGroupTx(_ context.Context, _ *store.Tx, id int64, g NewGroup) error {
 	a.groups.add(Group{JID: g.JID, Folder: g.Folder})
 	a.pending = append(a.pending, event{kind: "register", key: strconv.FormatInt(id, 10), group: g})
 	return nil
 }
 
-func (a *fakeEffects) RefusedTx(_ context.Context, _ *sql.Tx, id int64, v security.Violation, alert bool) error {
+func (a *fakeEffects) RefusedTx(_ context.Context, _ *store.Tx, id int64, v security.Violation, alert bool) error {
 	a.pending = append(a.pending, event{kind: "violation", key: strconv.FormatInt(id, 10), v: v, alert: alert})
 	return nil
 }
@@ -112,7 +111,7 @@ type harness struct {
 	t       *testing.T
 	root    string // <dataDir>/ipc
 	layout  layout.Layout
-	db      *sql.DB
+	db      *store.DB
 	tokens  *Tokens
 	sched   *scheduler.Scheduler
 	groups  *fakeGroups

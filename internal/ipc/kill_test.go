@@ -2,7 +2,6 @@ package ipc
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"os/exec"
@@ -26,16 +25,16 @@ const killChildEnv = "NANOCLAW_IPC_KILL_CHILD"
 // can count them after the process is killed.
 type sqlEffects struct{}
 
-func (sqlEffects) SendMessageTx(ctx context.Context, tx *sql.Tx, id int64, from, chat, text string, _ *channel.Attachment) error {
+func (sqlEffects) SendMessageTx(ctx context.Context, tx *store.Tx, id int64, from, chat, text string, _ *channel.Attachment) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO test_calls (key, what) VALUES (?, ?)`, id, text)
 	return err
 }
-func (sqlEffects) ReactTx(ctx context.Context, tx *sql.Tx, id int64, _, _, _, emoji string) error {
+func (sqlEffects) ReactTx(ctx context.Context, tx *store.Tx, id int64, _, _, _, emoji string) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO test_calls (key, what) VALUES (?, ?)`, id, emoji)
 	return err
 }
-func (sqlEffects) RegisterGroupTx(context.Context, *sql.Tx, int64, NewGroup) error { return nil }
-func (sqlEffects) RefusedTx(ctx context.Context, tx *sql.Tx, id int64, v security.Violation, alert bool) error {
+func (sqlEffects) RegisterGroupTx(context.Context, *store.Tx, int64, NewGroup) error { return nil }
+func (sqlEffects) RefusedTx(ctx context.Context, tx *store.Tx, id int64, v security.Violation, alert bool) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO test_calls (key, what) VALUES (?, ?)`, id, "violation")
 	return err
 }

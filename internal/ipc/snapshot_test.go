@@ -2,7 +2,6 @@ package ipc
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"os"
 	"strings"
@@ -29,7 +28,7 @@ func (c *chatsFake) IsRegistered(_ context.Context, jid string) (bool, error) {
 }
 
 // snapshotStore is a fresh SQLite store and layout, closed with the test.
-func snapshotStore(t *testing.T) (*sql.DB, layout.Layout) {
+func snapshotStore(t *testing.T) (*store.DB, layout.Layout) {
 	dir := t.TempDir()
 	db, err := store.Open(dir)
 	if err != nil {

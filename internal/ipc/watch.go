@@ -8,7 +8,6 @@ package ipc
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -27,6 +26,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // Groups looks up registered groups (the daemon adapts its registry).
@@ -68,16 +68,16 @@ type Effects interface {
 	// SendMessageTx queues text for chatJID; file, when not nil, is the
 	// daemon's copy of the file it carries, which the message owns once
 	// tx commits.
-	SendMessageTx(ctx context.Context, tx *sql.Tx, id int64, fromFolder, chatJID, text string, file *channel.Attachment) error
+	SendMessageTx(ctx context.Context, tx *store.Tx, id int64, fromFolder, chatJID, text string, file *channel.Attachment) error
 	// ReactTx queues a reaction with emoji to the chat's message messageID.
-	ReactTx(ctx context.Context, tx *sql.Tx, id int64, fromFolder, chatJID, messageID, emoji string) error
+	ReactTx(ctx context.Context, tx *store.Tx, id int64, fromFolder, chatJID, messageID, emoji string) error
 	// RegisterGroupTx registers g, creating its folder; registering the
 	// same jid and folder again must succeed. An error wrapping one of
 	// groups' sentinel errors refuses the file.
-	RegisterGroupTx(ctx context.Context, tx *sql.Tx, id int64, g NewGroup) error
+	RegisterGroupTx(ctx context.Context, tx *store.Tx, id int64, g NewGroup) error
 	// RefusedTx audits a refused file; alert says it also goes to the
 	// main group (wrong token or cross-group attempt).
-	RefusedTx(ctx context.Context, tx *sql.Tx, id int64, v security.Violation, alert bool) error
+	RefusedTx(ctx context.Context, tx *store.Tx, id int64, v security.Violation, alert bool) error
 	// Committed follows each journal commit (and a restart's unfinished
 	// files): it wakes what carries the effects on (outbox, audit log).
 	Committed(ctx context.Context)
@@ -92,7 +92,7 @@ type Config struct {
 	// Layout names the groups' folders (a message's file must lie in its
 	// group's) and where the daemon copies such a file.
 	Layout  layout.Layout
-	DB      *sql.DB
+	DB      *store.DB
 	Tokens  TokenChecker
 	Groups  Groups
 	Tasks   Tasks

@@ -30,10 +30,10 @@ func TestAnswerWaitsForALockedDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	s, ctx := New(db), context.Background()
+	s, ctx := New(&store.DB{DB: db}), context.Background()
 	var w wakes
 
-	lock, err := other.Begin()
+	lock, err := other.DB.Begin()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // Enqueue stores a message for chatJID durably (committed when it returns)
 // and wakes Run. kind is one of the Kind constants.
 func (o *Outbox) Enqueue(ctx context.Context, chatJID, text, kind string) (int64, error) {
-	tx, err := o.db.BeginTx(ctx, nil)
+	tx, err := o.db.Begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: begin: %w", err)
 	}
@@ -35,7 +36,7 @@ func (o *Outbox) Enqueue(ctx context.Context, chatJID, text, kind string) (int64
 // EnqueueTx adds a message inside the caller's transaction, so that it is
 // queued if and only if the rest of tx commits. The caller must call Wake
 // after a successful Commit.
-func EnqueueTx(ctx context.Context, tx *sql.Tx, chatJID, text, kind string) (int64, error) {
+func EnqueueTx(ctx context.Context, tx *store.Tx, chatJID, text, kind string) (int64, error) {
 	if chatJID == "" {
 		return 0, ErrNoChat
 	}
@@ -45,7 +46,7 @@ func EnqueueTx(ctx context.Context, tx *sql.Tx, chatJID, text, kind string) (int
 // EnqueueFileTx is EnqueueTx for a message with a file: text is its
 // caption, file.Path the daemon's copy, which the outbox owns from now on
 // (removed once the message is sent or given up).
-func EnqueueFileTx(ctx context.Context, tx *sql.Tx, chatJID, text, kind string, file channel.Attachment) (int64, error) {
+func EnqueueFileTx(ctx context.Context, tx *store.Tx, chatJID, text, kind string, file channel.Attachment) (int64, error) {
 	if chatJID == "" {
 		return 0, ErrNoChat
 	}
@@ -54,7 +55,7 @@ func EnqueueFileTx(ctx context.Context, tx *sql.Tx, chatJID, text, kind string, 
 
 // EnqueueReactionTx queues a reaction with emoji to the chat's message
 // messageID, written by sender (who WhatsApp names with it; "" if unknown).
-func EnqueueReactionTx(ctx context.Context, tx *sql.Tx, chatJID, messageID, sender, emoji, kind string) (int64, error) {
+func EnqueueReactionTx(ctx context.Context, tx *store.Tx, chatJID, messageID, sender, emoji, kind string) (int64, error) {
 	if chatJID == "" {
 		return 0, ErrNoChat
 	}
@@ -69,12 +70,12 @@ func EnqueueReactionTx(ctx context.Context, tx *sql.Tx, chatJID, messageID, send
 
 // EnqueueForMainTx queues a message for a main group that is not
 // registered yet; AddressTx gives it its chat once there is one.
-func EnqueueForMainTx(ctx context.Context, tx *sql.Tx, text, kind string) (int64, error) {
+func EnqueueForMainTx(ctx context.Context, tx *store.Tx, text, kind string) (int64, error) {
 	return enqueueTx(ctx, tx, sql.NullString{}, text, kind, nil)
 }
 
 // enqueueTx also accepts a NULL chat: a message waiting for a main group.
-func enqueueTx(ctx context.Context, tx *sql.Tx, chat sql.NullString, text, kind string, file *channel.Attachment) (int64, error) {
+func enqueueTx(ctx context.Context, tx *store.Tx, chat sql.NullString, text, kind string, file *channel.Attachment) (int64, error) {
 	var path, name, mime sql.NullString
 	if file != nil {
 		path, name, mime = sql.NullString{String: file.Path, Valid: true},
@@ -91,7 +92,7 @@ func enqueueTx(ctx context.Context, tx *sql.Tx, chat sql.NullString, text, kind 
 
 // AddressTx gives every waiting message for the main group (queued by
 // EnqueueForMainTx) its chat, and says how many there were.
-func AddressTx(ctx context.Context, tx *sql.Tx, chatJID string) (int64, error) {
+func AddressTx(ctx context.Context, tx *store.Tx, chatJID string) (int64, error) {
 	res, err := tx.ExecContext(ctx,
 		`UPDATE outbox SET chat_jid = ? WHERE chat_jid IS NULL AND sent_at IS NULL`, chatJID)
 	if err != nil {
@@ -104,7 +105,7 @@ func AddressTx(ctx context.Context, tx *sql.Tx, chatJID string) (int64, error) {
 // holding text: they are marked sent, as folded into it, and it is queued
 // in their place. It returns the new row. The caller calls Wake after its
 // commit.
-func FoldTx(ctx context.Context, tx *sql.Tx, ids []int64, chatJID, text, kind string) (int64, error) {
+func FoldTx(ctx context.Context, tx *store.Tx, ids []int64, chatJID, text, kind string) (int64, error) {
 	id, err := EnqueueTx(ctx, tx, chatJID, text, kind)
 	if err != nil {
 		return 0, err

@@ -61,7 +61,7 @@ func (o *Outbox) hopeless(err error, firstFail sql.NullInt64) bool {
 func (o *Outbox) giveUp(ctx context.Context, chat string, id int64, cause error) error {
 	ctx = context.WithoutCancel(ctx)
 	now := time.Now()
-	tx, err := o.db.BeginTx(ctx, nil)
+	tx, err := o.db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("outbox: begin: %w", err)
 	}

@@ -20,7 +20,7 @@ func enqueueFile(t *testing.T, e *env, dir, text, content string) string {
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tx, err := e.db.Begin()
+	tx, err := e.db.Begin(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 func TestReactionIsSentInOrder(t *testing.T) {
 	e := newEnv(t)
 	enqueue(t, e, famJID, "before")
-	tx, err := e.db.Begin()
+	tx, err := e.db.Begin(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package router
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
@@ -185,8 +185,8 @@ func (m *runMeter) notice(ctx context.Context, s spend, kind, text string) {
 var errNoMain = errors.New("no main group is registered to tell")
 
 // mainNotice queues text for the main chat inside a transaction.
-func (r *Router) mainNotice(text string) func(context.Context, *sql.Tx) error {
-	return func(ctx context.Context, tx *sql.Tx) error {
+func (r *Router) mainNotice(text string) func(context.Context, *store.Tx) error {
+	return func(ctx context.Context, tx *store.Tx) error {
 		list, err := r.Groups.List(ctx)
 		if err != nil {
 			return err

@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"database/sql"
 	"path/filepath"
 	"testing"
 	"time"
@@ -31,7 +30,7 @@ const (
 type env struct {
 	t        *testing.T
 	r        *Router
-	db       *sql.DB
+	db       *store.DB
 	cfg      *config.Config
 	msgs     *messages.Store
 	running  map[string]bool

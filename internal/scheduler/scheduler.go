@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/rs/zerolog"
 )
 
@@ -57,7 +58,7 @@ type Observer interface {
 	TasksChanged(ctx context.Context)
 }
 
-// Querier is a *sql.DB or a *sql.Tx, so task changes can share the
+// Querier is a *store.DB or a *store.Tx, so task changes can share the
 // transaction that records the IPC file asking for them.
 type Querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
@@ -67,7 +68,7 @@ type Querier interface {
 
 // Scheduler owns the scheduled_tasks and task_run_logs tables.
 type Scheduler struct {
-	db       *sql.DB
+	db       *store.DB
 	loc      *time.Location
 	queue    Enqueuer
 	observer Observer // may be nil
@@ -79,7 +80,7 @@ type Scheduler struct {
 // New returns a scheduler computing schedules in loc, handing due tasks to
 // queue and telling observer (nil: no one) of changes. Call Run to start
 // firing tasks.
-func New(db *sql.DB, loc *time.Location, queue Enqueuer, observer Observer, log zerolog.Logger) *Scheduler {
+func New(db *store.DB, loc *time.Location, queue Enqueuer, observer Observer, log zerolog.Logger) *Scheduler {
 	if loc == nil {
 		loc = time.Local
 	}
