@@ -148,7 +148,7 @@ func (f *Fallback) record(ctx context.Context, jid string, ids []int64, texts []
 	if len(ids) > 1 {
 		folded := fmt.Sprintf("%d alerts while WhatsApp could not reach this chat (each was also sent through alerts.fallback):\n\n%s",
 			len(ids), strings.Join(texts, "\n\n"))
-		id, err := outbox.FoldTx(ctx, tx, ids, jid, folded, outbox.KindSummary)
+		id, err := f.Out.FoldTx(ctx, tx, ids, jid, folded, outbox.KindSummary)
 		if err != nil {
 			return err
 		}
@@ -161,9 +161,6 @@ func (f *Fallback) record(ctx context.Context, jid string, ids []int64, texts []
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("alerts.fallback: commit: %w", err)
-	}
-	if f.Out != nil {
-		f.Out.Wake()
 	}
 	return nil
 }

@@ -105,7 +105,7 @@ func (r *Reporter) summarizeTx(ctx context.Context, tx *store.Tx, group string, 
 		return fmt.Errorf("alerts: read folded violations: %w", err)
 	}
 	if len(folded) > 0 {
-		if _, err := enqueueTx(ctx, tx, chat, summaryText(group, folded, r.cooldown), outbox.KindSummary); err != nil {
+		if _, err := r.enqueueTx(ctx, tx, chat, summaryText(group, folded, r.cooldown), outbox.KindSummary); err != nil {
 			return err
 		}
 	}
@@ -170,9 +170,6 @@ func (r *Reporter) sendDue(ctx context.Context) (time.Time, error) {
 	if err := tx.Commit(); err != nil {
 		return time.Time{}, fmt.Errorf("alerts: commit summaries: %w", err)
 	}
-	if len(due) > 0 {
-		r.out.Wake()
-	}
 	if !next.Valid {
 		return time.Time{}, nil
 	}
@@ -191,5 +188,5 @@ func (r *Reporter) enqueueAlertTx(ctx context.Context, tx *store.Tx, chat sql.Nu
 	if code != "" {
 		text += "\n" + approvals.Line(code, show(v.Group, maxGroup))
 	}
-	return enqueueTx(ctx, tx, chat, text, outbox.KindAlert)
+	return r.enqueueTx(ctx, tx, chat, text, outbox.KindAlert)
 }

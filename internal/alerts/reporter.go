@@ -84,8 +84,6 @@ func (r *Reporter) record(ctx context.Context, v security.Violation, alert bool)
 	}
 	if folded {
 		r.poke()
-	} else {
-		r.out.Wake()
 	}
 	return r.logLine(ctx, id, v, false)
 }
@@ -104,13 +102,12 @@ func (r *Reporter) RecordTx(ctx context.Context, tx *store.Tx, v security.Violat
 }
 
 // Flush follows the commit of transactions that called RecordTx: it
-// writes their audit lines and wakes the outbox and the summaries. With no
-// RecordTx since the last Flush it does nothing.
+// writes their audit lines and wakes the summaries (the outbox wakes by
+// itself). With no RecordTx since the last Flush it does nothing.
 func (r *Reporter) Flush(ctx context.Context) error {
 	if !r.toFlush.Swap(false) {
 		return nil
 	}
-	r.out.Wake()
 	r.poke()
 	// As at a start: this may meet rows of a crashed run, or of a Report
 	// writing its own line; the check for a line already there keeps each
@@ -146,7 +143,7 @@ func (r *Reporter) recordTx(ctx context.Context, tx *store.Tx, v security.Violat
 	}
 	chat := sql.NullString{String: mainJID, Valid: haveMain}
 	if haveMain {
-		if _, err := outbox.AddressTx(ctx, tx, mainJID); err != nil {
+		if _, err := r.out.AddressTx(ctx, tx, mainJID); err != nil {
 			return 0, v, false, err
 		}
 	}
@@ -209,15 +206,11 @@ func (r *Reporter) Kick(ctx context.Context) error {
 		return fmt.Errorf("alerts: begin: %w", err)
 	}
 	defer tx.Rollback()
-	n, err := outbox.AddressTx(ctx, tx, jid)
-	if err != nil {
+	if _, err := r.out.AddressTx(ctx, tx, jid); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("alerts: commit: %w", err)
-	}
-	if n > 0 {
-		r.out.Wake()
 	}
 	return nil
 }

@@ -36,8 +36,6 @@ type (
 		RecordTx(ctx context.Context, tx *store.Tx, v security.Violation, alert bool) error
 		Flush(ctx context.Context) error
 	}
-	// Waker wakes the outbox after a reply was queued.
-	Waker interface{ Wake() }
 	// Spend is what a group spent today and whether it is over its budget.
 	Spend interface {
 		Today(ctx context.Context, folder string) (usd float64, overBudget bool, err error)
@@ -61,7 +59,7 @@ type Commands struct {
 	Config func() *config.Config
 	Queue  Queue
 	Audit  Audit
-	Outbox Waker
+	Outbox *outbox.Outbox
 	Close  Closer // may be nil
 	Spend  Spend  // nil until usage is counted
 	Now    func() time.Time
@@ -116,13 +114,12 @@ func (c *Commands) Handle(ctx context.Context, g groups.Group, m channel.Message
 			return true, err
 		}
 	}
-	if _, err := outbox.EnqueueTx(ctx, tx, g.JID, reply, outbox.KindNotice); err != nil {
+	if _, err := c.Outbox.EnqueueTx(ctx, tx, g.JID, reply, outbox.KindNotice); err != nil {
 		return true, err
 	}
 	if err := tx.Commit(); err != nil {
 		return true, fmt.Errorf("approvals: commit %s: %w", verb, err)
 	}
-	c.Outbox.Wake()
 	if err := c.Audit.Flush(ctx); err != nil {
 		c.Log.Warn().Err(err).Msg("approvals: audit lines of an owner's change")
 	}

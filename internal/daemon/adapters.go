@@ -45,9 +45,9 @@ type ipcEffects struct{ d *Daemon }
 func (e ipcEffects) SendMessageTx(ctx context.Context, tx *store.Tx, _ int64, _, chatJID, text string, file *channel.Attachment) error {
 	var err error
 	if file != nil {
-		_, err = outbox.EnqueueFileTx(ctx, tx, chatJID, text, outbox.KindIPC, *file)
+		_, err = e.d.outbox.EnqueueFileTx(ctx, tx, chatJID, text, outbox.KindIPC, *file)
 	} else {
-		_, err = outbox.EnqueueTx(ctx, tx, chatJID, text, outbox.KindIPC)
+		_, err = e.d.outbox.EnqueueTx(ctx, tx, chatJID, text, outbox.KindIPC)
 	}
 	return err
 }
@@ -59,7 +59,7 @@ func (e ipcEffects) ReactTx(ctx context.Context, tx *store.Tx, _ int64, _, chatJ
 	if err != nil {
 		return err
 	}
-	_, err = outbox.EnqueueReactionTx(ctx, tx, chatJID, messageID, sender, emoji, outbox.KindIPC)
+	_, err = e.d.outbox.EnqueueReactionTx(ctx, tx, chatJID, messageID, sender, emoji, outbox.KindIPC)
 	return err
 }
 
@@ -94,7 +94,6 @@ func (e ipcEffects) RefusedTx(ctx context.Context, tx *store.Tx, _ int64, v secu
 }
 
 func (e ipcEffects) Committed(ctx context.Context) {
-	e.d.outbox.Wake()
 	if err := e.d.reporter.Flush(ctx); err != nil {
 		e.d.log.Error().Err(err).Msg("ipc: audit lines")
 	}

@@ -79,7 +79,8 @@ type Effects interface {
 	// main group (wrong token or cross-group attempt).
 	RefusedTx(ctx context.Context, tx *store.Tx, id int64, v security.Violation, alert bool) error
 	// Committed follows each journal commit (and a restart's unfinished
-	// files): it wakes what carries the effects on (outbox, audit log).
+	// files): it wakes what carries the effects on (the audit log; the
+	// outbox wakes itself when a message it queued commits).
 	Committed(ctx context.Context)
 	// RefreshGroups rewrites the group snapshot after the commit; it may
 	// be repeated.

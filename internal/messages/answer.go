@@ -18,35 +18,28 @@ type Answer struct {
 	UpTo    int64  // 0 moves no cursor
 }
 
-// Waker is the outbox, woken after a commit that queued a message.
-type Waker interface{ Wake() }
-
-// Answer queues a's text and moves the cursor in one transaction, then
-// wakes out when a text was queued: an answer and the position it answers
-// move together, so a crash neither loses nor repeats a reply.
-func (s *Store) Answer(ctx context.Context, out Waker, a Answer) error {
+// Answer queues a's text on out and moves the cursor in one transaction:
+// an answer and the position it answers move together, so a crash neither
+// loses nor repeats a reply.
+func (s *Store) Answer(ctx context.Context, out *outbox.Outbox, a Answer) error {
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("messages: begin: %w", err)
 	}
 	defer tx.Rollback()
-	if err := AnswerTx(ctx, tx, a); err != nil {
+	if err := AnswerTx(ctx, tx, out, a); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("messages: commit the answer to %s: %w", a.Chat, err)
 	}
-	if a.Text != "" {
-		out.Wake()
-	}
 	return nil
 }
 
-// AnswerTx does Answer's work inside the caller's transaction; the caller
-// wakes the outbox after its commit.
-func AnswerTx(ctx context.Context, tx *store.Tx, a Answer) error {
+// AnswerTx does Answer's work inside the caller's transaction.
+func AnswerTx(ctx context.Context, tx *store.Tx, out *outbox.Outbox, a Answer) error {
 	if a.Text != "" {
-		if _, err := outbox.EnqueueTx(ctx, tx, a.ReplyTo, a.Text, a.Kind); err != nil {
+		if _, err := out.EnqueueTx(ctx, tx, a.ReplyTo, a.Text, a.Kind); err != nil {
 			return err
 		}
 	}

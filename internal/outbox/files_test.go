@@ -25,14 +25,13 @@ func enqueueFile(t *testing.T, e *env, dir, text, content string) string {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	if _, err := EnqueueFileTx(context.Background(), tx, famJID, text, KindIPC,
+	if _, err := e.out.EnqueueFileTx(context.Background(), tx, famJID, text, KindIPC,
 		channel.Attachment{Name: "report.pdf", MIME: "application/pdf", Path: path}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	e.out.Wake()
 	return path
 }
 

@@ -108,8 +108,8 @@ func New(db *store.DB, sender Sender, main MainChat, log zerolog.Logger) *Outbox
 	}
 }
 
-// Wake makes Run look for new rows at once. Enqueue calls it; callers of
-// EnqueueTx call it after their commit.
+// Wake makes Run look for new rows at once. Every enqueue has it called
+// after its commit; Notify and the senders call it too.
 func (o *Outbox) Wake() {
 	select {
 	case o.wake <- struct{}{}:

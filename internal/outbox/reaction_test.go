@@ -15,10 +15,10 @@ func TestReactionIsSentInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := EnqueueReactionTx(context.Background(), tx, famJID, "3EB0C4", "alice@s.whatsapp.net", "👍", KindIPC); err != nil {
+	if _, err := e.out.EnqueueReactionTx(context.Background(), tx, famJID, "3EB0C4", "alice@s.whatsapp.net", "👍", KindIPC); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := EnqueueReactionTx(context.Background(), tx, "", "3EB0C4", "", "👍", KindIPC); !errors.Is(err, ErrNoChat) {
+	if _, err := e.out.EnqueueReactionTx(context.Background(), tx, "", "3EB0C4", "", "👍", KindIPC); !errors.Is(err, ErrNoChat) {
 		t.Errorf("a reaction without a chat: %v", err)
 	}
 	if err := tx.Commit(); err != nil {
