@@ -145,7 +145,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	d.proof = selftest.NewVerdict()
 	d.router = &router.Router{
 		Messages: d.messages, Groups: d.reg, Config: d.Config, Queue: d.queue, Outbox: d.outbox, Reporter: d.reporter,
-		Tokens: d.tokens, Tasks: tasks{d.sched, d.db}, Ledger: d.ledger, Typing: &d.channels, Binary: binary,
+		Tokens: d.tokens, Tasks: d.sched, Ledger: d.ledger, Typing: &d.channels, Binary: binary,
 		Log: log.With().Str("part", "router").Logger(), Snapshots: d.snapshots, Usage: d.usage, Proof: d.proof,
 		Owner: &approvals.Commands{
 			DB: d.db, Groups: d.reg, Config: d.Config, Queue: d.queue, Audit: d.reporter, Outbox: d.outbox,
@@ -345,14 +345,4 @@ func (d *Daemon) syncGroups(ctx context.Context) (int, error) {
 	d.router.RefreshWarm(ctx) // a changed policy: agents started ahead are started again
 	d.log.Info().Int("groups", len(list)).Msg("groups reloaded")
 	return len(list), nil
-}
-
-// tasks is the scheduler as the router reads tasks.
-type tasks struct {
-	*scheduler.Scheduler
-	db *store.DB
-}
-
-func (t tasks) Get(ctx context.Context, id string) (scheduler.Task, error) {
-	return t.Scheduler.Get(ctx, t.db, id)
 }

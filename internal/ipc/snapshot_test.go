@@ -53,8 +53,16 @@ func TestSnapshotsMainSeesAllOthersTheirOwn(t *testing.T) {
 	ctx := context.Background()
 	create := func(folder string) {
 		t.Helper()
-		if _, err := sched.Create(ctx, db, scheduler.NewTask{GroupFolder: folder, ChatJID: folder + "@g.us", Prompt: "p " + folder,
+		tx, err := db.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if _, err := sched.Create(ctx, tx, scheduler.NewTask{GroupFolder: folder, ChatJID: folder + "@g.us", Prompt: "p " + folder,
 			ScheduleType: scheduler.TypeInterval, ScheduleValue: "600000", ContextMode: scheduler.ContextIsolated}); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -43,12 +43,12 @@ type TokenChecker interface {
 // Tasks is the part of *scheduler.Scheduler the watcher uses. Task changes
 // run inside the journal transaction that records the file.
 type Tasks interface {
-	Create(ctx context.Context, q scheduler.Querier, nt scheduler.NewTask) (scheduler.Task, error)
-	Get(ctx context.Context, q scheduler.Querier, id string) (scheduler.Task, error)
-	Pause(ctx context.Context, q scheduler.Querier, id string) error
-	Resume(ctx context.Context, q scheduler.Querier, id string) error
-	Cancel(ctx context.Context, q scheduler.Querier, id string) error
-	Update(ctx context.Context, q scheduler.Querier, id string, u scheduler.Update) error
+	Create(ctx context.Context, tx *store.Tx, nt scheduler.NewTask) (scheduler.Task, error)
+	Get(ctx context.Context, id string) (scheduler.Task, error)
+	Pause(ctx context.Context, tx *store.Tx, id string) error
+	Resume(ctx context.Context, tx *store.Tx, id string) error
+	Cancel(ctx context.Context, tx *store.Tx, id string) error
+	Update(ctx context.Context, tx *store.Tx, id string, u scheduler.Update) error
 	Changed()
 }
 
