@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -193,7 +192,7 @@ func (g *globals) loadConfig() (*config.Config, error) {
 }
 
 // openRegistry loads the config and opens the database.
-func (g *globals) openRegistry() (*config.Config, *sql.DB, *groups.Registry, error) {
+func (g *globals) openRegistry() (*config.Config, *store.DB, *groups.Registry, error) {
 	cfg, err := g.loadConfig()
 	if err != nil {
 		return nil, nil, nil, err

@@ -2,7 +2,6 @@ package alerts
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"os"
@@ -33,7 +32,7 @@ const (
 )
 
 type env struct {
-	db        *sql.DB
+	db        *store.DB
 	dbPath    string
 	groupsDir string
 	out       *outbox.Outbox
@@ -369,7 +368,7 @@ func TestListFilterAndTable(t *testing.T) {
 	}
 }
 
-func mustList(t *testing.T, db *sql.DB, f Filter) []security.Violation {
+func mustList(t *testing.T, db *store.DB, f Filter) []security.Violation {
 	vs, err := List(context.Background(), db, f)
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ package alerts
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // Link is the state of the channel that carries the main chat.
@@ -31,7 +31,7 @@ type Link interface {
 // Fallback hands alerts to alerts.fallback while the main chat is out of
 // reach. Build it with its fields set; Run it beside the Reporter.
 type Fallback struct {
-	DB       *sql.DB
+	DB       *store.DB
 	Command  []string      // argv, no shell; the text comes on stdin
 	Cooldown time.Duration // how long an outage lasts before alerts take this path
 	Link     Link
@@ -139,7 +139,7 @@ func (f *Fallback) run(ctx context.Context, text string) error {
 // record notes the alerts as handed over and, for two or more, folds them
 // into one message for the main chat.
 func (f *Fallback) record(ctx context.Context, jid string, ids []int64, texts []string) error {
-	tx, err := f.DB.BeginTx(ctx, nil)
+	tx, err := f.DB.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("alerts.fallback: begin: %w", err)
 	}
@@ -148,7 +148,7 @@ func (f *Fallback) record(ctx context.Context, jid string, ids []int64, texts []
 	if len(ids) > 1 {
 		folded := fmt.Sprintf("%d alerts while WhatsApp could not reach this chat (each was also sent through alerts.fallback):\n\n%s",
 			len(ids), strings.Join(texts, "\n\n"))
-		id, err := outbox.FoldTx(ctx, tx, ids, jid, folded, outbox.KindSummary)
+		id, err := f.Out.FoldTx(ctx, tx, ids, jid, folded, outbox.KindSummary)
 		if err != nil {
 			return err
 		}
@@ -161,9 +161,6 @@ func (f *Fallback) record(ctx context.Context, jid string, ids []int64, texts []
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("alerts.fallback: commit: %w", err)
-	}
-	if f.Out != nil {
-		f.Out.Wake()
 	}
 	return nil
 }

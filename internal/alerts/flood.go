@@ -14,13 +14,14 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/approvals"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // raiseTx queues an alert for v, or counts it into its group's open
 // window: in one cooldown a group raises at most MaxPerGroup alerts, one
 // per distinct (kind, tool, target); the rest wait for the window's
 // summary. It reports whether v was folded.
-func (r *Reporter) raiseTx(ctx context.Context, tx *sql.Tx, v security.Violation, chat sql.NullString) (bool, error) {
+func (r *Reporter) raiseTx(ctx context.Context, tx *store.Tx, v security.Violation, chat sql.NullString) (bool, error) {
 	if r.cooldown <= 0 {
 		_, err := r.enqueueAlertTx(ctx, tx, chat, v)
 		return false, err
@@ -84,7 +85,7 @@ func (r *Reporter) maxPerGroup() int {
 
 // summarizeTx queues the summary of what group's window folded, if
 // anything, and empties the window's counts.
-func (r *Reporter) summarizeTx(ctx context.Context, tx *sql.Tx, group string, chat sql.NullString) error {
+func (r *Reporter) summarizeTx(ctx context.Context, tx *store.Tx, group string, chat sql.NullString) error {
 	rows, err := tx.QueryContext(ctx, `SELECT kind, tool, target, n FROM alert_pending WHERE grp = ? AND n > 0
 		ORDER BY kind, tool, n DESC, target`, group)
 	if err != nil {
@@ -104,7 +105,7 @@ func (r *Reporter) summarizeTx(ctx context.Context, tx *sql.Tx, group string, ch
 		return fmt.Errorf("alerts: read folded violations: %w", err)
 	}
 	if len(folded) > 0 {
-		if _, err := enqueueTx(ctx, tx, chat, summaryText(group, folded, r.cooldown), outbox.KindSummary); err != nil {
+		if _, err := r.enqueueTx(ctx, tx, chat, summaryText(group, folded, r.cooldown), outbox.KindSummary); err != nil {
 			return err
 		}
 	}
@@ -123,7 +124,7 @@ func (r *Reporter) sendDue(ctx context.Context) (time.Time, error) {
 	_, mainJID, haveMain := r.main.MainChat(ctx)
 	chat := sql.NullString{String: mainJID, Valid: haveMain}
 	now := r.now().UnixNano()
-	tx, err := r.db.BeginTx(ctx, nil)
+	tx, err := r.db.Begin(ctx)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("alerts: begin: %w", err)
 	}
@@ -169,9 +170,6 @@ func (r *Reporter) sendDue(ctx context.Context) (time.Time, error) {
 	if err := tx.Commit(); err != nil {
 		return time.Time{}, fmt.Errorf("alerts: commit summaries: %w", err)
 	}
-	if len(due) > 0 {
-		r.out.Wake()
-	}
 	if !next.Valid {
 		return time.Time{}, nil
 	}
@@ -181,7 +179,7 @@ func (r *Reporter) sendDue(ctx context.Context) (time.Time, error) {
 // enqueueAlertTx queues v's own alert. One for a refusal that a rule of the
 // group's override could allow ends with a code the owner can answer from
 // the main chat (approvals).
-func (r *Reporter) enqueueAlertTx(ctx context.Context, tx *sql.Tx, chat sql.NullString, v security.Violation) (int64, error) {
+func (r *Reporter) enqueueAlertTx(ctx context.Context, tx *store.Tx, chat sql.NullString, v security.Violation) (int64, error) {
 	text := alertText(v)
 	code, err := approvals.IssueTx(ctx, tx, v, r.now())
 	if err != nil {
@@ -190,5 +188,5 @@ func (r *Reporter) enqueueAlertTx(ctx context.Context, tx *sql.Tx, chat sql.Null
 	if code != "" {
 		text += "\n" + approvals.Line(code, show(v.Group, maxGroup))
 	}
-	return enqueueTx(ctx, tx, chat, text, outbox.KindAlert)
+	return r.enqueueTx(ctx, tx, chat, text, outbox.KindAlert)
 }

@@ -2,13 +2,13 @@ package alerts
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"text/tabwriter"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // Filter selects violations for List.
@@ -19,7 +19,7 @@ type Filter struct {
 
 // List returns the recorded violations matching f, oldest first. The
 // slice is empty, not nil, when there are none (so JSON prints []).
-func List(ctx context.Context, db *sql.DB, f Filter) ([]security.Violation, error) {
+func List(ctx context.Context, db *store.DB, f Filter) ([]security.Violation, error) {
 	q := `SELECT time, grp, kind, tool, target, detail, action, rule FROM violations WHERE 1 = 1`
 	var args []any
 	if f.Group != "" {
@@ -81,7 +81,7 @@ func FormatTable(w io.Writer, vs []security.Violation) error {
 }
 
 // CountViolations counts the violations recorded since t, by group and kind.
-func CountViolations(ctx context.Context, db *sql.DB, since time.Time) (map[string]map[string]int, error) {
+func CountViolations(ctx context.Context, db *store.DB, since time.Time) (map[string]map[string]int, error) {
 	rows, err := db.QueryContext(ctx, `SELECT grp, kind, COUNT(*) FROM violations WHERE time >= ? GROUP BY grp, kind`, since.UnixNano())
 	if err != nil {
 		return nil, fmt.Errorf("alerts: count violations: %w", err)

@@ -14,7 +14,7 @@ import (
 func recordIn(t *testing.T, e *env, v security.Violation, alert, commit bool) {
 	t.Helper()
 	ctx := context.Background()
-	tx, err := e.db.BeginTx(ctx, nil)
+	tx, err := e.db.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

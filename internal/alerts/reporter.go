@@ -13,6 +13,7 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/rs/zerolog"
 )
 
@@ -24,7 +25,7 @@ type MainChat interface {
 
 // Reporter records violations and raises alerts about them.
 type Reporter struct {
-	db        *sql.DB
+	db        *store.DB
 	groupsDir string
 	out       *outbox.Outbox
 	log       zerolog.Logger
@@ -49,7 +50,7 @@ const DefaultMaxPerGroup = 3
 // the main group as main reports it. Repeats of a (group, kind, target)
 // within cooldown are folded into one summary; cooldown 0 alerts every
 // violation. clock is time.Now when nil; log gets what fails in Run.
-func NewReporter(db *sql.DB, groupsDir string, out *outbox.Outbox, main MainChat, cooldown time.Duration, clock func() time.Time, log zerolog.Logger) *Reporter {
+func NewReporter(db *store.DB, groupsDir string, out *outbox.Outbox, main MainChat, cooldown time.Duration, clock func() time.Time, log zerolog.Logger) *Reporter {
 	if clock == nil {
 		clock = time.Now
 	}
@@ -69,7 +70,7 @@ func (r *Reporter) Report(ctx context.Context, v security.Violation) error {
 }
 
 func (r *Reporter) record(ctx context.Context, v security.Violation, alert bool) error {
-	tx, err := r.db.BeginTx(ctx, nil)
+	tx, err := r.db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("alerts: begin: %w", err)
 	}
@@ -83,8 +84,6 @@ func (r *Reporter) record(ctx context.Context, v security.Violation, alert bool)
 	}
 	if folded {
 		r.poke()
-	} else {
-		r.out.Wake()
 	}
 	return r.logLine(ctx, id, v, false)
 }
@@ -96,20 +95,19 @@ func (r *Reporter) record(ctx context.Context, v security.Violation, alert bool)
 // the violation's: the IPC journal, so that a refused file is audited and
 // alerted exactly once, even across a kill -9. After tx commits the caller
 // calls Flush.
-func (r *Reporter) RecordTx(ctx context.Context, tx *sql.Tx, v security.Violation, alert bool) error {
+func (r *Reporter) RecordTx(ctx context.Context, tx *store.Tx, v security.Violation, alert bool) error {
 	r.toFlush.Store(true)
 	_, _, _, err := r.recordTx(ctx, tx, v, alert)
 	return err
 }
 
 // Flush follows the commit of transactions that called RecordTx: it
-// writes their audit lines and wakes the outbox and the summaries. With no
-// RecordTx since the last Flush it does nothing.
+// writes their audit lines and wakes the summaries (the outbox wakes by
+// itself). With no RecordTx since the last Flush it does nothing.
 func (r *Reporter) Flush(ctx context.Context) error {
 	if !r.toFlush.Swap(false) {
 		return nil
 	}
-	r.out.Wake()
 	r.poke()
 	// As at a start: this may meet rows of a crashed run, or of a Report
 	// writing its own line; the check for a line already there keeps each
@@ -120,7 +118,7 @@ func (r *Reporter) Flush(ctx context.Context) error {
 // recordTx inserts v's audit row and raises its alert (or folds it into
 // its group's window); it returns the row, v as recorded, and whether the
 // alert was folded.
-func (r *Reporter) recordTx(ctx context.Context, tx *sql.Tx, v security.Violation, alert bool) (int64, security.Violation, bool, error) {
+func (r *Reporter) recordTx(ctx context.Context, tx *store.Tx, v security.Violation, alert bool) (int64, security.Violation, bool, error) {
 	if v.Time.IsZero() {
 		v.Time = r.now()
 	}
@@ -145,7 +143,7 @@ func (r *Reporter) recordTx(ctx context.Context, tx *sql.Tx, v security.Violatio
 	}
 	chat := sql.NullString{String: mainJID, Valid: haveMain}
 	if haveMain {
-		if _, err := outbox.AddressTx(ctx, tx, mainJID); err != nil {
+		if _, err := r.out.AddressTx(ctx, tx, mainJID); err != nil {
 			return 0, v, false, err
 		}
 	}
@@ -203,20 +201,16 @@ func (r *Reporter) Kick(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	tx, err := r.db.BeginTx(ctx, nil)
+	tx, err := r.db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("alerts: begin: %w", err)
 	}
 	defer tx.Rollback()
-	n, err := outbox.AddressTx(ctx, tx, jid)
-	if err != nil {
+	if _, err := r.out.AddressTx(ctx, tx, jid); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("alerts: commit: %w", err)
-	}
-	if n > 0 {
-		r.out.Wake()
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package approvals_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -69,7 +68,7 @@ func TestOffer(t *testing.T) {
 }
 
 type env struct {
-	db      *sql.DB
+	db      *store.DB
 	dir     string
 	reg     *groups.Registry
 	cmds    *approvals.Commands
@@ -126,7 +125,7 @@ func (e *env) clock() time.Time { return e.now }
 // alert does.
 func (e *env) code(t *testing.T, group, host string) string {
 	t.Helper()
-	tx, err := e.db.Begin()
+	tx, err := e.db.Begin(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ package approvals
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math/big"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // The override keys an /allow can add to, and how long a code is good for.
@@ -81,7 +81,7 @@ func absClean(p string) bool { return filepath.IsAbs(p) && filepath.Clean(p) == 
 
 // IssueTx stores a fresh code for v's offer inside the caller's
 // transaction (the alert's), and returns it; "" when v has no offer.
-func IssueTx(ctx context.Context, tx *sql.Tx, v security.Violation, now time.Time) (string, error) {
+func IssueTx(ctx context.Context, tx *store.Tx, v security.Violation, now time.Time) (string, error) {
 	key, value, ok := Offer(v)
 	if !ok {
 		return "", nil

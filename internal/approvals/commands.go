@@ -16,6 +16,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // What the commands drive, declared as they use them.
@@ -32,11 +33,9 @@ type (
 	// Audit records each change in the audit trail (the violations table
 	// and the group's logs/security.jsonl), in the change's transaction.
 	Audit interface {
-		RecordTx(ctx context.Context, tx *sql.Tx, v security.Violation, alert bool) error
+		RecordTx(ctx context.Context, tx *store.Tx, v security.Violation, alert bool) error
 		Flush(ctx context.Context) error
 	}
-	// Waker wakes the outbox after a reply was queued.
-	Waker interface{ Wake() }
 	// Spend is what a group spent today and whether it is over its budget.
 	Spend interface {
 		Today(ctx context.Context, folder string) (usd float64, overBudget bool, err error)
@@ -55,12 +54,12 @@ const (
 
 // Commands carries out the owner's commands from the main chat.
 type Commands struct {
-	DB     *sql.DB
+	DB     *store.DB
 	Groups Groups
 	Config func() *config.Config
 	Queue  Queue
 	Audit  Audit
-	Outbox Waker
+	Outbox *outbox.Outbox
 	Close  Closer // may be nil
 	Spend  Spend  // nil until usage is counted
 	Now    func() time.Time
@@ -86,7 +85,7 @@ func (c *Commands) Handle(ctx context.Context, g groups.Group, m channel.Message
 	if !g.IsMain || m.IsBot || !IsCommand(m.Text) {
 		return false, nil
 	}
-	tx, err := c.DB.BeginTx(ctx, nil)
+	tx, err := c.DB.Begin(ctx)
 	if err != nil {
 		return true, fmt.Errorf("approvals: begin: %w", err)
 	}
@@ -115,13 +114,12 @@ func (c *Commands) Handle(ctx context.Context, g groups.Group, m channel.Message
 			return true, err
 		}
 	}
-	if _, err := outbox.EnqueueTx(ctx, tx, g.JID, reply, outbox.KindNotice); err != nil {
+	if _, err := c.Outbox.EnqueueTx(ctx, tx, g.JID, reply, outbox.KindNotice); err != nil {
 		return true, err
 	}
 	if err := tx.Commit(); err != nil {
 		return true, fmt.Errorf("approvals: commit %s: %w", verb, err)
 	}
-	c.Outbox.Wake()
 	if err := c.Audit.Flush(ctx); err != nil {
 		c.Log.Warn().Err(err).Msg("approvals: audit lines of an owner's change")
 	}
@@ -151,7 +149,7 @@ func whoIs(m channel.Message) string {
 	return m.SenderName
 }
 
-func (c *Commands) do(ctx context.Context, tx *sql.Tx, verb string, args []string, who string) (string, func(), error) {
+func (c *Commands) do(ctx context.Context, tx *store.Tx, verb string, args []string, who string) (string, func(), error) {
 	switch verb {
 	case "/allow":
 		if len(args) == 0 || len(args) > 2 {
@@ -175,7 +173,7 @@ func (c *Commands) do(ctx context.Context, tx *sql.Tx, verb string, args []strin
 }
 
 // allow adds the rule of code to its group's override.
-func (c *Commands) allow(ctx context.Context, tx *sql.Tx, code, folder, who string) (string, func(), error) {
+func (c *Commands) allow(ctx context.Context, tx *store.Tx, code, folder, who string) (string, func(), error) {
 	var grp, key, value string
 	var created int64
 	var used sql.NullInt64
@@ -229,7 +227,7 @@ func (c *Commands) allow(ctx context.Context, tx *sql.Tx, code, folder, who stri
 
 // undo takes back the newest /allow still in force: the override goes back
 // to what it was, or, if it was changed since, only loses that rule.
-func (c *Commands) undo(ctx context.Context, tx *sql.Tx, who string) (string, func(), error) {
+func (c *Commands) undo(ctx context.Context, tx *store.Tx, who string) (string, func(), error) {
 	var id int64
 	var grp, code, key, value, after string
 	var before sql.NullString
@@ -267,7 +265,7 @@ func (c *Commands) undo(ctx context.Context, tx *sql.Tx, who string) (string, fu
 
 // pause stops (or resumes) starting agents for folder; its messages are
 // kept either way, and a resume answers what waited.
-func (c *Commands) pause(ctx context.Context, tx *sql.Tx, folder string, pause bool, who string) (string, func(), error) {
+func (c *Commands) pause(ctx context.Context, tx *store.Tx, folder string, pause bool, who string) (string, func(), error) {
 	g, err := groups.ByFolderTx(ctx, tx, folder)
 	if errors.Is(err, groups.ErrNotFound) {
 		return fmt.Sprintf("There is no group %s: nothing changed. /groups lists them.", folder), nil, nil
@@ -349,7 +347,7 @@ func (c *Commands) list(ctx context.Context) (string, error) {
 }
 
 // audit writes one change to the audit trail (no alert: the owner made it).
-func (c *Commands) audit(ctx context.Context, tx *sql.Tx, grp, key, value, detail, action string) error {
+func (c *Commands) audit(ctx context.Context, tx *store.Tx, grp, key, value, detail, action string) error {
 	kind := security.KindFilesystem
 	switch key {
 	case KeyDomains:

@@ -30,7 +30,7 @@ func install(t *testing.T) Source {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	mustExec(t, db, `CREATE TABLE IF NOT EXISTS probe (n INTEGER)`)
+	mustExec(t, db.DB, `CREATE TABLE IF NOT EXISTS probe (n INTEGER)`)
 	write(t, filepath.Join(src.Layout.Session("family"), "home", "s.jsonl"), `{"session":"abc"}`)
 	write(t, src.Layout.GroupMemory("family"), "# family\nremember the milk\n")
 	write(t, src.ConfigFile, `{"assistantName": "Andy"}`)

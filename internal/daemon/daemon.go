@@ -6,7 +6,6 @@ package daemon
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -54,7 +53,7 @@ const ShutdownGrace = 10 * time.Second
 type Daemon struct {
 	cfg         atomic.Pointer[config.Config]
 	log         zerolog.Logger
-	db          *sql.DB
+	db          *store.DB
 	checkpoints *store.Checkpointer
 	reg         *groups.Registry
 	messages    *messages.Store
@@ -111,7 +110,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	d.messages = messages.New(d.db)
 	d.outbox = outbox.New(d.db, &d.channels, d.reg, log.With().Str("part", "outbox").Logger())
 	if cfg.Channels.Local.Enabled {
-		d.channels = append(d.channels, local.New(cfg.Channels.Local.Socket, d.db, func() int { return d.Config().Media.MaxBytes }))
+		d.channels = append(d.channels, local.New(cfg.Channels.Local.Socket, d.db.DB, func() int { return d.Config().Media.MaxBytes }))
 	}
 	if cfg.Channels.WhatsApp.Enabled {
 		d.channels = append(d.channels, whatsapp.New(whatsapp.Options{
@@ -145,7 +144,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	d.proof = selftest.NewVerdict()
 	d.router = &router.Router{
 		Messages: d.messages, Groups: d.reg, Config: d.Config, Queue: d.queue, Outbox: d.outbox, Reporter: d.reporter,
-		Tokens: d.tokens, Tasks: tasks{d.sched, d.db}, Ledger: d.ledger, Typing: &d.channels, Binary: binary,
+		Tokens: d.tokens, Tasks: d.sched, Ledger: d.ledger, Typing: &d.channels, Binary: binary,
 		Log: log.With().Str("part", "router").Logger(), Snapshots: d.snapshots, Usage: d.usage, Proof: d.proof,
 		Owner: &approvals.Commands{
 			DB: d.db, Groups: d.reg, Config: d.Config, Queue: d.queue, Audit: d.reporter, Outbox: d.outbox,
@@ -332,14 +331,4 @@ func (d *Daemon) syncGroups(ctx context.Context) (int, error) {
 	d.router.RefreshWarm(ctx) // a changed policy: agents started ahead are started again
 	d.log.Info().Int("groups", n).Msg("groups reloaded")
 	return n, nil
-}
-
-// tasks is the scheduler as the router reads tasks.
-type tasks struct {
-	*scheduler.Scheduler
-	db *sql.DB
-}
-
-func (t tasks) Get(ctx context.Context, id string) (scheduler.Task, error) {
-	return t.Scheduler.Get(ctx, t.db, id)
 }

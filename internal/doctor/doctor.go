@@ -9,7 +9,6 @@ package doctor
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -167,13 +166,13 @@ func SecurityTest(ctx context.Context, env Env, cfg *config.Config, sandboxOK bo
 
 // SQLite opens the database in dataDir (creating it if needed) and proves
 // it writable with a write that is rolled back. The caller closes db.
-func SQLite(ctx context.Context, dataDir string) (*sql.DB, Result) {
+func SQLite(ctx context.Context, dataDir string) (*store.DB, Result) {
 	db, err := store.Open(dataDir)
 	if err != nil {
 		return nil, fix("sqlite", "%v: make %s a writable directory (dataDir in the config)", err, dataDir)
 	}
 	err = func() error {
-		tx, err := db.BeginTx(ctx, nil)
+		tx, err := db.Begin(ctx)
 		if err != nil {
 			return err
 		}
@@ -391,7 +390,7 @@ func clientVersion(dataDir string) string {
 }
 
 // MainGroup checks that a main group is registered.
-func MainGroup(ctx context.Context, db *sql.DB, groupsDir string) Result {
+func MainGroup(ctx context.Context, db *store.DB, groupsDir string) Result {
 	if db == nil {
 		return fix("main group", "not checked: the database cannot be opened (see sqlite)")
 	}

@@ -2,16 +2,16 @@ package doctor
 
 import (
 	"context"
-	"database/sql"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
 // ModelAPI reports what the model API last said about the daemon's
 // credential, as the relay recorded it: a refusal (401/403) stands until
 // a request succeeds.
-func ModelAPI(ctx context.Context, db *sql.DB) Result {
+func ModelAPI(ctx context.Context, db *store.DB) Result {
 	if db == nil {
 		return fix("model api", "not checked: the database could not be opened")
 	}

@@ -2,7 +2,6 @@ package groups
 
 import (
 	"context"
-	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,7 +21,7 @@ type txRecorder struct {
 	flushed int
 }
 
-func (r *txRecorder) RecordTx(ctx context.Context, _ *sql.Tx, v security.Violation, _ bool) error {
+func (r *txRecorder) RecordTx(ctx context.Context, _ *store.Tx, v security.Violation, _ bool) error {
 	return r.Report(ctx, v)
 }
 func (r *txRecorder) Flush(context.Context) error { r.flushed++; return nil }

@@ -19,6 +19,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // Group is one registered chat.
@@ -55,7 +56,7 @@ func ValidFolder(name string) error {
 
 // Registry is the groups table.
 type Registry struct {
-	db        *sql.DB
+	db        *store.DB
 	groupsDir string
 	// Assistant is the assistant's name, for the notes of a new group.
 	Assistant string
@@ -68,13 +69,13 @@ type Registry struct {
 // Reporter records violations inside the caller's transaction
 // (alerts.Reporter); Flush follows the commit.
 type Reporter interface {
-	RecordTx(ctx context.Context, tx *sql.Tx, v security.Violation, alert bool) error
+	RecordTx(ctx context.Context, tx *store.Tx, v security.Violation, alert bool) error
 	Flush(ctx context.Context) error
 }
 
 // txReport is a Reporter bound to one transaction, as groupfs takes it.
 type txReport struct {
-	tx  *sql.Tx
+	tx  *store.Tx
 	rep Reporter
 }
 
@@ -83,7 +84,7 @@ func (t txReport) Report(ctx context.Context, v security.Violation) error {
 }
 
 // New returns the registry kept in db, whose folders live in groupsDir.
-func New(db *sql.DB, groupsDir string) *Registry {
+func New(db *store.DB, groupsDir string) *Registry {
 	return &Registry{db: db, groupsDir: groupsDir}
 }
 
@@ -156,7 +157,7 @@ func (r *Registry) ByJID(ctx context.Context, jid string) (Group, error) {
 }
 
 // ByJIDTx is ByJID inside the caller's transaction.
-func (r *Registry) ByJIDTx(ctx context.Context, tx *sql.Tx, jid string) (Group, error) {
+func (r *Registry) ByJIDTx(ctx context.Context, tx *store.Tx, jid string) (Group, error) {
 	return one(tx.QueryRowContext(ctx, `SELECT `+selected+` FROM groups WHERE jid = ?`, jid))
 }
 
@@ -177,7 +178,7 @@ func (r *Registry) MainChat(ctx context.Context) (folder, jid string, ok bool) {
 
 // Add registers g and creates its folder with a starter CLAUDE.md.
 func (r *Registry) Add(ctx context.Context, g Group) error {
-	tx, err := r.db.BeginTx(ctx, nil)
+	tx, err := r.db.Begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -197,7 +198,7 @@ func (r *Registry) Add(ctx context.Context, g Group) error {
 // AddTx is Add inside the caller's transaction, so that a group registered
 // by an IPC file is registered exactly when the journal records the file.
 // The folder is created before tx commits; creating it again is harmless.
-func (r *Registry) AddTx(ctx context.Context, tx *sql.Tx, g Group) error {
+func (r *Registry) AddTx(ctx context.Context, tx *store.Tx, g Group) error {
 	if err := ValidFolder(g.Folder); err != nil {
 		return err
 	}
@@ -244,7 +245,7 @@ func (r *Registry) AddTx(ctx context.Context, tx *sql.Tx, g Group) error {
 // again). The folder may hold what an earlier group planted, so it is
 // worked on through groupfs: a link at logs/ or CLAUDE.md is removed and
 // reported, never followed.
-func (r *Registry) createFolder(ctx context.Context, tx *sql.Tx, g Group) error {
+func (r *Registry) createFolder(ctx context.Context, tx *store.Tx, g Group) error {
 	var rep groupfs.Reporter
 	if r.Reporter != nil {
 		rep = txReport{tx, r.Reporter}
@@ -312,7 +313,7 @@ func (r *Registry) SetSecurity(ctx context.Context, folder string, p *security.P
 
 // SetSecurityTx is SetSecurity inside the caller's transaction, for a
 // change that must commit with its record (an owner's /allow).
-func SetSecurityTx(ctx context.Context, tx *sql.Tx, folder string, p *security.Policy) error {
+func SetSecurityTx(ctx context.Context, tx *store.Tx, folder string, p *security.Policy) error {
 	return setSecurity(ctx, tx, folder, p)
 }
 
@@ -334,7 +335,7 @@ func setSecurity(ctx context.Context, db interface {
 }
 
 // SetPausedTx pauses or resumes a group inside the caller's transaction.
-func SetPausedTx(ctx context.Context, tx *sql.Tx, folder string, paused bool) error {
+func SetPausedTx(ctx context.Context, tx *store.Tx, folder string, paused bool) error {
 	res, err := tx.ExecContext(ctx, `UPDATE groups SET paused = ? WHERE folder = ?`, paused, folder)
 	if err != nil {
 		return err
@@ -346,7 +347,7 @@ func SetPausedTx(ctx context.Context, tx *sql.Tx, folder string, paused bool) er
 }
 
 // ByFolderTx reads one group inside the caller's transaction.
-func ByFolderTx(ctx context.Context, tx *sql.Tx, folder string) (Group, error) {
+func ByFolderTx(ctx context.Context, tx *store.Tx, folder string) (Group, error) {
 	g, err := scan(tx.QueryRowContext(ctx, `SELECT `+selected+` FROM groups WHERE folder = ?`, folder))
 	if errors.Is(err, sql.ErrNoRows) {
 		return g, fmt.Errorf("%w: %s", ErrNotFound, folder)

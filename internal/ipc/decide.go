@@ -194,7 +194,7 @@ func (v *view) facts(ctx context.Context, req protocol.Request) (Facts, error) {
 	if req.TaskID != "" {
 		// Not remembered: the task may change within the batch, and the
 		// change itself checks again inside the transaction.
-		t, err := v.w.cfg.Tasks.Get(ctx, v.w.cfg.DB, req.TaskID)
+		t, err := v.w.cfg.Tasks.Get(ctx, req.TaskID)
 		if err != nil && !errors.Is(err, scheduler.ErrNotFound) {
 			return f, err
 		}

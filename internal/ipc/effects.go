@@ -2,13 +2,13 @@ package ipc
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // newGroup is what register_group asks for.
@@ -28,18 +28,19 @@ type effects interface {
 	// sendMessageTx queues text for chatJID; file, when not nil, is the
 	// daemon's copy of the file it carries, which the message owns once
 	// tx commits.
-	sendMessageTx(ctx context.Context, tx *sql.Tx, id int64, fromFolder, chatJID, text string, file *channel.Attachment) error
+	sendMessageTx(ctx context.Context, tx *store.Tx, id int64, fromFolder, chatJID, text string, file *channel.Attachment) error
 	// reactTx queues a reaction with emoji to the chat's message messageID.
-	reactTx(ctx context.Context, tx *sql.Tx, id int64, fromFolder, chatJID, messageID, emoji string) error
+	reactTx(ctx context.Context, tx *store.Tx, id int64, fromFolder, chatJID, messageID, emoji string) error
 	// registerGroupTx registers g, creating its folder; registering the
 	// same jid and folder again succeeds. An error wrapping one of
 	// groups' sentinel errors refuses the file.
-	registerGroupTx(ctx context.Context, tx *sql.Tx, id int64, g newGroup) error
+	registerGroupTx(ctx context.Context, tx *store.Tx, id int64, g newGroup) error
 	// refusedTx audits a refused file; alert says it also goes to the
 	// main group (wrong token or cross-group attempt).
-	refusedTx(ctx context.Context, tx *sql.Tx, id int64, v security.Violation, alert bool) error
+	refusedTx(ctx context.Context, tx *store.Tx, id int64, v security.Violation, alert bool) error
 	// committed follows each journal commit (and a restart's unfinished
-	// files): it carries the effects on (outbox, audit log).
+	// files): it writes the audit lines of the refusals (the outbox wakes
+	// by itself).
 	committed(ctx context.Context)
 	// refreshGroups rewrites the main group's available_groups.json after
 	// the commit; it may be repeated.
@@ -49,28 +50,28 @@ type effects interface {
 // daemonEffects are the effects on the daemon's own parts, named in Config.
 type daemonEffects struct{ cfg *Config }
 
-func (e daemonEffects) sendMessageTx(ctx context.Context, tx *sql.Tx, _ int64, _, chatJID, text string, file *channel.Attachment) error {
+func (e daemonEffects) sendMessageTx(ctx context.Context, tx *store.Tx, _ int64, _, chatJID, text string, file *channel.Attachment) error {
 	var err error
 	if file != nil {
-		_, err = outbox.EnqueueFileTx(ctx, tx, chatJID, text, outbox.KindIPC, *file)
+		_, err = e.cfg.Outbox.EnqueueFileTx(ctx, tx, chatJID, text, outbox.KindIPC, *file)
 	} else {
-		_, err = outbox.EnqueueTx(ctx, tx, chatJID, text, outbox.KindIPC)
+		_, err = e.cfg.Outbox.EnqueueTx(ctx, tx, chatJID, text, outbox.KindIPC)
 	}
 	return err
 }
 
 // reactTx queues the reaction with the author of the message it is about,
 // from the chat's record: WhatsApp names both in a reaction.
-func (e daemonEffects) reactTx(ctx context.Context, tx *sql.Tx, _ int64, _, chatJID, messageID, emoji string) error {
+func (e daemonEffects) reactTx(ctx context.Context, tx *store.Tx, _ int64, _, chatJID, messageID, emoji string) error {
 	sender, _, _, _, err := e.cfg.Messages.Lookup(ctx, chatJID, messageID)
 	if err != nil {
 		return err
 	}
-	_, err = outbox.EnqueueReactionTx(ctx, tx, chatJID, messageID, sender, emoji, outbox.KindIPC)
+	_, err = e.cfg.Outbox.EnqueueReactionTx(ctx, tx, chatJID, messageID, sender, emoji, outbox.KindIPC)
 	return err
 }
 
-func (e daemonEffects) registerGroupTx(ctx context.Context, tx *sql.Tx, _ int64, ng newGroup) error {
+func (e daemonEffects) registerGroupTx(ctx context.Context, tx *store.Tx, _ int64, ng newGroup) error {
 	g := groups.Group{JID: ng.JID, Name: ng.Name, Folder: ng.Folder, Trigger: ng.Trigger, RequiresTrigger: ng.RequiresTrigger}
 	if g.Trigger == "" {
 		g.Trigger = e.cfg.DefaultTrigger()
@@ -87,12 +88,11 @@ func (e daemonEffects) registerGroupTx(ctx context.Context, tx *sql.Tx, _ int64,
 	return err
 }
 
-func (e daemonEffects) refusedTx(ctx context.Context, tx *sql.Tx, _ int64, v security.Violation, alert bool) error {
+func (e daemonEffects) refusedTx(ctx context.Context, tx *store.Tx, _ int64, v security.Violation, alert bool) error {
 	return e.cfg.Alerts.RecordTx(ctx, tx, v, alert)
 }
 
 func (e daemonEffects) committed(ctx context.Context) {
-	e.cfg.Outbox.Wake()
 	if err := e.cfg.Alerts.Flush(ctx); err != nil {
 		e.cfg.Log.Error().Err(err).Msg("ipc: audit lines")
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/nanoclawd/nanoclawd/internal/testkit/outboxtest"
 )
 
@@ -68,7 +69,7 @@ func TestDaemonEffects(t *testing.T) {
 }
 
 // waitRow waits up to 10 s for query to return a row.
-func waitRow(t *testing.T, db *sql.DB, query string, args ...any) {
+func waitRow(t *testing.T, db *store.DB, query string, args ...any) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		var one int

@@ -2,7 +2,6 @@ package ipc
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -26,7 +25,7 @@ import (
 
 // registerTestGroups registers testGroups in the registry of db, whose
 // folders live in groupsDir.
-func registerTestGroups(t testing.TB, db *sql.DB, groupsDir string) *groups.Registry {
+func registerTestGroups(t testing.TB, db *store.DB, groupsDir string) *groups.Registry {
 	reg := groups.New(db, groupsDir)
 	for _, g := range testGroups {
 		if err := reg.Add(context.Background(), g); err != nil {
@@ -57,17 +56,17 @@ type fakeEffects struct {
 	pending []event // effects of the transaction under way
 }
 
-func (a *fakeEffects) sendMessageTx(_ context.Context, _ *sql.Tx, id int64, from, chat, text string, file *channel.Attachment) error {
+func (a *fakeEffects) sendMessageTx(_ context.Context, _ *store.Tx, id int64, from, chat, text string, file *channel.Attachment) error {
 	a.pending = append(a.pending, event{kind: "send", key: strconv.FormatInt(id, 10), from: from, chat: chat, text: text, file: file})
 	return nil
 }
 
-func (a *fakeEffects) reactTx(_ context.Context, _ *sql.Tx, id int64, from, chat, messageID, emoji string) error {
+func (a *fakeEffects) reactTx(_ context.Context, _ *store.Tx, id int64, from, chat, messageID, emoji string) error {
 	a.pending = append(a.pending, event{kind: "react", key: strconv.FormatInt(id, 10), from: from, chat: chat, text: messageID + " " + emoji})
 	return nil
 }
 
-func (a *fakeEffects) registerGroupTx(ctx context.Context, tx *sql.Tx, id int64, g newGroup) error {
+func (a *fakeEffects) registerGroupTx(ctx context.Context, tx *store.Tx, id int64, g newGroup) error {
 	if err := a.groups.AddTx(ctx, tx, groups.Group{JID: g.JID, Name: g.Name, Folder: g.Folder}); err != nil {
 		return err
 	}
@@ -75,7 +74,7 @@ func (a *fakeEffects) registerGroupTx(ctx context.Context, tx *sql.Tx, id int64,
 	return nil
 }
 
-func (a *fakeEffects) refusedTx(_ context.Context, _ *sql.Tx, id int64, v security.Violation, alert bool) error {
+func (a *fakeEffects) refusedTx(_ context.Context, _ *store.Tx, id int64, v security.Violation, alert bool) error {
 	a.pending = append(a.pending, event{kind: "violation", key: strconv.FormatInt(id, 10), v: v, alert: alert})
 	return nil
 }
@@ -96,7 +95,7 @@ type harness struct {
 	t       *testing.T
 	root    string // <dataDir>/ipc
 	layout  layout.Layout
-	db      *sql.DB
+	db      *store.DB
 	tokens  *Tokens
 	sched   *scheduler.Scheduler
 	groups  *groups.Registry

@@ -2,7 +2,6 @@ package ipc
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // entry is one row of ipc_journal: a file recorded with its verdict, and
@@ -136,7 +136,7 @@ func (w *Watcher) record(ctx context.Context, todo []judged) []*entry {
 }
 
 func (w *Watcher) recordBatch(ctx context.Context, todo []judged) ([]*entry, error) {
-	tx, err := w.cfg.DB.BeginTx(ctx, nil)
+	tx, err := w.cfg.DB.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("record ipc files: %w", err)
 	}
@@ -159,7 +159,7 @@ func (w *Watcher) recordBatch(ctx context.Context, todo []judged) ([]*entry, err
 }
 
 // recordTx records one file and does its database effect.
-func (w *Watcher) recordTx(ctx context.Context, tx *sql.Tx, f *file, d decision) (*entry, error) {
+func (w *Watcher) recordTx(ctx context.Context, tx *store.Tx, f *file, d decision) (*entry, error) {
 	e := &entry{ref: f.ref, hash: f.hash, present: true}
 	if !d.accept {
 		return e, w.refuseTx(ctx, tx, e, d)
@@ -196,7 +196,7 @@ func (w *Watcher) recordTx(ctx context.Context, tx *sql.Tx, f *file, d decision)
 
 // changeTx carries out an accepted file other than a message: a task
 // change, a new group, or nothing yet (refresh_groups runs after commit).
-func (w *Watcher) changeTx(ctx context.Context, tx *sql.Tx, e *entry, d decision) error {
+func (w *Watcher) changeTx(ctx context.Context, tx *store.Tx, e *entry, d decision) error {
 	if err := w.taskTx(ctx, tx, e, d); err != nil {
 		return err
 	}
@@ -216,7 +216,7 @@ func (w *Watcher) changeTx(ctx context.Context, tx *sql.Tx, e *entry, d decision
 	return nil
 }
 
-func (w *Watcher) refuseTx(ctx context.Context, tx *sql.Tx, e *entry, d decision) error {
+func (w *Watcher) refuseTx(ctx context.Context, tx *store.Tx, e *entry, d decision) error {
 	v := w.violation(e.ref, d)
 	e.status, e.reason = statusRefused, v.Detail
 	if err := w.insertTx(ctx, tx, e); err != nil {
@@ -225,7 +225,7 @@ func (w *Watcher) refuseTx(ctx context.Context, tx *sql.Tx, e *entry, d decision
 	return w.fx.refusedTx(ctx, tx, e.id, v, d.alert)
 }
 
-func (w *Watcher) insertTx(ctx context.Context, tx *sql.Tx, e *entry) error {
+func (w *Watcher) insertTx(ctx context.Context, tx *store.Tx, e *entry) error {
 	res, err := tx.ExecContext(ctx, `INSERT INTO ipc_journal (folder, sub, name, hash, status, type, task_id, new_folder, reason, decided_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		e.folder, e.sub, e.name, e.hash, e.status, e.typ, e.taskID, e.newFolder, e.reason, w.now().UnixMilli())
@@ -250,7 +250,7 @@ func isRefusal(err error) bool {
 
 // taskTx carries out a task request; a new task's id goes into the
 // entry, for the verdict the agent is told.
-func (w *Watcher) taskTx(ctx context.Context, tx *sql.Tx, e *entry, d decision) error {
+func (w *Watcher) taskTx(ctx context.Context, tx *store.Tx, e *entry, d decision) error {
 	r, t := d.req, w.cfg.Tasks
 	switch r.Type {
 	case protocol.TypeScheduleTask:

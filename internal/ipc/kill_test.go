@@ -2,7 +2,6 @@ package ipc
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,16 +27,16 @@ const killChildEnv = "NANOCLAW_IPC_KILL_CHILD"
 // can count them after the process is killed.
 type sqlEffects struct{}
 
-func (sqlEffects) sendMessageTx(ctx context.Context, tx *sql.Tx, id int64, from, chat, text string, _ *channel.Attachment) error {
+func (sqlEffects) sendMessageTx(ctx context.Context, tx *store.Tx, id int64, from, chat, text string, _ *channel.Attachment) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO test_calls (key, what) VALUES (?, ?)`, id, text)
 	return err
 }
-func (sqlEffects) reactTx(ctx context.Context, tx *sql.Tx, id int64, _, _, _, emoji string) error {
+func (sqlEffects) reactTx(ctx context.Context, tx *store.Tx, id int64, _, _, _, emoji string) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO test_calls (key, what) VALUES (?, ?)`, id, emoji)
 	return err
 }
-func (sqlEffects) registerGroupTx(context.Context, *sql.Tx, int64, newGroup) error { return nil }
-func (sqlEffects) refusedTx(ctx context.Context, tx *sql.Tx, id int64, v security.Violation, alert bool) error {
+func (sqlEffects) registerGroupTx(context.Context, *store.Tx, int64, newGroup) error { return nil }
+func (sqlEffects) refusedTx(ctx context.Context, tx *store.Tx, id int64, v security.Violation, alert bool) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO test_calls (key, what) VALUES (?, ?)`, id, "violation")
 	return err
 }

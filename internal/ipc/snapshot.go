@@ -17,6 +17,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // Snapshots writes the files an agent reads in its IPC directory, as
@@ -32,7 +33,7 @@ import (
 // available_groups.json's lastSync is when its list was last written.
 type Snapshots struct {
 	layout layout.Layout
-	db     scheduler.Querier // the scheduler's tasks are read with scheduler.ListTasks
+	db     *store.DB // the scheduler's tasks are read with scheduler.ListTasks
 	chats  Chats
 	log    zerolog.Logger
 
@@ -54,7 +55,7 @@ type Chats interface {
 }
 
 // NewSnapshots returns the writer of the snapshot files under l.
-func NewSnapshots(l layout.Layout, db scheduler.Querier, chats Chats, log zerolog.Logger) *Snapshots {
+func NewSnapshots(l layout.Layout, db *store.DB, chats Chats, log zerolog.Logger) *Snapshots {
 	return &Snapshots{layout: l, db: db, chats: chats, log: log, seen: map[string]bool{}, written: map[string][]byte{}}
 }
 

@@ -2,7 +2,6 @@ package ipc
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"os"
 	"strings"
@@ -29,7 +28,7 @@ func (c *chatsFake) IsRegistered(_ context.Context, jid string) (bool, error) {
 }
 
 // snapshotStore is a fresh SQLite store and layout, closed with the test.
-func snapshotStore(t *testing.T) (*sql.DB, layout.Layout) {
+func snapshotStore(t *testing.T) (*store.DB, layout.Layout) {
 	dir := t.TempDir()
 	db, err := store.Open(dir)
 	if err != nil {
@@ -54,8 +53,16 @@ func TestSnapshotsMainSeesAllOthersTheirOwn(t *testing.T) {
 	ctx := context.Background()
 	create := func(folder string) {
 		t.Helper()
-		if _, err := sched.Create(ctx, db, scheduler.NewTask{GroupFolder: folder, ChatJID: folder + "@g.us", Prompt: "p " + folder,
+		tx, err := db.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if _, err := sched.Create(ctx, tx, scheduler.NewTask{GroupFolder: folder, ChatJID: folder + "@g.us", Prompt: "p " + folder,
 			ScheduleType: scheduler.TypeInterval, ScheduleValue: "600000", ContextMode: scheduler.ContextIsolated}); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
 	}

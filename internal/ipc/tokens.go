@@ -5,10 +5,11 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // TokenGrace is how long a finished run's token still proves a file, so a
@@ -18,14 +19,14 @@ const TokenGrace = 2 * time.Minute
 // Tokens issues and checks the per-run NANOCLAW_IPC_TOKEN secrets. Only a
 // SHA-256 of each token is stored, with its group folder and issue time.
 type Tokens struct {
-	db  *sql.DB
+	db  *store.DB
 	now func() time.Time
 }
 
 // OpenTokens returns the token store. Runs still live in the database were
 // cut short by a restart: they count as finished now, so their files are
 // accepted for TokenGrace more.
-func OpenTokens(ctx context.Context, db *sql.DB) (*Tokens, error) {
+func OpenTokens(ctx context.Context, db *store.DB) (*Tokens, error) {
 	t := &Tokens{db: db, now: time.Now}
 	now := t.now().UnixMilli()
 	if _, err := db.ExecContext(ctx, `UPDATE ipc_tokens SET finished_at = ? WHERE finished_at IS NULL`, now); err != nil {

@@ -9,7 +9,6 @@ package ipc
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -29,23 +28,12 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // TokenChecker is the part of *Tokens the watcher uses.
 type TokenChecker interface {
 	Check(ctx context.Context, folder, token string) (ok bool, owner string, err error)
-}
-
-// Tasks is the part of *scheduler.Scheduler the watcher uses. Task changes
-// run inside the journal transaction that records the file.
-type Tasks interface {
-	Create(ctx context.Context, q scheduler.Querier, nt scheduler.NewTask) (scheduler.Task, error)
-	Get(ctx context.Context, q scheduler.Querier, id string) (scheduler.Task, error)
-	Pause(ctx context.Context, q scheduler.Querier, id string) error
-	Resume(ctx context.Context, q scheduler.Querier, id string) error
-	Cancel(ctx context.Context, q scheduler.Querier, id string) error
-	Update(ctx context.Context, q scheduler.Querier, id string, u scheduler.Update) error
-	Changed()
 }
 
 // Config holds what a Watcher works with.
@@ -54,10 +42,11 @@ type Config struct {
 	// the groups' folders (a message's file must lie in its group's) and
 	// where the daemon copies such a file.
 	Layout layout.Layout
-	DB     *sql.DB
+	DB     *store.DB
 	Tokens TokenChecker
 	Groups *groups.Registry
-	Tasks  Tasks
+	// Tasks changes scheduled tasks inside the journal transaction.
+	Tasks *scheduler.Scheduler
 	// Where accepted files take effect: messages and reactions are queued
 	// in Outbox (a reaction names its message's author, from Messages),
 	// refusals audited and alerted by Alerts, and available_groups.json

@@ -185,10 +185,10 @@ func TestAllowedRequests(t *testing.T) {
 	h.drop(t, "main", layout.TasksDir, map[string]any{"type": "cancel_task", "taskId": work.ID, "token": h.token["main"]})
 	p = h.drop(t, "main", layout.TasksDir, map[string]any{"type": "resume_task", "taskId": work.ID, "token": h.token["main"]})
 	h.expectRefused(t, p, false, "main", "cancelled")
-	if got, _ := h.sched.Get(ctx, h.db, work.ID); got.Status != scheduler.StatusCancelled {
+	if got, _ := h.sched.Get(ctx, work.ID); got.Status != scheduler.StatusCancelled {
 		t.Fatalf("work task %+v", got)
 	}
-	if got, _ := h.sched.Get(ctx, h.db, fam.ID); got.Prompt != "remind me" {
+	if got, _ := h.sched.Get(ctx, fam.ID); got.Prompt != "remind me" {
 		t.Fatalf("family task %+v", got)
 	}
 

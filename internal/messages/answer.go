@@ -2,9 +2,7 @@ package messages
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/store"
@@ -20,57 +18,28 @@ type Answer struct {
 	UpTo    int64  // 0 moves no cursor
 }
 
-// Waker is the outbox, woken after a commit that queued a message.
-type Waker interface{ Wake() }
-
-// busyWait is how long Answer waits for a database another process holds
-// locked. The answer exists only in memory: dropped, the next follow-up's
-// answer would move the cursor past the messages it answered, and no reply
-// would ever carry them (the chaos suite lost messages that way).
-const busyWait = 2 * time.Minute
-
-// Answer queues a's text and moves the cursor in one transaction, then
-// wakes out when a text was queued: an answer and the position it answers
-// move together, so a crash neither loses nor repeats a reply.
-func (s *Store) Answer(ctx context.Context, out Waker, a Answer) error {
-	tx, err := s.begin(ctx)
+// Answer queues a's text on out and moves the cursor in one transaction:
+// an answer and the position it answers move together, so a crash neither
+// loses nor repeats a reply.
+func (s *Store) Answer(ctx context.Context, out *outbox.Outbox, a Answer) error {
+	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("messages: begin: %w", err)
 	}
 	defer tx.Rollback()
-	if err := AnswerTx(ctx, tx, a); err != nil {
+	if err := AnswerTx(ctx, tx, out, a); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("messages: commit the answer to %s: %w", a.Chat, err)
 	}
-	if a.Text != "" {
-		out.Wake()
-	}
 	return nil
 }
 
-// begin opens a write transaction, trying again for up to busyWait while
-// the database is locked. With _txlock=immediate a lock refuses at BEGIN,
-// before anything is written, so trying again is safe.
-func (s *Store) begin(ctx context.Context) (*sql.Tx, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	for wait, until := 100*time.Millisecond, time.Now().Add(busyWait); store.Busy(err) && time.Now().Before(until); wait = min(2*wait, 2*time.Second) {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(wait):
-		}
-		tx, err = s.db.BeginTx(ctx, nil)
-	}
-	return tx, err
-}
-
-// AnswerTx does Answer's work inside the caller's transaction; the caller
-// wakes the outbox after its commit.
-func AnswerTx(ctx context.Context, tx *sql.Tx, a Answer) error {
+// AnswerTx does Answer's work inside the caller's transaction.
+func AnswerTx(ctx context.Context, tx *store.Tx, out *outbox.Outbox, a Answer) error {
 	if a.Text != "" {
-		if _, err := outbox.EnqueueTx(ctx, tx, a.ReplyTo, a.Text, a.Kind); err != nil {
+		if _, err := out.EnqueueTx(ctx, tx, a.ReplyTo, a.Text, a.Kind); err != nil {
 			return err
 		}
 	}
@@ -82,7 +51,7 @@ func AnswerTx(ctx context.Context, tx *sql.Tx, a Answer) error {
 
 // setCursorTx marks the chat's messages up to seq answered; the cursor
 // never moves back.
-func setCursorTx(ctx context.Context, tx *sql.Tx, chat string, seq int64) error {
+func setCursorTx(ctx context.Context, tx *store.Tx, chat string, seq int64) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO cursors (chat_jid, answered_seq) VALUES (?, ?)
 		ON CONFLICT (chat_jid) DO UPDATE SET answered_seq = max(answered_seq, excluded.answered_seq)`, chat, seq)
 	if err != nil {

@@ -11,14 +11,15 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // Store reads and writes chats, messages, cursors and sessions in db
 // (migrated by store.Open).
-type Store struct{ db *sql.DB }
+type Store struct{ db *store.DB }
 
 // New returns the store over db.
-func New(db *sql.DB) *Store { return &Store{db: db} }
+func New(db *store.DB) *Store { return &Store{db: db} }
 
 // Stored is one stored message of a chat.
 type Stored struct {
@@ -104,7 +105,7 @@ func (s *Store) RecentGroupChats(ctx context.Context, n int) ([]string, error) {
 // sender's earlier reaction to the same message while that is unanswered;
 // one taken back (no emoji) only removes it.
 func (s *Store) Add(ctx context.Context, m channel.Message, media string) (seq int64, added bool, err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return 0, false, fmt.Errorf("messages: store message %s: %w", m.ID, err)
 	}

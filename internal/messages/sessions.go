@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // Sessions: each group's agent session id, so a run resumes the group's
@@ -26,7 +28,7 @@ func (s *Store) Session(ctx context.Context, folder string) (string, error) {
 // ResetSession makes the group's next run start a fresh agent session and
 // reports whether it had one.
 func (s *Store) ResetSession(ctx context.Context, folder string) (bool, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return false, fmt.Errorf("messages: begin: %w", err)
 	}
@@ -41,7 +43,7 @@ func (s *Store) ResetSession(ctx context.Context, folder string) (bool, error) {
 	return had, nil
 }
 
-func resetSessionTx(ctx context.Context, tx *sql.Tx, folder string) (bool, error) {
+func resetSessionTx(ctx context.Context, tx *store.Tx, folder string) (bool, error) {
 	var had string
 	err := tx.QueryRowContext(ctx, `SELECT session_id FROM sessions WHERE folder = ?`, folder).Scan(&had)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {

@@ -5,7 +5,6 @@ package nanoclaw
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -18,11 +17,12 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // Target is where an import goes.
 type Target struct {
-	DB             *sql.DB
+	DB             *store.DB
 	Registry       *groups.Registry
 	Scheduler      *scheduler.Scheduler
 	DefaultTrigger string
@@ -197,7 +197,7 @@ func importTasks(ctx context.Context, in *Install, t Target, dryRun bool, say fu
 }
 
 func createTask(ctx context.Context, t Target, nt Task) (scheduler.Task, error) {
-	tx, err := t.DB.BeginTx(ctx, nil)
+	tx, err := t.DB.Begin(ctx)
 	if err != nil {
 		return scheduler.Task{}, err
 	}

@@ -61,7 +61,7 @@ func (o *Outbox) hopeless(err error, firstFail sql.NullInt64) bool {
 func (o *Outbox) giveUp(ctx context.Context, chat string, id int64, cause error) error {
 	ctx = context.WithoutCancel(ctx)
 	now := time.Now()
-	tx, err := o.db.BeginTx(ctx, nil)
+	tx, err := o.db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("outbox: begin: %w", err)
 	}
@@ -82,7 +82,7 @@ func (o *Outbox) giveUp(ctx context.Context, chat string, id int64, cause error)
 		_, mainJID, ok := o.main.MainChat(ctx)
 		if !ok || mainJID != chat { // never about the main chat to itself
 			to := sql.NullString{String: mainJID, Valid: ok} // NULL: waits for a main group
-			if _, err := enqueueTx(ctx, tx, to, undeliveredText(chat, cause), KindNotice, nil); err != nil {
+			if _, err := o.enqueueTx(ctx, tx, to, undeliveredText(chat, cause), KindNotice, nil); err != nil {
 				return err
 			}
 			notice = true
@@ -93,9 +93,6 @@ func (o *Outbox) giveUp(ctx context.Context, chat string, id int64, cause error)
 	}
 	o.log.Error().Err(cause).Str("chat", chat).Int64("id", id).Bool("main_told", notice).
 		Msg("outbox: message dropped, it cannot be delivered; later messages to this chat are still sent")
-	if notice {
-		o.Wake()
-	}
 	return nil
 }
 

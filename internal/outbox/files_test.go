@@ -20,19 +20,18 @@ func enqueueFile(t *testing.T, e *env, dir, text, content string) string {
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tx, err := e.db.Begin()
+	tx, err := e.db.Begin(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	if _, err := EnqueueFileTx(context.Background(), tx, famJID, text, KindIPC,
+	if _, err := e.out.EnqueueFileTx(context.Background(), tx, famJID, text, KindIPC,
 		channel.Attachment{Name: "report.pdf", MIME: "application/pdf", Path: path}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	e.out.Wake()
 	return path
 }
 

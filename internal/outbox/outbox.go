@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // Sender delivers one message. It must return nil only once the channel
@@ -51,7 +52,7 @@ const tellAgain = 24 * time.Hour
 // daemon dies, and nothing is sent twice unless the daemon dies between a
 // Send and its mark (then the stable Outgoing.ID lets the channel drop it).
 type Outbox struct {
-	db   *sql.DB
+	db   *store.DB
 	main MainChat
 	send Sender
 	log  zerolog.Logger
@@ -93,7 +94,7 @@ type MainChat interface {
 // New returns an outbox over db (migrated by store.Open) that sends
 // through sender and tells main (nil: no one) what it drops. Nothing is
 // sent until Run is called.
-func New(db *sql.DB, sender Sender, main MainChat, log zerolog.Logger) *Outbox {
+func New(db *store.DB, sender Sender, main MainChat, log zerolog.Logger) *Outbox {
 	return &Outbox{
 		db:          db,
 		send:        sender,
@@ -107,8 +108,8 @@ func New(db *sql.DB, sender Sender, main MainChat, log zerolog.Logger) *Outbox {
 	}
 }
 
-// Wake makes Run look for new rows at once. Enqueue calls it; callers of
-// EnqueueTx call it after their commit.
+// Wake makes Run look for new rows at once. Every enqueue has it called
+// after its commit; Notify and the senders call it too.
 func (o *Outbox) Wake() {
 	select {
 	case o.wake <- struct{}{}:

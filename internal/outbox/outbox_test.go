@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strconv"
@@ -25,7 +24,7 @@ const (
 )
 
 type env struct {
-	db  *sql.DB
+	db  *store.DB
 	out *Outbox
 	rec *outboxtest.Recorder
 }

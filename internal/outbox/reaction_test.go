@@ -11,14 +11,14 @@ import (
 func TestReactionIsSentInOrder(t *testing.T) {
 	e := newEnv(t)
 	enqueue(t, e, famJID, "before")
-	tx, err := e.db.Begin()
+	tx, err := e.db.Begin(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := EnqueueReactionTx(context.Background(), tx, famJID, "3EB0C4", "alice@s.whatsapp.net", "👍", KindIPC); err != nil {
+	if _, err := e.out.EnqueueReactionTx(context.Background(), tx, famJID, "3EB0C4", "alice@s.whatsapp.net", "👍", KindIPC); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := EnqueueReactionTx(context.Background(), tx, "", "3EB0C4", "", "👍", KindIPC); !errors.Is(err, ErrNoChat) {
+	if _, err := e.out.EnqueueReactionTx(context.Background(), tx, "", "3EB0C4", "", "👍", KindIPC); !errors.Is(err, ErrNoChat) {
 		t.Errorf("a reaction without a chat: %v", err)
 	}
 	if err := tx.Commit(); err != nil {

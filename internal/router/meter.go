@@ -3,7 +3,6 @@ package router
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
@@ -157,7 +157,6 @@ func (m *runMeter) Answered(status int, h http.Header) {
 		if _, err := m.r.Usage.Problem(ctx, h, m.r.mainNotice(text)); err != nil {
 			m.r.Log.Error().Err(err).Msg("record that the model API refused the credential")
 		}
-		m.r.Outbox.Wake()
 	case status == http.StatusTooManyRequests || status == 529:
 		h := usage.Health{Kind: usage.HealthRate, Status: status, Since: time.Now(), RetryAt: retryAt(h, time.Now())}
 		h.Detail = "rate limited"
@@ -172,28 +171,23 @@ func (m *runMeter) Answered(status int, h http.Header) {
 
 // notice tells the main chat text, once per group, kind and period.
 func (m *runMeter) notice(ctx context.Context, s spend, kind, text string) {
-	sent, err := m.r.Usage.Once(ctx, m.group, s.Name+"-"+kind, s.Key, m.r.mainNotice(text))
-	if err != nil {
+	if _, err := m.r.Usage.Once(ctx, m.group, s.Name+"-"+kind, s.Key, m.r.mainNotice(text)); err != nil {
 		m.r.Log.Error().Err(err).Str("group", m.group).Msg("tell the main chat about the budget")
-		return
-	}
-	if sent {
-		m.r.Outbox.Wake()
 	}
 }
 
 var errNoMain = errors.New("no main group is registered to tell")
 
 // mainNotice queues text for the main chat inside a transaction.
-func (r *Router) mainNotice(text string) func(context.Context, *sql.Tx) error {
-	return func(ctx context.Context, tx *sql.Tx) error {
+func (r *Router) mainNotice(text string) func(context.Context, *store.Tx) error {
+	return func(ctx context.Context, tx *store.Tx) error {
 		list, err := r.Groups.List(ctx)
 		if err != nil {
 			return err
 		}
 		for _, g := range list {
 			if g.IsMain {
-				return messages.AnswerTx(ctx, tx, messages.Answer{ReplyTo: g.JID, Text: text, Kind: outbox.KindNotice})
+				return messages.AnswerTx(ctx, tx, r.Outbox, messages.Answer{ReplyTo: g.JID, Text: text, Kind: outbox.KindNotice})
 			}
 		}
 		return errNoMain

@@ -15,6 +15,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
@@ -81,7 +82,7 @@ type Router struct {
 	Groups   Groups
 	Config   func() *config.Config // the current config (it may be reloaded)
 	Queue    Queue
-	Outbox   messages.Waker
+	Outbox   *outbox.Outbox
 	Reporter Reporter
 	Tokens   Tokens
 	Tasks    Tasks

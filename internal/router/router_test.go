@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"database/sql"
 	"path/filepath"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
+	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/nanoclawd/nanoclawd/internal/testkit/mock"
@@ -27,16 +27,16 @@ const (
 
 // env is a router over a real SQLite file, with main and family
 // registered (family needs "@Andy" and only alice may call it), and mocks
-// for what it drives: the queue's runs and the outbox's wakes are counted.
+// for what it drives: the queue's runs are counted; the outbox, never
+// run, keeps what was queued.
 type env struct {
 	t        *testing.T
 	r        *Router
-	db       *sql.DB
+	db       *store.DB
 	cfg      *config.Config
 	msgs     *messages.Store
 	running  map[string]bool
 	enqueued []string
-	wakes    int
 }
 
 func newEnv(t *testing.T) *env {
@@ -67,7 +67,7 @@ func newEnv(t *testing.T) *env {
 			EnqueueMessagesFn: func(folder string) { e.enqueued = append(e.enqueued, folder) },
 			RunningFn:         func(folder string) bool { return e.running[folder] },
 		},
-		Outbox: &mock.Waker{WakeFn: func() { e.wakes++ }},
+		Outbox: outbox.New(db, nil, nil, zerolog.Nop()),
 	}
 	return e
 }

@@ -2,9 +2,10 @@ package runner
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // LastRun is a group's last finished agent run (the last_runs table).
@@ -19,8 +20,8 @@ type LastRun struct {
 
 // RecordLastRun keeps r as its group's last run, and counts it in its
 // hour (RunCounts).
-func RecordLastRun(ctx context.Context, db *sql.DB, r LastRun) error {
-	tx, err := db.BeginTx(ctx, nil)
+func RecordLastRun(ctx context.Context, db *store.DB, r LastRun) error {
+	tx, err := db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("record the last run of %s: %w", r.Folder, err)
 	}
@@ -51,7 +52,7 @@ func RecordLastRun(ctx context.Context, db *sql.DB, r LastRun) error {
 type RunCount struct{ Runs, Failures int }
 
 // RunCounts counts each group's runs that ended since then (to the hour).
-func RunCounts(ctx context.Context, db *sql.DB, since time.Time) (map[string]RunCount, error) {
+func RunCounts(ctx context.Context, db *store.DB, since time.Time) (map[string]RunCount, error) {
 	rows, err := db.QueryContext(ctx, `SELECT folder, SUM(runs), SUM(failures) FROM run_hours WHERE hour >= ? GROUP BY folder`, since.Unix()/3600)
 	if err != nil {
 		return nil, fmt.Errorf("count runs: %w", err)
@@ -70,7 +71,7 @@ func RunCounts(ctx context.Context, db *sql.DB, since time.Time) (map[string]Run
 }
 
 // LastRuns returns every group's last run, by folder.
-func LastRuns(ctx context.Context, db *sql.DB) (map[string]LastRun, error) {
+func LastRuns(ctx context.Context, db *store.DB) (map[string]LastRun, error) {
 	rows, err := db.QueryContext(ctx, `SELECT folder, started_at, finished_at, ok, error, task_id FROM last_runs`)
 	if err != nil {
 		return nil, fmt.Errorf("read last runs: %w", err)

@@ -2,9 +2,9 @@ package runner
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 
+	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/rs/zerolog"
 )
 
@@ -12,10 +12,10 @@ import (
 // every running agent (agent_marks), so that the next start can end what
 // a killed daemon's agents left running (a kill -9 of the daemon takes
 // each agent with it, but not its children), and each group's last run.
-type Ledger struct{ db *sql.DB }
+type Ledger struct{ db *store.DB }
 
 // NewLedger returns the ledger kept in db (migrated by store.Open).
-func NewLedger(db *sql.DB) *Ledger { return &Ledger{db: db} }
+func NewLedger(db *store.DB) *Ledger { return &Ledger{db: db} }
 
 // RecordLastRun keeps r as its group's last run.
 func (l *Ledger) RecordLastRun(ctx context.Context, r LastRun) error {

@@ -100,7 +100,7 @@ func (s *Scheduler) fireDue(ctx context.Context) {
 }
 
 func (s *Scheduler) claim(ctx context.Context, t Task, now time.Time) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -140,7 +140,7 @@ func (s *Scheduler) Done(ctx context.Context, taskID, result string, runErr erro
 		errText = sql.NullString{String: runErr.Error(), Valid: true}
 	}
 	now := s.now().UnixMilli()
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("record task run: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/rs/zerolog"
 )
 
@@ -57,17 +58,9 @@ type Observer interface {
 	TasksChanged(ctx context.Context)
 }
 
-// Querier is a *sql.DB or a *sql.Tx, so task changes can share the
-// transaction that records the IPC file asking for them.
-type Querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 // Scheduler owns the scheduled_tasks and task_run_logs tables.
 type Scheduler struct {
-	db       *sql.DB
+	db       *store.DB
 	loc      *time.Location
 	queue    Enqueuer
 	observer Observer // may be nil
@@ -79,7 +72,7 @@ type Scheduler struct {
 // New returns a scheduler computing schedules in loc, handing due tasks to
 // queue and telling observer (nil: no one) of changes. Call Run to start
 // firing tasks.
-func New(db *sql.DB, loc *time.Location, queue Enqueuer, observer Observer, log zerolog.Logger) *Scheduler {
+func New(db *store.DB, loc *time.Location, queue Enqueuer, observer Observer, log zerolog.Logger) *Scheduler {
 	if loc == nil {
 		loc = time.Local
 	}
@@ -92,9 +85,10 @@ type NewTask struct {
 	GroupFolder, ChatJID, Prompt, ScheduleType, ScheduleValue, ContextMode string
 }
 
-// Create validates and stores a task through q. Call Changed after the
-// transaction commits.
-func (s *Scheduler) Create(ctx context.Context, q Querier, nt NewTask) (Task, error) {
+// Create validates and stores a task inside tx (the transaction that
+// records the IPC file asking for it, say). Call Changed after tx commits;
+// so for the other changes.
+func (s *Scheduler) Create(ctx context.Context, tx *store.Tx, nt NewTask) (Task, error) {
 	if nt.ContextMode == "" {
 		nt.ContextMode = ContextGroup
 	}
@@ -109,7 +103,7 @@ func (s *Scheduler) Create(ctx context.Context, q Querier, nt NewTask) (Task, er
 	t := Task{ID: newID(now), GroupFolder: nt.GroupFolder, ChatJID: nt.ChatJID, Prompt: nt.Prompt,
 		ScheduleType: nt.ScheduleType, ScheduleValue: nt.ScheduleValue, ContextMode: nt.ContextMode,
 		Status: StatusActive, NextRun: &next, CreatedAt: now}
-	_, err = q.ExecContext(ctx, `INSERT INTO scheduled_tasks
+	_, err = tx.ExecContext(ctx, `INSERT INTO scheduled_tasks
 		(id, group_folder, chat_jid, prompt, schedule_type, schedule_value, context_mode, status, next_run, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.ID, t.GroupFolder, t.ChatJID, t.Prompt, t.ScheduleType, t.ScheduleValue, t.ContextMode, t.Status,
@@ -152,8 +146,15 @@ func msPtr(v sql.NullInt64) *time.Time {
 }
 
 // Get returns one task, or ErrNotFound.
-func (s *Scheduler) Get(ctx context.Context, q Querier, id string) (Task, error) {
-	t, err := scanTask(q.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM scheduled_tasks WHERE id = ?`, id))
+func (s *Scheduler) Get(ctx context.Context, id string) (Task, error) {
+	return scanOne(s.db.QueryRowContext(ctx, selectOne, id), id)
+}
+
+const selectOne = `SELECT ` + taskColumns + ` FROM scheduled_tasks WHERE id = ?`
+
+// scanOne reads task id from row, a query of selectOne.
+func scanOne(row *sql.Row, id string) (Task, error) {
+	t, err := scanTask(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
@@ -165,9 +166,9 @@ func (s *Scheduler) List(ctx context.Context, folder string) ([]Task, error) {
 	return ListTasks(ctx, s.db, folder)
 }
 
-// ListTasks is List over q.
-func ListTasks(ctx context.Context, q Querier, folder string) ([]Task, error) {
-	return queryTasks(ctx, q, `WHERE ? = '' OR group_folder = ? ORDER BY created_at, id`, folder, folder)
+// ListTasks is List over db, for a reader made before the scheduler.
+func ListTasks(ctx context.Context, db *store.DB, folder string) ([]Task, error) {
+	return queryTasks(ctx, db, `WHERE ? = '' OR group_folder = ? ORDER BY created_at, id`, folder, folder)
 }
 
 // Next returns the n active tasks due soonest.
@@ -179,8 +180,8 @@ func (s *Scheduler) query(ctx context.Context, where string, args ...any) ([]Tas
 	return queryTasks(ctx, s.db, where, args...)
 }
 
-func queryTasks(ctx context.Context, q Querier, where string, args ...any) ([]Task, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+taskColumns+` FROM scheduled_tasks `+where, args...)
+func queryTasks(ctx context.Context, db *store.DB, where string, args ...any) ([]Task, error) {
+	rows, err := db.QueryContext(ctx, `SELECT `+taskColumns+` FROM scheduled_tasks `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
@@ -197,17 +198,17 @@ func queryTasks(ctx context.Context, q Querier, where string, args ...any) ([]Ta
 }
 
 // Pause stops a task from firing until Resume.
-func (s *Scheduler) Pause(ctx context.Context, q Querier, id string) error {
-	if _, err := s.changeable(ctx, q, id); err != nil {
+func (s *Scheduler) Pause(ctx context.Context, tx *store.Tx, id string) error {
+	if _, err := s.changeable(ctx, tx, id); err != nil {
 		return err
 	}
-	_, err := q.ExecContext(ctx, `UPDATE scheduled_tasks SET status = 'paused' WHERE id = ?`, id)
+	_, err := tx.ExecContext(ctx, `UPDATE scheduled_tasks SET status = 'paused' WHERE id = ?`, id)
 	return err
 }
 
 // Resume re-activates a paused task from now on.
-func (s *Scheduler) Resume(ctx context.Context, q Querier, id string) error {
-	t, err := s.changeable(ctx, q, id)
+func (s *Scheduler) Resume(ctx context.Context, tx *store.Tx, id string) error {
+	t, err := s.changeable(ctx, tx, id)
 	if err != nil {
 		return err
 	}
@@ -215,16 +216,16 @@ func (s *Scheduler) Resume(ctx context.Context, q Querier, id string) error {
 	if err != nil {
 		return err
 	}
-	_, err = q.ExecContext(ctx, `UPDATE scheduled_tasks SET status = 'active', next_run = ? WHERE id = ?`, next.UnixMilli(), id)
+	_, err = tx.ExecContext(ctx, `UPDATE scheduled_tasks SET status = 'active', next_run = ? WHERE id = ?`, next.UnixMilli(), id)
 	return err
 }
 
 // Cancel ends a task for good.
-func (s *Scheduler) Cancel(ctx context.Context, q Querier, id string) error {
-	if _, err := s.changeable(ctx, q, id); err != nil {
+func (s *Scheduler) Cancel(ctx context.Context, tx *store.Tx, id string) error {
+	if _, err := s.changeable(ctx, tx, id); err != nil {
 		return err
 	}
-	_, err := q.ExecContext(ctx, `UPDATE scheduled_tasks SET status = 'cancelled', next_run = NULL WHERE id = ?`, id)
+	_, err := tx.ExecContext(ctx, `UPDATE scheduled_tasks SET status = 'cancelled', next_run = NULL WHERE id = ?`, id)
 	return err
 }
 
@@ -235,8 +236,8 @@ type Update struct {
 
 // Update changes a task's prompt or schedule. A new schedule takes effect
 // from now.
-func (s *Scheduler) Update(ctx context.Context, q Querier, id string, u Update) error {
-	t, err := s.changeable(ctx, q, id)
+func (s *Scheduler) Update(ctx context.Context, tx *store.Tx, id string, u Update) error {
+	t, err := s.changeable(ctx, tx, id)
 	if err != nil {
 		return err
 	}
@@ -261,13 +262,14 @@ func (s *Scheduler) Update(ctx context.Context, q Querier, id string, u Update) 
 		}
 		next = sql.NullInt64{Int64: n.UnixMilli(), Valid: true}
 	}
-	_, err = q.ExecContext(ctx, `UPDATE scheduled_tasks SET prompt = ?, schedule_type = ?, schedule_value = ?, next_run = ?
+	_, err = tx.ExecContext(ctx, `UPDATE scheduled_tasks SET prompt = ?, schedule_type = ?, schedule_value = ?, next_run = ?
 		WHERE id = ?`, t.Prompt, t.ScheduleType, t.ScheduleValue, next, id)
 	return err
 }
 
-func (s *Scheduler) changeable(ctx context.Context, q Querier, id string) (Task, error) {
-	t, err := s.Get(ctx, q, id)
+// changeable reads task id inside tx, refusing a finished one.
+func (s *Scheduler) changeable(ctx context.Context, tx *store.Tx, id string) (Task, error) {
+	t, err := scanOne(tx.QueryRowContext(ctx, selectOne, id), id)
 	if err != nil {
 		return t, err
 	}

@@ -94,6 +94,33 @@ func newScheduler(t *testing.T, r Enqueuer) (*Scheduler, string) {
 	return New(db, time.UTC, r, nil, zerolog.Nop()), dir
 }
 
+// change runs f in a transaction of its own, committed when f succeeds,
+// as the IPC journal runs a task change in the file's.
+func change(t *testing.T, s *Scheduler, f func(tx *store.Tx) error) error {
+	t.Helper()
+	tx, err := s.db.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if err := f(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// create stores nt in a transaction of its own.
+func create(t *testing.T, s *Scheduler, nt NewTask) (Task, error) {
+	t.Helper()
+	var task Task
+	err := change(t, s, func(tx *store.Tx) error {
+		var err error
+		task, err = s.Create(context.Background(), tx, nt)
+		return err
+	})
+	return task, err
+}
+
 func TestDueTaskRunsThroughRunnerAndIsLogged(t *testing.T) {
 	ran := make(enqueued, 4)
 	s, _ := newScheduler(t, ran)
@@ -101,7 +128,7 @@ func TestDueTaskRunsThroughRunnerAndIsLogged(t *testing.T) {
 	defer cancel()
 	go s.Run(ctx)
 
-	task, err := s.Create(ctx, s.db, NewTask{GroupFolder: "family", ChatJID: "1@g.us", Prompt: "water the plants",
+	task, err := create(t, s, NewTask{GroupFolder: "family", ChatJID: "1@g.us", Prompt: "water the plants",
 		ScheduleType: TypeOnce, ScheduleValue: "2000-01-01T00:00:00", ContextMode: ContextIsolated})
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +136,7 @@ func TestDueTaskRunsThroughRunnerAndIsLogged(t *testing.T) {
 	s.Changed()
 	select {
 	case id := <-ran:
-		if got, err := s.Get(ctx, s.db, id); err != nil || id != task.ID || got.Prompt != "water the plants" || got.ChatJID != "1@g.us" {
+		if got, err := s.Get(ctx, id); err != nil || id != task.ID || got.Prompt != "water the plants" || got.ChatJID != "1@g.us" {
 			t.Fatalf("ran %s: %+v %v", id, got, err)
 		}
 	case <-time.After(10 * time.Second):
@@ -118,7 +145,7 @@ func TestDueTaskRunsThroughRunnerAndIsLogged(t *testing.T) {
 	if err := s.Done(ctx, task.ID, "done: plants watered", nil); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Get(ctx, s.db, task.ID)
+	got, err := s.Get(ctx, task.ID)
 	if err != nil || got.Status != StatusCompleted || got.NextRun != nil || got.LastResult != "done: plants watered" || got.LastRun == nil {
 		t.Fatalf("after run: %+v %v", got, err)
 	}
@@ -138,7 +165,7 @@ func TestPauseResumeCancelUpdate(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	s.now = func() time.Time { return now }
-	task, err := s.Create(ctx, s.db, NewTask{GroupFolder: "family", ChatJID: "1@g.us", Prompt: "p",
+	task, err := create(t, s, NewTask{GroupFolder: "family", ChatJID: "1@g.us", Prompt: "p",
 		ScheduleType: TypeCron, ScheduleValue: "0 9 * * *"})
 	if err != nil {
 		t.Fatal(err)
@@ -146,34 +173,36 @@ func TestPauseResumeCancelUpdate(t *testing.T) {
 	if task.ContextMode != ContextGroup {
 		t.Fatalf("context mode defaults to group, got %q", task.ContextMode)
 	}
-	if err := s.Pause(ctx, s.db, task.ID); err != nil {
+	if err := change(t, s, func(tx *store.Tx) error { return s.Pause(ctx, tx, task.ID) }); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.Get(ctx, s.db, task.ID); got.Status != StatusPaused {
+	if got, _ := s.Get(ctx, task.ID); got.Status != StatusPaused {
 		t.Fatalf("status %q", got.Status)
 	}
-	if err := s.Resume(ctx, s.db, task.ID); err != nil {
+	if err := change(t, s, func(tx *store.Tx) error { return s.Resume(ctx, tx, task.ID) }); err != nil {
 		t.Fatal(err)
 	}
 	prompt, typ, val := "new prompt", TypeInterval, "7200000"
-	if err := s.Update(ctx, s.db, task.ID, Update{Prompt: &prompt, ScheduleType: &typ, ScheduleValue: &val}); err != nil {
+	if err := change(t, s, func(tx *store.Tx) error {
+		return s.Update(ctx, tx, task.ID, Update{Prompt: &prompt, ScheduleType: &typ, ScheduleValue: &val})
+	}); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := s.Get(ctx, s.db, task.ID)
+	got, _ := s.Get(ctx, task.ID)
 	if got.Status != StatusActive || got.Prompt != prompt || got.NextRun == nil || !got.NextRun.Equal(now.Add(2*time.Hour)) {
 		t.Fatalf("after update: %+v", got)
 	}
 	bad := "every day"
-	if err := s.Update(ctx, s.db, task.ID, Update{ScheduleValue: &bad}); !errors.Is(err, ErrSchedule) {
+	if err := change(t, s, func(tx *store.Tx) error { return s.Update(ctx, tx, task.ID, Update{ScheduleValue: &bad}) }); !errors.Is(err, ErrSchedule) {
 		t.Fatalf("bad update: %v", err)
 	}
-	if err := s.Cancel(ctx, s.db, task.ID); err != nil {
+	if err := change(t, s, func(tx *store.Tx) error { return s.Cancel(ctx, tx, task.ID) }); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Resume(ctx, s.db, task.ID); !errors.Is(err, ErrFinished) {
+	if err := change(t, s, func(tx *store.Tx) error { return s.Resume(ctx, tx, task.ID) }); !errors.Is(err, ErrFinished) {
 		t.Fatalf("resume after cancel: %v", err)
 	}
-	if err := s.Pause(ctx, s.db, "task-nope"); !errors.Is(err, ErrNotFound) {
+	if err := change(t, s, func(tx *store.Tx) error { return s.Pause(ctx, tx, "task-nope") }); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("pause unknown: %v", err)
 	}
 }
@@ -192,7 +221,7 @@ func TestChangedTellsTheObserver(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.Run(ctx)
-	if _, err := s.Create(ctx, s.db, NewTask{GroupFolder: "family", ChatJID: "1@g.us", Prompt: "p",
+	if _, err := create(t, s, NewTask{GroupFolder: "family", ChatJID: "1@g.us", Prompt: "p",
 		ScheduleType: TypeInterval, ScheduleValue: "600000", ContextMode: ContextIsolated}); err != nil {
 		t.Fatal(err)
 	}

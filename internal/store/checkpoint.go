@@ -32,7 +32,7 @@ const checkpointDelay = 50 * time.Millisecond
 
 // OpenWithCheckpointer is Open for the daemon: the same database, whose
 // WAL checkpoints run in the returned Checkpointer's Run.
-func OpenWithCheckpointer(dataDir string) (*sql.DB, *Checkpointer, error) {
+func OpenWithCheckpointer(dataDir string) (*DB, *Checkpointer, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("create data directory: %w", err)
 	}
@@ -55,7 +55,7 @@ func OpenWithCheckpointer(dataDir string) (*sql.DB, *Checkpointer, error) {
 	if err := migrate(c.db, path); err != nil {
 		return nil, nil, err
 	}
-	return c.db, c, nil
+	return &DB{c.db}, c, nil
 }
 
 // Run checkpoints after commits until ctx ends. A PASSIVE checkpoint

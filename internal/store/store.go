@@ -42,7 +42,7 @@ func Busy(err error) bool {
 
 // Open opens (creating if needed) the database in dataDir and applies any
 // migrations it has not seen yet.
-func Open(dataDir string) (*sql.DB, error) {
+func Open(dataDir string) (*DB, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
@@ -50,7 +50,7 @@ func Open(dataDir string) (*sql.DB, error) {
 }
 
 // OpenFile opens the database at path and migrates it.
-func OpenFile(path string) (*sql.DB, error) {
+func OpenFile(path string) (*DB, error) {
 	db, err := sql.Open("sqlite3", DSN(path))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -58,7 +58,7 @@ func OpenFile(path string) (*sql.DB, error) {
 	if err := migrate(db, path); err != nil {
 		return nil, err
 	}
-	return db, nil
+	return &DB{db}, nil
 }
 
 // migrate brings db up to date, closing it if that fails.

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -86,7 +87,7 @@ func TestConcurrentWriters(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tx, err := db.Begin()
+			tx, err := db.Begin(context.Background())
 			if err != nil {
 				errs <- err
 				return
@@ -138,7 +139,7 @@ func TestMigrationNumbersRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = Migrate(db, fsys)
+		err = Migrate(db.DB, fsys)
 		db.Close()
 		if err == nil {
 			t.Errorf("%s: migrated", name)

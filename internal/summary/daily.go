@@ -2,7 +2,6 @@ package summary
 
 import (
 	"context"
-	"database/sql"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -11,6 +10,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/backup"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // Clock is the time the summary goes by; tests inject one.
@@ -44,7 +44,7 @@ type Notifier interface {
 type Daily struct {
 	Hour, Minute int
 	Loc          *time.Location
-	DB           *sql.DB
+	DB           *store.DB
 	Layout       layout.Layout
 	WhatsApp     Connection // nil: WhatsApp is not enabled
 	Spend        Spender    // nil: spend is not counted (see Spender)

@@ -2,10 +2,11 @@ package usage
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // Kinds of trouble with the model API.
@@ -35,10 +36,10 @@ type healthCache struct {
 // Problem records h. For a kind not yet recorded, notify (which queues a
 // message to the main chat) runs in the same transaction and new is
 // true; a kind already recorded is only updated (say, a new retry time).
-func (s *Store) Problem(ctx context.Context, h Health, notify func(context.Context, *sql.Tx) error) (new bool, err error) {
+func (s *Store) Problem(ctx context.Context, h Health, notify func(context.Context, *store.Tx) error) (new bool, err error) {
 	s.health.mu.Lock()
 	defer s.health.mu.Unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -99,7 +100,7 @@ func (s *Store) Resolved(ctx context.Context, kinds ...string) error {
 
 // HealthOf lists the standing problems recorded in db (status and doctor
 // read it; doctor without a running daemon).
-func HealthOf(ctx context.Context, db *sql.DB) ([]Health, error) {
+func HealthOf(ctx context.Context, db *store.DB) ([]Health, error) {
 	rows, err := db.QueryContext(ctx, `SELECT kind, status, detail, since, retry_at FROM upstream_health ORDER BY kind`)
 	if err != nil {
 		return nil, fmt.Errorf("read the model API's state: %w", err)

@@ -2,21 +2,22 @@ package usage
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // Store keeps the usage of every model request in SQLite (usage_requests,
 // usage_notices, upstream_health: migrations/0019_usage.sql).
 type Store struct {
-	db     *sql.DB
+	db     *store.DB
 	health healthCache
 }
 
 // NewStore is the usage kept in db.
-func NewStore(db *sql.DB) *Store { return &Store{db: db} }
+func NewStore(db *store.DB) *Store { return &Store{db: db} }
 
 // Request is one model request as the relay saw it end.
 type Request struct {
@@ -108,8 +109,8 @@ func (s *Store) Spent(ctx context.Context, group string, since time.Time) (float
 // Once runs do (which queues a notice) in the transaction that records
 // the notice kind of group for period, unless it was recorded before.
 // It reports whether do ran.
-func (s *Store) Once(ctx context.Context, group, kind, period string, do func(context.Context, *sql.Tx) error) (bool, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+func (s *Store) Once(ctx context.Context, group, kind, period string, do func(context.Context, *store.Tx) error) (bool, error) {
+	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return false, err
 	}

@@ -2,7 +2,6 @@ package usage_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"testing"
 	"time"
@@ -11,7 +10,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
-func openStore(t *testing.T) (*usage.Store, *sql.DB) {
+func openStore(t *testing.T) (*usage.Store, *store.DB) {
 	t.Helper()
 	db, err := store.Open(t.TempDir())
 	if err != nil {
@@ -67,8 +66,8 @@ func TestOnce(t *testing.T) {
 	ctx := context.Background()
 	s, db := openStore(t)
 	queued := 0
-	do := func(ctx context.Context, tx *sql.Tx) error { queued++; return nil }
-	fail := func(ctx context.Context, tx *sql.Tx) error { return errors.New("no main group") }
+	do := func(ctx context.Context, tx *store.Tx) error { queued++; return nil }
+	fail := func(ctx context.Context, tx *store.Tx) error { return errors.New("no main group") }
 	if ran, err := s.Once(ctx, "family", "daily-over", "2026-11-26", fail); ran || err == nil {
 		t.Fatalf("a failed notice counts as sent: %v %v", ran, err)
 	}
@@ -95,7 +94,7 @@ func TestHealth(t *testing.T) {
 	ctx := context.Background()
 	s, db := openStore(t)
 	told := 0
-	notify := func(ctx context.Context, tx *sql.Tx) error { told++; return nil }
+	notify := func(ctx context.Context, tx *store.Tx) error { told++; return nil }
 	now := time.Now().Truncate(time.Millisecond)
 	for i := 0; i < 3; i++ {
 		if _, err := s.Problem(ctx, usage.Health{Kind: usage.HealthCredential, Status: 401, Detail: "refused", Since: now}, notify); err != nil {

@@ -20,11 +20,6 @@ type Queue struct {
 func (q *Queue) EnqueueMessages(folder string) { q.EnqueueMessagesFn(folder) }
 func (q *Queue) Running(folder string) bool    { return q.RunningFn(folder) }
 
-// Waker is the outbox as the router wakes it.
-type Waker struct{ WakeFn func() }
-
-func (w *Waker) Wake() { w.WakeFn() }
-
 // Reporter is a router.Reporter.
 type Reporter struct {
 	ReportFn func(ctx context.Context, v security.Violation) error

@@ -1,0 +1,69 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"time"
+)
+
+// DB is the database. Its Begin is the one way a transaction is opened:
+// it waits out another writer, and its Tx runs OnCommit hooks.
+type DB struct{ *sql.DB }
+
+// Tx is a transaction of DB. Code that works inside a caller's
+// transaction takes a *Tx, and says with OnCommit what must follow the
+// commit (the outbox's wake), so that no caller has to remember it.
+type Tx struct {
+	*sql.Tx
+	onCommit []func()
+}
+
+// busyWait bounds how long Begin waits for a database another connection
+// or process holds locked. Some transactions hold what exists only in
+// memory (an agent's answer): dropped, it is lost, so the wait is long.
+const busyWait = 2 * time.Minute
+
+// Begin opens a write transaction, trying again with a growing pause (up
+// to busyWait in all, and while ctx lasts) as long as the database is
+// locked. With _txlock=immediate a lock refuses at BEGIN, before anything
+// is written, so trying again is safe.
+func (db *DB) Begin(ctx context.Context) (*Tx, error) {
+	tx, err := db.BeginTx(ctx, nil)
+	for wait, until := 100*time.Millisecond, time.Now().Add(busyWait); Busy(err) && time.Now().Before(until); wait = min(2*wait, 2*time.Second) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		tx, err = db.BeginTx(ctx, nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Tx{Tx: tx}, nil
+}
+
+// OnCommit has f run after the transaction commits; a rollback (or a
+// failed commit) drops it.
+func (tx *Tx) OnCommit(f func()) { tx.onCommit = append(tx.onCommit, f) }
+
+// Commit commits the transaction and then runs its OnCommit hooks, once.
+func (tx *Tx) Commit() error {
+	hooks := tx.onCommit
+	tx.onCommit = nil
+	if err := tx.Tx.Commit(); err != nil {
+		return err
+	}
+	for _, f := range hooks {
+		f()
+	}
+	return nil
+}
+
+// Rollback undoes the transaction and drops its OnCommit hooks. After a
+// Commit it does nothing (and returns sql.ErrTxDone), so it may be
+// deferred.
+func (tx *Tx) Rollback() error {
+	tx.onCommit = nil
+	return tx.Tx.Rollback()
+}
