@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
@@ -73,6 +74,7 @@ func (s spendToday) Today(ctx context.Context, folder string) (float64, bool, er
 		return 0, false, err
 	}
 	b := security.EffectiveBudget(cfg.Agent.Budget, g.Security, g.IsMain)
-	over, err := s.d.usage.Over(ctx, folder, usage.Periods(now, cfg.Location(), b.Daily, b.Monthly))
+	standings, err := s.d.usage.Standings(ctx, folder, usage.Periods(now, cfg.Location(), b.Daily, b.Monthly))
+	over := slices.ContainsFunc(standings, func(s usage.Standing) bool { return s.Level == usage.Over })
 	return usd, over, err
 }

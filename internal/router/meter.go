@@ -54,17 +54,10 @@ func (m *runMeter) stop(why string) {
 	m.mu.Unlock()
 }
 
-// spend is what the group spent in one limited period.
-type spend struct {
-	usage.Period
-	spent float64
-	level usage.Level
-}
-
 // spends is where the group stands at `at` in each period it has a limit
 // for: the budget as it is now (a limit raised during a run applies to
 // its next request).
-func (m *runMeter) spends(ctx context.Context, at time.Time) []spend {
+func (m *runMeter) spends(ctx context.Context, at time.Time) []usage.Standing {
 	g, err := m.r.Groups.ByFolder(ctx, m.group)
 	if err != nil {
 		m.r.Log.Error().Err(err).Str("group", m.group).Msg("read the group's budget; not applied")
@@ -72,14 +65,9 @@ func (m *runMeter) spends(ctx context.Context, at time.Time) []spend {
 	}
 	cfg := m.r.Config()
 	b := security.EffectiveBudget(cfg.Agent.Budget, g.Security, g.IsMain)
-	var out []spend
-	for _, p := range usage.Periods(at, cfg.Location(), b.Daily, b.Monthly) {
-		spent, err := m.r.Usage.Spent(ctx, m.group, p.Start)
-		if err != nil {
-			m.r.Log.Error().Err(err).Str("group", m.group).Msg("sum the group's spend; its budget is not applied")
-			continue
-		}
-		out = append(out, spend{p, spent, usage.LevelOf(spent, p.Limit)})
+	out, err := m.r.Usage.Standings(ctx, m.group, usage.Periods(at, cfg.Location(), b.Daily, b.Monthly))
+	if err != nil {
+		m.r.Log.Error().Err(err).Str("group", m.group).Msg("sum the group's spend; its budget is not applied")
 	}
 	return out
 }
@@ -88,12 +76,12 @@ func (m *runMeter) spends(ctx context.Context, at time.Time) []spend {
 // until the day or month turns.
 func (m *runMeter) Admit(ctx context.Context) *gateway.Refusal {
 	for _, s := range m.spends(ctx, time.Now()) {
-		if s.level != usage.Over {
+		if s.Level != usage.Over {
 			continue
 		}
 		m.notice(ctx, s, "over", m.overText(s))
 		msg := fmt.Sprintf("nanoclaw: the %s model budget of group %s is spent (%s of %s); no more model requests until %s. Tell the user; the owner was told and can raise the limit.",
-			s.Name, m.group, usd(s.spent), usd(s.Limit), m.turns(s.Period))
+			s.Name, m.group, usd(s.Spent), usd(s.Limit), m.turns(s.Period))
 		m.stop(msg)
 		// As the API answers an organisation over its spend limit: 400,
 		// which the SDK does not retry.
@@ -123,19 +111,19 @@ func (m *runMeter) Done(model string, t usage.Tokens) {
 func (m *runMeter) checkBudget(at time.Time) {
 	ctx := context.Background()
 	for _, s := range m.spends(ctx, at) {
-		switch s.level {
+		switch s.Level {
 		case usage.Over:
 			m.notice(ctx, s, "over", m.overText(s))
 		case usage.Warn:
 			m.notice(ctx, s, "warn", fmt.Sprintf("[BUDGET WARNING] Group %s has spent %s of its %s model budget of %s (%.0f %%). At the limit its agent stops until %s. %s",
-				m.group, usd(s.spent), s.Name, usd(s.Limit), 100*s.spent/s.Limit, m.turns(s.Period), m.raise(s.Period)))
+				m.group, usd(s.Spent), s.Name, usd(s.Limit), 100*s.Spent/s.Limit, m.turns(s.Period), m.raise(s.Period)))
 		}
 	}
 }
 
-func (m *runMeter) overText(s spend) string {
+func (m *runMeter) overText(s usage.Standing) string {
 	return fmt.Sprintf("[BUDGET] Group %s has spent its %s model budget: %s of %s. Its agent gets no more model requests until %s. %s",
-		m.group, s.Name, usd(s.spent), usd(s.Limit), m.turns(s.Period), m.raise(s.Period))
+		m.group, s.Name, usd(s.Spent), usd(s.Limit), m.turns(s.Period), m.raise(s.Period))
 }
 
 // Answered implements gateway.Meter: the model API's verdict on the
@@ -170,7 +158,7 @@ func (m *runMeter) Answered(status int, h http.Header) {
 }
 
 // notice tells the main chat text, once per group, kind and period.
-func (m *runMeter) notice(ctx context.Context, s spend, kind, text string) {
+func (m *runMeter) notice(ctx context.Context, s usage.Standing, kind, text string) {
 	if _, err := m.r.Usage.Once(ctx, m.group, s.Name+"-"+kind, s.Key, m.r.mainNotice(text)); err != nil {
 		m.r.Log.Error().Err(err).Str("group", m.group).Msg("tell the main chat about the budget")
 	}

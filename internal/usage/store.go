@@ -129,18 +129,26 @@ func (s *Store) Once(ctx context.Context, group, kind, period string, do func(co
 	return true, tx.Commit()
 }
 
-// Over reports whether group has spent the limit of one of periods.
-func (s *Store) Over(ctx context.Context, group string, periods []Period) (bool, error) {
+// Standing is where a group stands in one limited period: what it spent
+// since the period began, and how that compares with the limit.
+type Standing struct {
+	Period
+	Spent float64
+	Level Level
+}
+
+// Standings is where group stands in each of periods (Periods gives them
+// for a budget).
+func (s *Store) Standings(ctx context.Context, group string, periods []Period) ([]Standing, error) {
+	out := make([]Standing, 0, len(periods))
 	for _, p := range periods {
 		spent, err := s.Spent(ctx, group, p.Start)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
-		if LevelOf(spent, p.Limit) == Over {
-			return true, nil
-		}
+		out = append(out, Standing{p, spent, LevelOf(spent, p.Limit)})
 	}
-	return false, nil
+	return out, nil
 }
 
 // SpendSince is what each group's requests since then cost, in USD.

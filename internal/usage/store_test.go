@@ -147,3 +147,32 @@ func TestPeriods(t *testing.T) {
 		}
 	}
 }
+
+// Standings compares what a group spent in each budgeted period with its
+// limit: under, warned at 80 %, over.
+func TestStandings(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openStore(t)
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	prices := usage.Prices{"m": {Output: 1e6}} // one USD an output token
+	for _, r := range []usage.Request{
+		{Time: now.Add(-time.Hour), Group: "family", Run: "a", Model: "m", Tokens: usage.Tokens{Output: 2}},
+		{Time: now.AddDate(0, 0, -3), Group: "family", Run: "b", Model: "m", Tokens: usage.Tokens{Output: 7}},
+	} {
+		if err := s.Record(ctx, r.PricedBy(prices)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	daily, monthly := 2.4, 9.0
+	got, err := s.Standings(ctx, "family", usage.Periods(now, time.UTC, &daily, &monthly))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Name != "daily" || !near(got[0].Spent, 2) || got[0].Level != usage.Warn ||
+		got[1].Name != "monthly" || !near(got[1].Spent, 9) || got[1].Level != usage.Over {
+		t.Errorf("standings %+v; want daily 2 of 2.4 (warn), monthly 9 of 9 (over)", got)
+	}
+	if got, err := s.Standings(ctx, "main", usage.Periods(now, time.UTC, &daily, nil)); err != nil || len(got) != 1 || got[0].Level != usage.Under {
+		t.Errorf("main: %+v, %v; want one period, under", got, err)
+	}
+}
