@@ -3,22 +3,18 @@ package router
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"mime"
-	"os"
 	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
-	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
 // Files people send are saved as <group folder>/media/<message id><ext>
@@ -123,66 +119,24 @@ func (r *Router) saveMedia(ctx context.Context, g groups.Group, m channel.Messag
 }
 
 // writeMedia writes data as media/name of g's folder. The folder is the
-// group's to write, so every step goes through an os.Root opened on it,
-// never a path string: nothing the group plants can redirect the write
-// outside its folder. A link where media/ belongs is removed, not
-// followed, and reported as a filesystem violation.
+// group's to write, so it goes through groupfs: whatever the group put
+// where media/ belongs (a link above all) is removed without being
+// followed, reported as a filesystem violation, and replaced by a real
+// directory; a temp file beside the name, synced and renamed over it,
+// replaces a link planted under the name itself. The file is readable by
+// a confined run whatever the daemon's umask.
 func (r *Router) writeMedia(ctx context.Context, g groups.Group, name string, data []byte) error {
-	dir := r.Config().Layout().Group(g.Folder)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	root, err := os.OpenRoot(dir)
+	folder, err := groupfs.Open(r.Config().Layout().Group(g.Folder), g.Folder, 0o755, r.Reporter)
 	if err != nil {
 		return err
 	}
-	defer root.Close()
-	fi, err := root.Lstat(layout.MediaDir)
-	switch {
-	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
-		target, _ := root.Readlink(layout.MediaDir)
-		if err := root.Remove(layout.MediaDir); err != nil {
-			return fmt.Errorf("media/ is a link (to %s) and could not be removed: %w", target, err)
-		}
-		r.planted(ctx, g, filepath.Join(dir, layout.MediaDir), fmt.Sprintf("media/ was a symbolic link to %s; the daemon removed it instead of saving a received file through it", target))
-	case err == nil && !fi.IsDir():
-		r.planted(ctx, g, filepath.Join(dir, layout.MediaDir), "media/ is not a directory; a received file was not saved")
-		return errors.New("media/ in the group's folder is not a directory")
-	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		return err
-	}
-	if err := root.Mkdir(layout.MediaDir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	// Opened as a root of its own, then checked to be the directory named
-	// media/ and not a link swapped in since (which could lead elsewhere in
-	// the folder, logs/ say): the open handle stays on what was checked.
-	media, err := root.OpenRoot(layout.MediaDir)
+	defer folder.Close()
+	media, err := folder.Sub(ctx, layout.MediaDir, 0o755)
 	if err != nil {
 		return err
 	}
 	defer media.Close()
-	opened, err := media.Stat(".")
-	if err != nil {
-		return err
-	}
-	if named, err := root.Lstat(layout.MediaDir); err != nil || !named.IsDir() || !os.SameFile(opened, named) {
-		r.planted(ctx, g, filepath.Join(dir, layout.MediaDir), "media/ was replaced while a received file was being saved; it was not saved")
-		return errors.New("media/ in the group's folder changed while saving")
-	}
-	// A temp file beside it, synced, renamed over the name: a link planted
-	// under that name is replaced, never followed; readable by a confined
-	// run whatever the daemon's umask.
-	return atomicfile.CopyIn(media, name, bytes.NewReader(data), 0o644)
-}
-
-// planted reports what the group left where the daemon writes.
-func (r *Router) planted(ctx context.Context, g groups.Group, target, detail string) {
-	v := security.Violation{Time: time.Now(), Group: g.Folder, Kind: security.KindFilesystem, Tool: "media",
-		Target: target, Detail: detail, Action: "blocked"}
-	if err := r.Reporter.Report(context.WithoutCancel(ctx), v); err != nil {
-		r.Log.Error().Err(err).Str("group", g.Folder).Msg("report a link planted in media/")
-	}
+	return atomicfile.CopyIn(media.Root(), name, bytes.NewReader(data), 0o644)
 }
 
 // extension is the saved file's: the sender's own when it looks like one,
