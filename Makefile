@@ -8,8 +8,10 @@ GOFILES := $(shell find cmd internal migrations -name '*.go' -o -name '*.sql' 2>
 
 build: $(BIN) $(RUNNER)
 
+# nanoclawd-init, beside it, is the first process of a confined run's
+# sandbox (nanoclawd sandbox-init does the same, starting slower).
 $(BIN): $(GOFILES)
-	$(GO) build -o $(BIN) ./cmd/nanoclawd
+	$(GO) build -o bin/ ./cmd/nanoclawd ./cmd/nanoclawd-init
 
 agent-runner/node_modules/.package-lock.json: agent-runner/package-lock.json
 	cd agent-runner && npm ci --no-audit --no-fund

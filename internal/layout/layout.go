@@ -37,7 +37,6 @@ package layout
 import (
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strings"
 )
 
@@ -198,15 +197,28 @@ func Reserved(folder string) bool {
 	return strings.EqualFold(folder, GlobalFolder) || folder == ErrorsDir
 }
 
-var folderRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
-
 // ValidFolder checks a group's folder name: it becomes a directory name
 // under groupsDir and dataDir/ipc, so it may not contain path tricks.
 func ValidFolder(name string) error {
-	if !folderRE.MatchString(name) || Reserved(name) {
+	if !folderName(name) || Reserved(name) {
 		return fmt.Errorf("folder %q: use 1-64 letters, digits, '_' or '-', starting with a letter or digit, and not \"global\" or \"errors\"", name)
 	}
 	return nil
+}
+
+// folderName is ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$, without compiling a
+// regexp in every program that names a path (the sandbox's first process
+// among them).
+func folderName(name string) bool {
+	if name == "" || len(name) > 64 || name[0] == '_' || name[0] == '-' {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 func (l Layout) data(name string) string { return filepath.Join(l.DataDir, name) }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -121,13 +122,37 @@ func BwrapArgs(p Plan, u User, seccompFD int, argv []string) []string {
 	return append(a, argv...)
 }
 
-// InitArgs is the command line of `nanoclawd sandbox-init` that starts
-// command inside the sandbox.
-func InitArgs(binary string, p Plan, command []string) []string {
-	a := []string{binary, "sandbox-init", "--lifeline", "3",
-		"--nproc", strconv.Itoa(p.Limits.Processes),
-		"--fsize", strconv.FormatInt(p.Limits.FileSize, 10),
+// InitProgram is how the sandbox's first process is started: the small
+// nanoclawd-init built beside binary, when it is there, else `binary
+// sandbox-init`. Both run Init; the small one is running in a few
+// milliseconds, where the whole nanoclawd spends tens initialising
+// packages a sandbox never uses (WhatsApp's protocol, the validator, …),
+// on every confined start.
+func InitProgram(binary string) []string {
+	if binary == "" {
+		return nil
 	}
+	if small := binary + "-init"; executable(small) {
+		return []string{small}
+	}
+	return []string{binary, "sandbox-init"}
+}
+
+func executable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+// InitArgs is the command line of the sandbox's first process (Init) that
+// starts command inside the sandbox.
+func InitArgs(binary string, p Plan, command []string) []string {
+	first := p.Init
+	if first == nil {
+		first = InitProgram(binary)
+	}
+	a := append(slices.Clone(first), "--lifeline", "3",
+		"--nproc", strconv.Itoa(p.Limits.Processes),
+		"--fsize", strconv.FormatInt(p.Limits.FileSize, 10))
 	if p.Socket != "" {
 		a = append(a, "--gateway", p.Socket, "--listen", cmp.Or(p.Listen, GatewayAddr))
 	}

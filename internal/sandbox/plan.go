@@ -84,6 +84,8 @@ type Plan struct {
 	// Listen is the gateway's address inside the run (see Listen()); on
 	// macOS the only port its profile allows.
 	Listen string `json:"listen"`
+	// Init starts the sandbox's first process (InitProgram).
+	Init []string `json:"-"`
 }
 
 // Input is what a plan is made from. Paths are absolute.
@@ -172,7 +174,10 @@ func New(in Input) Plan {
 			add(f, ReadOnly, "agent.command")
 		}
 	}
-	add(in.Binary, ReadOnly, "nanoclawd (MCP server, sandbox init)")
+	add(in.Binary, ReadOnly, "nanoclawd (MCP server)")
+	if p.Init = InitProgram(in.Binary); len(p.Init) == 1 {
+		add(p.Init[0], ReadOnly, "nanoclawd-init (the sandbox's first process)")
+	}
 	for _, r := range in.AllowRead {
 		add(r, ReadOnly, "allowRead")
 	}

@@ -215,3 +215,34 @@ func TestStateFilesHiddenInAnAllowedDataDir(t *testing.T) {
 		}
 	}
 }
+
+// The sandbox's first process is the small nanoclawd-init beside the
+// daemon's binary when there is one (bound into the sandbox read-only),
+// else the daemon's own binary with sandbox-init.
+func TestInitProgram(t *testing.T) {
+	root, in := world(t)
+	p := New(in)
+	if want := []string{in.Binary, "sandbox-init"}; !slices.Equal(p.Init, want) {
+		t.Fatalf("without nanoclawd-init: %q, want %q", p.Init, want)
+	}
+	small := filepath.Join(root, "bin/nanoclawd-init")
+	if err := os.WriteFile(small, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p := New(in); p.Init[0] != in.Binary {
+		t.Errorf("a nanoclawd-init that is not executable was used: %q", p.Init)
+	}
+	if err := os.Chmod(small, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p = New(in)
+	if !slices.Equal(p.Init, []string{small}) {
+		t.Fatalf("with nanoclawd-init: %q, want %q", p.Init, small)
+	}
+	if !slices.ContainsFunc(p.Mounts, func(m Mount) bool { return m.Path == small && m.Mode == ReadOnly }) {
+		t.Errorf("nanoclawd-init is not bound into the sandbox: %+v", p.Mounts)
+	}
+	if args := InitArgs(in.Binary, p, []string{"agent"}); args[0] != small || args[1] != "--lifeline" || args[len(args)-1] != "agent" {
+		t.Errorf("InitArgs = %q", args)
+	}
+}

@@ -99,11 +99,15 @@ func buildPkg(pkg string) (string, error) {
 		}
 	}
 	bin := filepath.Join(binDir, filepath.Base(pkg))
-	args := []string{"build", "-o", bin}
+	args := []string{"build", "-o", binDir + "/"}
 	if os.Getenv(RaceEnv) != "" {
 		args = append(args, "-race")
 	}
-	cmd := exec.Command("go", append(args, "./"+pkg)...)
+	pkgs := []string{"./" + pkg}
+	if pkg == "cmd/nanoclawd" {
+		pkgs = append(pkgs, "./cmd/nanoclawd-init") // the sandbox's first process, beside it as make builds it
+	}
+	cmd := exec.Command("go", append(args, pkgs...)...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./%s: %w\n%s", pkg, err, out)

@@ -1,0 +1,14 @@
+// Command nanoclawd-init is the first process inside a confined run's
+// sandbox: the daemon starts it, beside itself, in place of `nanoclawd
+// sandbox-init` (the same code, sandbox.Init). Being small, it is running
+// in a few milliseconds; the whole nanoclawd spends tens initialising
+// packages a sandbox never uses. It is not meant to be run by people.
+package main
+
+import (
+	"os"
+
+	"github.com/nanoclawd/nanoclawd/internal/sandbox"
+)
+
+func main() { os.Exit(sandbox.Init(os.Args[1:])) }
