@@ -18,8 +18,11 @@ type LastRun struct {
 	TaskID   string // "" for a message run
 }
 
+// runHoursKept is how long a group's hourly run counts are kept.
+const runHoursKept = 7 * 24 * time.Hour
+
 // RecordLastRun keeps r as its group's last run, and counts it in its
-// hour (RunCounts).
+// hour (RunCounts), forgetting the group's counts older than a week.
 func RecordLastRun(ctx context.Context, db *store.DB, r LastRun) error {
 	tx, err := db.Begin(ctx)
 	if err != nil {
@@ -40,6 +43,12 @@ func RecordLastRun(ctx context.Context, db *store.DB, r LastRun) error {
 		ON CONFLICT (folder, hour) DO UPDATE SET runs = runs + 1, failures = failures + excluded.failures`,
 		r.Folder, r.Finished.Unix()/3600, failed); err != nil {
 		return fmt.Errorf("count the run of %s: %w", r.Folder, err)
+	}
+	// Only the last day is ever read; a week is kept, so the table stays
+	// small in a daemon left alone for months.
+	if _, err = tx.ExecContext(ctx, `DELETE FROM run_hours WHERE folder = ? AND hour < ?`,
+		r.Folder, r.Finished.Add(-runHoursKept).Unix()/3600); err != nil {
+		return fmt.Errorf("prune the run counts of %s: %w", r.Folder, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("record the last run of %s: %w", r.Folder, err)

@@ -1,0 +1,39 @@
+package runner
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/store"
+)
+
+// Runs are counted by hour, and a group's counts older than a week go
+// when it runs again: a daemon left alone for months keeps a small table.
+func TestRunCountsArePruned(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	now := time.Now()
+	for _, r := range []LastRun{
+		{Folder: "family", Finished: now.Add(-30 * 24 * time.Hour), OK: true},
+		{Folder: "work", Finished: now.Add(-30 * 24 * time.Hour), OK: true},
+		{Folder: "family", Finished: now.Add(-2 * time.Hour), OK: false},
+		{Folder: "family", Finished: now, OK: true},
+	} {
+		r.Started = r.Finished
+		if err := RecordLastRun(ctx, db, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts, err := RunCounts(ctx, db, now.Add(-60*24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts["family"] != (RunCount{Runs: 2, Failures: 1}) || counts["work"] != (RunCount{Runs: 1}) {
+		t.Errorf("counts %+v; want family's month-old run forgotten (2 runs, 1 failure), work's kept until it runs again", counts)
+	}
+}
