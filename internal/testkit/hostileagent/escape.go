@@ -54,7 +54,7 @@ func escape(cmd string, say func(string, ...any)) {
 
 	out, err := exec.Command("unshare", "-Ur", "true").CombinedOutput()
 	try("unshare -Ur true", wrap(err, out))
-	try("unshare(CLONE_NEWUSER)", syscall.Unshare(syscall.CLONE_NEWUSER))
+	try("unshare(CLONE_NEWUSER)", unshareUser())
 	try("write /dev/escape", os.WriteFile("/dev/escape", []byte("x"), 0o644))
 	big := make([]byte, 1<<20)
 	f, err := os.Create("/dev/shm/fill")
