@@ -1,0 +1,47 @@
+package nanoclawd
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// House rules the compiler does not keep: every transaction is opened by
+// store.DB.Begin (which waits out a locked database and runs OnCommit
+// hooks), and nothing outside the outbox wakes it by hand (enqueuing in a
+// transaction wakes it on commit).
+func TestHouseRules(t *testing.T) {
+	rules := []struct {
+		needle, owner, why string
+	}{
+		{".BeginTx(", "internal/store/", "open transactions with store.DB.Begin"},
+		{".Wake()", "internal/outbox/", "the outbox wakes itself when a transaction that enqueued commits"},
+	}
+	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == ".git" || p == filepath.Join("internal", "testkit")) {
+			return fs.SkipDir
+		}
+		if d.IsDir() || filepath.Ext(p) != ".go" || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, r := range rules {
+			if bytes.Contains(b, []byte(r.needle)) && !strings.HasPrefix(filepath.ToSlash(p), r.owner) {
+				t.Errorf("%s calls %s: %s", p, r.needle, r.why)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
