@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // Prefix starts every JID of this channel.
@@ -51,7 +52,7 @@ const (
 // pages survive a restart and a retried send is not shown twice.
 type Channel struct {
 	socket   string
-	db       *sql.DB
+	db       *store.DB
 	start    time.Time
 	maxMedia func() int // media.maxBytes now: a request may carry that much in base64
 
@@ -63,7 +64,7 @@ type Channel struct {
 // db; a posted file may be up to maxMedia() bytes, the current
 // media.maxBytes (the router refuses a larger file itself, and says so in
 // the prompt).
-func New(socket string, db *sql.DB, maxMedia func() int) *Channel {
+func New(socket string, db *store.DB, maxMedia func() int) *Channel {
 	return &Channel{socket: socket, db: db, sent: make(chan struct{}), start: time.Now(), maxMedia: maxMedia}
 }
 

@@ -49,7 +49,7 @@ func serve(t *testing.T, sink channel.Sink) (*Channel, *Client, *http.Client, st
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	c := New(sock, db.DB, func() int { return 1 << 10 })
+	c := New(sock, db, func() int { return 1 << 10 })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx, sink) }()
@@ -239,7 +239,7 @@ func TestLiveSocketNotStolen(t *testing.T) {
 	_, _, _, sock := serve(t, &fakeSink{})
 	db, _ := store.Open(t.TempDir())
 	defer db.Close()
-	err := New(sock, db.DB, func() int { return 1 << 10 }).Run(context.Background(), &fakeSink{})
+	err := New(sock, db, func() int { return 1 << 10 }).Run(context.Background(), &fakeSink{})
 	if err == nil || !strings.Contains(err.Error(), "served by another process") {
 		t.Errorf("second server on a live socket: %v", err)
 	}
@@ -256,7 +256,7 @@ func TestStaleSocketReplaced(t *testing.T) {
 	defer db.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- New(sock, db.DB, func() int { return 1 << 10 }).Run(ctx, &fakeSink{}) }()
+	go func() { done <- New(sock, db, func() int { return 1 << 10 }).Run(ctx, &fakeSink{}) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if conn, err := net.Dial("unix", sock); err == nil {
