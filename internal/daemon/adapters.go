@@ -2,35 +2,14 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
-	"github.com/nanoclawd/nanoclawd/internal/groups"
-	"github.com/nanoclawd/nanoclawd/internal/ipc"
-	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
-
-// chats lists chats for available_groups.json: every chat seen, and
-// whether it is registered.
-type chats struct {
-	*messages.Store
-	reg *groups.Registry
-}
-
-func (c chats) IsRegistered(ctx context.Context, jid string) (bool, error) {
-	_, err := c.reg.ByJID(ctx, jid)
-	if errors.Is(err, groups.ErrNotFound) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-var _ ipc.Chats = chats{}
 
 // mainLink is the state of the channel that carries the main chat, for
 // alerts.fallback: a channel that can say when it lost its connection

@@ -139,7 +139,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	}
 	d.ledger = runner.NewLedger(d.db)
 	d.usage = usage.NewStore(d.db)
-	d.snapshots = ipc.NewSnapshots(cfg.Layout(), d.db, chats{d.messages, d.reg}, log.With().Str("part", "ipc").Logger())
+	d.snapshots = ipc.NewSnapshots(cfg.Layout(), d.db, d.messages, d.reg, log.With().Str("part", "ipc").Logger())
 	d.sched = scheduler.New(d.db, cfg.Location(), d.queue, d.snapshots, log.With().Str("part", "scheduler").Logger())
 	d.proof = selftest.NewVerdict()
 	d.router = &router.Router{

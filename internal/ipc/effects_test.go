@@ -31,7 +31,7 @@ func TestDaemonEffects(t *testing.T) {
 	out := outbox.New(h.db, outboxtest.NewRecorder(), h.groups, zerolog.Nop())
 	h.w.cfg.Outbox, h.w.cfg.Messages = out, msgs
 	h.w.cfg.Alerts = alerts.NewReporter(h.db, h.layout.GroupsDir, out, h.groups, time.Minute, nil, zerolog.Nop())
-	h.w.cfg.Snapshots = NewSnapshots(h.layout, h.db, &chatsFake{}, zerolog.Nop())
+	h.w.cfg.Snapshots = NewSnapshots(h.layout, h.db, msgs, h.groups, zerolog.Nop())
 	h.w.cfg.DefaultTrigger = func() string { return "@Andy" }
 	h.w.fx = daemonEffects{&h.w.cfg}
 	h.start(t)

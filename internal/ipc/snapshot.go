@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,8 +15,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
-	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
@@ -33,8 +35,9 @@ import (
 // available_groups.json's lastSync is when its list was last written.
 type Snapshots struct {
 	layout layout.Layout
-	db     *store.DB // the scheduler's tasks are read with scheduler.ListTasks
-	chats  Chats
+	db     *store.DB        // the scheduler's tasks are read with scheduler.ListTasks
+	chats  *messages.Store  // every chat seen
+	groups *groups.Registry // which of them are registered
 	log    zerolog.Logger
 
 	mu   sync.Mutex
@@ -47,16 +50,9 @@ type Snapshots struct {
 	written map[string][]byte // path → the list it holds, as last written
 }
 
-// Chats is where the chat list comes from (the daemon's chat table and
-// group registry).
-type Chats interface {
-	ListChats(ctx context.Context) ([]channel.Chat, error)
-	IsRegistered(ctx context.Context, jid string) (bool, error)
-}
-
 // NewSnapshots returns the writer of the snapshot files under l.
-func NewSnapshots(l layout.Layout, db *store.DB, chats Chats, log zerolog.Logger) *Snapshots {
-	return &Snapshots{layout: l, db: db, chats: chats, log: log, seen: map[string]bool{}, written: map[string][]byte{}}
+func NewSnapshots(l layout.Layout, db *store.DB, chats *messages.Store, reg *groups.Registry, log zerolog.Logger) *Snapshots {
+	return &Snapshots{layout: l, db: db, chats: chats, groups: reg, log: log, seen: map[string]bool{}, written: map[string][]byte{}}
 }
 
 // AvailableGroup is one chat in available_groups.json.
@@ -111,7 +107,7 @@ func (s *Snapshots) writeTasks(ctx context.Context, folder string, isMain bool) 
 }
 
 func (s *Snapshots) writeGroups(ctx context.Context, folder string, isMain bool, now time.Time) error {
-	groups := []AvailableGroup{}
+	available := []AvailableGroup{}
 	if isMain {
 		list, err := s.chats.ListChats(ctx)
 		if err != nil {
@@ -122,15 +118,15 @@ func (s *Snapshots) writeGroups(ctx context.Context, folder string, isMain bool,
 			if !c.IsGroup {
 				continue
 			}
-			reg, err := s.chats.IsRegistered(ctx, c.JID)
-			if err != nil {
+			_, err := s.groups.ByJID(ctx, c.JID)
+			if err != nil && !errors.Is(err, groups.ErrNotFound) {
 				return fmt.Errorf("look up chat %s: %w", c.JID, err)
 			}
-			groups = append(groups, AvailableGroup{JID: c.JID, Name: c.Name,
-				LastActivity: c.Time.UTC().Format(time.RFC3339Nano), IsRegistered: reg})
+			available = append(available, AvailableGroup{JID: c.JID, Name: c.Name,
+				LastActivity: c.Time.UTC().Format(time.RFC3339Nano), IsRegistered: err == nil})
 		}
 	}
-	return s.write(s.layout.IPC(folder).GroupsSnapshot(), groups, func(list []byte) any {
+	return s.write(s.layout.IPC(folder).GroupsSnapshot(), available, func(list []byte) any {
 		return struct {
 			Groups   json.RawMessage `json:"groups"`
 			LastSync string          `json:"lastSync"`

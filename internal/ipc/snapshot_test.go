@@ -12,19 +12,29 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
-type chatsFake struct {
-	chats      []channel.Chat
-	registered map[string]bool
-}
-
-func (c *chatsFake) ListChats(context.Context) ([]channel.Chat, error) { return c.chats, nil }
-func (c *chatsFake) IsRegistered(_ context.Context, jid string) (bool, error) {
-	return c.registered[jid], nil
+// seen records chats as the daemon's channels would, and registers the
+// groups given: a real chat table and registry for the snapshot to read.
+func seen(t *testing.T, db *store.DB, l layout.Layout, chats []channel.Chat, registered ...groups.Group) (*messages.Store, *groups.Registry) {
+	t.Helper()
+	msgs, reg := messages.New(db), groups.New(db, l.GroupsDir)
+	for _, c := range chats {
+		if err := msgs.RecordChat(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, g := range registered {
+		if err := reg.Add(context.Background(), g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return msgs, reg
 }
 
 // snapshotStore is a fresh SQLite store and layout, closed with the test.
@@ -43,12 +53,12 @@ func snapshotStore(t *testing.T) (*store.DB, layout.Layout) {
 // reaches the files of every group refreshed before.
 func TestSnapshotsMainSeesAllOthersTheirOwn(t *testing.T) {
 	db, l := snapshotStore(t)
-	chats := &chatsFake{chats: []channel.Chat{
+	msgs, reg := seen(t, db, l, []channel.Chat{
 		{JID: "old@g.us", Name: "Old", IsGroup: true, Time: time.Unix(100, 0)},
 		{JID: "new@g.us", Name: "New", IsGroup: true, Time: time.Unix(200, 0)},
 		{JID: "alice@s.whatsapp.net", Name: "Alice", Time: time.Unix(300, 0)},
-	}, registered: map[string]bool{"old@g.us": true}}
-	snaps := NewSnapshots(l, db, chats, zerolog.Nop())
+	}, groups.Group{JID: "old@g.us", Name: "Old", Folder: "old"})
+	snaps := NewSnapshots(l, db, msgs, reg, zerolog.Nop())
 	sched := scheduler.New(db, time.UTC, nil, snaps, zerolog.Nop())
 	ctx := context.Background()
 	create := func(folder string) {
@@ -139,8 +149,8 @@ func TestSnapshotsMainSeesAllOthersTheirOwn(t *testing.T) {
 // file gone, is written again.
 func TestSnapshotsRewriteOnlyWhatChanged(t *testing.T) {
 	db, l := snapshotStore(t)
-	chats := &chatsFake{chats: []channel.Chat{{JID: "a@g.us", Name: "A", IsGroup: true, Time: time.Unix(100, 0)}}}
-	snaps := NewSnapshots(l, db, chats, zerolog.Nop())
+	msgs, reg := seen(t, db, l, []channel.Chat{{JID: "a@g.us", Name: "A", IsGroup: true, Time: time.Unix(100, 0)}})
+	snaps := NewSnapshots(l, db, msgs, reg, zerolog.Nop())
 	ctx := context.Background()
 	refresh := func() {
 		t.Helper()
@@ -164,7 +174,9 @@ func TestSnapshotsRewriteOnlyWhatChanged(t *testing.T) {
 		t.Error("a refresh with nothing changed replaced the files")
 	}
 
-	chats.chats = append(chats.chats, channel.Chat{JID: "b@g.us", Name: "B", IsGroup: true, Time: time.Unix(200, 0)})
+	if err := msgs.RecordChat(ctx, channel.Chat{JID: "b@g.us", Name: "B", IsGroup: true, Time: time.Unix(200, 0)}); err != nil {
+		t.Fatal(err)
+	}
 	refresh()
 	if inode(groupsFile) == g0 {
 		t.Error("a new chat did not rewrite available_groups.json")
