@@ -243,6 +243,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 		goRun("control", func(ctx context.Context) error { return status.Serve(ctx, ln, d.Status) })
 	}
 	for _, ch := range d.channels {
+		// A channel with a socket of its own (the local one) binds it
+		// now, so that a client started once "running" is logged finds it.
+		if o, ok := ch.(interface{ Open() error }); ok {
+			if err := o.Open(); err != nil {
+				d.log.Error().Err(err).Str("part", ch.Name()).Msg("stopped")
+				continue
+			}
+		}
 		goRun(ch.Name(), func(ctx context.Context) error {
 			err := ch.Run(ctx, d.router)
 			switch {

@@ -54,7 +54,8 @@ type Channel struct {
 	socket   string
 	db       *store.DB
 	start    time.Time
-	maxMedia func() int // media.maxBytes now: a request may carry that much in base64
+	maxMedia func() int   // media.maxBytes now: a request may carry that much in base64
+	ln       net.Listener // bound by Open, served by Run
 
 	mu   sync.Mutex
 	sent chan struct{} // closed and replaced whenever something is sent
@@ -110,10 +111,10 @@ func (c *Channel) Send(ctx context.Context, m channel.Outgoing) error {
 
 // Run serves the socket until ctx ends.
 func (c *Channel) Run(ctx context.Context, sink channel.Sink) error {
-	ln, err := listen(c.socket)
-	if err != nil {
+	if err := c.Open(); err != nil {
 		return err
 	}
+	ln := c.ln
 	srv := &http.Server{Handler: c.handler(sink), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -121,11 +122,23 @@ func (c *Channel) Run(ctx context.Context, sink channel.Sink) error {
 		defer cancel()
 		srv.Shutdown(shutdown)
 	}()
-	err = srv.Serve(ln)
+	err := srv.Serve(ln)
 	os.Remove(c.socket)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
+	return err
+}
+
+// Open binds the socket, so that a client may connect from the moment it
+// returns (the daemon calls it before it says it is running); Run serves
+// it, and binds it first if Open was not called.
+func (c *Channel) Open() error {
+	if c.ln != nil {
+		return nil
+	}
+	ln, err := listen(c.socket)
+	c.ln = ln
 	return err
 }
 

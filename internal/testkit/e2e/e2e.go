@@ -348,7 +348,7 @@ func (p *Proc) Stop() {
 
 // Start runs the daemon until the test ends and waits until it is ready:
 // it has logged "nanoclawd running" (groups loaded, IPC directories
-// watched) and its socket answers. If the test failed, the daemon's output
+// watched), by which time its local channel must answer. If the test failed, the daemon's output
 // is logged when it ends.
 func (in *Install) Start() *Proc {
 	tb := in.TB
@@ -384,7 +384,12 @@ func (in *Install) Start() *Proc {
 		if int64(len(b)) < logged {
 			logged = 0 // rotated since
 		}
-		if bytes.Contains(b[logged:], []byte(`"nanoclawd running"`)) && in.Local.Health(context.Background()) == nil {
+		if bytes.Contains(b[logged:], []byte(`"nanoclawd running"`)) {
+			// Running means ready: a client started now must find the
+			// local channel's socket (the first-run guide says so).
+			if err := in.Local.Health(context.Background()); err != nil {
+				tb.Fatalf("the daemon logged \"nanoclawd running\" before its local channel answered: %v", err)
+			}
 			p.Ready = time.Since(t0)
 			return p
 		}
