@@ -36,33 +36,6 @@ func TestArchitectureMapsEveryPackage(t *testing.T) {
 	}
 }
 
-// Test support stands apart: no file the product is built from imports
-// internal/testkit.
-func TestProductDoesNotImportTestkit(t *testing.T) {
-	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == ".git" || p == filepath.Join("internal", "testkit")) {
-			return fs.SkipDir
-		}
-		if d.IsDir() || filepath.Ext(p) != ".go" || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		if bytes.Contains(b, []byte(`/internal/testkit/`)) {
-			t.Errorf("%s imports test support (internal/testkit)", p)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // The README is read to the end: what it is, the two commands, the first
 // run and where to read on; the rest lives in docs/.
 func TestReadmeIsShort(t *testing.T) {

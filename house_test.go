@@ -9,16 +9,19 @@ import (
 	"testing"
 )
 
-// House rules the compiler does not keep: every transaction is opened by
-// store.DB.Begin (which waits out a locked database and runs OnCommit
-// hooks), and nothing outside the outbox wakes it by hand (enqueuing in a
-// transaction wakes it on commit).
+// House rules the compiler does not keep, checked in every file the
+// product is built from: every transaction is opened by store.DB.Begin
+// (which waits out a locked database and runs OnCommit hooks), nothing
+// outside the outbox wakes it by hand (enqueuing in a transaction wakes it
+// on commit), and test support stands apart (nothing imports
+// internal/testkit).
 func TestHouseRules(t *testing.T) {
 	rules := []struct {
 		needle, owner, why string
 	}{
 		{".BeginTx(", "internal/store/", "open transactions with store.DB.Begin"},
 		{".Wake()", "internal/outbox/", "the outbox wakes itself when a transaction that enqueued commits"},
+		{"/internal/testkit/", "internal/testkit/", "it imports test support, which the product may not"},
 	}
 	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -36,7 +39,7 @@ func TestHouseRules(t *testing.T) {
 		}
 		for _, r := range rules {
 			if bytes.Contains(b, []byte(r.needle)) && !strings.HasPrefix(filepath.ToSlash(p), r.owner) {
-				t.Errorf("%s calls %s: %s", p, r.needle, r.why)
+				t.Errorf("%s holds %q: %s", p, r.needle, r.why)
 			}
 		}
 		return nil
