@@ -144,7 +144,7 @@ func New(o Options) (*Run, error) {
 	if o.Inside != nil {
 		inside = o.Inside
 	}
-	launch, err := sandbox.Command(plan, o.Binary, user, inside)
+	launch, err := sandbox.Command(plan, user, inside)
 	if err != nil {
 		c.Close()
 		return nil, runner.NoRetry(err)

@@ -143,14 +143,10 @@ func executable(path string) bool {
 	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
 
-// InitArgs is the command line of the sandbox's first process (Init) that
-// starts command inside the sandbox.
-func InitArgs(binary string, p Plan, command []string) []string {
-	first := p.Init
-	if first == nil {
-		first = InitProgram(binary)
-	}
-	a := append(slices.Clone(first), "--lifeline", "3",
+// InitArgs is the command line of the sandbox's first process (Init,
+// started as p.Init) that starts command inside the sandbox.
+func InitArgs(p Plan, command []string) []string {
+	a := append(slices.Clone(p.Init), "--lifeline", "3",
 		"--nproc", strconv.Itoa(p.Limits.Processes),
 		"--fsize", strconv.FormatInt(p.Limits.FileSize, 10))
 	if p.Socket != "" {
@@ -160,8 +156,8 @@ func InitArgs(binary string, p Plan, command []string) []string {
 }
 
 // Command is the whole confined command line for this OS, run as u.
-func Command(p Plan, binary string, u User, command []string) (Launch, error) {
-	inner := InitArgs(binary, p, command)
+func Command(p Plan, u User, command []string) (Launch, error) {
+	inner := InitArgs(p, command)
 	switch runtime.GOOS {
 	case "linux":
 		return bwrapLaunch(p, u, inner)

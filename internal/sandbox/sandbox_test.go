@@ -111,6 +111,7 @@ func TestPlanIsAnAllowList(t *testing.T) {
 
 func TestBwrapArgsGolden(t *testing.T) {
 	p := Plan{
+		Init:    []string{"/opt/nanoclawd", "sandbox-init"},
 		Workdir: "/srv/nc/groups/family",
 		Socket:  "/srv/nc/data/gw/1.sock",
 		Limits:  testLimits,
@@ -128,7 +129,7 @@ func TestBwrapArgsGolden(t *testing.T) {
 			{Path: "/srv/nc/groups/family/.git", Mode: ReadOnly, Dir: true, Missing: true},
 		},
 	}
-	got := strings.Join(BwrapArgs(p, User{DefaultRunID, DefaultRunID}, FirstFD, InitArgs("/opt/nanoclawd", p, []string{"/usr/bin/node", "/srv/agent/dist/index.js"})), "\n") + "\n"
+	got := strings.Join(BwrapArgs(p, User{DefaultRunID, DefaultRunID}, FirstFD, InitArgs(p, []string{"/usr/bin/node", "/srv/agent/dist/index.js"})), "\n") + "\n"
 	golden(t, "bwrap-args.golden", got)
 	profile := Profile(p)
 	golden(t, "macos-profile.golden.sb", profile)
@@ -242,7 +243,7 @@ func TestInitProgram(t *testing.T) {
 	if !slices.ContainsFunc(p.Mounts, func(m Mount) bool { return m.Path == small && m.Mode == ReadOnly }) {
 		t.Errorf("nanoclawd-init is not bound into the sandbox: %+v", p.Mounts)
 	}
-	if args := InitArgs(in.Binary, p, []string{"agent"}); args[0] != small || args[1] != "--lifeline" || args[len(args)-1] != "agent" {
+	if args := InitArgs(p, []string{"agent"}); args[0] != small || args[1] != "--lifeline" || args[len(args)-1] != "agent" {
 		t.Errorf("InitArgs = %q", args)
 	}
 }
