@@ -52,28 +52,21 @@ func Profile(p Plan) string {
 	w("(allow file-read-metadata (literal \"/\") (literal \"/private\") (literal \"/var\") (literal \"/etc\") (literal \"/tmp\") (literal \"/dev\"))")
 	// A runtime resolving a path (realpath) looks at each directory above
 	// it: their metadata, never their listing.
-	if up := ancestors(p.Mounts); len(up) > 0 {
-		b.WriteString("(allow file-read-metadata")
-		for _, a := range up {
-			fmt.Fprintf(&b, " (literal %s)", q(a))
+	// rule is one rule over several paths: head, then (kind "path") for
+	// each, then tail.
+	rule := func(head, kind string, paths []string, tail string) {
+		b.WriteString(head)
+		for _, path := range paths {
+			fmt.Fprintf(&b, " (%s %s)", kind, q(path))
 		}
-		b.WriteString(")\n")
+		b.WriteString(tail + "\n")
 	}
-	b.WriteString("(allow file-read* file-write-data")
-	for _, d := range macDevices {
-		fmt.Fprintf(&b, " (literal %s)", q(d))
+	if up := ancestors(p.Mounts); len(up) > 0 {
+		rule("(allow file-read-metadata", "literal", up, ")")
 	}
-	b.WriteString(" (regex #\"^/dev/fd/[0-9]+$\"))\n")
-	b.WriteString("(allow file-read*")
-	for _, s := range macSystem {
-		fmt.Fprintf(&b, " (subpath %s)", q(s))
-	}
-	b.WriteString(")\n")
-	b.WriteString("(deny file-read*")
-	for _, s := range homebrewPrefixes {
-		fmt.Fprintf(&b, " (subpath %s)", q(s))
-	}
-	b.WriteString(") ; Homebrew and /usr/local: only the agent runtime's own parts, below\n")
+	rule("(allow file-read* file-write-data", "literal", macDevices, " (regex #\"^/dev/fd/[0-9]+$\"))")
+	rule("(allow file-read*", "subpath", macSystem, ")")
+	rule("(deny file-read*", "subpath", homebrewPrefixes, ") ; Homebrew and /usr/local: only the agent runtime's own parts, below")
 	for _, m := range p.Mounts {
 		switch m.Mode {
 		case ReadOnly:
