@@ -92,7 +92,6 @@ func (a *fakeEffects) refreshGroups(context.Context) error {
 }
 
 type harness struct {
-	t       *testing.T
 	root    string // <dataDir>/ipc
 	layout  layout.Layout
 	db      *store.DB

@@ -111,9 +111,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	}
 	writes := []string{filepath.Join(cfg.DataDir, "selftest-write-"+id), filepath.Join(o.Home, ".nanoclawd-selftest-write-"+id),
 		filepath.Join(l.Group(other), "written-"+id), filepath.Join(filepath.Dir(cfg.File), ".nanoclawd-selftest-write-"+id)}
-	for _, p := range writes {
-		s.remove = append(s.remove, p)
-	}
+	s.remove = append(s.remove, writes...)
 	setuidFile := filepath.Join(l.Group(probe), "setuid-"+id)
 
 	// What the network probes aim at: a listener on the host's loopback,
