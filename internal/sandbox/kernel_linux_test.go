@@ -62,6 +62,8 @@ func TestSeccompFilterRefusesEachCall(t *testing.T) {
 		return uint32(v)
 	}
 	eperm, enosys, allow := uint32(errEPERM), uint32(seccomp.ActionErrno)|uint32(unix.ENOSYS), uint32(seccomp.ActionAllow)
+	eafno := uint32(seccomp.ActionErrno) | uint32(unix.EAFNOSUPPORT)
+	eproto := uint32(seccomp.ActionErrno) | uint32(unix.EPROTONOSUPPORT)
 	id := uint32(info.ID)
 	for _, name := range refused {
 		if _, ok := info.SyscallNames[name]; ok {
@@ -87,6 +89,29 @@ func TestSeccompFilterRefusesEachCall(t *testing.T) {
 		{"ioctl", []uint64{0, unix.TIOCSTI}, eperm},
 		{"ioctl", []uint64{0, unix.TIOCLINUX}, eperm},
 		{"ioctl", []uint64{0, unix.TCGETS}, allow},
+		// The kernel reads the command as 32 bits: the high ones change nothing.
+		{"ioctl", []uint64{0, 1<<32 | unix.TIOCSTI}, eperm},
+		{"ioctl", []uint64{0, 0xffffffff<<32 | unix.TIOCLINUX}, eperm},
+		{"ioctl", []uint64{0, 1<<32 | unix.TCGETS}, allow},
+		{"personality", []uint64{0}, allow},
+		{"personality", []uint64{0xffffffff}, allow},
+		{"personality", []uint64{0x0040000}, eperm}, // ADDR_NO_RANDOMIZE
+		{"personality", []uint64{0x0400000}, eperm}, // READ_IMPLIES_EXEC
+		{"personality", []uint64{1 << 32}, allow},
+		{"socket", []uint64{unix.AF_INET, unix.SOCK_STREAM, 0}, allow},
+		{"socket", []uint64{unix.AF_INET6, unix.SOCK_DGRAM, 0}, allow},
+		{"socket", []uint64{unix.AF_UNIX, unix.SOCK_STREAM, 0}, allow},
+		{"socket", []uint64{unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE}, allow},
+		{"socket", []uint64{unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_AUDIT}, eproto},
+		{"socket", []uint64{unix.AF_NETLINK, unix.SOCK_RAW, 1<<32 | unix.NETLINK_KOBJECT_UEVENT}, eproto},
+		{"socket", []uint64{unix.AF_VSOCK, unix.SOCK_STREAM, 0}, eafno},
+		{"socket", []uint64{1<<32 | unix.AF_VSOCK, unix.SOCK_STREAM, 0}, eafno},
+		{"socket", []uint64{unix.AF_PACKET, unix.SOCK_RAW, 0}, eafno},
+		{"socket", []uint64{unix.AF_ALG, unix.SOCK_SEQPACKET, 0}, eafno},
+		{"socketpair", []uint64{unix.AF_UNIX, unix.SOCK_STREAM, 0}, allow},
+		{"socketpair", []uint64{unix.AF_VSOCK, unix.SOCK_STREAM, 0}, eafno},
+		{"shmget", []uint64{0, 1 << 30, 0o1600}, eperm},
+		{"msgget", []uint64{0, 0o1600}, eperm},
 		{"fchmod", []uint64{3, 0o4755}, eperm},
 		{"fchmod", []uint64{3, 0o2755}, eperm},
 		{"fchmod", []uint64{3, 0o755}, allow},
@@ -184,6 +209,15 @@ func probeCalls(dir string) {
 		{"delete_module", func() syscall.Errno { return sys(unix.SYS_DELETE_MODULE, str("nanoclawd-none"), 0) }},
 		{"tiocsti", func() syscall.Errno { return sys(unix.SYS_IOCTL, 0, unix.TIOCSTI, uintptr(unsafe.Pointer(&c))) }},
 		{"tioclinux", func() syscall.Errno { return sys(unix.SYS_IOCTL, 0, unix.TIOCLINUX, uintptr(unsafe.Pointer(&c))) }},
+		{"tiocsti-high", func() syscall.Errno { return sys(unix.SYS_IOCTL, 0, 1<<32|unix.TIOCSTI, uintptr(unsafe.Pointer(&c))) }},
+		{"personality", func() syscall.Errno { return sys(unix.SYS_PERSONALITY, 0x0400000) }}, // READ_IMPLIES_EXEC
+		{"vsock", func() syscall.Errno { return closed(sys2(unix.SYS_SOCKET, unix.AF_VSOCK, unix.SOCK_STREAM, 0)) }},
+		{"packet", func() syscall.Errno { return closed(sys2(unix.SYS_SOCKET, unix.AF_PACKET, unix.SOCK_RAW, 0)) }},
+		{"netlink-audit", func() syscall.Errno {
+			return closed(sys2(unix.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_AUDIT))
+		}},
+		{"shmget", func() syscall.Errno { return sys(unix.SYS_SHMGET, 0, 1<<20, 0o1600) }},
+		{"msgget", func() syscall.Errno { return sys(unix.SYS_MSGGET, 0, 0o1600) }},
 		{"chmod-setuid", func() syscall.Errno { return sys(unix.SYS_FCHMODAT, uintptr(fdcwd), str(file), 0o4755) }},
 		{"create-setuid", func() syscall.Errno {
 			fd, _, e := syscall.Syscall6(unix.SYS_OPENAT, uintptr(fdcwd), str(file+"2"), unix.O_CREAT|unix.O_WRONLY, 0o4755, 0, 0)
@@ -209,6 +243,21 @@ var refusedInside = map[string]syscall.Errno{
 	"clone3": unix.ENOSYS, "kexec_load": unix.EPERM, "kexec_file_load": unix.EPERM,
 	"init_module": unix.EPERM, "finit_module": unix.EPERM, "delete_module": unix.EPERM,
 	"tiocsti": unix.EPERM, "tioclinux": unix.EPERM, "chmod-setuid": unix.EPERM, "create-setuid": unix.EPERM,
+	"tiocsti-high": unix.EPERM, "personality": unix.EPERM, "vsock": unix.EAFNOSUPPORT, "packet": unix.EAFNOSUPPORT,
+	"netlink-audit": unix.EPROTONOSUPPORT, "shmget": unix.EPERM, "msgget": unix.EPERM,
+}
+
+// sys2 is a call's result and errno; closed closes a descriptor it made.
+func sys2(nr uintptr, a, b, c uintptr) (uintptr, syscall.Errno) {
+	r, _, e := syscall.Syscall(nr, a, b, c)
+	return r, e
+}
+
+func closed(fd uintptr, e syscall.Errno) syscall.Errno {
+	if e == 0 {
+		syscall.Close(int(fd))
+	}
+	return e
 }
 
 // Each refused call, tried from inside a real sandbox as a run is built
@@ -251,7 +300,7 @@ func TestRefusedCallsInsideARealSandbox(t *testing.T) {
 		t.Logf("%-18s filtered: %-28v unfiltered: %v", name, with[name], without[name])
 	}
 	// Where nothing else stops them, the filter does: the probe is real.
-	for _, name := range []string{"unshare", "process_vm_readv", "chmod-setuid", "create-setuid", "clone3"} {
+	for _, name := range []string{"unshare", "process_vm_readv", "chmod-setuid", "create-setuid", "clone3", "personality", "shmget", "msgget", "netlink-audit"} {
 		if without[name] == with[name] {
 			t.Errorf("%s gives %v without the filter too: the probe cannot tell", name, with[name])
 		}

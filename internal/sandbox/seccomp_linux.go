@@ -15,7 +15,7 @@ import (
 
 // SeccompPolicy names the seccomp filter every confined run gets; security
 // show prints it, and a change to what it refuses gets a new name.
-const SeccompPolicy = "nanoclawd-agent/1"
+const SeccompPolicy = "nanoclawd-agent/2"
 
 // refused are the system calls no agent needs that open most of the
 // kernel's attack surface: other processes' memory, the keyring, eBPF,
@@ -30,6 +30,10 @@ var refused = []string{
 	"setns", "unshare",
 	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
 	"open_by_handle_at",
+	// SysV shared memory and message queues hold memory that no process
+	// maps and no limit of the run counts (POSIX shared memory lives in
+	// the run's bounded /dev/shm instead).
+	"shmget", "msgget",
 }
 
 // notThere are refused as if the kernel lacked them, so libraries fall
@@ -65,9 +69,6 @@ func seccompPolicy(names map[string]int) seccomp.Policy {
 	bits := func(arg uint32, v uint64) seccomp.Condition {
 		return seccomp.Condition{Argument: arg, Operation: seccomp.BitsSet, Value: v}
 	}
-	eq := func(arg uint32, v uint64) seccomp.Condition {
-		return seccomp.Condition{Argument: arg, Operation: seccomp.Equal, Value: v}
-	}
 	var cond []seccomp.NameWithConditions
 	add := func(name string, c ...seccomp.Condition) {
 		if _, ok := names[name]; ok {
@@ -75,8 +76,7 @@ func seccompPolicy(names map[string]int) seccomp.Policy {
 		}
 	}
 	add("clone", bits(0, namespaceFlags))
-	add("ioctl", eq(1, unix.TIOCSTI))
-	add("ioctl", eq(1, unix.TIOCLINUX))
+	// ioctl, personality and socket: argRules (seccomp_args_linux.go).
 	// Setuid and setgid bits, however a file gets its mode.
 	add("chmod", bits(1, setID))
 	add("fchmod", bits(1, setID))
@@ -116,6 +116,7 @@ var SeccompFilter = sync.OnceValues(func() ([]byte, error) {
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(info.ID), SkipTrue: 1},
 		bpf.RetConstant{Val: uint32(errEPERM)},
 	}
+	guard = append(guard, argPrefix(info.SyscallNames)...)
 	raw, err := bpf.Assemble(append(guard, prog...))
 	if err != nil {
 		return nil, fmt.Errorf("%w: seccomp policy %s: %w", ErrUnavailable, SeccompPolicy, err)
