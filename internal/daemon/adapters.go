@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/ipc"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
@@ -56,4 +58,17 @@ func (s spendToday) Today(ctx context.Context, folder string) (float64, bool, er
 	standings, err := s.d.usage.Standings(ctx, folder, usage.Periods(now, cfg.Location(), b.Daily, b.Monthly))
 	over := slices.ContainsFunc(standings, func(s usage.Standing) bool { return s.Level == usage.Over })
 	return usd, over, err
+}
+
+// runView is what g's runs can read, for the IPC watcher: a file a group
+// sends is read only as far as its run could (its user, its denyRead).
+// Other groups' folders need no listing here: a file outside the
+// sender's own folder is refused before its view is looked at.
+func (d *Daemon) runView(g groups.Group) ipc.RunView {
+	if g.IsMain {
+		return ipc.RunView{}
+	}
+	cfg := d.Config()
+	eff := security.Resolve(cfg.HostSecurity, g.Policy(), cfg.SecurityHost(nil))
+	return ipc.RunView{Confined: true, User: cfg.Agent.RunAs.User(), DenyRead: eff.DenyRead}
 }

@@ -159,6 +159,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		Layout: cfg.Layout(), DB: d.db, Tokens: d.tokens, Groups: d.reg,
 		Tasks: d.sched, Outbox: d.outbox, Messages: d.messages, Alerts: d.reporter, Snapshots: d.snapshots,
 		DefaultTrigger: func() string { return d.Config().DefaultTrigger() },
+		View:           d.runView,
 		Reporter:       d.reporter, Log: log.With().Str("part", "ipc").Logger(),
 	}); err != nil {
 		return nil, err

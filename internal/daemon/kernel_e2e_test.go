@@ -60,6 +60,8 @@ func TestConfinedRunLeavesNothingThatRunsAsSomeoneElse(t *testing.T) {
 		"ESCAPE rename .git: refused", "ESCAPE new .git: refused", "ESCAPE .git/commondir: refused",
 		"ESCAPE chmod 4755 sh-copy: refused", "ESCAPE chmod 2755 sh-copy: refused", "ESCAPE create 4755 sh-made-setuid: refused",
 		"ESCAPE unshare -Ur true: refused", "ESCAPE unshare(CLONE_NEWUSER): refused", "ESCAPE write /dev/escape: refused",
+		"ESCAPE tiocsti|1<<32: refused", "ESCAPE personality: refused", "ESCAPE socket vsock: refused",
+		"ESCAPE socket packet: refused", "ESCAPE socket netlink audit: refused", "ESCAPE shmget: refused",
 		"Uid:\t" + strconv.Itoa(sandbox.DefaultRunID) + "\t",
 	} {
 		if !strings.Contains(got, want) {

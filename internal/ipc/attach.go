@@ -10,10 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/groupfs"
+	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
@@ -24,14 +24,27 @@ import (
 // the disk or the daemon's memory.
 const MaxAttachment = 16 << 20
 
+// RunView is what a group's runs can read, which bounds what the daemon
+// reads for the group: it never lends a group its own (root's) reach.
+type RunView struct {
+	// Confined: the group's runs are sandboxed (every group but main).
+	Confined bool
+	// User is the host user the runs are: a file is opened as it.
+	User sandbox.User
+	// DenyRead is the group's resolved denyRead.
+	DenyRead []string
+}
+
 // stageFile decides the file a message names: file (relative to groupDir,
 // or absolute inside it) must be a regular file of at most MaxAttachment
 // inside the sending group's own folder, reached without leaving it by
-// `..` or a symlink. Its bytes are copied at once into dir, the daemon's
-// own, so that what is sent is what was checked, whatever the agent does
-// to the file afterwards. A Refusal says why the file may not be sent; an
-// error is the daemon's own trouble (the copy failed), tried again later.
-func stageFile(groupDir, file, dir string) (channel.Attachment, *Refusal, error) {
+// `..` or a symlink, and, for a confined group, one its run could read:
+// no protected name, nothing denyRead cuts out, opened as the run's user.
+// Its bytes are copied at once into dir, the daemon's own, so that what
+// is sent is what was checked, whatever the agent does to the file
+// afterwards. A Refusal says why the file may not be sent; an error is
+// the daemon's own trouble (the copy failed), tried again later.
+func stageFile(groupDir, file, dir string, view RunView) (channel.Attachment, *Refusal, error) {
 	refuse := func(format string, args ...any) (channel.Attachment, *Refusal, error) {
 		return channel.Attachment{}, &Refusal{Target: file, Reason: fmt.Sprintf(format, args...)}, nil
 	}
@@ -52,6 +65,16 @@ func stageFile(groupDir, file, dir string) (channel.Attachment, *Refusal, error)
 	if !filepath.IsLocal(rel) {
 		return outside("is outside")
 	}
+	// What the run could not read is a filesystem violation too.
+	hidden := func(why string) (channel.Attachment, *Refusal, error) {
+		return channel.Attachment{}, &Refusal{Target: file, Alert: true, Kind: security.KindFilesystem,
+			Reason: fmt.Sprintf("file %q %s; send only files your runs can read", file, why)}, nil
+	}
+	if view.Confined {
+		if why := unreadable(groupDir, rel, view); why != "" {
+			return hidden(why)
+		}
+	}
 	// The os.Root opens each component below groupDir without following
 	// a symlink out of it, in the same walk that opens the file: a link
 	// swapped in after any check of ours still cannot lead out.
@@ -60,17 +83,39 @@ func stageFile(groupDir, file, dir string) (channel.Attachment, *Refusal, error)
 		return refuse("the group's folder cannot be opened: %v", err)
 	}
 	defer root.Close()
-	// O_NONBLOCK: a FIFO must not hang the watcher (it is refused below).
-	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	// Opened as the run's user (sandbox.OpenAs), non-blocking: a FIFO
+	// must not hang the watcher (it is refused below).
+	user := sandbox.User{UID: os.Geteuid(), GID: os.Getegid()}
+	if view.Confined {
+		user = view.User
+	}
+	f, err := sandbox.OpenAs(root, rel, user)
 	switch {
 	case err != nil && escapes(err):
 		return outside("leads (through a symlink or ..) outside")
+	case errors.Is(err, fs.ErrPermission):
+		return hidden(fmt.Sprintf("may not be read by the group's runs (uid %d)", user.UID))
 	case errors.Is(err, fs.ErrNotExist):
 		return refuse("no file %q in the group's folder; give a path relative to it", file)
 	case err != nil:
 		return refuse("file %q cannot be opened: %v", file, err)
 	}
 	defer f.Close()
+	if view.Confined {
+		// A link inside the folder may lead to a file the run cannot see.
+		real, err := sandbox.RealPath(f)
+		if err != nil {
+			return refuse("file %q cannot be read: %v", file, err)
+		}
+		top, _ := filepath.EvalSymlinks(groupDir)
+		r, err := filepath.Rel(top, real)
+		if err != nil || !filepath.IsLocal(r) {
+			return outside("leads outside")
+		}
+		if why := unreadable(top, r, view); why != "" {
+			return hidden(why)
+		}
+	}
 	fi, err := f.Stat()
 	if err != nil {
 		return refuse("file %q cannot be read: %v", file, err)
@@ -90,6 +135,19 @@ func stageFile(groupDir, file, dir string) (channel.Attachment, *Refusal, error)
 	}
 	name := filepath.Base(rel)
 	return channel.Attachment{Name: name, MIME: mimeOf(name, head), Path: path}, nil, nil
+}
+
+// unreadable says why a confined run could not read rel in its folder
+// groupDir, or "": a protected name (only the owner's; the daemon keeps
+// .mcp.json and .envrc from the run), or a path denyRead cuts out.
+func unreadable(groupDir, rel string, view RunView) string {
+	if name := sandbox.ProtectedName(rel); name != "" {
+		return fmt.Sprintf("is protected (%s is the owner's)", name)
+	}
+	if rule := sandbox.DeniedBy(filepath.Join(groupDir, rel), groupDir, view.DenyRead); rule != "" {
+		return fmt.Sprintf("is hidden from the group by denyRead %q", rule)
+	}
+	return ""
 }
 
 // escapes tells whether err is os.Root's refusal of a path that leads out

@@ -58,7 +58,7 @@ func TestStageFileInsideTheFolder(t *testing.T) {
 		{"fake.png", "fake.png", "text/plain; charset=utf-8", "not an image at all"},
 		{"link.pdf", "link.pdf", "application/pdf", "%PDF-1.4 the report"}, // a link that stays inside
 	} {
-		att, r, err := stageFile(family, tc.file, out)
+		att, r, err := stageFile(family, tc.file, out, RunView{})
 		if err != nil || r != nil {
 			t.Errorf("%s: refused (%v) or failed (%v)", tc.file, r, err)
 			continue
@@ -131,7 +131,7 @@ func TestStageFileRefusals(t *testing.T) {
 		{"dangling", false, "no file"},
 		{"loop", false, "cannot be opened"},
 	} {
-		att, r, err := stageFile(family, tc.file, out)
+		att, r, err := stageFile(family, tc.file, out, RunView{})
 		if err != nil {
 			t.Errorf("%s: error %v, want a refusal", tc.file, err)
 			continue
@@ -151,7 +151,7 @@ func TestStageFileRefusals(t *testing.T) {
 	if entries, _ := os.ReadDir(out); len(entries) != 0 {
 		t.Errorf("refused files left copies: %v", entries)
 	}
-	if _, r, err := stageFile(family, "max.bin", out); r != nil || err != nil {
+	if _, r, err := stageFile(family, "max.bin", out, RunView{}); r != nil || err != nil {
 		t.Errorf("a file of exactly %d bytes: %v %v, want it accepted", MaxAttachment, r, err)
 	}
 }
@@ -162,7 +162,7 @@ func TestStageFileRefusals(t *testing.T) {
 func TestStagedCopyIsImmuneToLaterChanges(t *testing.T) {
 	family, work, out := folders(t)
 	path := filepath.Join(family, "notes.txt")
-	att, r, err := stageFile(family, "notes.txt", out)
+	att, r, err := stageFile(family, "notes.txt", out, RunView{})
 	if err != nil || r != nil {
 		t.Fatal(r, err)
 	}
@@ -176,7 +176,7 @@ func TestStagedCopyIsImmuneToLaterChanges(t *testing.T) {
 		t.Errorf("the copy holds %q after the swap, want the bytes checked", got)
 	}
 	// And asking again now is refused: the swapped name leads out.
-	if _, r, _ := stageFile(family, "notes.txt", out); r == nil || !r.Alert {
+	if _, r, _ := stageFile(family, "notes.txt", out, RunView{}); r == nil || !r.Alert {
 		t.Errorf("the swapped file: refusal %+v, want an alerted one", r)
 	}
 }

@@ -162,7 +162,11 @@ func (v *view) decide(ctx context.Context, f *file) (decision, error) {
 		// The sender's own folder, main's included: what a group may send
 		// is what it may read.
 		l := v.w.cfg.Layout
-		file, r, err := stageFile(l.Group(f.folder), req.File, l.Outgoing())
+		var view RunView
+		if v.w.cfg.View != nil {
+			view = v.w.cfg.View(from)
+		}
+		file, r, err := stageFile(l.Group(f.folder), req.File, l.Outgoing(), view)
 		if err != nil {
 			return decision{}, err
 		}

@@ -57,6 +57,9 @@ type Config struct {
 	Alerts         *alerts.Reporter
 	Snapshots      *Snapshots
 	DefaultTrigger func() string
+	// View is what a group's runs can read (RunView), which bounds the
+	// files the daemon sends for it; nil treats every group as unconfined.
+	View func(groups.Group) RunView
 	// Reporter records a link the agent put where the daemon keeps a
 	// directory (removed, never followed); nil records nothing.
 	Reporter groupfs.Reporter

@@ -157,6 +157,9 @@ func InitArgs(p Plan, command []string) []string {
 
 // Command is the whole confined command line for this OS, run as u.
 func Command(p Plan, u User, command []string) (Launch, error) {
+	if len(p.Unchecked) > 0 {
+		return Launch{}, uncheckedError(p)
+	}
 	inner := InitArgs(p, command)
 	switch runtime.GOOS {
 	case "linux":

@@ -11,6 +11,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -86,6 +87,13 @@ type Plan struct {
 	Listen string `json:"listen"`
 	// Init starts the sandbox's first process (InitProgram).
 	Init []string `json:"-"`
+	// Unchecked are the trees a run can write whose walk for cut-outs
+	// (denyRead globs, nested protected names) ran out of entries: their
+	// cut-outs could not all be found, so no run is started (Command).
+	Unchecked []string `json:"unchecked,omitempty"`
+	// partial are the read-only trees whose walk ran out (listed as
+	// Problems): a group cannot add to those.
+	partial []string
 }
 
 // Input is what a plan is made from. Paths are absolute.
@@ -126,6 +134,7 @@ var Protected = []struct {
 }{
 	{".git", true}, {".envrc", false}, {".vscode", true}, {".idea", true},
 	{".claude", true}, {".mcp.json", false}, {layout.LogsDir, true},
+	{".githooks", true}, {".husky", true}, // where hook managers keep the hooks core.hooksPath points git at
 }
 
 // ProtectedAnywhere are the protected names that act wherever they are in
@@ -134,7 +143,7 @@ var Protected = []struct {
 // be kept from making new ones deeper down; when the daemon runs as root
 // they are the run user's, which git (safe.directory) refuses to act on
 // for anyone else.
-var ProtectedAnywhere = []string{".git", ".envrc", ".vscode", ".idea"}
+var ProtectedAnywhere = []string{".git", ".envrc", ".vscode", ".idea", ".githooks", ".husky"}
 
 // New makes the plan for one run. It looks at the file system (what
 // exists, what is a link) but changes nothing.
@@ -185,7 +194,8 @@ func New(in Input) Plan {
 	// writable dirs (which may lie inside a cut-out: the group's own IPC
 	// dir under the data dir), then what is cut out of those.
 	n := len(p.Mounts)
-	p.hide(in, roots(p.Mounts))
+	writable := append([]string{in.GroupDir, in.SessionDir, in.IPCDir}, in.AllowWrite...)
+	p.hide(in, roots(p.Mounts), writable)
 	// The run's own dirs are made before it starts; `security show` lists
 	// them before they exist.
 	for _, d := range []struct{ path, why string }{
@@ -199,7 +209,7 @@ func New(in Input) Plan {
 		add(w, ReadWrite, "allowWrite")
 	}
 	add(in.Socket, ReadWrite, "the egress gateway")
-	p.hide(in, roots(p.Mounts[n:]))
+	p.hide(in, roots(p.Mounts[n:]), writable)
 	for _, pr := range Protected {
 		path := filepath.Join(in.GroupDir, pr.Name)
 		fi, err := os.Lstat(path)
@@ -210,17 +220,36 @@ func New(in Input) Plan {
 			p.Mounts = append(p.Mounts, Mount{Path: path, Mode: ReadOnly, Why: "protected: only the owner creates it", Dir: pr.Dir, Missing: true})
 		}
 	}
-	for _, f := range findNames(in.GroupDir, ProtectedAnywhere, maxGlobWalk) {
+	nested, complete := findNames(in.GroupDir, ProtectedAnywhere, nil)
+	if !complete {
+		p.Unchecked = append(p.Unchecked, in.GroupDir)
+	}
+	for _, f := range nested {
 		if filepath.Dir(f) != in.GroupDir {
 			add(f, ReadOnly, "protected: only the owner changes it")
+		}
+	}
+	var gits []string
+	for _, f := range nested {
+		if filepath.Base(f) == ".git" {
+			gits = append(gits, f)
+		}
+	}
+	for _, d := range hookDirs(in.GroupDir, gits) {
+		if _, err := os.Lstat(d); err == nil {
+			add(d, ReadOnly, "protected: git runs the hooks there (core.hooksPath)")
+		} else if !slices.ContainsFunc(p.Mounts, func(m Mount) bool { return m.Path == d }) {
+			p.Mounts = append(p.Mounts, Mount{Path: d, Mode: ReadOnly, Why: "protected: git would run hooks from there (core.hooksPath)", Dir: true, Missing: true})
 		}
 	}
 	return p
 }
 
 // hide adds a Hidden mount for every denied path that would show inside
-// one of roots.
-func (p *Plan) hide(in Input, roots []string) {
+// one of roots; "**/name" globs apply in the run's own folder too. A walk
+// of a read-only tree passes over the writable trees inside it (walked on
+// their own), so what a group writes never uses up that walk.
+func (p *Plan) hide(in Input, roots, writable []string) {
 	var globs, literal []string
 	for _, d := range in.DenyRead {
 		if name, ok := strings.CutPrefix(d, "**/"); ok {
@@ -237,10 +266,18 @@ func (p *Plan) hide(in Input, roots []string) {
 		p.hideOne(d, "denyRead")
 	}
 	for _, root := range roots {
-		if slices.Contains(own, root) || under(root, System) || len(globs) == 0 {
+		if under(root, System) || len(globs) == 0 {
 			continue
 		}
-		for _, f := range findNames(root, globs, maxGlobWalk) {
+		found, complete := findNames(root, globs, writable)
+		switch {
+		case complete:
+		case under(root, writable):
+			p.Unchecked = append(p.Unchecked, root)
+		default:
+			p.partial = append(p.partial, root)
+		}
+		for _, f := range found {
 			p.hideOne(f, "denyRead")
 		}
 	}
@@ -279,35 +316,6 @@ func placeholder(path string, fi fs.FileInfo) bool {
 		return err == nil && len(entries) == 0
 	}
 	return false
-}
-
-// maxGlobWalk bounds the entries looked at for "**/name" rules in one
-// allowed tree, so a huge tree cannot stall a run's start.
-const maxGlobWalk = 20000
-
-// findNames lists the paths below root whose base name matches one of
-// the patterns.
-func findNames(root string, patterns []string, budget int) []string {
-	var out []string
-	filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if budget--; budget < 0 {
-			return filepath.SkipAll
-		}
-		for _, pat := range patterns {
-			if ok, _ := filepath.Match(pat, d.Name()); ok && path != root {
-				out = append(out, path)
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				break
-			}
-		}
-		return nil
-	})
-	return out
 }
 
 // commandFiles is the program and every argument that is an existing file,
@@ -426,5 +434,11 @@ func ForGroup(eff security.Effective, l Limits, u User, command []string, binary
 		p.Profile = Profile(p)
 	}
 	p.Problems = p.check(u)
+	for _, root := range p.partial {
+		p.Problems = append(p.Problems, Problem{root, fmt.Sprintf("holds more than %d entries: denyRead \"**/\" rules are not looked for past them; narrow allowRead", maxWalk)})
+	}
+	if len(p.Unchecked) > 0 {
+		p.Problems = append(p.Problems, Problem{p.Unchecked[0], uncheckedError(p).Error()})
+	}
 	return p
 }

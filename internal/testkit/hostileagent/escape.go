@@ -63,6 +63,9 @@ func escape(cmd string, say func(string, ...any)) {
 		_, err = f.Write(big)
 	}
 	say("ESCAPE /dev/shm filled %d MiB: %v", n, err)
+	for name, err := range kernelCalls() {
+		try(name, err)
+	}
 }
 
 // repo makes a git repository at dir whose core.fsmonitor is cmd: git

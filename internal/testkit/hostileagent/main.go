@@ -20,6 +20,12 @@
 //	                to TARGET, then a message request is written in messages/
 //	                (its text "linked"), which makes the daemon answer in
 //	                results/
+//	HOSTILE_SEND    files to send to its own chat, one per line: each
+//	                becomes a message request (text "sending FILE") with
+//	                that file, for the daemon to read and send
+//	HOSTILE_PAD     make this many empty files under pad/ in its folder
+//	                (to exhaust a walk of it before the next run)
+//	HOSTILE_MEMFD   hold this many MiB in a memfd, then wait to be stopped
 //	HOSTILE_ESCAPE  a command line: try to leave something behind that runs
 //	                as someone else, and to widen the kernel surface (escape.go)
 package main
@@ -84,6 +90,13 @@ func main() {
 	if addr := os.Getenv("HOSTILE_DIAL"); addr != "" {
 		dial(addr, say)
 	}
+	if n, _ := strconv.Atoi(os.Getenv("HOSTILE_PAD")); n > 0 {
+		made, err := pad(n)
+		say("PAD %d of %d: %v", made, n, err)
+	}
+	if files := lines(os.Getenv("HOSTILE_SEND")); len(files) > 0 {
+		say("SEND %v", send(files))
+	}
 	if c := os.Getenv("HOSTILE_ESCAPE"); c != "" {
 		escape(c, say)
 	}
@@ -106,6 +119,12 @@ func main() {
 			_, err = fill(fmt.Sprintf("fill-%d.bin", got), 1)
 		}
 		say("FILL %d of %d MiB: %v", got, n, err)
+		frame(b.String())
+		time.Sleep(time.Minute) // the daemon is to stop us before this ends
+	}
+	if n, _ := strconv.Atoi(os.Getenv("HOSTILE_MEMFD")); n > 0 {
+		got, err := holdMemfd(n)
+		say("MEMFD holding %d of %d MiB: %v", got, n, err)
 		frame(b.String())
 		time.Sleep(time.Minute) // the daemon is to stop us before this ends
 	}
@@ -154,6 +173,41 @@ func plantLinks(specs []string, say func(string, ...any)) {
 		err = os.Rename(tmp, strings.TrimSuffix(tmp, ".tmp"))
 	}
 	say("REQUEST: %v", err)
+}
+
+// send asks the daemon to send each file to the run's own chat.
+func send(files []string) error {
+	ipc := os.Getenv(protocol.EnvIPCDir)
+	for i, f := range files {
+		req := fmt.Sprintf(`{"type":"message","chatJid":%q,"text":%q,"file":%q,"token":%q}`,
+			os.Getenv(protocol.EnvChatJID), "sending "+f, f, os.Getenv(protocol.EnvIPCToken))
+		tmp := filepath.Join(ipc, "messages", fmt.Sprintf("send-%d-%d.json.tmp", time.Now().UnixNano(), i))
+		if err := os.WriteFile(tmp, []byte(req), 0o644); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, strings.TrimSuffix(tmp, ".tmp")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pad makes n empty files under pad/, 1,000 to a directory.
+func pad(n int) (int, error) {
+	for i := 0; i < n; i++ {
+		dir := filepath.Join("pad", strconv.Itoa(i/1000))
+		if i%1000 == 0 {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return i, err
+			}
+		}
+		f, err := os.Create(filepath.Join(dir, strconv.Itoa(i)))
+		if err != nil {
+			return i, err
+		}
+		f.Close()
+	}
+	return n, nil
 }
 
 // forks starts up to n children that sleep until the run ends.
