@@ -147,6 +147,10 @@ func (l Layout) SessionHome(folder string) string {
 // up. No agent may read it: it holds every group's files.
 func (l Layout) Outgoing() string { return l.data("outgoing") }
 
+// Transcribing holds the daemon's copies of voice notes being transcribed:
+// the transcriber reads those, never a group's folder.
+func (l Layout) Transcribing() string { return l.data("transcribe") }
+
 // Group is a group's folder, its agent's working directory.
 func (l Layout) Group(folder string) string { return filepath.Join(l.GroupsDir, folder) }
 
@@ -182,7 +186,7 @@ func (l Layout) StateFiles() []string {
 	out = append(out, SQLiteFiles(l.DB())...)
 	out = append(out, SQLiteFiles(l.WhatsAppDB())...)
 	return append(out, l.WhatsAppVersion(), l.WhatsAppStatus(), l.LastBackup(), l.Lock(), l.ControlSocket(),
-		l.GroupsChanged(), l.Logs(), l.Gateways(), l.IPCRoot(), l.Outgoing())
+		l.GroupsChanged(), l.Logs(), l.Gateways(), l.IPCRoot(), l.Outgoing(), l.Transcribing())
 }
 
 // SQLiteFiles are a SQLite database and the journal files WAL mode keeps

@@ -15,6 +15,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/transcribe"
 )
 
 // Files people send are saved as <group folder>/media/<message id><ext>
@@ -50,6 +51,7 @@ type saved struct {
 	marker string // without its closing "]", so a transcript's note can join it
 	rel    string // media/<id><ext>, relative to the group's folder ("" if not saved)
 	kind   string
+	copy   transcribe.Copy // a voice note's private copy for the transcriber (Path "" if none)
 }
 
 // text is the finished marker, with note (e.g. a transcript) after it.
@@ -108,6 +110,14 @@ func (r *Router) saveMedia(ctx context.Context, g groups.Group, m channel.Messag
 	}
 	parts = append(parts, rel)
 	s.marker, s.rel = head+sep+strings.Join(parts, ", "), rel
+	if (kind == channel.MediaVoice || kind == channel.MediaAudio) && transcribe.Configured(r.Config().Media.Transcribe) {
+		// The transcriber gets these very bytes, kept where no group
+		// writes: the copy in media/ may be swapped for a link at once.
+		cfg := r.Config()
+		if s.copy, err = transcribe.Keep(cfg.Layout().Transcribing(), cfg.Agent.RunAs.User(), path.Base(rel), data); err != nil {
+			r.Log.Error().Err(err).Str("group", g.Folder).Str("id", m.ID).Msg("keep a voice note's copy to transcribe")
+		}
+	}
 	if kind == channel.MediaImage {
 		if _, ok := viewable[typ]; !ok {
 			s.marker += ", a format the model cannot view"

@@ -2,13 +2,27 @@ package router
 
 import (
 	"context"
-	"path/filepath"
+	"errors"
 	"sync"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/transcribe"
 )
+
+// errNoCopy: the note could not be kept where the transcriber reads it.
+var errNoCopy = errors.New("the daemon could not keep a copy of it to transcribe")
+
+// jailFor is how g's transcriber program runs: the main group's as the
+// daemon (it is the owner's), every other group's as its runs' user,
+// confined like a run.
+func jailFor(cfg *config.Config, g groups.Group) *transcribe.Jail {
+	if g.IsMain {
+		return nil
+	}
+	return &transcribe.Jail{User: cfg.Agent.RunAs.User(), Limits: cfg.Agent.Limits.SandboxLimits()}
+}
 
 // A voice note is stored at once, saying it is not transcribed (what a
 // crash leaves is then still true), and transcribed in the background:
@@ -94,8 +108,12 @@ func (r *Router) transcribeLater(ctx context.Context, g groups.Group, m channel.
 	go func() {
 		defer r.transcripts.add(m.ChatJID, -1)
 		defer r.transcripts.turn(m.ChatJID)()
+		defer s.copy.Remove()
 		cfg := r.Config()
-		text, err := transcribe.File(ctx, cfg.Media.Transcribe, filepath.Join(cfg.Layout().Group(g.Folder), filepath.FromSlash(s.rel)))
+		text, err := "", errNoCopy
+		if s.copy.Path != "" {
+			text, err = transcribe.File(ctx, cfg.Media.Transcribe, s.copy.Path, jailFor(cfg, g))
+		}
 		marker := s.text("transcript: " + text)
 		if err != nil {
 			r.Log.Warn().Err(err).Str("group", g.Folder).Str("id", m.ID).Msg("transcribing a voice note failed; the agent is told so")

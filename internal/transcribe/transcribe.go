@@ -1,8 +1,10 @@
 // Package transcribe turns a voice note into text, by a local program
 // (media.transcribe.command, e.g. whisper.cpp's whisper-cli) or an
-// OpenAI-compatible /v1/audio/transcriptions endpoint. It runs in the
-// daemon, outside any group's sandbox: the program is the operator's, and
-// the audio is only ever a path in its argv, never a shell's input.
+// OpenAI-compatible /v1/audio/transcriptions endpoint. It works on a copy
+// the daemon keeps of the note (Keep), never on the group's folder; for a
+// confined group the program runs as the run's user in a sandbox of its
+// own (Jail), for the main group as the daemon. The audio is only ever a
+// path in its argv, never a shell's input.
 package transcribe
 
 import (
@@ -22,6 +24,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 )
 
 // ErrNone says no transcriber is configured.
@@ -34,10 +37,19 @@ const maxText = 1 << 20
 // Configured reports whether cfg names a transcriber.
 func Configured(cfg config.Transcribe) bool { return len(cfg.Command) > 0 || cfg.URL != "" }
 
-// File returns the text of the audio at path (absolute), by cfg.Command if
-// set, else by cfg.URL, within cfg.Timeout. The text has its runs of
-// white space made single spaces.
-func File(ctx context.Context, cfg config.Transcribe, path string) (string, error) {
+// Jail is how a confined group's transcriber program runs: as User, in a
+// sandbox (sandbox.ToolPlan) that shows it the system runtime, its own
+// program and model files and the copy, with no network, within Limits.
+type Jail struct {
+	User   sandbox.User
+	Limits sandbox.Limits
+}
+
+// File returns the text of the audio at path (absolute: a Copy), by
+// cfg.Command if set (confined by jail unless it is nil), else by cfg.URL,
+// within cfg.Timeout. The text has its runs of white space made single
+// spaces.
+func File(ctx context.Context, cfg config.Transcribe, path string, jail *Jail) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, max(cfg.Timeout.D(), time.Second))
 	defer cancel()
 	var (
@@ -46,7 +58,7 @@ func File(ctx context.Context, cfg config.Transcribe, path string) (string, erro
 	)
 	switch {
 	case len(cfg.Command) > 0:
-		text, err = command(ctx, cfg.Command, path)
+		text, err = command(ctx, cfg.Command, path, jail)
 	case cfg.URL != "":
 		text, err = endpoint(ctx, cfg, path)
 	default:
@@ -67,16 +79,28 @@ func File(ctx context.Context, cfg config.Transcribe, path string) (string, erro
 
 // command runs argv with every "{file}" replaced by path, in a process
 // group of its own so that a timeout also ends what it started (a wrapper
-// script's ffmpeg and whisper-cli).
-func command(ctx context.Context, argv []string, path string) (string, error) {
+// script's ffmpeg and whisper-cli); inside jail when it is set.
+func command(ctx context.Context, argv []string, path string, jail *Jail) (string, error) {
 	args := make([]string, len(argv))
 	for i, a := range argv {
 		args[i] = strings.ReplaceAll(a, "{file}", path)
 	}
+	name := filepath.Base(args[0])
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if jail != nil {
+		plan := sandbox.ToolPlan(args, []string{filepath.Dir(path)}, filepath.Dir(path), jail.Limits)
+		l, err := sandbox.ToolCommand(plan, jail.User)
+		if err != nil {
+			return "", err
+		}
+		defer l.Close()
+		cmd = exec.CommandContext(ctx, l.Argv[0], l.Argv[1:]...)
+		cmd.ExtraFiles = l.Files
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: l.Credential()}
+	}
 	cmd.Dir = filepath.Dir(path)
 	cmd.Env = environ()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	var out bytes.Buffer
@@ -89,9 +113,9 @@ func command(ctx context.Context, argv []string, path string) (string, error) {
 		}
 		msg := strings.TrimSpace(string(errOut.b))
 		if msg != "" {
-			return "", fmt.Errorf("%s: %w: %s", filepath.Base(args[0]), err, msg)
+			return "", fmt.Errorf("%s: %w: %s", name, err, msg)
 		}
-		return "", fmt.Errorf("%s: %w", filepath.Base(args[0]), err)
+		return "", fmt.Errorf("%s: %w", name, err)
 	}
 	return out.String(), nil
 }

@@ -44,7 +44,7 @@ func TestCommand(t *testing.T) {
 	ctx := context.Background()
 	path := audio(t, "n$(touch pwned);x.ogg", "OggS fake")
 	tr := script(t, `printf '  the note at %s\n says   hi \n' "$1"; printf '%s' "$2" >&2`)
-	got, err := File(ctx, cfg(tr, "{file}", "--lang=$HOME;{file}"), path)
+	got, err := File(ctx, cfg(tr, "{file}", "--lang=$HOME;{file}"), path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestCommand(t *testing.T) {
 
 	// The daemon's secrets stay with the daemon.
 	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
-	if got, err := File(ctx, cfg(script(t, `env`), "{file}"), path); err != nil || strings.Contains(got, "sk-ant-secret") || !strings.Contains(got, "PATH=") {
+	if got, err := File(ctx, cfg(script(t, `env`), "{file}"), path, nil); err != nil || strings.Contains(got, "sk-ant-secret") || !strings.Contains(got, "PATH=") {
 		t.Errorf("the transcriber's environment: %q, %v", got, err)
 	}
 
@@ -67,12 +67,12 @@ func TestCommand(t *testing.T) {
 		{"fails", `echo "model file not found: /no/model.bin" >&2; exit 2`, "exit status 2: model file not found: /no/model.bin"},
 		{"silent", `exit 0`, "found no words"},
 	} {
-		_, err := File(ctx, cfg(script(t, tc.body), "{file}"), path)
+		_, err := File(ctx, cfg(script(t, tc.body), "{file}"), path, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
 		}
 	}
-	if _, err := File(ctx, config.Transcribe{}, path); !errors.Is(err, ErrNone) {
+	if _, err := File(ctx, config.Transcribe{}, path, nil); !errors.Is(err, ErrNone) {
 		t.Errorf("nothing configured: %v, want ErrNone", err)
 	}
 }
@@ -84,7 +84,7 @@ func TestCommandTimeout(t *testing.T) {
 	tr := script(t, `sleep 600 & echo $! > `+pidFile+`; wait`)
 	c := cfg(tr, "{file}")
 	c.Timeout = config.Duration(time.Second)
-	_, err := File(context.Background(), c, audio(t, "a.ogg", "x"))
+	_, err := File(context.Background(), c, audio(t, "a.ogg", "x"), nil)
 	if err == nil || !strings.Contains(err.Error(), "media.transcribe.timeout") {
 		t.Fatalf("error %v, want the timeout named", err)
 	}
@@ -125,7 +125,7 @@ func TestEndpoint(t *testing.T) {
 	}))
 	defer srv.Close()
 	c := config.Transcribe{URL: srv.URL + "/v1/audio/transcriptions", APIKey: "sk-test", Model: "whisper-large", Timeout: config.Duration(time.Minute)}
-	got, err := File(context.Background(), c, audio(t, "3EB0.ogg", "OggS voice"))
+	got, err := File(context.Background(), c, audio(t, "3EB0.ogg", "OggS voice"), nil)
 	if err != nil || got != "buy milk, please" {
 		t.Fatalf("transcript %q, %v", got, err)
 	}
@@ -133,7 +133,7 @@ func TestEndpoint(t *testing.T) {
 		t.Errorf("request: auth %q, model %q, file %q named %q", gotAuth, gotModel, gotFile, gotName)
 	}
 	c.URL = srv.URL + "/broken"
-	if _, err := File(context.Background(), c, audio(t, "a.ogg", "x")); err == nil || !strings.Contains(err.Error(), "401") || strings.Contains(err.Error(), "sk-test") {
+	if _, err := File(context.Background(), c, audio(t, "a.ogg", "x"), nil); err == nil || !strings.Contains(err.Error(), "401") || strings.Contains(err.Error(), "sk-test") {
 		t.Errorf("an error answer: %v; want its status, without the key", err)
 	}
 }
