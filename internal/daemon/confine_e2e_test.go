@@ -172,7 +172,7 @@ func TestConfinedRunLimits(t *testing.T) {
 	install := func(t *testing.T, env ...string) *e2e.Install {
 		in := e2e.New(t, e2e.Options{
 			Agent: `"command": [` + e2e.Quote(e2e.Bin(t, "internal/testkit/hostileagent")) + `],
-				"env": ["HOSTILE_FORKS", "HOSTILE_BIGFILE", "HOSTILE_FILL", "HOSTILE_MEM"],
+				"env": ["HOSTILE_FORKS", "HOSTILE_BIGFILE", "HOSTILE_FILL", "HOSTILE_MEM", "HOSTILE_MEMFD"],
 				"limits": {"processes": 32, "fileSizeMiB": 8, "tmpMiB": 64, "memoryMiB": 128, "diskMiB": 16}`,
 			Env: env,
 		})
@@ -207,6 +207,7 @@ func TestConfinedRunLimits(t *testing.T) {
 	for _, c := range []struct{ name, env, limit string }{
 		{"disk", "HOSTILE_FILL=40", "disk"},
 		{"memory", "HOSTILE_MEM=300", "memory"},
+		{"memfd", "HOSTILE_MEMFD=300", "memory"}, // shared memory no process shows as resident
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			in := install(t, c.env)

@@ -331,7 +331,8 @@ func Confinement(cfg *config.Config) Result {
 	}
 	r := ok("confinement", "%s; seccomp filter %s; /dev read-only, /dev/shm %d MiB", who, sandbox.SeccompPolicy, cfg.Agent.Limits.ShmMiB)
 	if _, err := sandbox.MemoryCgroup(); err != nil {
-		r.More = append(r.More, fmt.Sprintf("memory: no cgroup limit (%v); the daemon measures the runs' resident memory instead, which does not count shared memory beyond /dev/shm's bound", err))
+		r.More = append(r.More, fmt.Sprintf("memory: no cgroup limit (%v); the daemon measures the runs' memory instead: resident memory and every memfd a run holds open or mapped; "+
+			"SysV shared memory is refused and /dev/shm is bounded by its size; not counted: a memfd a run passes into a Unix socket and closes (give the daemon a cgroup v2 with the memory controller, e.g. Delegate=yes under systemd, to count that too)", err))
 	} else {
 		r.More = append(r.More, "memory: cgroup v2 memory controller available to the daemon")
 	}

@@ -42,7 +42,7 @@ func Watch(pid int, dir string, l Limits, stop <-chan struct{}, over func(what s
 			return
 		}
 		if l.Memory > 0 && rss > l.Memory {
-			over(fmt.Sprintf("memory: the run's processes hold %d MiB, over its limit of %d MiB", rss>>20, l.Memory>>20))
+			over(fmt.Sprintf("memory: the run's processes hold %d MiB (memfd shared memory included), over its limit of %d MiB", rss>>20, l.Memory>>20))
 			return
 		}
 		if l.Disk > 0 {
@@ -54,8 +54,11 @@ func Watch(pid int, dir string, l Limits, stop <-chan struct{}, over func(what s
 	}
 }
 
-// Tree counts pid and all its descendants and adds up their resident
-// memory in bytes (Linux; nothing elsewhere).
+// Tree counts pid and all its descendants and adds up the memory they
+// hold in bytes (Linux; nothing elsewhere): what each has resident of its
+// own, and, once each, every memfd one of them holds open or mapped —
+// those pages are no process's resident memory until touched through a
+// mapping, so a run could otherwise hold any amount of them.
 func Tree(pid int) (procs int, rssBytes int64) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -71,11 +74,12 @@ func Tree(pid int) (procs int, rssBytes int64) {
 			children[pp] = append(children[pp], p)
 		}
 	}
+	seen := map[[2]uint64]bool{}
 	for stack := []int{pid}; len(stack) > 0; {
 		p := stack[len(stack)-1]
 		stack = append(stack[:len(stack)-1], children[p]...)
 		procs++
-		rssBytes += rss(p)
+		rssBytes += rss(p) + memfds(p, seen)
 	}
 	return procs, rssBytes
 }
@@ -96,20 +100,27 @@ func ppid(pid int) int {
 	return pp
 }
 
+// rss is the resident memory of pid but its shared memory (RssShmem:
+// memfds, counted whole by memfds, and /dev/shm, bounded by its size).
 func rss(pid int) int64 {
 	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0
 	}
 	defer f.Close()
+	var total, shmem int64
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if kb, ok := bytes.CutPrefix(sc.Bytes(), []byte("VmRSS:")); ok {
-			n, _ := strconv.ParseInt(string(bytes.Fields(kb)[0]), 10, 64)
-			return n << 10
+		for key, into := range map[string]*int64{"VmRSS:": &total, "RssShmem:": &shmem} {
+			if kb, ok := bytes.CutPrefix(sc.Bytes(), []byte(key)); ok {
+				if f := bytes.Fields(kb); len(f) > 0 {
+					n, _ := strconv.ParseInt(string(f[0]), 10, 64)
+					*into = n << 10
+				}
+			}
 		}
 	}
-	return 0
+	return max(total-shmem, 0)
 }
 
 // DiskUse is the size of the files under dir but its logs/, counted until it passes

@@ -37,21 +37,25 @@ func kernelCalls() map[string]error {
 	}
 }
 
-// holdMemfd puts mib MiB in an anonymous memory file and keeps it open
-// (not mapped: no process's resident size shows it).
+// holdMemfd puts mib MiB in anonymous memory files, 4 MiB to a file (one
+// file may be bounded by RLIMIT_FSIZE; many are not), and keeps them open,
+// not mapped: no process's resident size shows them.
 func holdMemfd(mib int) (int, error) {
-	fd, err := unix.MemfdCreate("hostile", 0)
-	if err != nil {
-		return 0, fmt.Errorf("memfd_create: %w", err)
-	}
 	chunk := make([]byte, 1<<20)
 	for i := range chunk {
 		chunk[i] = byte(i)
 	}
+	fd := -1
 	for i := 0; i < mib; i++ {
+		if i%4 == 0 {
+			var err error
+			if fd, err = unix.MemfdCreate("hostile", 0); err != nil {
+				return i, fmt.Errorf("memfd_create: %w", err)
+			}
+		}
 		if _, err := unix.Write(fd, chunk); err != nil {
 			return i, err
 		}
 	}
-	return mib, nil // fd stays open for the rest of the run
+	return mib, nil // the files stay open for the rest of the run
 }
