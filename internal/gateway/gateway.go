@@ -56,8 +56,16 @@ type Config struct {
 	Group          string
 	AllowedDomains []string
 	DeniedDomains  []string
-	// Upstream is the model API the relay forwards to.
+	// Upstream is the built-in provider's model API (the daemon's
+	// ANTHROPIC_BASE_URL).
 	Upstream string
+	// Route is where the relay sends model requests, with fallbacks; an
+	// empty one is the built-in provider at Upstream, as the agent asks.
+	Route Route
+	// Tools is the group's tool list: a server tool, mcp_servers or a beta
+	// that enables them reaches the API for a confined group only when
+	// named here (servertools.go).
+	Tools []string
 	// Secrets maps each credential variable the agent is given to the
 	// daemon's real value; Open makes a placeholder for each.
 	Secrets map[string]string
@@ -114,6 +122,9 @@ func Open(socket string, cfg Config) (*Run, error) {
 
 // serve runs a gateway on ln (socket: its path, removed by Close, or "").
 func serve(ln net.Listener, socket string, u *url.URL, cfg Config) *Run {
+	if len(cfg.Route.Targets) == 0 {
+		cfg.Route.Targets = []Target{{Provider: BuiltinProvider, URL: u.String()}}
+	}
 	r := &Run{cfg: cfg, socket: socket, ln: ln, upstream: u, placeholders: map[string]string{}, env: map[string]string{},
 		closed: make(chan struct{})}
 	for name, real := range cfg.Secrets {
