@@ -206,9 +206,10 @@ func withModel(body []byte, t Target) []byte {
 
 // credentialFor puts the target's credential in h: the run's own in
 // place of the placeholder for the built-in provider, else the
-// provider's, as its auth scheme says.
+// provider's own (or none), as its auth scheme says: the daemon's key
+// never goes to another provider.
 func credentialFor(h http.Header, t Target, real string) {
-	if t.Credential == "" {
+	if t.Builtin {
 		if real != "" {
 			swap(h, real)
 		}
@@ -216,6 +217,9 @@ func credentialFor(h http.Header, t Target, real string) {
 	}
 	h.Del("X-Api-Key")
 	h.Del("Authorization")
+	if t.Credential == "" {
+		return // a local server that takes none
+	}
 	if t.Auth == AuthBearer {
 		h.Set("Authorization", "Bearer "+t.Credential)
 		return

@@ -123,7 +123,7 @@ func Open(socket string, cfg Config) (*Run, error) {
 // serve runs a gateway on ln (socket: its path, removed by Close, or "").
 func serve(ln net.Listener, socket string, u *url.URL, cfg Config) *Run {
 	if len(cfg.Route.Targets) == 0 {
-		cfg.Route.Targets = []Target{{Provider: BuiltinProvider, URL: u.String()}}
+		cfg.Route.Targets = []Target{{Provider: BuiltinProvider, URL: u.String(), Builtin: true}}
 	}
 	r := &Run{cfg: cfg, socket: socket, ln: ln, upstream: u, placeholders: map[string]string{}, env: map[string]string{},
 		closed: make(chan struct{})}

@@ -32,6 +32,9 @@ type Target struct {
 	// as Auth says; "" = the run's own credential (the built-in provider).
 	Credential string
 	Auth       string
+	// Builtin: the daemon's own credential, as the run's placeholder
+	// stands for it (the built-in provider without a credential of its own).
+	Builtin bool
 }
 
 // Key names the target in logs, status and the failure board.

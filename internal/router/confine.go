@@ -35,7 +35,7 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 	}
 	c, err := confine.New(confine.Options{
 		Config: cfg, Policy: eff, Spec: spec, SessionDir: sessionDir, Binary: r.Binary,
-		Upstream: os.Getenv("ANTHROPIC_BASE_URL"), Reporter: r.Reporter, Meter: meter, Log: r.Log,
+		Upstream: os.Getenv("ANTHROPIC_BASE_URL"), Reporter: r.Reporter, Meter: meter, Log: r.Log, Route: r.route(cfg, eff),
 	})
 	if errors.Is(err, sandbox.ErrUnavailable) {
 		return nil, r.failClosed(ctx, cfg, g, err)
@@ -49,8 +49,16 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 
 // relayMain gives the main group's run, which is not confined, a relay of
 // its own (confine.Relay).
-func (r *Router) relayMain(eff security.Effective, spec *runner.Spec, meter gateway.Meter) (*gateway.Run, error) {
-	return confine.Relay(confine.Options{Policy: eff, Spec: spec, Upstream: os.Getenv("ANTHROPIC_BASE_URL"), Meter: meter, Log: r.Log})
+func (r *Router) relayMain(cfg *config.Config, eff security.Effective, spec *runner.Spec, meter gateway.Meter) (*gateway.Run, error) {
+	return confine.Relay(confine.Options{Policy: eff, Spec: spec, Upstream: os.Getenv("ANTHROPIC_BASE_URL"), Meter: meter, Log: r.Log, Route: r.route(cfg, eff)})
+}
+
+// route is where the group's model requests go, with the failures every
+// run shares (a target that failed lately is tried after the others).
+func (r *Router) route(cfg *config.Config, eff security.Effective) gateway.Route {
+	rt := cfg.Route(eff, os.Getenv("ANTHROPIC_BASE_URL"))
+	rt.Board = &r.upstreams
+	return rt
 }
 
 // errSandboxBroken is what a group is told when the start-time proof

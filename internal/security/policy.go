@@ -24,6 +24,11 @@ type Policy struct {
 	// Env, in a group's override, names variables of agent.env that look
 	// like secrets and may still enter this group's confined runs.
 	Env []string `json:"env,omitempty" validate:"dive,required"`
+	// Model and Provider, in a group's override, are its model (as the
+	// config names it) and where its requests go; they apply to the main
+	// group too.
+	Model    string `json:"model,omitempty"`
+	Provider string `json:"provider,omitempty"`
 }
 
 // SenderAllowed tells whether sender (a channel id such as
