@@ -40,7 +40,9 @@ type Options struct {
 	// group's provider and model, the fallbacks); empty: Upstream as the
 	// agent asks.
 	Route gateway.Route
-	Log        zerolog.Logger
+	// Routes, if set, gives the route of each request (gateway.Config).
+	Routes func() gateway.Route
+	Log    zerolog.Logger
 	// Inside, when set, is what runs in the sandbox in place of the plan's
 	// agent command (`security test`'s probe: the same confinement,
 	// another program).
@@ -84,7 +86,7 @@ func New(o Options) (*Run, error) {
 	gw, err := gateway.Open(socket, gateway.Config{
 		Group: o.Policy.Group, AllowedDomains: o.Policy.Network.AllowedDomains, DeniedDomains: o.Policy.Network.DeniedDomains,
 		Upstream: o.Upstream, Secrets: takeCredentials(spec.Env), Self: listen, Reporter: o.Reporter, Log: o.Log,
-		Meter: o.Meter, Route: o.Route, Tools: o.Policy.Tools,
+		Meter: o.Meter, Route: o.Route, Routes: o.Routes, Tools: o.Policy.Tools,
 	})
 	if err != nil {
 		return nil, err

@@ -21,9 +21,14 @@ import (
 // minutes of retries.
 func (r *Run) send(w http.ResponseWriter, req *http.Request, real string, body []byte) {
 	rt := r.cfg.Route
+	if r.cfg.Routes != nil {
+		if next := r.cfg.Routes(); len(next.Targets) > 0 {
+			rt = next
+		}
+	}
 	var fails []string
 	for i, t := range rt.order(time.Now()) {
-		resp, first, cancel, err := r.attempt(req, t, real, body)
+		resp, first, cancel, err := r.attempt(req, t, real, body, rt.timeout())
 		if err != nil {
 			why := t.Key() + ": " + err.Error()
 			fails = append(fails, why)
@@ -41,7 +46,7 @@ func (r *Run) send(w http.ResponseWriter, req *http.Request, real string, body [
 		if served.Fallback {
 			r.cfg.Log.Info().Str("group", r.cfg.Group).Str("upstream", t.Key()).Msg("a model request served by a fallback")
 		}
-		r.stream(w, resp, first, cancel, served)
+		r.stream(w, resp, first, cancel, served, rt.timeout())
 		return
 	}
 	why := "nanoclaw relay: no model upstream answered (" + strings.Join(fails, "; ") + ")"
@@ -65,7 +70,7 @@ func (e errSilent) Error() string { return fmt.Sprintf("no %s within %s", e.what
 // bytes of its body, each within the timeout. A failover status or no
 // answer is an error; any other answer is returned with its first chunk
 // read, and the cancel that ends it.
-func (r *Run) attempt(in *http.Request, t Target, real string, body []byte) (*http.Response, []byte, context.CancelFunc, error) {
+func (r *Run) attempt(in *http.Request, t Target, real string, body []byte, timeout time.Duration) (*http.Response, []byte, context.CancelFunc, error) {
 	u, err := targetURL(t, in.URL.Path, in.URL.RawQuery)
 	if err != nil {
 		return nil, nil, nil, err
@@ -80,7 +85,6 @@ func (r *Run) attempt(in *http.Request, t Target, real string, body []byte) (*ht
 	out.Header = in.Header.Clone()
 	keepHeaders(out.Header)
 	credentialFor(out.Header, t, real)
-	timeout := r.cfg.Route.timeout()
 	timer := time.AfterFunc(timeout, cancel)
 	resp, err := upstreamTransport.RoundTrip(out)
 	if err != nil {
@@ -132,9 +136,8 @@ func (b eofBody) Read([]byte) (int, error) { return 0, b.err }
 // stream copies the chosen answer to the agent as it comes, metered; a
 // stream silent for the timeout is cut (the upstream is not answering),
 // one that keeps streaming never is.
-func (r *Run) stream(w http.ResponseWriter, resp *http.Response, first []byte, cancel context.CancelFunc, s Served) {
+func (r *Run) stream(w http.ResponseWriter, resp *http.Response, first []byte, cancel context.CancelFunc, s Served, timeout time.Duration) {
 	defer cancel()
-	timeout := r.cfg.Route.timeout()
 	silent := time.AfterFunc(timeout, cancel)
 	defer silent.Stop()
 	body := r.metered(resp, s)

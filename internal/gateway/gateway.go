@@ -62,6 +62,9 @@ type Config struct {
 	// Route is where the relay sends model requests, with fallbacks; an
 	// empty one is the built-in provider at Upstream, as the agent asks.
 	Route Route
+	// Routes, if set, is asked for the route of each request instead (a
+	// model the owner sets during a run applies to its next request).
+	Routes func() Route
 	// Tools is the group's tool list: a server tool, mcp_servers or a beta
 	// that enables them reaches the API for a confined group only when
 	// named here (servertools.go).
