@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/url"
@@ -21,6 +22,16 @@ type Provider struct {
 	Auth string `json:"auth"`
 	// Models maps our name of a model to the provider's.
 	Models map[string]string `json:"models"`
+}
+
+// MarshalJSON writes p with its credential hidden: the config in force
+// is shown by status.
+func (p Provider) MarshalJSON() ([]byte, error) {
+	type plain Provider
+	if p.Credential != "" {
+		p.Credential = "(set)"
+	}
+	return json.Marshal(plain(p))
 }
 
 // Fallback is one entry of agent.fallback.
