@@ -113,7 +113,9 @@ func TestModelsPerGroupProviderAndFailover(t *testing.T) {
 
 	p1.Fail(0, "", "", "")
 	in.Post("local:main", "Owner", "/model family nope")
-	in.WaitFor("local:main", func(s string) bool { return strings.Contains(s, `"nope" is not a known model; known:`) && strings.Contains(s, "z") })
+	in.WaitFor("local:main", func(s string) bool {
+		return strings.Contains(s, `"nope" is not a known model; known:`) && strings.Contains(s, "z")
+	})
 	in.Post("local:main", "Owner", "/model family z")
 	in.WaitFor("local:main", func(s string) bool { return strings.HasPrefix(s, "family now uses z (was x (agent.model))") })
 	in.Post("local:main", "Owner", "/model family")
@@ -184,7 +186,9 @@ func TestModelsHangingUpstreams(t *testing.T) {
 	before := len(p1.Log())
 	in.Post("local:family", "Ann", "curl "+p1.URL+"/v1/messages")
 	in.WaitFor("local:family", func(s string) bool { return strings.HasPrefix(s, "curl "+p1.URL+"/v1/messages: refused") })
-	in.WaitFor("local:main", func(s string) bool { return strings.HasPrefix(s, "[SANDBOX ALERT]") && strings.Contains(s, "127.0.0.1") })
+	in.WaitFor("local:main", func(s string) bool {
+		return strings.HasPrefix(s, "[SANDBOX ALERT]") && strings.Contains(s, "127.0.0.1")
+	})
 	if len(p1.Log()) != before {
 		t.Errorf("the group's own request reached the loopback provider")
 	}
