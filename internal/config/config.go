@@ -261,10 +261,11 @@ func Default() Config {
 			AllowWrite:     []string{},
 			Network:        &security.Network{AllowedDomains: []string{}, DeniedDomains: []string{}},
 		},
-		Alerts: Alerts{Cooldown: Duration(time.Minute), MaxPerGroup: 3, Approvers: []string{}},
-		Backup: Backup{Keep: 7},
-		Media:  Media{MaxBytes: 20 << 20, Transcribe: Transcribe{Model: "whisper-1", Timeout: Duration(5 * time.Minute)}},
-		Usage:  Usage{Prices: usage.DefaultPrices()},
+		Alerts:    Alerts{Cooldown: Duration(time.Minute), MaxPerGroup: 3, Approvers: []string{}},
+		Backup:    Backup{Keep: 7},
+		Media:     Media{MaxBytes: 20 << 20, Transcribe: Transcribe{Model: "whisper-1", Timeout: Duration(5 * time.Minute)}},
+		Usage:     Usage{Prices: usage.DefaultPrices()},
+		Providers: map[string]Provider{},
 	}
 }
 

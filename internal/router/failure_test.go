@@ -24,6 +24,7 @@ func TestClassify(t *testing.T) {
 		{"API Error: Request timed out.", "unreachable", false},
 		{`API Error: 529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, "overloaded", false},
 		{"API Error: 429 rate_limit_error", "overloaded", false},
+		{`API Error: 400 {"type":"error","error":{"type":"invalid_request_error","message":"nanoclaw relay: no model upstream answered (p1/x: no response headers within 60s; p2/y: HTTP 529, Overloaded)"}}`, "unreachable", true},
 		{"error_max_turns", "other", false},
 		{"", "other", false},
 	} {
