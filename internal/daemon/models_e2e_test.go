@@ -142,6 +142,19 @@ func TestModelsPerGroupProviderAndFailover(t *testing.T) {
 	if strings.Contains(out, "upstream") {
 		t.Errorf("usage --by model names a model as the upstream does: %s", out)
 	}
+
+	_, errs, code := e2e.Run(t, "", in.Env, "groups", "set-model", "family", "gpt-9", "--config", in.Config)
+	if code == 0 || !strings.Contains(errs, `"gpt-9" is not a known model; known: `) || !strings.Contains(errs, "nothing changed") {
+		t.Errorf("set-model to an unknown model: exit %d, %s", code, errs)
+	}
+	if got := in.CLI("groups", "set-model", "family", "--clear"); !strings.Contains(got, "family now uses x (agent.model) (was z)") {
+		t.Errorf("set-model --clear: %s", got)
+	}
+	var shown struct{ Model, Provider string }
+	json.Unmarshal([]byte(in.CLI("security", "show", "work", "--json")), &shown)
+	if shown.Model != "y" || shown.Provider != "p2" {
+		t.Errorf("security show work: %+v", shown)
+	}
 }
 
 // An upstream that accepts and never answers is a failure after
