@@ -206,3 +206,29 @@ func TestModelsHangingUpstreams(t *testing.T) {
 		t.Errorf("the group's own request reached the loopback provider")
 	}
 }
+
+// A confined group's request carrying server tools, mcp_servers and the
+// betas that enable them reaches the model API without them (its own
+// custom tool kept), and what was taken out is alerted to the main chat.
+func TestRelayKeepsServerToolsFromAConfinedGroup(t *testing.T) {
+	mock := mockapi.New(t)
+	in, _ := usageInstall(t, mock, "")
+	in.Post("local:family", "Ann", "api-servertools")
+	in.WaitFor("local:family", apiOK)
+	in.WaitFor("local:main", func(s string) bool {
+		return strings.HasPrefix(s, "[SANDBOX ALERT]") && strings.Contains(s, "web_search_20250305")
+	})
+	log := mock.Log()
+	if len(log) != 1 {
+		t.Fatalf("the model API got %d requests", len(log))
+	}
+	body, beta := string(log[0].Body), log[0].Header.Get("Anthropic-Beta")
+	for _, gone := range []string{"web_search", "web_fetch", "code_execution", "mcp_servers", "mcp.example.net"} {
+		if strings.Contains(body, gone) {
+			t.Errorf("the request reached the model API with %q: %s", gone, body)
+		}
+	}
+	if beta != "" || !strings.Contains(body, `"notes"`) {
+		t.Errorf("beta %q, body %s", beta, body)
+	}
+}

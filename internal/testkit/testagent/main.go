@@ -10,6 +10,10 @@
 //	                  the credential it holds, as the SDK makes them; reply
 //	                  "api N ok: TEXT" (the streamed text), or at the first
 //	                  refusal an error result "API Error: STATUS MESSAGE", exit 1
+//	api-servertools   as "api 1", the request carrying server tools (web search,
+//	                  web fetch, code execution), mcp_servers and their betas
+//	curl URL          POST to URL through $HTTP_PROXY whatever its host (as curl
+//	                  does); reply "curl URL: STATUS" or "curl URL: refused (…)"
 //	echo TEXT         reply "echo: TEXT"; newSessionId = the sessionId it was
 //	                  given, or a fresh "sess-…" when it had none
 //	session           reply "session: <the sessionId it was given>" ("none" if empty)
@@ -190,6 +194,8 @@ func do(text string, in input, raw []byte) {
 			fatal("api wants a number of requests: %q", arg)
 		}
 		callAPI(n, in.Prompt)
+	case "api-servertools":
+		callAPIWith(1, in.Prompt, serverTools, serverBetas)
 	case "echo":
 		session := in.SessionID
 		if session == "" {
