@@ -30,6 +30,11 @@ func (r *Run) send(w http.ResponseWriter, req *http.Request, real string, body [
 	for i, t := range rt.order(time.Now()) {
 		resp, first, cancel, err := r.attempt(req, t, real, body, rt.timeout())
 		if err != nil {
+			var se statusError
+			if errors.As(err, &se) && r.cfg.Meter != nil {
+				// The meter keeps what the API said of its limits (retry-after).
+				r.cfg.Meter.Answered(se.status, se.header, Served{Target: t, Fallback: t.Key() != rt.Targets[0].Key()})
+			}
 			why := t.Key() + ": " + err.Error()
 			fails = append(fails, why)
 			if rt.Board != nil {
@@ -57,6 +62,15 @@ func (r *Run) send(w http.ResponseWriter, req *http.Request, real string, body [
 	// 408, 409, 429 and 5xx); X-Should-Retry says the same.
 	apiError(w, http.StatusBadRequest, "invalid_request_error", why)
 }
+
+// statusError is an upstream's failover status (429, 5xx, 529).
+type statusError struct {
+	status int
+	header http.Header
+	msg    string // ", the API's message" or ""
+}
+
+func (e statusError) Error() string { return fmt.Sprintf("HTTP %d%s", e.status, e.msg) }
 
 // errSilent is an upstream that said nothing within the timeout.
 type errSilent struct {
@@ -102,7 +116,7 @@ func (r *Run) attempt(in *http.Request, t Target, real string, body []byte, time
 		resp.Body.Close()
 		cancel()
 		stopOnLeave()
-		return nil, nil, nil, fmt.Errorf("HTTP %d%s", resp.StatusCode, msg)
+		return nil, nil, nil, statusError{resp.StatusCode, resp.Header, msg}
 	}
 	// The first bytes decide too: a stream that opens and then says
 	// nothing has not yet given the agent a byte, so another may answer.
@@ -144,7 +158,10 @@ func (r *Run) stream(w http.ResponseWriter, resp *http.Response, first []byte, c
 	defer body.Close()
 	h := w.Header()
 	for k, v := range resp.Header {
-		if !hopHeaders[k] {
+		// Without the upstream's Content-Length the answer is chunked, and
+		// its end reaches the agent only after the handler returns: after
+		// the meter recorded it (body.Close).
+		if !hopHeaders[k] && k != "Content-Length" {
 			h[k] = v
 		}
 	}
