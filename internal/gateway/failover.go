@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -61,6 +62,29 @@ func (r *Run) send(w http.ResponseWriter, req *http.Request, real string, body [
 	// 400 is what the SDK and the CLI give up on at once (they retry
 	// 408, 409, 429 and 5xx); X-Should-Retry says the same.
 	apiError(w, http.StatusBadRequest, "invalid_request_error", why)
+}
+
+// limitedRE finds, in the relay's "no model upstream answered (…)", each
+// failure and whether it was a rate limit or overload (429, 529).
+var (
+	unansweredRE = regexp.MustCompile(`no model upstream answered \((.*)\)`)
+	limitedRE    = regexp.MustCompile(`^\S+: HTTP (429|529)\b`)
+)
+
+// Limited tells whether the relay's error text says every upstream was
+// only rate limited or overloaded (it answered, just not now), rather than
+// not answering at all.
+func Limited(why string) bool {
+	m := unansweredRE.FindStringSubmatch(why)
+	if m == nil {
+		return false
+	}
+	for _, f := range strings.Split(m[1], "; ") {
+		if !limitedRE.MatchString(f) {
+			return false
+		}
+	}
+	return true
 }
 
 // statusError is an upstream's failover status (429, 5xx, 529).

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 )
 
@@ -63,6 +64,10 @@ var unansweredRE = regexp.MustCompile(`(?i)nanoclaw relay: (no model upstream an
 func classify(errText string) failure {
 	if m := budgetRE.FindString(errText); m != "" {
 		return failure{"budget", "the " + m, "The owner can raise it: agent.budget in the config, or budget in the group's override.", true}
+	}
+	if unansweredRE.MatchString(errText) && gateway.Limited(errText) {
+		return failure{"overloaded", "the model API is overloaded or over its rate limit",
+			"This usually passes within minutes; agent.fallback can name another provider to try. The next message tries again.", true}
 	}
 	if unansweredRE.MatchString(errText) {
 		return failure{"unreachable", "the model API did not answer",

@@ -226,6 +226,9 @@ func retryAt(h http.Header, now time.Time) time.Time {
 // and doctor show until one does. The chat hears of it through the
 // agent's error (failure.go).
 func (m *runMeter) Failed(why string) {
+	if gateway.Limited(why) {
+		return // Answered kept the rate limit, with its retry time
+	}
 	h := usage.Health{Kind: usage.HealthDown, Status: http.StatusGatewayTimeout, Detail: "not answering: " + why, Since: time.Now()}
 	if _, err := m.r.Usage.Problem(context.Background(), h, nil); err != nil {
 		m.r.Log.Error().Err(err).Msg("record that the model API is not answering")
