@@ -70,7 +70,7 @@ func classify(errText string) failure {
 			"This usually passes within minutes; agent.fallback can name another provider to try. The next message tries again.", true}
 	}
 	if unansweredRE.MatchString(errText) {
-		return failure{"unreachable", "the model API did not answer",
+		return failure{"unreachable", "the model API could not be reached",
 			"'nanoclawd status' shows which upstream is not answering; agent.fallback can name another provider to try. The next message tries again.", true}
 	}
 	low := strings.ToLower(errText)

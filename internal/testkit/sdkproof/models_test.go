@@ -96,6 +96,6 @@ func TestSDKServedByTheFallback(t *testing.T) {
 	p2.Fail(529, "overloaded_error", "Overloaded", "")
 	in.Post("local:main", "Owner", "hello again")
 	in.WaitFor("local:main", func(s string) bool {
-		return strings.HasPrefix(s, "Andy could not answer: the model API did not answer.")
+		return strings.HasPrefix(s, "Andy could not answer: the model API is overloaded or over its rate limit.")
 	})
 }
