@@ -11,8 +11,12 @@
 //   - a relay to the model API (a request for the gateway itself): only
 //     the Messages API's paths, with an allow-list of headers; the agent
 //     holds a per-run placeholder credential, the relay swaps in the
-//     daemon's real one and streams the upstream's answer back unbuffered
-//     (relay.go).
+//     daemon's real one (or the provider's own) and streams the upstream's
+//     answer back unbuffered (relay.go); it sends each request to the
+//     group's provider and model, fails over to the next upstream before
+//     the answer began, bounds a silent one (failover.go, route.go), and
+//     keeps the API's own network reach from a confined group
+//     (servertools.go).
 //
 // Every refusal is reported as a network violation. The agent's own
 // process never holds the real API key or OAuth token.
@@ -94,7 +98,6 @@ type Run struct {
 	socket       string
 	ln           net.Listener
 	srv          *http.Server
-	upstream     *url.URL
 	placeholders map[string]string // placeholder → real value
 	env          map[string]string // variable → placeholder
 	closed       chan struct{}
@@ -128,7 +131,7 @@ func serve(ln net.Listener, socket string, u *url.URL, cfg Config) *Run {
 	if len(cfg.Route.Targets) == 0 {
 		cfg.Route.Targets = []Target{{Provider: BuiltinProvider, URL: u.String(), Builtin: true}}
 	}
-	r := &Run{cfg: cfg, socket: socket, ln: ln, upstream: u, placeholders: map[string]string{}, env: map[string]string{},
+	r := &Run{cfg: cfg, socket: socket, ln: ln, placeholders: map[string]string{}, env: map[string]string{},
 		closed: make(chan struct{})}
 	for name, real := range cfg.Secrets {
 		if real == "" {
