@@ -314,11 +314,14 @@ async function run(): Promise<number> {
         break;
       case "result":
         for (const d of msg.permission_denials ?? []) detector.fromDenial(d.tool_name, d.tool_use_id, d.tool_input);
+        // costUSD: the SDK's own estimate, kept beside the relay's count
+        // (an optional field: a daemon that does not know it ignores it).
+        const cost = typeof msg.total_cost_usd === "number" ? { costUSD: msg.total_cost_usd } : {};
         if (msg.subtype === "success" && !msg.is_error) {
-          frame({ status: "success", result: capResult(msg.result) || null, newSessionId: msg.session_id });
+          frame({ status: "success", result: capResult(msg.result) || null, newSessionId: msg.session_id, ...cost });
         } else {
           const why = "errors" in msg && msg.errors?.length ? msg.errors.join("; ") : "result" in msg ? msg.result : msg.subtype;
-          frame({ status: "error", result: null, newSessionId: msg.session_id, error: why || msg.subtype });
+          frame({ status: "error", result: null, newSessionId: msg.session_id, error: why || msg.subtype, ...cost });
         }
         break;
     }

@@ -107,6 +107,7 @@ func (g *globals) parse(c command, fs *flag.FlagSet, args []string, n int) ([]st
 		args = args[1:]
 	}
 	switch {
+	case n < 0: // the verb checks how many it got
 	case len(pos) > n:
 		return nil, g.usageError(c, "unexpected argument %q", pos[n])
 	case len(pos) < n:

@@ -243,7 +243,8 @@ func readOverride(path string, cfg *config.Config) (*security.Policy, error) {
 	if err != nil && (!errors.As(err, &errs) || pos == nil) {
 		return nil, err
 	}
-	for _, pr := range append(config.ValidatePolicy(&p, ""), config.ValidateOverrideEnv(&p, cfg.Agent.Env, cfg.File)...) {
+	probs := append(config.ValidatePolicy(&p, ""), config.ValidateOverrideEnv(&p, cfg.Agent.Env, cfg.File)...)
+	for _, pr := range append(probs, config.ValidateOverrideModel(&p, cfg)...) {
 		e := &config.Error{File: path, Line: 1, Col: 1, Key: pr.Key, Msg: pr.Msg}
 		if off, ok := pos[pr.Key]; ok {
 			e.Line, e.Col = config.LineCol(src, off)

@@ -33,6 +33,7 @@ var commands = []struct {
 	{"groups set-security", groupsSetSecurity{}, "set or clear a group's security override, validated like the config"},
 	{"groups import", groupsImport{}, "import groups, tasks and sessions from NanoClaw: its SQLite database or registered_groups.json"},
 	{"groups reset-session", groupsResetSession{}, "start the group's next run with a fresh agent session"},
+	{"groups set-model", groupsSetModel{}, "set or clear a group's model (an unknown model is refused with the known ones)"},
 	{"security show", securityShow{}, "a group's effective policy and the exact agent options and confinement it produces"},
 	{"security test", securityTest{}, "prove the confinement on this machine: probes confined as a non-main run report each boundary"},
 	{"violations", violations{}, "the audit trail of blocked actions"},

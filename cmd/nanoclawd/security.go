@@ -51,6 +51,11 @@ func (c securityShow) Run(ctx context.Context, g *globals, args []string) error 
 	}
 	w := g.stdout
 	fmt.Fprintf(w, "group:           %s\n", eff.Group)
+	model := eff.Model
+	if model == "" {
+		model = "the SDK's default"
+	}
+	fmt.Fprintf(w, "model:           %s, provider %s\n", model, eff.Provider)
 	if eff.IsMain {
 		fmt.Fprintln(w, "main group:      yes, exempt: no sandbox, bypassPermissions, every tool, user and project settings")
 	} else {

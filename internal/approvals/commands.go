@@ -68,7 +68,7 @@ type Commands struct {
 
 // verbs are the commands the daemon takes; anything else starting with
 // "/" goes to the main group's agent as before.
-var verbs = map[string]bool{"/allow": true, "/undo": true, "/pause": true, "/resume": true, "/groups": true}
+var verbs = map[string]bool{"/allow": true, "/undo": true, "/pause": true, "/resume": true, "/groups": true, "/model": true}
 
 // IsCommand tells whether text is one of the owner's commands.
 func IsCommand(text string) bool {
@@ -167,6 +167,8 @@ func (c *Commands) do(ctx context.Context, tx *store.Tx, verb string, args []str
 			return fmt.Sprintf("Write %s FOLDER (/groups lists them): nothing changed.", verb), nil, nil
 		}
 		return c.pause(ctx, tx, args[0], verb == "/pause", who)
+	case "/model":
+		return c.model(ctx, tx, args, who)
 	}
 	text, err := c.list(ctx)
 	return text, nil, err

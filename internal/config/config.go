@@ -39,6 +39,9 @@ type Config struct {
 	Media Media `json:"media"`
 	// Usage prices the model requests the relay counts.
 	Usage Usage `json:"usage"`
+	// Providers are upstreams that speak the Messages API, by name
+	// (models.go); "anthropic" is built in.
+	Providers map[string]Provider `json:"providers"`
 
 	// File is the absolute path the config was loaded from (it need not exist).
 	File string `json:"-"`
@@ -93,6 +96,18 @@ type Agent struct {
 	// Budget limits what each non-main group's model requests cost (USD);
 	// a group's override may set its own.
 	Budget security.Budget `json:"budget"`
+	// Model is every group's model ("" = the SDK's default); a group's
+	// override may name its own.
+	Model string `json:"model"`
+	// Provider is where the model requests go: "anthropic" or a name
+	// from providers.
+	Provider string `json:"provider" validate:"required"`
+	// Fallback is tried in order when the chosen upstream fails before
+	// its answer began.
+	Fallback []Fallback `json:"fallback"`
+	// APITimeout: no response headers, or a stream silent this long, is a
+	// failure of that upstream.
+	APITimeout Duration `json:"apiTimeout" validate:"gt=0"`
 }
 
 // Media configures the files received in chats (voice notes, photos,
@@ -233,6 +248,9 @@ func Default() Config {
 			Timeout:           Duration(30 * time.Minute),
 			IdleTimeout:       Duration(30 * time.Minute),
 			Env:               []string{},
+			Provider:          "anthropic",
+			Fallback:          []Fallback{},
+			APITimeout:        Duration(60 * time.Second),
 		},
 		HostSecurity: security.Policy{
 			Sandbox:        &sandboxOn,
@@ -243,10 +261,11 @@ func Default() Config {
 			AllowWrite:     []string{},
 			Network:        &security.Network{AllowedDomains: []string{}, DeniedDomains: []string{}},
 		},
-		Alerts: Alerts{Cooldown: Duration(time.Minute), MaxPerGroup: 3, Approvers: []string{}},
-		Backup: Backup{Keep: 7},
-		Media:  Media{MaxBytes: 20 << 20, Transcribe: Transcribe{Model: "whisper-1", Timeout: Duration(5 * time.Minute)}},
-		Usage:  Usage{Prices: usage.DefaultPrices()},
+		Alerts:    Alerts{Cooldown: Duration(time.Minute), MaxPerGroup: 3, Approvers: []string{}},
+		Backup:    Backup{Keep: 7},
+		Media:     Media{MaxBytes: 20 << 20, Transcribe: Transcribe{Model: "whisper-1", Timeout: Duration(5 * time.Minute)}},
+		Usage:     Usage{Prices: usage.DefaultPrices()},
+		Providers: map[string]Provider{},
 	}
 }
 
@@ -284,5 +303,7 @@ func (c *Config) SecurityHost(folders []string) security.Host {
 		Socket:     c.Channels.Local.Socket,
 		Folders:    folders,
 		AgentEnv:   c.Agent.Env,
+		Model:      c.Agent.Model,
+		Provider:   c.Agent.Provider,
 	}
 }

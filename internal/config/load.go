@@ -59,6 +59,7 @@ func Parse(file string, src []byte) (*Config, error) {
 	}
 	problems := ValidatePolicy(&cfg.HostSecurity, "hostSecurity")
 	problems = append(problems, budgetProblems(cfg.Agent.Budget, "agent.budget")...)
+	problems = append(problems, modelProblems(&cfg)...)
 	for _, e := range append(problems, usageProblems(cfg.Usage)...) {
 		report(e.Key, "%s", e.Msg)
 	}
@@ -127,6 +128,9 @@ func ValidatePolicy(p *security.Policy, prefix string) []PolicyProblem {
 		out = append(out, PolicyProblem{key("senders"), fmt.Sprintf("%s: who may call the assistant is set per group: remove it here and run `nanoclawd groups set-security FOLDER --file OVERRIDE.json` with {\"senders\": [...]}", key("senders"))})
 	}
 	out = append(out, validateBudget(p.Budget, prefix)...)
+	if prefix != "" && (p.Model != "" || p.Provider != "") {
+		out = append(out, PolicyProblem{key("model"), fmt.Sprintf("%s: every group's model is agent.model (and agent.provider); one group's goes in its override, e.g. with `nanoclawd groups set-model FOLDER MODEL`", key("model"))})
+	}
 	if prefix != "" && p.Env != nil {
 		out = append(out, PolicyProblem{key("env"), fmt.Sprintf("%s: which secrets of agent.env may enter confined runs is set per group: remove it here and run `nanoclawd groups set-security FOLDER --file OVERRIDE.json` with {\"env\": [...]}", key("env"))})
 	}

@@ -36,7 +36,13 @@ type Options struct {
 	Upstream   string // the model API ("" = api.anthropic.com)
 	Reporter   gateway.Reporter
 	Meter      gateway.Meter // nil: the run's model requests are not metered
-	Log        zerolog.Logger
+	// Route is where the relay sends the run's model requests (the
+	// group's provider and model, the fallbacks); empty: Upstream as the
+	// agent asks.
+	Route gateway.Route
+	// Routes, if set, gives the route of each request (gateway.Config).
+	Routes func() gateway.Route
+	Log    zerolog.Logger
 	// Inside, when set, is what runs in the sandbox in place of the plan's
 	// agent command (`security test`'s probe: the same confinement,
 	// another program).
@@ -80,7 +86,7 @@ func New(o Options) (*Run, error) {
 	gw, err := gateway.Open(socket, gateway.Config{
 		Group: o.Policy.Group, AllowedDomains: o.Policy.Network.AllowedDomains, DeniedDomains: o.Policy.Network.DeniedDomains,
 		Upstream: o.Upstream, Secrets: takeCredentials(spec.Env), Self: listen, Reporter: o.Reporter, Log: o.Log,
-		Meter: o.Meter,
+		Meter: o.Meter, Route: o.Route, Routes: o.Routes, Tools: o.Policy.Tools,
 	})
 	if err != nil {
 		return nil, err

@@ -14,7 +14,7 @@ import (
 func Relay(o Options) (*gateway.Run, error) {
 	spec := o.Spec
 	gw, err := gateway.OpenLoopback(gateway.Config{
-		Group: o.Policy.Group, Upstream: o.Upstream, Secrets: takeCredentials(spec.Env), Meter: o.Meter, Log: o.Log,
+		Group: o.Policy.Group, Upstream: o.Upstream, Secrets: takeCredentials(spec.Env), Meter: o.Meter, Log: o.Log, Route: o.Route, Routes: o.Routes,
 	})
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"os"
@@ -61,6 +62,14 @@ func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
 	for _, s := range d.queue.Snapshot() {
 		queue[s.Folder] = s
 	}
+	onFallback := map[string]status.Fallback{}
+	if fs, err := usage.Fallbacks(ctx, d.db); err != nil {
+		d.log.Warn().Err(err).Msg("status: groups on a fallback")
+	} else {
+		for _, f := range fs {
+			onFallback[f.Group] = status.Fallback{Upstream: f.Upstream, Since: f.Since}
+		}
+	}
 	d.mu.Lock()
 	for _, g := range list {
 		q := queue[g.Folder]
@@ -86,6 +95,13 @@ func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
 			sg.LastRun = &status.Run{Started: l.Started, Finished: l.Finished, OK: l.OK, Error: l.Error, TaskID: l.TaskID}
 		}
 		sg.Usage = spend.of(g, cfg, now)
+		sg.Model, sg.Provider = cfg.Agent.Model, cfg.Agent.Provider
+		if o := g.Security; o != nil {
+			sg.Model, sg.Provider = cmp.Or(o.Model, sg.Model), cmp.Or(o.Provider, sg.Provider)
+		}
+		if f, ok := onFallback[g.Folder]; ok {
+			sg.Fallback = &f
+		}
 		r.Groups = append(r.Groups, sg)
 	}
 	r.PendingRestart = slices.Clone(d.pendingRestart)

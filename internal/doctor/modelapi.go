@@ -26,6 +26,12 @@ func ModelAPI(ctx context.Context, db *store.DB) Result {
 		}
 	}
 	for _, h := range hs {
+		if h.Kind == usage.HealthDown {
+			return fix("model api", "%s, since %s: check that the provider's server runs and answers (agent.fallback can name another to try); shown until a request succeeds",
+				h.Detail, h.Since.Local().Format(time.DateTime))
+		}
+	}
+	for _, h := range hs {
 		if h.Kind == usage.HealthRate && h.RetryAt.After(time.Now()) {
 			return ok("model api", "the credential works; the API is %s (HTTP %d) until %s", h.Detail, h.Status, h.RetryAt.Local().Format(time.TimeOnly))
 		}

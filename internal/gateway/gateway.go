@@ -11,8 +11,12 @@
 //   - a relay to the model API (a request for the gateway itself): only
 //     the Messages API's paths, with an allow-list of headers; the agent
 //     holds a per-run placeholder credential, the relay swaps in the
-//     daemon's real one and streams the upstream's answer back unbuffered
-//     (relay.go).
+//     daemon's real one (or the provider's own) and streams the upstream's
+//     answer back unbuffered (relay.go); it sends each request to the
+//     group's provider and model, fails over to the next upstream before
+//     the answer began, bounds a silent one (failover.go, route.go), and
+//     keeps the API's own network reach from a confined group
+//     (servertools.go).
 //
 // Every refusal is reported as a network violation. The agent's own
 // process never holds the real API key or OAuth token.
@@ -56,8 +60,19 @@ type Config struct {
 	Group          string
 	AllowedDomains []string
 	DeniedDomains  []string
-	// Upstream is the model API the relay forwards to.
+	// Upstream is the built-in provider's model API (the daemon's
+	// ANTHROPIC_BASE_URL).
 	Upstream string
+	// Route is where the relay sends model requests, with fallbacks; an
+	// empty one is the built-in provider at Upstream, as the agent asks.
+	Route Route
+	// Routes, if set, is asked for the route of each request instead (a
+	// model the owner sets during a run applies to its next request).
+	Routes func() Route
+	// Tools is the group's tool list: a server tool, mcp_servers or a beta
+	// that enables them reaches the API for a confined group only when
+	// named here (servertools.go).
+	Tools []string
 	// Secrets maps each credential variable the agent is given to the
 	// daemon's real value; Open makes a placeholder for each.
 	Secrets map[string]string
@@ -83,7 +98,6 @@ type Run struct {
 	socket       string
 	ln           net.Listener
 	srv          *http.Server
-	upstream     *url.URL
 	placeholders map[string]string // placeholder → real value
 	env          map[string]string // variable → placeholder
 	closed       chan struct{}
@@ -114,7 +128,10 @@ func Open(socket string, cfg Config) (*Run, error) {
 
 // serve runs a gateway on ln (socket: its path, removed by Close, or "").
 func serve(ln net.Listener, socket string, u *url.URL, cfg Config) *Run {
-	r := &Run{cfg: cfg, socket: socket, ln: ln, upstream: u, placeholders: map[string]string{}, env: map[string]string{},
+	if len(cfg.Route.Targets) == 0 {
+		cfg.Route.Targets = []Target{{Provider: BuiltinProvider, URL: u.String(), Builtin: true}}
+	}
+	r := &Run{cfg: cfg, socket: socket, ln: ln, placeholders: map[string]string{}, env: map[string]string{},
 		closed: make(chan struct{})}
 	for name, real := range cfg.Secrets {
 		if real == "" {

@@ -20,12 +20,18 @@ type Meter interface {
 	// Admit is asked before a request goes upstream; a non-nil Refusal
 	// is answered to the agent instead.
 	Admit(ctx context.Context) *Refusal
-	// Answered is told the upstream's status and headers as they come.
-	Answered(status int, h http.Header)
-	// Done is told the model and usage an answer reported, once its body
-	// has ended (or was cut off); it is called only for answers that
-	// reported usage, before the agent sees the answer end.
-	Done(model string, t usage.Tokens)
+	// Answered is told the status and headers of the answer the agent
+	// gets, as they come, and which upstream gave it.
+	Answered(status int, h http.Header, s Served)
+	// Failed is told when no upstream answered a request, or the one
+	// answering fell silent: why names each failure.
+	Failed(why string)
+	// Done is told the usage an answer reported and the upstream that
+	// served it, once its body has ended (or was cut off); model is the
+	// model as configured (the served target's), else as the answer
+	// named it. It is called only for answers that reported usage, before
+	// the agent sees the answer end.
+	Done(s Served, model string, t usage.Tokens)
 }
 
 // Refusal is a request the relay answers itself, as the model API
@@ -58,16 +64,20 @@ func apiError(w http.ResponseWriter, status int, kind, msg string) {
 	json.NewEncoder(w).Encode(map[string]any{"type": "error", "error": map[string]string{"type": kind, "message": msg}})
 }
 
-// metered is the relay's ModifyResponse: the meter hears the status at
-// once, and the body is read through it as it streams to the agent.
-func (r *Run) metered(resp *http.Response) error {
-	m := r.cfg.Meter
-	if m == nil {
-		return nil
+// metered tells the meter the answer's status at once, and returns its
+// body to be read through a usage.Meter as it streams to the agent.
+func (r *Run) metered(resp *http.Response, s Served) *meteredBody {
+	b := &meteredBody{ReadCloser: resp.Body, meter: usage.NewMeter(resp.Header.Get("Content-Type")), run: r}
+	if m := r.cfg.Meter; m != nil {
+		m.Answered(resp.StatusCode, resp.Header, s)
+		b.done = func(model string, t usage.Tokens) {
+			if s.Model != "" {
+				model = s.Model
+			}
+			m.Done(s, model, t)
+		}
 	}
-	m.Answered(resp.StatusCode, resp.Header)
-	resp.Body = &meteredBody{ReadCloser: resp.Body, meter: usage.NewMeter(resp.Header.Get("Content-Type")), done: m.Done, run: r}
-	return nil
+	return b
 }
 
 // meteredBody hands each chunk it reads to a usage.Meter after the
@@ -92,6 +102,9 @@ func (b *meteredBody) Read(p []byte) (int, error) {
 
 func (b *meteredBody) Close() error {
 	err := b.ReadCloser.Close()
+	if b.done == nil {
+		return err
+	}
 	if b.err != io.EOF {
 		// The agent went away, or the upstream broke off: what was read
 		// so far is counted.

@@ -27,15 +27,23 @@ type meter struct {
 	statuses []int
 	done     []usage.Tokens
 	model    string
+	served   []Served
+	failed   []string
 }
 
 func (m *meter) Admit(context.Context) *Refusal { return m.refuse }
-func (m *meter) Answered(status int, _ http.Header) {
+func (m *meter) Answered(status int, _ http.Header, s Served) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.statuses = append(m.statuses, status)
+	m.served = append(m.served, s)
 }
-func (m *meter) Done(model string, t usage.Tokens) {
+func (m *meter) Failed(why string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.failed = append(m.failed, why)
+}
+func (m *meter) Done(_ Served, model string, t usage.Tokens) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.model, m.done = model, append(m.done, t)
@@ -170,9 +178,10 @@ func TestLoopbackRelay(t *testing.T) {
 // daemon's meter does before the answer ends for the agent.
 type storeMeter struct{ s *usage.Store }
 
-func (storeMeter) Admit(context.Context) *Refusal { return nil }
-func (storeMeter) Answered(int, http.Header)      {}
-func (m storeMeter) Done(model string, t usage.Tokens) {
+func (storeMeter) Admit(context.Context) *Refusal    { return nil }
+func (storeMeter) Answered(int, http.Header, Served) {}
+func (storeMeter) Failed(string)                     {}
+func (m storeMeter) Done(_ Served, model string, t usage.Tokens) {
 	m.s.Record(context.Background(), usage.Request{Time: time.Now(), Group: "g", Run: "r", Model: model, Tokens: t})
 }
 
@@ -219,9 +228,9 @@ const stream = "event: message_start\ndata: {\"type\":\"message_start\",\"messag
 // slowMeter takes its time to record, as SQLite on a busy machine does.
 type slowMeter struct{ meter }
 
-func (s *slowMeter) Done(model string, t usage.Tokens) {
+func (s *slowMeter) Done(sv Served, model string, t usage.Tokens) {
 	time.Sleep(time.Millisecond)
-	s.meter.Done(model, t)
+	s.meter.Done(sv, model, t)
 }
 
 // The relay never cuts an answer short: answers one after the other on

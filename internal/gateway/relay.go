@@ -3,8 +3,8 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
-	"net/http/httputil"
 	"strings"
 	"time"
 )
@@ -59,19 +59,13 @@ func (r *Run) relay(w http.ResponseWriter, req *http.Request) {
 		apiError(w, http.StatusRequestEntityTooLarge, "request_too_large", "nanoclaw gateway: "+err.Error())
 		return
 	}
-	(&httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(r.upstream)
-			pr.Out.Host = r.upstream.Host
-			keepHeaders(pr.Out.Header)
-			if real != "" {
-				swap(pr.Out.Header, real)
-			}
-		},
-		Transport:      upstreamTransport,
-		FlushInterval:  -1, // stream the model's answer as it comes
-		ModifyResponse: r.metered,
-	}).ServeHTTP(w, req)
+	body, _ := io.ReadAll(req.Body)
+	if !r.cfg.RelayOnly {
+		if body, ok = r.modelOnly(w, req, body); !ok {
+			return
+		}
+	}
+	r.send(w, req, real, body)
 }
 
 // refuseRelay answers in the Messages API's error shape, which the SDK

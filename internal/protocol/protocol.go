@@ -138,6 +138,9 @@ type Frame struct {
 	Result       *string `json:"result"`
 	NewSessionID string  `json:"newSessionId,omitempty"`
 	Error        string  `json:"error,omitempty"`
+	// CostUSD, on a result, is the agent's own estimate of the run's cost
+	// so far (the SDK's total_cost_usd); optional, older agents omit it.
+	CostUSD *float64 `json:"costUSD,omitempty"`
 	Violation
 }
 

@@ -167,7 +167,7 @@ func (a *agentRun) attempt(ctx context.Context, job runner.Job, prompt string, i
 		}
 		defer a.conf.Finish()
 	} else {
-		relay, err := r.relayMain(eff, &spec, meter)
+		relay, err := r.relayMain(cfg, eff, &spec, meter)
 		if err != nil {
 			return false, err
 		}
@@ -368,6 +368,13 @@ func (a *agentRun) OnResult(res runner.Result) {
 		a.early = true
 		a.router.Log.Warn().Str("group", a.group.Folder).Str("status", res.Status).Msg("an agent started ahead answered before it was given a prompt; dropped")
 		return
+	}
+	if res.CostUSD != nil && a.meter != nil {
+		// Beside the relay's own count, never instead of it: the agent
+		// could say anything.
+		if err := a.router.Usage.RecordAgentCost(ctx, a.group.Folder, a.meter.run, *res.CostUSD, time.Now()); err != nil {
+			a.router.Log.Warn().Err(err).Msg("record the agent's cost estimate")
+		}
 	}
 	if res.Status != "success" {
 		a.onError(ctx, res.Error)

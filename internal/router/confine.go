@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,7 +36,7 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 	}
 	c, err := confine.New(confine.Options{
 		Config: cfg, Policy: eff, Spec: spec, SessionDir: sessionDir, Binary: r.Binary,
-		Upstream: os.Getenv("ANTHROPIC_BASE_URL"), Reporter: r.Reporter, Meter: meter, Log: r.Log,
+		Upstream: os.Getenv("ANTHROPIC_BASE_URL"), Reporter: r.Reporter, Meter: meter, Log: r.Log, Route: r.route(cfg, eff), Routes: r.routes(g.Folder),
 	})
 	if errors.Is(err, sandbox.ErrUnavailable) {
 		return nil, r.failClosed(ctx, cfg, g, err)
@@ -49,8 +50,35 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 
 // relayMain gives the main group's run, which is not confined, a relay of
 // its own (confine.Relay).
-func (r *Router) relayMain(eff security.Effective, spec *runner.Spec, meter gateway.Meter) (*gateway.Run, error) {
-	return confine.Relay(confine.Options{Policy: eff, Spec: spec, Upstream: os.Getenv("ANTHROPIC_BASE_URL"), Meter: meter, Log: r.Log})
+func (r *Router) relayMain(cfg *config.Config, eff security.Effective, spec *runner.Spec, meter gateway.Meter) (*gateway.Run, error) {
+	return confine.Relay(confine.Options{Policy: eff, Spec: spec, Upstream: os.Getenv("ANTHROPIC_BASE_URL"), Meter: meter, Log: r.Log, Route: r.route(cfg, eff), Routes: r.routes(eff.Group)})
+}
+
+// route is where the group's model requests go, with the failures every
+// run shares (a target that failed lately is tried after the others).
+func (r *Router) route(cfg *config.Config, eff security.Effective) gateway.Route {
+	rt := cfg.Route(eff, os.Getenv("ANTHROPIC_BASE_URL"))
+	rt.Board = &r.upstreams
+	return rt
+}
+
+// routes gives the relay the group's route as it is at each request, so
+// that a model set by /model or `groups set-model` during a run applies
+// to its next request (the zero route, on a failed read, keeps the run's).
+func (r *Router) routes(folder string) func() gateway.Route {
+	return func() gateway.Route {
+		g, err := r.Groups.ByFolder(context.Background(), folder)
+		if err != nil {
+			return gateway.Route{}
+		}
+		cfg := r.Config()
+		eff := security.Effective{Group: folder, Model: cfg.Agent.Model, Provider: cfg.Agent.Provider}
+		if o := g.Security; o != nil {
+			eff.Model = cmp.Or(o.Model, eff.Model)
+			eff.Provider = cmp.Or(o.Provider, eff.Provider)
+		}
+		return r.route(cfg, eff)
+	}
 }
 
 // errSandboxBroken is what a group is told when the start-time proof

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 )
 
@@ -55,10 +56,22 @@ var failures = []struct {
 // the agent's own mistake).
 var budgetRE = regexp.MustCompile(`(?i)(daily|monthly) model budget of group \S+ is spent`)
 
+// unansweredRE finds the relay's word that no upstream answered (an
+// invalid request too, so that the SDK does not retry it for minutes).
+var unansweredRE = regexp.MustCompile(`(?i)nanoclaw relay: (no model upstream answered|\S+ fell silent)`)
+
 // classify says what an agent's error means.
 func classify(errText string) failure {
 	if m := budgetRE.FindString(errText); m != "" {
 		return failure{"budget", "the " + m, "The owner can raise it: agent.budget in the config, or budget in the group's override.", true}
+	}
+	if unansweredRE.MatchString(errText) && gateway.Limited(errText) {
+		return failure{"overloaded", "the model API is overloaded or over its rate limit",
+			"This usually passes within minutes; agent.fallback can name another provider to try. The next message tries again.", true}
+	}
+	if unansweredRE.MatchString(errText) {
+		return failure{"unreachable", "the model API could not be reached",
+			"'nanoclawd status' shows which upstream is not answering; agent.fallback can name another provider to try. The next message tries again.", true}
 	}
 	low := strings.ToLower(errText)
 	for _, c := range failures {

@@ -24,6 +24,8 @@ func TestClassify(t *testing.T) {
 		{"API Error: Request timed out.", "unreachable", false},
 		{`API Error: 529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, "overloaded", false},
 		{"API Error: 429 rate_limit_error", "overloaded", false},
+		{`API Error: 400 {"type":"error","error":{"type":"invalid_request_error","message":"nanoclaw relay: no model upstream answered (p1/x: no response headers within 60s; p2/y: HTTP 529, Overloaded)"}}`, "unreachable", true},
+		{`API Error: 400 {"type":"error","error":{"type":"invalid_request_error","message":"nanoclaw relay: no model upstream answered (anthropic: HTTP 429, slow down; local/qwen: HTTP 529)"}}`, "overloaded", true},
 		{"error_max_turns", "other", false},
 		{"", "other", false},
 	} {

@@ -92,8 +92,8 @@ func (m *runMeter) Admit(ctx context.Context) *gateway.Refusal {
 
 // Done implements gateway.Meter: the answer's usage is recorded before
 // the agent sees the answer end; then the budget is checked.
-func (m *runMeter) Done(model string, t usage.Tokens) {
-	req := usage.Request{Time: time.Now(), Group: m.group, Run: m.run, Model: model, Tokens: t}.PricedBy(m.r.Config().Usage.Prices)
+func (m *runMeter) Done(s gateway.Served, model string, t usage.Tokens) {
+	req := usage.Request{Time: time.Now(), Group: m.group, Run: m.run, Provider: s.Provider, Model: model, Tokens: t}.PricedBy(m.r.Config().Usage.Prices)
 	if err := m.r.Usage.Record(context.Background(), req); err != nil {
 		m.r.Log.Error().Err(err).Msg("model usage not recorded")
 		return
@@ -128,13 +128,14 @@ func (m *runMeter) overText(s usage.Standing) string {
 
 // Answered implements gateway.Meter: the model API's verdict on the
 // credential and its rate limits.
-func (m *runMeter) Answered(status int, h http.Header) {
+func (m *runMeter) Answered(status int, h http.Header, s gateway.Served) {
 	ctx := context.Background()
 	switch {
 	case status >= 200 && status < 300:
-		if err := m.r.Usage.Resolved(ctx, usage.HealthCredential, usage.HealthRate); err != nil {
+		if err := m.r.Usage.Resolved(ctx, usage.HealthCredential, usage.HealthRate, usage.HealthDown); err != nil {
 			m.r.Log.Error().Err(err).Msg("forget a problem of the model API")
 		}
+		m.served(ctx, s)
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		m.stop(fmt.Sprintf("the model API refused the credential (HTTP %d)", status))
 		detail := fmt.Sprintf("the model API refused nanoclawd's credential (HTTP %d)", status)
@@ -219,4 +220,36 @@ func retryAt(h http.Header, now time.Time) time.Time {
 		return t
 	}
 	return time.Time{}
+}
+
+// Failed implements gateway.Meter: no upstream answered, which status
+// and doctor show until one does. The chat hears of it through the
+// agent's error (failure.go).
+func (m *runMeter) Failed(why string) {
+	if gateway.Limited(why) {
+		return // Answered kept the rate limit, with its retry time
+	}
+	h := usage.Health{Kind: usage.HealthDown, Status: http.StatusGatewayTimeout, Detail: "not answering: " + why, Since: time.Now()}
+	if _, err := m.r.Usage.Problem(context.Background(), h, nil); err != nil {
+		m.r.Log.Error().Err(err).Msg("record that the model API is not answering")
+	}
+}
+
+// served keeps track of a group on a fallback: the main chat is told
+// once when it has been for usage.TellAfter, and once when it is back.
+func (m *runMeter) served(ctx context.Context, s gateway.Served) {
+	var err error
+	if s.Fallback {
+		err = m.r.Usage.OnFallback(ctx, m.group, s.Key(), time.Now(), func(ctx context.Context, tx *store.Tx, since time.Time) error {
+			return m.r.mainNotice(fmt.Sprintf("[MODEL] Group %s has been served by the fallback %s since %s: its chosen model does not answer. "+
+				"'nanoclawd status' shows it; you will hear when it is back.", m.group, s.Key(), since.In(m.r.Config().Location()).Format("15:04")))(ctx, tx)
+		})
+	} else {
+		err = m.r.Usage.OnChosen(ctx, m.group, func(ctx context.Context, tx *store.Tx, upstream string) error {
+			return m.r.mainNotice(fmt.Sprintf("[MODEL] Group %s is back on its chosen model %s (it was served by %s).", m.group, s.Key(), upstream))(ctx, tx)
+		})
+	}
+	if err != nil {
+		m.r.Log.Error().Err(err).Str("group", m.group).Msg("record which upstream served the group")
+	}
 }

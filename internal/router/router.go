@@ -13,6 +13,7 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
@@ -99,9 +100,10 @@ type Router struct {
 	// Proof, if set, is waited for before each non-main run.
 	Proof Proof
 
-	standbys    standbyPool // agents started ahead (standbys.go)
-	transcripts transcripts // voice notes being transcribed (transcripts.go)
-	owner       ownerNotes  // failures the main chat was told of (failure.go)
+	standbys    standbyPool   // agents started ahead (standbys.go)
+	transcripts transcripts   // voice notes being transcribed (transcripts.go)
+	owner       ownerNotes    // failures the main chat was told of (failure.go)
+	upstreams   gateway.Board // model upstreams that failed lately, for every run's relay
 }
 
 // Pending lists the folders of groups with unanswered messages, so that a

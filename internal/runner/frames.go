@@ -89,7 +89,7 @@ func (p *process) frame(payload []byte, cut bool) {
 			n = len(*fr.Result)
 		}
 		p.log.Printf("frame: result status=%s result=%dB newSessionId=%q error=%q", fr.Status, n, fr.NewSessionID, fr.Error)
-		p.h.OnResult(Result{Status: fr.Status, Result: fr.Result, NewSessionID: fr.NewSessionID, Error: fr.Error})
+		p.h.OnResult(Result{Status: fr.Status, Result: fr.Result, NewSessionID: fr.NewSessionID, Error: fr.Error, CostUSD: fr.CostUSD})
 		p.out.Answered = fr.Status == protocol.StatusSuccess
 		p.answer()
 	case protocol.FrameViolation:

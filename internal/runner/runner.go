@@ -55,6 +55,7 @@ type Result struct {
 	Result       *string // text for the chat; nil when the agent had nothing to say
 	NewSessionID string
 	Error        string
+	CostUSD      *float64 // the agent's own cost estimate of the run so far, if it gave one
 }
 
 // Handler receives what a run produces. Its methods are called one at a

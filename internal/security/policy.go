@@ -4,7 +4,10 @@
 // Everything here is a pure function over values.
 package security
 
-import "strings"
+import (
+	"reflect"
+	"strings"
+)
 
 // Policy is the shape shared by the config's hostSecurity block and a
 // group's override. A nil or empty field means "not given".
@@ -24,6 +27,11 @@ type Policy struct {
 	// Env, in a group's override, names variables of agent.env that look
 	// like secrets and may still enter this group's confined runs.
 	Env []string `json:"env,omitempty" validate:"dive,required"`
+	// Model and Provider, in a group's override, are its model (as the
+	// config names it) and where its requests go; they apply to the main
+	// group too.
+	Model    string `json:"model,omitempty"`
+	Provider string `json:"provider,omitempty"`
 }
 
 // SenderAllowed tells whether sender (a channel id such as
@@ -44,4 +52,19 @@ func SenderAllowed(allowed []string, sender string) bool {
 type Network struct {
 	AllowedDomains []string `json:"allowedDomains" validate:"dive,required"`
 	DeniedDomains  []string `json:"deniedDomains" validate:"dive,required"`
+}
+
+// WithModel is a copy of the override p with its model set to model ("" =
+// cleared: the group follows agent.model again); an override left with
+// nothing in it is nil.
+func (p *Policy) WithModel(model string) *Policy {
+	var out Policy
+	if p != nil {
+		out = *p
+	}
+	out.Model = model
+	if reflect.ValueOf(out).IsZero() {
+		return nil
+	}
+	return &out
 }

@@ -32,24 +32,30 @@ type Host struct {
 	Socket     string        // the local channel's socket
 	Folders    []string      // every registered group's folder
 	AgentEnv   []string      // names of the daemon variables handed to agents
+	Model      string        // agent.model ("" = the SDK's default)
+	Provider   string        // agent.provider
 }
 
 // Effective is a group's resolved policy, as `security show --json` prints it.
 type Effective struct {
-	Group          string         `json:"group"`
-	IsMain         bool           `json:"isMain"`
-	Sandbox        bool           `json:"sandbox"`
-	Tools          []string       `json:"tools"`
-	PermissionMode string         `json:"permissionMode"`
-	SettingSources []string       `json:"settingSources"`
-	DenyRead       []string       `json:"denyRead"`
-	DenyWrite      []string       `json:"denyWrite"`
-	AllowRead      []string       `json:"allowRead"`
-	AllowWrite     []string       `json:"allowWrite"`
-	Network        Network        `json:"network"`
-	SecretEnv      []string       `json:"secretEnv"`
-	Env            EnvPolicy      `json:"env"`
-	SDKOptions     map[string]any `json:"sdkOptions,omitempty"`
+	Group          string    `json:"group"`
+	IsMain         bool      `json:"isMain"`
+	Sandbox        bool      `json:"sandbox"`
+	Tools          []string  `json:"tools"`
+	PermissionMode string    `json:"permissionMode"`
+	SettingSources []string  `json:"settingSources"`
+	DenyRead       []string  `json:"denyRead"`
+	DenyWrite      []string  `json:"denyWrite"`
+	AllowRead      []string  `json:"allowRead"`
+	AllowWrite     []string  `json:"allowWrite"`
+	Network        Network   `json:"network"`
+	SecretEnv      []string  `json:"secretEnv"`
+	Env            EnvPolicy `json:"env"`
+	// Model ("" = the SDK's default) and Provider are where the group's
+	// model requests go (the override's, else agent.model/agent.provider).
+	Model      string         `json:"model"`
+	Provider   string         `json:"provider"`
+	SDKOptions map[string]any `json:"sdkOptions,omitempty"`
 }
 
 // EnvPolicy is what of agent.env enters the group's runs, and what is
@@ -91,6 +97,7 @@ func Resolve(global Policy, g Group, h Host) Effective {
 			"settingSources":                  e.SettingSources,
 			"sandbox":                         map[string]any{"enabled": false},
 		}
+		e.withModel(g.Override, h)
 		return e
 	}
 
@@ -142,7 +149,22 @@ func Resolve(global Policy, g Group, h Host) Effective {
 	e.SecretEnv = secretEnv(h.AgentEnv)
 	e.Env = envPolicy(h.AgentEnv, o.Env, false)
 	e.SDKOptions = sdkOptions(e, groupDir)
+	e.withModel(g.Override, h)
 	return e
+}
+
+// withModel sets the group's model and provider (the override's, else
+// the config's) and hands the model to the SDK; the relay rewrites it to
+// the provider's name for it.
+func (e *Effective) withModel(o *Policy, h Host) {
+	if o == nil {
+		o = &Policy{}
+	}
+	e.Model = first(o.Model, h.Model)
+	e.Provider = first(o.Provider, h.Provider, "anthropic")
+	if e.Model != "" {
+		e.SDKOptions["model"] = e.Model
+	}
 }
 
 func sdkOptions(e Effective, groupDir string) map[string]any {

@@ -209,3 +209,31 @@ func TestEnvPolicy(t *testing.T) {
 		t.Errorf("main: %+v", m.Env)
 	}
 }
+
+// The group's model and provider: the override's, else the host's; the
+// SDK is handed the model, the main group's too; no model, no key.
+func TestResolveModel(t *testing.T) {
+	h := Host{Home: "/home/o", ConfigDir: "/etc/n", Model: "claude-sonnet-4-5", Provider: "anthropic"}
+	for _, c := range []struct {
+		g               Group
+		host            Host
+		model, provider string
+	}{
+		{Group{Folder: "family"}, h, "claude-sonnet-4-5", "anthropic"},
+		{Group{Folder: "family", Override: &Policy{Model: "qwen", Provider: "local"}}, h, "qwen", "local"},
+		{Group{Folder: "main", IsMain: true, Override: &Policy{Model: "claude-opus-4-5"}}, h, "claude-opus-4-5", "anthropic"},
+		{Group{Folder: "family"}, Host{Home: "/home/o"}, "", "anthropic"},
+	} {
+		e := Resolve(Policy{}, c.g, c.host)
+		got, has := e.SDKOptions["model"]
+		if e.Model != c.model || e.Provider != c.provider || has != (c.model != "") || (has && got != c.model) {
+			t.Errorf("%s %+v: model %q provider %q sdkOptions.model %v", c.g.Folder, c.g.Override, e.Model, e.Provider, got)
+		}
+	}
+	if p := (&Policy{Model: "x"}).WithModel(""); p != nil {
+		t.Errorf("an override holding only a model, cleared: %+v", p)
+	}
+	if p := (&Policy{Env: []string{"A"}}).WithModel("x"); p == nil || p.Model != "x" || p.Env[0] != "A" {
+		t.Errorf("WithModel lost the rest: %+v", p)
+	}
+}

@@ -84,6 +84,19 @@ type Group struct {
 	Failures     int        `json:"failures"` // failed message runs in a row
 	LastRun      *Run       `json:"lastRun,omitempty"`
 	Usage        *Usage     `json:"usage,omitempty"`
+	// Model is the group's model as configured ("" = the SDK's default)
+	// and Provider where its requests go; Fallback, when its last request
+	// was served by a fallback.
+	Model    string    `json:"model"`
+	Provider string    `json:"provider"`
+	Fallback *Fallback `json:"fallback,omitempty"`
+}
+
+// Fallback is the upstream (provider/model) serving a group in place of
+// its chosen one, since when.
+type Fallback struct {
+	Upstream string    `json:"upstream"`
+	Since    time.Time `json:"since"`
 }
 
 // Run is a group's last finished agent run (kept across restarts).

@@ -25,6 +25,7 @@ type Spend struct {
 // usageSection writes the model usage per group and the model API's
 // standing problems.
 func usageSection(p func(string, ...any), r Report) {
+	modelSection(p, r)
 	p("\nModel usage, today and this month ('nanoclawd usage' has the tokens)")
 	p("  GROUP\tTODAY\tTHIS MONTH\tBUDGET")
 	for _, g := range r.Groups {
@@ -43,6 +44,8 @@ func usageSection(p func(string, ...any), r Report) {
 		switch h.Kind {
 		case usage.HealthCredential:
 			p("  %s since %s ago: run 'claude setup-token' (CLAUDE_CODE_OAUTH_TOKEN) or set a new ANTHROPIC_API_KEY in nanoclawd.env, then restart; shown until a request succeeds", h.Detail, ago(r.Time, h.Since))
+		case usage.HealthDown:
+			p("  %s (since %s ago; shown until a request succeeds)", h.Detail, ago(r.Time, h.Since))
 		default:
 			retry := "no retry time given"
 			if !h.RetryAt.IsZero() {

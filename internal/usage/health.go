@@ -13,6 +13,9 @@ import (
 const (
 	HealthCredential = "credential" // 401/403: the daemon's credential is refused
 	HealthRate       = "rate"       // 429/529: rate limited or overloaded
+	// HealthDown: no upstream answered a request (refused, failed or
+	// silent past agent.apiTimeout), until one does.
+	HealthDown = "down"
 )
 
 // Health is a standing problem with the model API, kept until a request

@@ -38,12 +38,17 @@ type Prices map[string]Price
 // DefaultPrices are Anthropic's list prices (USD per million tokens) of
 // the Claude models current in November 2026; cache writes at the
 // 5-minute rate. Keys are model ids without a date: Lookup finds
-// "claude-sonnet-4-5-20250929" under "claude-sonnet-4-5".
+// "claude-sonnet-4-5-20250929" under "claude-sonnet-4-5". The 5.5 family
+// is what the pinned SDK picks by default; its rates are those Anthropic
+// lists for the tier (opus, sonnet, haiku), the same as 4.5's.
 func DefaultPrices() Prices {
 	opus45 := Price{Input: 5, Output: 25, CacheWrite: 6.25, CacheRead: 0.50}
 	opus4 := Price{Input: 15, Output: 75, CacheWrite: 18.75, CacheRead: 1.50}
 	sonnet := Price{Input: 3, Output: 15, CacheWrite: 3.75, CacheRead: 0.30}
 	return Prices{
+		"claude-opus-5-5":   opus45,
+		"claude-sonnet-5-5": sonnet,
+		"claude-haiku-5-5":  {Input: 1, Output: 5, CacheWrite: 1.25, CacheRead: 0.10},
 		"claude-opus-4-7":   opus45,
 		"claude-opus-4-6":   opus45,
 		"claude-opus-4-5":   opus45,

@@ -21,20 +21,27 @@ func NewStore(db *store.DB) *Store { return &Store{db: db} }
 
 // Request is one model request as the relay saw it end.
 type Request struct {
-	Time   time.Time
-	Group  string // the group's folder
-	Run    string // the run's id
-	Model  string
-	Tokens Tokens
+	Time  time.Time
+	Group string // the group's folder
+	Run   string // the run's id
+	// Provider and Model as the config names them (Model as the answer
+	// named it when the group has none of its own).
+	Provider string
+	Model    string
+	Tokens   Tokens
 	// CostUSD is Tokens at the model's price; Priced is false (and the
 	// cost 0) for a model usage.prices does not know.
 	CostUSD float64
 	Priced  bool
 }
 
-// PricedBy fills in r's cost from prices.
+// PricedBy fills in r's cost from prices: under "provider/model" first,
+// else under the model.
 func (r Request) PricedBy(prices Prices) Request {
-	p, ok := prices.Lookup(r.Model)
+	p, ok := prices.Lookup(r.Provider + "/" + r.Model)
+	if !ok || r.Provider == "" {
+		p, ok = prices.Lookup(r.Model)
+	}
 	r.Priced = ok
 	r.CostUSD = 0
 	if ok {
@@ -46,9 +53,9 @@ func (r Request) PricedBy(prices Prices) Request {
 // Record writes r.
 func (s *Store) Record(ctx context.Context, r Request) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO usage_requests
-		(at, group_folder, run_id, model, input_tokens, output_tokens, cache_write_tokens, cache_read_tokens, cost_usd, priced)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		r.Time.UnixMilli(), r.Group, r.Run, r.Model, r.Tokens.Input, r.Tokens.Output, r.Tokens.CacheWrite, r.Tokens.CacheRead,
+		(at, group_folder, run_id, provider, model, input_tokens, output_tokens, cache_write_tokens, cache_read_tokens, cost_usd, priced)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.Time.UnixMilli(), r.Group, r.Run, cmpOr(r.Provider, "anthropic"), r.Model, r.Tokens.Input, r.Tokens.Output, r.Tokens.CacheWrite, r.Tokens.CacheRead,
 		r.CostUSD, r.Priced)
 	if err != nil {
 		return fmt.Errorf("record the usage of a %s request of %s: %w", r.Model, r.Group, err)
@@ -66,6 +73,10 @@ type Total struct {
 	// Unpriced lists the models of the window that have no price: their
 	// tokens are counted, not their cost.
 	Unpriced []string `json:"unpricedModels,omitempty"`
+	// AgentCostUSD is what the agents themselves estimated (the SDK's
+	// total_cost_usd) for the window's runs, beside ours; absent when no
+	// agent reported one.
+	AgentCostUSD *float64 `json:"agentCostUSD,omitempty"`
 }
 
 // Totals sums the requests in [since, until) per group (only group, if
@@ -92,7 +103,76 @@ func (s *Store) Totals(ctx context.Context, since, until time.Time, group string
 		}
 		out = append(out, t)
 	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, s.agentCosts(ctx, since, until, out)
+}
+
+// agentCosts adds each group's agent estimate to totals.
+func (s *Store) agentCosts(ctx context.Context, since, until time.Time, totals []Total) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT group_folder, sum(cost_usd) FROM usage_agent_costs WHERE at >= ? AND at < ? GROUP BY group_folder`,
+		since.UnixMilli(), until.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("sum the agents' cost estimates: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var group string
+		var usd float64
+		if err := rows.Scan(&group, &usd); err != nil {
+			return err
+		}
+		for i := range totals {
+			if totals[i].Group == group {
+				totals[i].AgentCostUSD = &usd
+			}
+		}
+	}
+	return rows.Err()
+}
+
+// ModelTotal is the usage of one group on one provider and model over a
+// window (`nanoclawd usage --json --by model`).
+type ModelTotal struct {
+	Group    string `json:"group"`
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	Requests int64  `json:"requests"`
+	Tokens
+	CostUSD float64 `json:"costUSD"`
+	// Priced is false for a model usage.prices does not know: its tokens
+	// are counted, not its cost.
+	Priced bool `json:"priced"`
+}
+
+// TotalsByModel sums the requests in [since, until) per group, provider
+// and model (only group, if not "").
+func (s *Store) TotalsByModel(ctx context.Context, since, until time.Time, group string) ([]ModelTotal, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT group_folder, provider, model, count(*), sum(input_tokens), sum(output_tokens),
+		sum(cache_write_tokens), sum(cache_read_tokens), sum(cost_usd), min(priced)
+		FROM usage_requests WHERE at >= ? AND at < ? AND (? = '' OR group_folder = ?)
+		GROUP BY group_folder, provider, model ORDER BY group_folder, provider, model`, since.UnixMilli(), until.UnixMilli(), group, group)
+	if err != nil {
+		return nil, fmt.Errorf("sum model usage by model: %w", err)
+	}
+	defer rows.Close()
+	out := []ModelTotal{}
+	for rows.Next() {
+		var t ModelTotal
+		if err := rows.Scan(&t.Group, &t.Provider, &t.Model, &t.Requests, &t.Input, &t.Output, &t.CacheWrite, &t.CacheRead, &t.CostUSD, &t.Priced); err != nil {
+			return nil, fmt.Errorf("sum model usage by model: %w", err)
+		}
+		out = append(out, t)
+	}
 	return out, rows.Err()
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // Spent is what group's requests since then cost, in USD.

@@ -60,6 +60,7 @@ type Server struct {
 	msgSeq   int
 	usage    Usage
 	failure  *failure
+	hang     chan struct{} // non-nil: Messages requests get no answer until it closes
 }
 
 // Usage is what every answer reports it used; the default is 10 input
@@ -95,6 +96,30 @@ func (s *Server) Fail(status int, kind, msg, retryAfter string) {
 	}
 }
 
+// Hang makes every Messages request from now on get no answer at all (the
+// connection stays open, no headers) until Hang(false) or the request's
+// client gives up: an upstream that accepts and never answers.
+func (s *Server) Hang(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hang != nil {
+		close(s.hang)
+		s.hang = nil
+	}
+	if on {
+		s.hang = make(chan struct{})
+	}
+}
+
+// Model is the model a Messages request named (its JSON body's "model").
+func (r Request) Model() string {
+	var m struct {
+		Model string `json:"model"`
+	}
+	json.Unmarshal(r.Body, &m)
+	return m.Model
+}
+
 func (s *Server) usageNow() Usage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -116,7 +141,7 @@ func New(t testing.TB) *Server {
 	s := &Server{t: t}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL
-	t.Cleanup(s.srv.Close)
+	t.Cleanup(func() { s.Hang(false); s.srv.Close() })
 	return s
 }
 
@@ -200,8 +225,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, At: time.Now()})
-	fail := s.failure
+	fail, hang := s.failure, s.hang
 	s.mu.Unlock()
+	if hang != nil && strings.HasPrefix(r.URL.Path, "/v1/messages") {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+		return
+	}
 	if fail != nil && strings.HasPrefix(r.URL.Path, "/v1/messages") {
 		if fail.retryAfter != "" {
 			w.Header().Set("Retry-After", fail.retryAfter)

@@ -10,6 +10,10 @@
 //	                  the credential it holds, as the SDK makes them; reply
 //	                  "api N ok: TEXT" (the streamed text), or at the first
 //	                  refusal an error result "API Error: STATUS MESSAGE", exit 1
+//	api-servertools   as "api 1", the request carrying server tools (web search,
+//	                  web fetch, code execution), mcp_servers and their betas
+//	curl URL          POST to URL through $HTTP_PROXY whatever its host (as curl
+//	                  does); reply "curl URL: STATUS" or "curl URL: refused (…)"
 //	echo TEXT         reply "echo: TEXT"; newSessionId = the sessionId it was
 //	                  given, or a fresh "sess-…" when it had none
 //	session           reply "session: <the sessionId it was given>" ("none" if empty)
@@ -90,6 +94,7 @@ import (
 	"html"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -189,6 +194,8 @@ func do(text string, in input, raw []byte) {
 			fatal("api wants a number of requests: %q", arg)
 		}
 		callAPI(n, in.Prompt)
+	case "api-servertools":
+		callAPIWith(1, in.Prompt, serverTools, serverBetas)
 	case "echo":
 		session := in.SessionID
 		if session == "" {
@@ -211,6 +218,8 @@ func do(text string, in input, raw []byte) {
 		result(strings.Join(env, "\n"), "")
 	case "fetch":
 		result("fetch "+arg+": "+fetch(arg), "")
+	case "curl":
+		result("curl "+arg+": "+curl(arg), "")
 	case "sleep":
 		d, err := strconv.ParseFloat(arg, 64)
 		if err != nil {
@@ -512,6 +521,25 @@ func fatal(format string, args ...any) {
 }
 
 // fetch GETs url as a tool would: through the proxy the environment names.
+// curl gets url through $HTTP_PROXY whatever its host, as curl does (Go's
+// own client never proxies the loopback).
+func curl(u string) string {
+	proxy, err := url.Parse(os.Getenv("HTTP_PROXY"))
+	if err != nil || proxy.Host == "" {
+		return "refused (no HTTP_PROXY)"
+	}
+	c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}}
+	resp, err := c.Post(u, "application/json", strings.NewReader(`{"model":"x","max_tokens":1,"messages":[]}`))
+	if err != nil {
+		return "refused (" + err.Error() + ")"
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusForbidden {
+		return "refused (" + resp.Status + ")"
+	}
+	return resp.Status
+}
+
 func fetch(url string) string {
 	c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}
 	resp, err := c.Get(url)
