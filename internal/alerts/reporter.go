@@ -36,6 +36,7 @@ type Reporter struct {
 	wake    chan struct{} // capacity 1: a cooldown window got a repeat
 	fileMu  sync.Mutex    // one writer of security.jsonl files at a time
 	toFlush atomic.Bool   // RecordTx ran since the last Flush
+	capSpan time.Duration // what MaxPerMinute counts over: a minute (shorter in tests)
 
 	// MaxPerGroup is how many alerts one group may raise in a cooldown
 	// window (DefaultMaxPerGroup when 0); the rest go into one summary.
@@ -56,7 +57,7 @@ func NewReporter(db *store.DB, groupsDir string, out *outbox.Outbox, main MainCh
 	}
 	return &Reporter{
 		db: db, groupsDir: groupsDir, out: out, log: log, main: main, cooldown: cooldown, now: clock,
-		wake: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), capSpan: time.Minute,
 	}
 }
 
