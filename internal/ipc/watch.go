@@ -82,6 +82,8 @@ type Watcher struct {
 	// by path; the journal is written only by Run, so this is exact.
 	open map[ref]*entry
 
+	errUse errorsUse // what ipc/errors holds (quarantine.go)
+
 	// syncMu makes Sync's reading of the registry and its changes to the
 	// watched set one step, so a group registered by an IPC file (watched
 	// once its record commits) is never unwatched by a Sync that read the
