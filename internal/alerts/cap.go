@@ -138,3 +138,19 @@ func cappedText(group string, n, files int) string {
 	return fmt.Sprintf("[SANDBOX ALERT] %s: group %q raises more than %d alerts a minute, so the rest are counted here.\n"+
 		"Each one: `nanoclawd violations --group %s --since 1h`.", what, g, MaxPerMinute, g)
 }
+
+// NoticeTx queues text for the main chat outside the cap: a change of a
+// group's state the owner must hear of once (a flood that paused its
+// IPC), which the cap's summary would otherwise swallow. The caller
+// bounds how often it happens.
+func (r *Reporter) NoticeTx(ctx context.Context, tx *store.Tx, text string) error {
+	_, jid, ok := r.main.MainChat(ctx)
+	chat := sql.NullString{String: jid, Valid: ok}
+	if ok {
+		if _, err := r.out.AddressTx(ctx, tx, jid); err != nil {
+			return err
+		}
+	}
+	_, err := r.enqueueTx(ctx, tx, chat, text, outbox.KindAlert)
+	return err
+}
