@@ -2,8 +2,11 @@ package alerts
 
 // The cap: whatever alerts.cooldown and alerts.maxPerGroup say, and
 // however many distinct targets a group makes up, at most MaxPerMinute
-// alert messages of one group — summaries included — are queued for the
-// main chat in any minute (alert_sent). What the cap holds back is counted
+// alert messages of one group — summaries included — reach the main chat
+// in any minute. The count is of what was sent in the last minute (the
+// outbox's sent_at) and what is queued still: counting what was queued
+// would let a backed-up outbox send two minutes' worth at once. What the
+// cap holds back is counted
 // (alert_capped) and said in one summary as soon as the group's minute has
 // room again; until then the group's further alerts are counted too, so
 // the summary always comes before them. Distinct file names defeated the
@@ -25,22 +28,23 @@ import (
 const MaxPerMinute = 10
 
 // roomTx tells whether group may queue one more alert message now: fewer
-// than MaxPerMinute in the last minute and nothing held back waiting for
-// its summary.
+// than MaxPerMinute sent in the last minute or waiting to be sent, and
+// nothing held back waiting for its summary.
 func (r *Reporter) roomTx(ctx context.Context, tx *store.Tx, group string) (bool, error) {
-	var sent, capped int
-	err := tx.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM alert_sent WHERE grp = ? AND at > ?),
+	var used, capped int
+	err := tx.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM alert_sent s JOIN outbox o ON o.id = s.outbox_id
+		WHERE s.grp = ? AND o.failed_at IS NULL AND (o.sent_at IS NULL OR o.sent_at > ?)),
 		COALESCE((SELECT n FROM alert_capped WHERE grp = ?), 0)`,
-		group, r.now().Add(-r.capSpan).UnixNano(), group).Scan(&sent, &capped)
+		group, r.now().Add(-r.capSpan).UnixNano(), group).Scan(&used, &capped)
 	if err != nil {
 		return false, fmt.Errorf("alerts: read the alert cap of group %s: %w", group, err)
 	}
-	return sent < MaxPerMinute && capped == 0, nil
+	return used < MaxPerMinute && capped == 0, nil
 }
 
-// usedTx notes that group queued an alert message now.
-func (r *Reporter) usedTx(ctx context.Context, tx *store.Tx, group string) error {
-	if _, err := tx.ExecContext(ctx, `INSERT INTO alert_sent (grp, at) VALUES (?, ?)`, group, r.now().UnixNano()); err != nil {
+// usedTx notes that group queued the alert message outbox row id.
+func (r *Reporter) usedTx(ctx context.Context, tx *store.Tx, group string, id int64) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO alert_sent (grp, outbox_id) VALUES (?, ?)`, group, id); err != nil {
 		return fmt.Errorf("alerts: count alert of group %s: %w", group, err)
 	}
 	return nil
@@ -68,18 +72,20 @@ func (r *Reporter) queueCappedTx(ctx context.Context, tx *store.Tx, group string
 	if !ok {
 		return false, r.capTx(ctx, tx, group, n, files)
 	}
-	if _, err := r.enqueueTx(ctx, tx, chat, text, kind); err != nil {
+	id, err := r.enqueueTx(ctx, tx, chat, text, kind)
+	if err != nil {
 		return false, err
 	}
-	return true, r.usedTx(ctx, tx, group)
+	return true, r.usedTx(ctx, tx, group, id)
 }
 
 // sendCappedTx queues the cap's summary of every group whose minute has
-// room again, forgets sends older than a minute, and returns when the next
-// waiting group's minute will have room (zero when none waits).
+// room again, forgets alert messages sent over a minute ago, and returns
+// when to look again for a group still waiting (zero when none waits).
 func (r *Reporter) sendCappedTx(ctx context.Context, tx *store.Tx, chat sql.NullString) (time.Time, error) {
 	since := r.now().Add(-r.capSpan).UnixNano()
-	if _, err := tx.ExecContext(ctx, `DELETE FROM alert_sent WHERE at <= ?`, since); err != nil {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM alert_sent WHERE NOT EXISTS (SELECT 1 FROM outbox o
+		WHERE o.id = alert_sent.outbox_id AND o.failed_at IS NULL AND (o.sent_at IS NULL OR o.sent_at > ?))`, since); err != nil {
 		return time.Time{}, fmt.Errorf("alerts: forget old alert counts: %w", err)
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT c.grp, c.n, c.files FROM alert_capped c
@@ -105,26 +111,30 @@ func (r *Reporter) sendCappedTx(ctx context.Context, tx *store.Tx, chat sql.Null
 		return time.Time{}, fmt.Errorf("alerts: read capped alerts: %w", err)
 	}
 	for _, c := range due {
-		if _, err := r.enqueueTx(ctx, tx, chat, cappedText(c.grp, c.n, c.files), outbox.KindSummary); err != nil {
+		id, err := r.enqueueTx(ctx, tx, chat, cappedText(c.grp, c.n, c.files), outbox.KindSummary)
+		if err != nil {
 			return time.Time{}, err
 		}
-		if err := r.usedTx(ctx, tx, c.grp); err != nil {
+		if err := r.usedTx(ctx, tx, c.grp, id); err != nil {
 			return time.Time{}, err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM alert_capped WHERE grp = ?`, c.grp); err != nil {
 			return time.Time{}, fmt.Errorf("alerts: close capped alerts of group %s: %w", c.grp, err)
 		}
 	}
-	// A group still waiting has a full minute: room comes when its oldest
-	// send of that minute is a minute old.
-	var oldest sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT min(s.at) FROM alert_sent s JOIN alert_capped c ON c.grp = s.grp WHERE c.n > 0`).Scan(&oldest); err != nil {
+	// A group still waiting has its minute full: room comes when its
+	// oldest sent message is a minute old, or, while some still wait in
+	// the outbox, after they are sent — looked at again in a second.
+	var next sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT min(CASE WHEN o.sent_at IS NULL THEN ? ELSE o.sent_at + ? END)
+		FROM alert_sent s JOIN alert_capped c ON c.grp = s.grp JOIN outbox o ON o.id = s.outbox_id WHERE c.n > 0`,
+		r.now().Add(time.Second).UnixNano(), int64(r.capSpan)).Scan(&next); err != nil {
 		return time.Time{}, fmt.Errorf("alerts: read capped alerts: %w", err)
 	}
-	if !oldest.Valid {
+	if !next.Valid {
 		return time.Time{}, nil
 	}
-	return time.Unix(0, oldest.Int64).Add(r.capSpan), nil
+	return time.Unix(0, next.Int64), nil
 }
 
 // cappedText is the cap's summary: how many more violations of group the

@@ -215,10 +215,11 @@ func (r *Reporter) enqueueAlertTx(ctx context.Context, tx *store.Tx, chat sql.Nu
 	if code != "" {
 		text += "\n" + approvals.Line(code, show(v.Group, maxGroup))
 	}
-	if _, err := r.enqueueTx(ctx, tx, chat, text, outbox.KindAlert); err != nil {
+	id, err := r.enqueueTx(ctx, tx, chat, text, outbox.KindAlert)
+	if err != nil {
 		return false, err
 	}
-	return true, r.usedTx(ctx, tx, v.Group)
+	return true, r.usedTx(ctx, tx, v.Group, id)
 }
 
 // ipcTool is the tool of a refused IPC file's violation.
