@@ -71,17 +71,19 @@ func (r *Reporter) Report(ctx context.Context, v security.Violation) error {
 }
 
 func (r *Reporter) record(ctx context.Context, v security.Violation, alert bool) error {
-	tx, err := r.db.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("alerts: begin: %w", err)
-	}
-	defer tx.Rollback()
-	id, v, folded, err := r.recordTx(ctx, tx, v, alert)
-	if err != nil {
+	var (
+		id     int64
+		folded bool
+	)
+	// Do: a violation is what fills a disk (a run over its disk limit),
+	// and its record must not be lost to it.
+	err := r.db.Do(ctx, func(tx *store.Tx) error {
+		var err error
+		id, v, folded, err = r.recordTx(ctx, tx, v, alert)
 		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("alerts: commit violation of group %s: %w", v.Group, err)
+	})
+	if err != nil {
+		return fmt.Errorf("alerts: record violation of group %s: %w", v.Group, err)
 	}
 	if folded {
 		r.poke()
