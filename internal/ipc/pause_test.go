@@ -77,7 +77,7 @@ func TestFloodPausesTheGroup(t *testing.T) {
 	}
 }
 
-func countJSON(t *testing.T, dir string) int {
+func countJSON(t testing.TB, dir string) int {
 	t.Helper()
 	m, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
