@@ -23,8 +23,8 @@ import (
 // summary. It reports whether v was folded.
 func (r *Reporter) raiseTx(ctx context.Context, tx *store.Tx, v security.Violation, chat sql.NullString) (bool, error) {
 	if r.cooldown <= 0 {
-		_, err := r.enqueueAlertTx(ctx, tx, chat, v)
-		return false, err
+		queued, err := r.enqueueAlertTx(ctx, tx, chat, v)
+		return !queued, err
 	}
 	now := r.now().UnixNano()
 	var windowEnd, sent int64
@@ -55,7 +55,8 @@ func (r *Reporter) raiseTx(ctx context.Context, tx *store.Tx, v security.Violati
 		return false, fmt.Errorf("alerts: read alert window: %w", err)
 	}
 	if alerted == 0 && sent < int64(r.maxPerGroup()) {
-		if _, err := r.enqueueAlertTx(ctx, tx, chat, v); err != nil {
+		queued, err := r.enqueueAlertTx(ctx, tx, chat, v)
+		if err != nil {
 			return false, err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE alert_windows SET sent = sent + 1 WHERE grp = ?`, v.Group); err != nil {
@@ -66,7 +67,7 @@ func (r *Reporter) raiseTx(ctx context.Context, tx *store.Tx, v security.Violati
 		if err != nil {
 			return false, fmt.Errorf("alerts: count alert: %w", err)
 		}
-		return false, nil
+		return !queued, nil
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO alert_pending (grp, kind, tool, target, alerted, n) VALUES (?, ?, ?, ?, 0, 1)
 		ON CONFLICT (grp, kind, tool, target) DO UPDATE SET n = n + 1`, v.Group, v.Kind, v.Tool, v.Target)
@@ -105,7 +106,14 @@ func (r *Reporter) summarizeTx(ctx context.Context, tx *store.Tx, group string, 
 		return fmt.Errorf("alerts: read folded violations: %w", err)
 	}
 	if len(folded) > 0 {
-		if _, err := r.enqueueTx(ctx, tx, chat, summaryText(group, folded, r.cooldown), outbox.KindSummary); err != nil {
+		n, files := 0, 0
+		for _, f := range folded {
+			n += f.n
+			if f.tool == ipcTool {
+				files += f.n
+			}
+		}
+		if _, err := r.queueCappedTx(ctx, tx, group, chat, summaryText(group, folded, r.cooldown), outbox.KindSummary, n, files); err != nil {
 			return err
 		}
 	}
@@ -167,26 +175,52 @@ func (r *Reporter) sendDue(ctx context.Context) (time.Time, error) {
 		WHERE EXISTS (SELECT 1 FROM alert_pending p WHERE p.grp = w.grp AND p.n > 0)`).Scan(&next); err != nil {
 		return time.Time{}, fmt.Errorf("alerts: read alert windows: %w", err)
 	}
+	capNext, err := r.sendCappedTx(ctx, tx, chat)
+	if err != nil {
+		return time.Time{}, err
+	}
 	if err := tx.Commit(); err != nil {
 		return time.Time{}, fmt.Errorf("alerts: commit summaries: %w", err)
 	}
 	if !next.Valid {
-		return time.Time{}, nil
+		return capNext, nil
 	}
-	return time.Unix(0, next.Int64), nil
+	if t := time.Unix(0, next.Int64); capNext.IsZero() || t.Before(capNext) {
+		return t, nil
+	}
+	return capNext, nil
 }
 
-// enqueueAlertTx queues v's own alert. One for a refusal that a rule of the
-// group's override could allow ends with a code the owner can answer from
-// the main chat (approvals).
-func (r *Reporter) enqueueAlertTx(ctx context.Context, tx *store.Tx, chat sql.NullString, v security.Violation) (int64, error) {
+// enqueueAlertTx queues v's own alert, or counts it for the cap's summary
+// when its group used its minute (cap.go); it reports whether it queued.
+// One for a refusal that a rule of the group's override could allow ends
+// with a code the owner can answer from the main chat (approvals).
+func (r *Reporter) enqueueAlertTx(ctx context.Context, tx *store.Tx, chat sql.NullString, v security.Violation) (bool, error) {
+	files := 0
+	if v.Tool == ipcTool {
+		files = 1
+	}
+	ok, err := r.roomTx(ctx, tx, v.Group)
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		return false, r.capTx(ctx, tx, v.Group, 1, files)
+	}
 	text := alertText(v)
 	code, err := approvals.IssueTx(ctx, tx, v, r.now())
 	if err != nil {
-		return 0, err
+		return false, err
 	}
 	if code != "" {
 		text += "\n" + approvals.Line(code, show(v.Group, maxGroup))
 	}
-	return r.enqueueTx(ctx, tx, chat, text, outbox.KindAlert)
+	id, err := r.enqueueTx(ctx, tx, chat, text, outbox.KindAlert)
+	if err != nil {
+		return false, err
+	}
+	return true, r.usedTx(ctx, tx, v.Group, id)
 }
+
+// ipcTool is the tool of a refused IPC file's violation.
+const ipcTool = "ipc"

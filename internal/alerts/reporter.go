@@ -36,6 +36,7 @@ type Reporter struct {
 	wake    chan struct{} // capacity 1: a cooldown window got a repeat
 	fileMu  sync.Mutex    // one writer of security.jsonl files at a time
 	toFlush atomic.Bool   // RecordTx ran since the last Flush
+	capSpan time.Duration // what MaxPerMinute counts over: a minute (shorter in tests)
 
 	// MaxPerGroup is how many alerts one group may raise in a cooldown
 	// window (DefaultMaxPerGroup when 0); the rest go into one summary.
@@ -56,7 +57,7 @@ func NewReporter(db *store.DB, groupsDir string, out *outbox.Outbox, main MainCh
 	}
 	return &Reporter{
 		db: db, groupsDir: groupsDir, out: out, log: log, main: main, cooldown: cooldown, now: clock,
-		wake: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), capSpan: time.Minute,
 	}
 }
 
@@ -70,17 +71,19 @@ func (r *Reporter) Report(ctx context.Context, v security.Violation) error {
 }
 
 func (r *Reporter) record(ctx context.Context, v security.Violation, alert bool) error {
-	tx, err := r.db.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("alerts: begin: %w", err)
-	}
-	defer tx.Rollback()
-	id, v, folded, err := r.recordTx(ctx, tx, v, alert)
-	if err != nil {
+	var (
+		id     int64
+		folded bool
+	)
+	// Do: a violation is what fills a disk (a run over its disk limit),
+	// and its record must not be lost to it.
+	err := r.db.Do(ctx, func(tx *store.Tx) error {
+		var err error
+		id, v, folded, err = r.recordTx(ctx, tx, v, alert)
 		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("alerts: commit violation of group %s: %w", v.Group, err)
+	})
+	if err != nil {
+		return fmt.Errorf("alerts: record violation of group %s: %w", v.Group, err)
 	}
 	if folded {
 		r.poke()

@@ -40,6 +40,7 @@ func (c *Run) Started(pid int) {
 		c.overLimit(what)
 		syscall.Kill(-pid, syscall.SIGKILL)
 	})
+	go c.watchDisk(pid)
 }
 
 // overLimit records and reports that the run went over a limit.

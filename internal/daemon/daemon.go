@@ -55,6 +55,7 @@ type Daemon struct {
 	log         zerolog.Logger
 	db          *store.DB
 	checkpoints *store.Checkpointer
+	disk        *diskReserve
 	reg         *groups.Registry
 	messages    *messages.Store
 	channels    channel.Set
@@ -101,6 +102,8 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	if d.db, d.checkpoints, err = store.OpenWithCheckpointer(cfg.DataDir); err != nil {
 		return nil, err
 	}
+	d.disk = newDiskReserve(d, cfg.Layout().DiskReserve())
+	d.db.KeepReserve(d.disk.reserve, d.disk.full)
 	// dataDir and groupsDir private before anything is made in them.
 	if err := sandbox.Shield(cfg.Layout(), cfg.Agent.RunAs.User()); err != nil {
 		return nil, err
@@ -221,6 +224,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	outWG.Add(1)
 	go func() { defer outWG.Done(); d.outbox.Run(bg) }()
 	goRun("checkpoints", d.checkpoints.Run)
+	goRun("disk", d.disk.Run)
 	goRun("alerts", d.reporter.Run)
 	if len(cfg.Alerts.Fallback) > 0 {
 		goRun("fallback", d.fallback.Run)

@@ -38,6 +38,9 @@ type effects interface {
 	// refusedTx audits a refused file; alert says it also goes to the
 	// main group (wrong token or cross-group attempt).
 	refusedTx(ctx context.Context, tx *store.Tx, id int64, v security.Violation, alert bool) error
+	// noticeTx tells the main chat text once, outside the alert cap (a
+	// group's IPC paused by its own flood).
+	noticeTx(ctx context.Context, tx *store.Tx, text string) error
 	// committed follows each journal commit (and a restart's unfinished
 	// files): it writes the audit lines of the refusals (the outbox wakes
 	// by itself).
@@ -90,6 +93,10 @@ func (e daemonEffects) registerGroupTx(ctx context.Context, tx *store.Tx, _ int6
 
 func (e daemonEffects) refusedTx(ctx context.Context, tx *store.Tx, _ int64, v security.Violation, alert bool) error {
 	return e.cfg.Alerts.RecordTx(ctx, tx, v, alert)
+}
+
+func (e daemonEffects) noticeTx(ctx context.Context, tx *store.Tx, text string) error {
+	return e.cfg.Alerts.NoticeTx(ctx, tx, text)
 }
 
 func (e daemonEffects) committed(ctx context.Context) {

@@ -2,11 +2,7 @@ package ipc
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 
 	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
@@ -104,20 +100,4 @@ func (w *Watcher) failed(ctx context.Context, e *entry, cause error) {
 	if done {
 		delete(w.open, e.ref)
 	}
-}
-
-// quarantine moves e's file from dir, if any (whatever it is: a symlink or
-// FIFO is moved, not followed or opened), to ipc/errors/ with the reason
-// beside it. Repeating it after a crash only rewrites the reason.
-func (w *Watcher) quarantine(e *entry, dir *groupfs.Dir, reason string) error {
-	dest := filepath.Join(w.cfg.Layout.IPCErrors(), fmt.Sprintf("%s.%s.%d.%s", e.folder, e.sub, e.id, e.name))
-	if dir != nil {
-		if err := dir.MoveTo(e.name, dest); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("quarantine %s: %w", e.ref, err)
-		}
-	}
-	if err := os.WriteFile(dest+".reason", []byte(reason+"\n"), 0o600); err != nil {
-		return fmt.Errorf("quarantine %s: %w", e.ref, err)
-	}
-	return nil
 }

@@ -79,6 +79,11 @@ func (a *fakeEffects) refusedTx(_ context.Context, _ *store.Tx, id int64, v secu
 	return nil
 }
 
+func (a *fakeEffects) noticeTx(_ context.Context, _ *store.Tx, text string) error {
+	a.pending = append(a.pending, event{kind: "notice", text: text})
+	return nil
+}
+
 func (a *fakeEffects) committed(context.Context) {
 	for _, e := range a.pending {
 		a.events <- e

@@ -54,6 +54,7 @@ type judged struct {
 // effects in one transaction, then do what is left on disk. A file that
 // cannot be read or decided now stays in place for the next rescan.
 func (w *Watcher) handle(ctx context.Context, refs ...ref) {
+	refs = w.unpaused(ctx, refs)
 	for len(refs) > 0 && ctx.Err() == nil {
 		todo := make([]judged, 0, len(refs))
 		var leftovers []*entry

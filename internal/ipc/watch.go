@@ -85,6 +85,9 @@ type Watcher struct {
 	// by path; the journal is written only by Run, so this is exact.
 	open map[ref]*entry
 
+	errUse errorsUse       // what ipc/errors holds (quarantine.go)
+	paused map[string]bool // groups whose IPC is paused by their own flood (pause.go)
+
 	// syncMu makes Sync's reading of the registry and its changes to the
 	// watched set one step, so a group registered by an IPC file (watched
 	// once its record commits) is never unwatched by a Sync that read the
@@ -115,7 +118,7 @@ func NewWatcher(cfg Config) (*Watcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ipc watcher: %w", err)
 	}
-	w := &Watcher{cfg: cfg, fsw: fsw, now: time.Now, open: map[ref]*entry{}, folders: map[string]bool{},
+	w := &Watcher{cfg: cfg, fsw: fsw, now: time.Now, open: map[ref]*entry{}, paused: map[string]bool{}, folders: map[string]bool{},
 		pending: map[string]bool{}, kick: make(chan struct{}, 1)}
 	w.fx = daemonEffects{&w.cfg}
 	return w, nil
@@ -351,30 +354,57 @@ func (w *Watcher) scanAll(ctx context.Context) {
 }
 
 // scanFolder handles the files in folder's directories, in name order
-// (NanoClaw names start with the time), maxBatch at a time.
+// (NanoClaw names start with the time), maxBatch at a time. A paused
+// group's files are drained a limited number per scan, and the scan goes
+// on after the events and scans of the other groups (see pause.go).
 func (w *Watcher) scanFolder(ctx context.Context, folder string) {
 	// A deleted directory (or one an agent swapped for a link) loses its
 	// watch; bring both back.
 	if err := w.ensureWatched(ctx, folder); err != nil {
 		w.cfg.Log.Error().Err(err).Str("group", folder).Msg("ipc watcher")
 	}
+	var refs []ref
 	for _, sub := range []string{layout.MessagesDir, layout.TasksDir} {
 		names, err := w.names(ctx, folder, sub)
 		if err != nil {
 			w.cfg.Log.Error().Err(err).Str("group", folder).Msg("ipc watcher: scan")
 			continue
 		}
-		var refs []ref
 		for _, name := range names {
 			if strings.HasSuffix(name, ".json") {
 				refs = append(refs, ref{folder, sub, name})
 			}
 		}
-		for len(refs) > 0 && ctx.Err() == nil {
-			n := min(len(refs), maxBatch)
-			w.handle(ctx, refs[:n]...)
-			refs = refs[n:]
-		}
+	}
+	w.checkBacklog(ctx, folder, len(refs))
+	if w.paused[folder] && len(refs) > drainPerScan {
+		refs = refs[:drainPerScan]
+		w.again(folder)
+	}
+	for len(refs) > 0 && ctx.Err() == nil {
+		n := min(len(refs), maxBatch)
+		w.handle(ctx, refs[:n]...)
+		refs = refs[n:]
+	}
+	if w.paused[folder] {
+		// Scan again to see whether the drain emptied it, which lifts
+		// the pause, after what else waits.
+		w.again(folder)
+	}
+}
+
+// drainPerScan bounds how many files of a paused group one scan drains
+// before the watcher turns to the other groups' events.
+const drainPerScan = 16 * maxBatch
+
+// again asks for another scan of folder once Run is back in its loop.
+func (w *Watcher) again(folder string) {
+	w.mu.Lock()
+	w.pending[folder] = true
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
 	}
 }
 

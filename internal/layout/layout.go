@@ -11,6 +11,7 @@
 //	  whatsapp.status.json       the running daemon's WhatsApp connection state
 //	  backup.last.json           when the last backup ran, where it went, and how it ended
 //	  nanoclawd.lock             one daemon per data dir (flock, holds the PID)
+//	  disk.reserve               space held back for a full disk (zeros)
 //	  control.sock               what `nanoclawd status` asks
 //	  groups.changed             touched by the CLI after it changes the registry
 //	  logs/nanoclawd.log         the daemon's log (rotated)
@@ -99,6 +100,11 @@ func (l Layout) WhatsAppStatus() string { return l.data("whatsapp.status.json") 
 // LastBackup records the last backup's time, archive and result, for
 // `nanoclawd status` and the daily summary.
 func (l Layout) LastBackup() string { return l.data("backup.last.json") }
+
+// DiskReserve is space the daemon holds back on the data dir's disk and
+// gives up when the disk is full, so that storing a message and
+// committing an answer still succeed.
+func (l Layout) DiskReserve() string { return l.data("disk.reserve") }
 
 // Lock is the single-instance lock (flock; the holder's PID inside).
 func (l Layout) Lock() string { return l.data("nanoclawd.lock") }

@@ -22,15 +22,9 @@ type Answer struct {
 // an answer and the position it answers move together, so a crash neither
 // loses nor repeats a reply.
 func (s *Store) Answer(ctx context.Context, out *outbox.Outbox, a Answer) error {
-	tx, err := s.db.Begin(ctx)
+	// Do: a full disk gives up the daemon's reserve rather than the answer.
+	err := s.db.Do(ctx, func(tx *store.Tx) error { return AnswerTx(ctx, tx, out, a) })
 	if err != nil {
-		return fmt.Errorf("messages: begin: %w", err)
-	}
-	defer tx.Rollback()
-	if err := AnswerTx(ctx, tx, out, a); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("messages: commit the answer to %s: %w", a.Chat, err)
 	}
 	return nil

@@ -45,12 +45,17 @@ func (s *Store) RecordChat(ctx context.Context, c channel.Chat) error {
 	if c.Time.IsZero() {
 		ms = 0
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO chats (jid, name, is_group, last_activity) VALUES (?, ?, ?, ?)
+	// Do: it comes before a message is stored, and a full disk must not
+	// refuse that message.
+	err := s.db.Do(ctx, func(tx *store.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO chats (jid, name, is_group, last_activity) VALUES (?, ?, ?, ?)
 		ON CONFLICT (jid) DO UPDATE SET
 			name = CASE WHEN excluded.name != '' THEN excluded.name ELSE chats.name END,
 			is_group = excluded.is_group,
 			last_activity = max(chats.last_activity, excluded.last_activity)`,
-		c.JID, c.Name, c.IsGroup, ms)
+			c.JID, c.Name, c.IsGroup, ms)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("messages: store chat %s: %w", c.JID, err)
 	}
@@ -105,18 +110,27 @@ func (s *Store) RecentGroupChats(ctx context.Context, n int) ([]string, error) {
 // sender's earlier reaction to the same message while that is unanswered;
 // one taken back (no emoji) only removes it.
 func (s *Store) Add(ctx context.Context, m channel.Message, media string) (seq int64, added bool, err error) {
-	tx, err := s.db.Begin(ctx)
+	// Do: a full disk gives up the daemon's reserve rather than a message
+	// its channel may already count as delivered.
+	err = s.db.Do(ctx, func(tx *store.Tx) error {
+		seq = 0
+		return addTx(ctx, tx, m, media, &seq)
+	})
 	if err != nil {
 		return 0, false, fmt.Errorf("messages: store message %s: %w", m.ID, err)
 	}
-	defer tx.Rollback()
+	return seq, seq > 0, nil
+}
+
+// addTx is Add's work in tx; seq is set when m was added.
+func addTx(ctx context.Context, tx *store.Tx, m channel.Message, media string, seq *int64) error {
 	if m.ReactTo != "" {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE chat_jid = ? AND react_to = ? AND sender = ? AND id != ?
 			AND seq > COALESCE((SELECT answered_seq FROM cursors WHERE chat_jid = ?), 0)`, m.ChatJID, m.ReactTo, m.SenderJID, m.ID, m.ChatJID); err != nil {
-			return 0, false, fmt.Errorf("messages: replace a reaction: %w", err)
+			return fmt.Errorf("replace a reaction: %w", err)
 		}
 		if m.Text == "" {
-			return 0, false, tx.Commit()
+			return nil
 		}
 	}
 	res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO messages (chat_jid, id, sender, sender_name, text, time, from_me, is_bot,
@@ -124,17 +138,14 @@ func (s *Store) Add(ctx context.Context, m channel.Message, media string) (seq i
 		m.ChatJID, m.ID, m.SenderJID, m.SenderName, m.Text, m.Time.UnixMilli(), m.FromMe, m.IsBot,
 		m.QuotedID, m.QuotedSender, m.QuotedText, media, m.ReactTo)
 	if err != nil {
-		return 0, false, fmt.Errorf("messages: store message %s: %w", m.ID, err)
+		return err
 	}
 	if n, _ := res.RowsAffected(); n > 0 {
-		if seq, err = res.LastInsertId(); err != nil {
-			return 0, false, err
+		if *seq, err = res.LastInsertId(); err != nil {
+			return err
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, false, fmt.Errorf("messages: store message %s: %w", m.ID, err)
-	}
-	return seq, seq > 0, nil
+	return nil
 }
 
 // SetMedia replaces the marker of the chat's message id (a voice note's,

@@ -22,10 +22,21 @@ import (
 // instead, shortly after commits; when nothing commits it sleeps, so an
 // idle daemon still never wakes up. Other processes (the CLI) keep
 // SQLite's default.
+//
+// A burst (a group writing a hundred thousand IPC files) must not grow the
+// WAL without bound either: a PASSIVE checkpoint copies pages back but
+// never shrinks the file, and one that a reader keeps from finishing
+// lets the WAL grow past it. So once the WAL is over walLimit, a TRUNCATE
+// checkpoint (which waits for readers and empties the file) follows, and
+// journal_size_limit trims the WAL whenever SQLite restarts it.
 type Checkpointer struct {
 	db      *sql.DB
+	wal     string        // the WAL's path
 	commits chan struct{} // capacity 1: something committed since the last checkpoint
 }
+
+// walLimit is the WAL size past which the checkpointer empties it.
+const walLimit = 16 << 20
 
 // checkpointDelay lets a burst of commits finish before a checkpoint.
 const checkpointDelay = 50 * time.Millisecond
@@ -37,9 +48,12 @@ func OpenWithCheckpointer(dataDir string) (*DB, *Checkpointer, error) {
 		return nil, nil, fmt.Errorf("create data directory: %w", err)
 	}
 	path := layout.New(dataDir, "").DB()
-	c := &Checkpointer{commits: make(chan struct{}, 1)}
+	c := &Checkpointer{wal: path + "-wal", commits: make(chan struct{}, 1)}
 	drv := &sqlite3.SQLiteDriver{ConnectHook: func(conn *sqlite3.SQLiteConn) error {
 		if _, err := conn.Exec("PRAGMA wal_autocheckpoint = 0", nil); err != nil {
+			return err
+		}
+		if _, err := conn.Exec(fmt.Sprintf("PRAGMA journal_size_limit = %d", walLimit), nil); err != nil {
 			return err
 		}
 		conn.RegisterCommitHook(func() int {
@@ -55,7 +69,7 @@ func OpenWithCheckpointer(dataDir string) (*DB, *Checkpointer, error) {
 	if err := migrate(c.db, path); err != nil {
 		return nil, nil, err
 	}
-	return &DB{c.db}, c, nil
+	return &DB{DB: c.db}, c, nil
 }
 
 // Run checkpoints after commits until ctx ends. A PASSIVE checkpoint
@@ -75,6 +89,11 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 		}
 		if _, err := c.db.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)"); err != nil && ctx.Err() == nil && !Busy(err) {
 			return fmt.Errorf("checkpoint the WAL: %w", err)
+		}
+		if fi, err := os.Stat(c.wal); err == nil && fi.Size() > walLimit {
+			if _, err := c.db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil && ctx.Err() == nil && !Busy(err) {
+				return fmt.Errorf("checkpoint the WAL: %w", err)
+			}
 		}
 	}
 }

@@ -62,3 +62,59 @@ func TestCheckpointerTakesOverFromCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A burst while a reader keeps the checkpoint from finishing grows the
+// WAL past walLimit; once the reader is gone the next commit brings it
+// back under the limit (TRUNCATE), instead of leaving its high-water size.
+func TestCheckpointerBoundsTheWAL(t *testing.T) {
+	dir := t.TempDir()
+	db, c, err := OpenWithCheckpointer(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	if _, err := db.Exec(`CREATE TABLE blobs (b BLOB)`); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A read transaction pins the WAL as it is (DEFERRED: _txlock would
+	// make a plain BEGIN take the write lock).
+	if _, err := reader.ExecContext(ctx, `BEGIN DEFERRED`); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := reader.QueryRowContext(ctx, `SELECT count(*) FROM blobs`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	for range 1500 { // ~24 MB
+		if _, err := db.Exec(`INSERT INTO blobs VALUES (zeroblob(16000))`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := layout.New(dir, "").DB() + "-wal"
+	if s := size(t, path); s <= walLimit {
+		t.Fatalf("the WAL is %d bytes with a reader pinning it; the test needs it past %d", s, walLimit)
+	}
+	reader.ExecContext(ctx, `COMMIT`)
+	reader.Close()
+	if _, err := db.Exec(`INSERT INTO blobs VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); size(t, path) > walLimit; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the WAL stays at %d bytes, past the limit of %d", size(t, path), walLimit)
+		}
+	}
+}

@@ -58,7 +58,7 @@ func OpenFile(path string) (*DB, error) {
 	if err := migrate(db, path); err != nil {
 		return nil, err
 	}
-	return &DB{db}, nil
+	return &DB{DB: db}, nil
 }
 
 // migrate brings db up to date, closing it if that fails.

@@ -8,7 +8,44 @@ import (
 
 // DB is the database. Its Begin is the one way a transaction is opened:
 // it waits out another writer, and its Tx runs OnCommit hooks.
-type DB struct{ *sql.DB }
+type DB struct {
+	*sql.DB
+	reserve *Reserve
+	onFull  func() // told when the reserve was given up
+}
+
+// KeepReserve has Do give r up when the disk is full, telling onFull
+// (which may be nil) each time it does. Call it before the DB is shared.
+func (db *DB) KeepReserve(r *Reserve, onFull func()) { db.reserve, db.onFull = r, onFull }
+
+// Do runs f in a transaction and commits it. If the disk is full, it
+// gives up the disk reserve and runs f again in a new transaction, once:
+// for what must not be lost for want of space (a message acknowledged to
+// its channel, an agent's finished answer). f must do nothing but its
+// work in tx, since it may run twice.
+func (db *DB) Do(ctx context.Context, f func(tx *Tx) error) error {
+	err := db.do(ctx, f)
+	if !Full(err) || db.reserve == nil || !db.reserve.Release() {
+		return err
+	}
+	err = db.do(ctx, f)
+	if db.onFull != nil {
+		db.onFull()
+	}
+	return err
+}
+
+func (db *DB) do(ctx context.Context, f func(tx *Tx) error) error {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := f(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
 
 // Tx is a transaction of DB. Code that works inside a caller's
 // transaction takes a *Tx, and says with OnCommit what must follow the

@@ -75,7 +75,7 @@ func locked(t *testing.T) (*DB, *sql.Tx) {
 	if _, err := short.Begin(); !Busy(err) {
 		t.Fatalf("the lock does not hold: %v", err)
 	}
-	return &DB{short}, lock
+	return &DB{DB: short}, lock
 }
 
 // Begin waits for a lock another connection holds and then succeeds.

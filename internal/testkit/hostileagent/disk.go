@@ -1,0 +1,53 @@
+package main
+
+// HOSTILE_DISK: "WHERE MiB", when the prompt says "fill the disk" — write up to MiB MiB, or until the disk is
+// full, where the run's folder limit alone would not see it: "home" (a
+// file in $HOME, which stays after the run) or "unlinked" (a file in its
+// folder, unlinked at once and held open). The report goes out as a
+// frame, then the agent waits to be stopped, the file still open.
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func fillDisk(spec, prompt string, say func(string, ...any)) bool {
+	where, n, _ := strings.Cut(strings.TrimSpace(spec), " ")
+	mib, _ := strconv.Atoi(n)
+	if mib <= 0 || !strings.Contains(prompt, "fill the disk") {
+		return false
+	}
+	path := "fill-unlinked.bin"
+	if where == "home" {
+		path = filepath.Join(os.Getenv("HOME"), "fill.bin")
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		say("DISK %s: refused: %v", where, err)
+		return false
+	}
+	if where == "unlinked" {
+		os.Remove(path)
+	}
+	chunk := make([]byte, 1<<20)
+	for i := range chunk {
+		chunk[i] = byte(i) // not zeros: nothing may store it sparse
+	}
+	got := 0
+	for ; got < mib; got++ {
+		if _, err = f.Write(chunk); err != nil {
+			break
+		}
+	}
+	say("DISK %s %d of %d MiB: %v", where, got, mib, err)
+	runtimeKeep = f // held open past this function, until the process ends
+	return true
+}
+
+var runtimeKeep *os.File
+
+// holdOn keeps the process, and its open file, until the daemon stops it.
+func holdOn() { time.Sleep(time.Minute) }
