@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
@@ -56,4 +57,17 @@ func (s spendToday) Today(ctx context.Context, folder string) (float64, bool, er
 	standings, err := s.d.usage.Standings(ctx, folder, usage.Periods(now, cfg.Location(), b.Daily, b.Monthly))
 	over := slices.ContainsFunc(standings, func(s usage.Standing) bool { return s.Level == usage.Over })
 	return usd, over, err
+}
+
+// groupTrigger is the trigger of the group registered for a chat, for a
+// channel that has other ways of calling the assistant (a Telegram reply
+// to the bot, its @username): "" when no group, or one without a trigger.
+type groupTrigger struct{ reg *groups.Registry }
+
+func (t groupTrigger) Of(ctx context.Context, jid string) string {
+	g, err := t.reg.ByJID(ctx, jid)
+	if err != nil || g.IsMain || !g.RequiresTrigger {
+		return ""
+	}
+	return g.Trigger
 }
