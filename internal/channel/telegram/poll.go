@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	tg "github.com/go-telegram/bot"
 	"github.com/go-telegram/bot/models"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
@@ -41,11 +40,11 @@ func (c *Channel) Run(ctx context.Context, sink channel.Sink) error {
 		}
 	}
 	for c.me.Load() == nil {
-		me, err := c.bot.GetMe(ctx)
+		me, err := c.getMe(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, tg.ErrorUnauthorized) {
+		if errors.Is(err, ErrTokenRefused) {
 			c.down(ErrTokenRefused.Error())
 			return ErrTokenRefused
 		}

@@ -5,6 +5,7 @@
 package mocktelegram
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -79,8 +80,21 @@ func Start(tb testing.TB, token string) *Server {
 	return s
 }
 
-// Fetched delivers the id of each update as getUpdates hands it out.
-func (s *Server) Fetched() <-chan int64 { return s.fetched }
+// WaitFetched waits until getUpdates has handed out update id.
+func (s *Server) WaitFetched(tb testing.TB, id int64, d time.Duration) {
+	tb.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case got := <-s.fetched:
+			if got == id {
+				return
+			}
+		case <-deadline:
+			tb.Fatalf("mocktelegram: update %d was not fetched within %s (offsets asked: %v)", id, d, s.Offsets())
+		}
+	}
+}
 
 // Conflict makes every getUpdates answer 409, as when another program polls the bot.
 func (s *Server) Conflict(on bool) {
@@ -295,6 +309,11 @@ func parse(r *http.Request, req *Request) error {
 			}
 		}
 	case "multipart/form-data":
+		body, err := io.ReadAll(r.Body)
+		if err != nil || len(body) == 0 {
+			return err // a method without parameters may send an empty body
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		mr, err := r.MultipartReader()
 		if err != nil {
 			return err
