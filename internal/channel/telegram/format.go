@@ -61,7 +61,8 @@ var (
 	// the marker, so globs like **/*.pem stay as they are.
 	bothRE   = regexp.MustCompile(`\*\*\*([^\s*](?:.*?[^\s*])?)\*\*\*`)
 	boldRE   = regexp.MustCompile(`\*\*([^\s*](?:.*?[^\s*])?)\*\*|__([^\s_](?:.*?[^\s_])?)__`)
-	italicRE = regexp.MustCompile(`\*([^\s*](?:[^*]*?[^\s*])?)\*`)
+	// Italic also stands apart from letters and other asterisks.
+	italicRE = regexp.MustCompile(`(^|[^\w*])\*([^\s*](?:[^*]*?[^\s*])?)\*($|[^\w*])`)
 	strikeRE = regexp.MustCompile(`~~(\S(?:.*?\S)?)~~`)
 	holeRE   = regexp.MustCompile("\x00([0-9]+)\x00")
 )
@@ -107,7 +108,11 @@ func inline(s string) string {
 		sub := boldRE.FindStringSubmatch(m)
 		return "<b>" + sub[1] + sub[2] + "</b>"
 	})
-	s = italicRE.ReplaceAllString(s, "<i>$1</i>")
+	// Twice: a match takes the character after it, which may be where
+	// the next one starts ("*a* *b*").
+	for range 2 {
+		s = italicRE.ReplaceAllString(s, "$1<i>$2</i>$3")
+	}
 	s = strikeRE.ReplaceAllString(s, "<s>$1</s>")
 	return holeRE.ReplaceAllStringFunc(s, func(m string) string {
 		n, _ := strconv.Atoi(holeRE.FindStringSubmatch(m)[1])
