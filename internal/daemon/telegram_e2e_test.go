@@ -2,10 +2,12 @@ package daemon_test
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"html"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -174,7 +176,12 @@ func TestTelegramEndToEnd(t *testing.T) {
 	if st := in.CLI("status"); !strings.Contains(st, "403") || !strings.Contains(st, fmt.Sprintf("tg:%d", tgGroup)) {
 		t.Errorf("status does not show the 403 in tg:%d:\n%s", tgGroup, st)
 	}
-	if list := in.CLI("telegram", "chats", "--json"); !strings.Contains(list, fmt.Sprintf(`"jid":"tg:%d"`, tgGroup)) || !strings.Contains(list, `"title":"Family"`) {
+	var chats []struct{ JID, Title, Type, Folder string }
+	list := in.CLI("telegram", "chats", "--json")
+	if err := json.Unmarshal([]byte(list), &chats); err != nil {
+		t.Fatalf("telegram chats --json: %v\n%s", err, list)
+	}
+	if !slices.Contains(chats, struct{ JID, Title, Type, Folder string }{fmt.Sprintf("tg:%d", tgGroup), "Family", "supergroup", "family"}) {
 		t.Errorf("telegram chats --json does not list the group: %s", list)
 	}
 }

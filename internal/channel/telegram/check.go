@@ -49,7 +49,6 @@ func ProbePolling(ctx context.Context, token, apiURL string) error {
 	return err
 }
 
-
 // WaitForCode polls the bot until a message holding code arrives, and
 // returns its chat and sender: how setup learns which chat becomes main
 // and who the owner is. What it reads is confirmed, as the daemon would;

@@ -59,8 +59,8 @@ var (
 	linkRE  = regexp.MustCompile(`!?\[([^\]\n]*)\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
 	// Emphasis opens and closes on a character that is neither space nor
 	// the marker, so globs like **/*.pem stay as they are.
-	bothRE   = regexp.MustCompile(`\*\*\*([^\s*](?:.*?[^\s*])?)\*\*\*`)
-	boldRE   = regexp.MustCompile(`\*\*([^\s*](?:.*?[^\s*])?)\*\*|__([^\s_](?:.*?[^\s_])?)__`)
+	bothRE = regexp.MustCompile(`\*\*\*([^\s*](?:.*?[^\s*])?)\*\*\*`)
+	boldRE = regexp.MustCompile(`\*\*([^\s*](?:.*?[^\s*])?)\*\*|__([^\s_](?:.*?[^\s_])?)__`)
 	// Italic also stands apart from letters and other asterisks.
 	italicRE = regexp.MustCompile(`(^|[^\w*])\*([^\s*](?:[^*]*?[^\s*])?)\*($|[^\w*])`)
 	strikeRE = regexp.MustCompile(`~~(\S(?:.*?\S)?)~~`)
