@@ -41,6 +41,7 @@ var commands = []struct {
 	{"whatsapp login", whatsappLogin{}, "pair WhatsApp by QR code or pairing code, and register the main chat"},
 	{"whatsapp logout", whatsappLogout{}, "unlink this device from WhatsApp and delete the session"},
 	{"whatsapp groups", whatsappGroups{}, "the WhatsApp groups (JID, name) there are to register"},
+	{"telegram chats", telegramChats{}, "the Telegram chats (tg: JID, title, type) the bot has seen, to register"},
 	{"setup", setupCommand{}, "guided first run: pair WhatsApp, choose the main chat, check the model credential"},
 	{"status", statusCommand{}, "what the running daemon is doing: channels, agents, outbox, next tasks, violations"},
 	{"service install", serviceInstall{}, "run nanoclawd as a LaunchAgent (macOS) or systemd user unit (Linux)"},

@@ -91,6 +91,7 @@ func (g *globals) firstRun(ctx context.Context, cfg *config.Config, fromFile []s
 	}
 	defer db.Close()
 	guide := g.guide(cfg, groups.New(db, cfg.GroupsDir), fromFile)
+	guide.DB = db
 	missing, err := guide.Missing(ctx)
 	if err != nil || len(missing) == 0 {
 		return err

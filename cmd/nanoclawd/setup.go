@@ -40,6 +40,7 @@ func (c setupCommand) Run(ctx context.Context, g *globals, args []string) error 
 		return err
 	}
 	guide := g.guide(cfg, reg, fromFile)
+	guide.DB = db
 	if err := guide.Run(ctx, false); err != nil {
 		return err
 	}
@@ -53,6 +54,9 @@ func (c setupCommand) Run(ctx context.Context, g *globals, args []string) error 
 		if c.Name == "whatsapp" && !c.Connected && guide.PairedNow {
 			fmt.Fprintf(g.stdout, "The daemon running now (PID %d) started before the pairing: it connects WhatsApp with it within a few seconds.\n", rep.PID)
 		}
+	}
+	if guide.TelegramOnNow {
+		fmt.Fprintf(g.stdout, "The daemon running now (PID %d) started without the Telegram channel: restart it to poll the bot.\n", rep.PID)
 	}
 	if guide.LocalOnNow {
 		fmt.Fprintf(g.stdout, "The daemon running now (PID %d) started without the local channel: restart it (Ctrl-C where it runs, then 'make run') to serve it.\n", rep.PID)

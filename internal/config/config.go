@@ -51,6 +51,31 @@ type Config struct {
 type Channels struct {
 	WhatsApp WhatsApp `json:"whatsapp"`
 	Local    Local    `json:"local"`
+	Telegram Telegram `json:"telegram"`
+}
+
+// Telegram configures the Telegram channel (a bot, long polling).
+type Telegram struct {
+	Enabled bool `json:"enabled" reload:"restart"`
+	// Token is the bot's token from @BotFather; "" means the environment's
+	// TELEGRAM_BOT_TOKEN, read when the channel starts, so that a token in
+	// nanoclawd.env (loaded after the config) counts.
+	Token string `json:"token" reload:"restart"`
+	// APIURL is the Bot API server: methods at {APIURL}/bot{token}/{method}.
+	APIURL string `json:"apiURL" validate:"required,http_url" reload:"restart"`
+}
+
+// TelegramTokenEnv is where the bot token comes from when the config
+// names none.
+const TelegramTokenEnv = "TELEGRAM_BOT_TOKEN"
+
+// BotToken is the Telegram bot token in force: the config's, else
+// $TELEGRAM_BOT_TOKEN.
+func (t Telegram) BotToken() string {
+	if t.Token != "" {
+		return t.Token
+	}
+	return os.Getenv(TelegramTokenEnv)
 }
 
 // WhatsApp configures the WhatsApp channel.
@@ -163,9 +188,11 @@ type Alerts struct {
 	// Daily is the local time ("HH:MM") of a short summary to the main
 	// chat; "" sends none.
 	Daily string `json:"daily" validate:"omitempty,hhmm"`
-	// Approvers are the phone numbers that may answer alerts from the main
-	// chat (/allow, /undo, /pause, /resume, /groups); empty: the paired
-	// account itself. Any sender of a local: main chat may.
+	// Approvers are the phone numbers (and Telegram users as tg:<user id>)
+	// that may answer alerts from the main chat (/allow, /undo, /pause,
+	// /resume, /groups); empty: the paired account itself (on Telegram the
+	// user who sent the setup code, or the user of a private main chat).
+	// Any sender of a local: main chat may.
 	Approvers []string `json:"approvers" validate:"dive,required"`
 }
 
@@ -235,6 +262,7 @@ func Default() Config {
 		Channels: Channels{
 			WhatsApp: WhatsApp{Enabled: true},
 			Local:    Local{Socket: layout.DefaultLocalSocket},
+			Telegram: Telegram{APIURL: "https://api.telegram.org"},
 		},
 		Agent: Agent{
 			Command:           []string{"node", "agent-runner/dist/index.js"},

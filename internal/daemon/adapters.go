@@ -72,3 +72,16 @@ func (d *Daemon) runView(g groups.Group) ipc.RunView {
 	eff := security.Resolve(cfg.HostSecurity, g.Policy(), cfg.SecurityHost(nil))
 	return ipc.RunView{Confined: true, User: cfg.Agent.RunAs.User(), DenyRead: eff.DenyRead}
 }
+
+// groupTrigger is the trigger of the group registered for a chat, for a
+// channel that has other ways of calling the assistant (a Telegram reply
+// to the bot, its @username): "" when no group, or one without a trigger.
+type groupTrigger struct{ reg *groups.Registry }
+
+func (t groupTrigger) Of(ctx context.Context, jid string) string {
+	g, err := t.reg.ByJID(ctx, jid)
+	if err != nil || g.IsMain || !g.RequiresTrigger {
+		return ""
+	}
+	return g.Trigger
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/backup"
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/channel/local"
+	"github.com/nanoclawd/nanoclawd/internal/channel/telegram"
 	"github.com/nanoclawd/nanoclawd/internal/channel/whatsapp"
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
@@ -120,6 +121,16 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 			DataDir: cfg.DataDir, AssistantName: cfg.AssistantName, OwnNumber: cfg.Channels.WhatsApp.OwnNumber,
 			Logger: log.With().Str("part", "whatsapp").Logger(), Outbox: d.outbox,
 		}))
+	}
+	if cfg.Channels.Telegram.Enabled {
+		tgc, err := telegram.New(telegram.Options{
+			Token: cfg.Channels.Telegram.BotToken(), APIURL: cfg.Channels.Telegram.APIURL, AssistantName: cfg.AssistantName,
+			DB: d.db, Trigger: groupTrigger{d.reg}.Of, Outbox: d.outbox, Logger: log.With().Str("part", "telegram").Logger(),
+		})
+		if err != nil {
+			return nil, err
+		}
+		d.channels = append(d.channels, tgc)
 	}
 	d.reporter = alerts.NewReporter(d.db, cfg.GroupsDir, d.outbox, d.reg, cfg.Alerts.Cooldown.D(), nil, log.With().Str("part", "alerts").Logger())
 	d.reporter.MaxPerGroup = cfg.Alerts.MaxPerGroup

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // Pairer links nanoclawd to the owner's WhatsApp account. The WhatsApp
@@ -47,8 +48,12 @@ type Guide struct {
 	In  *bufio.Reader
 	Out io.Writer
 	// PairedNow is set by Run when it paired WhatsApp; LocalOnNow when it
-	// turned the local channel on.
-	PairedNow, LocalOnNow bool
+	// turned the local channel on; TelegramOnNow the Telegram channel.
+	PairedNow, LocalOnNow, TelegramOnNow bool
+	// DB keeps the Telegram owner (who sent the setup code). TelegramCode,
+	// when set, is the code to send instead of a random one (tests).
+	DB           *store.DB
+	TelegramCode string
 
 	// NoEcho, on a terminal, stops it echoing what is typed until the
 	// returned func is called (for a pasted secret); nil on other input.
@@ -199,6 +204,8 @@ func (g *Guide) firstAnswer(main groups.Group, own string) string {
 	switch {
 	case strings.HasPrefix(main.JID, "local:"):
 		return fmt.Sprintf("For a first answer, run this in a second terminal, then type: %s\n%s", hello, g.cmd("chat --chat "+main.JID))
+	case strings.HasPrefix(main.JID, "tg:"):
+		return fmt.Sprintf("For a first answer, send this in the Telegram chat %q: %s", main.Name, hello)
 	case own != "" && main.JID == own:
 		return fmt.Sprintf("For a first answer, message yourself on WhatsApp (the chat with your own number, +%s): %s", userOf(own), hello)
 	}
@@ -254,6 +261,8 @@ func (g *Guide) chooseMain(ctx context.Context, own string) (*groups.Group, erro
 		local += " (this turns the local channel on in " + cfg.File + ")"
 	}
 	opts = append(opts, option{local, groups.Group{JID: "local:main", Name: "Main (local)"}})
+	// Telegram: the chat is known once the owner sent a code from it.
+	opts = append(opts, option{"a Telegram chat: a bot from @BotFather, and a code sent to it from that chat", groups.Group{JID: "tg:"}})
 	fmt.Fprintln(g.Out, "Which chat is the main chat? It is your admin channel: its agent is trusted, and sandbox alerts go there.")
 	for i, o := range opts {
 		fmt.Fprintf(g.Out, "  %d) %s\n", i+1, o.label)
@@ -275,6 +284,13 @@ func (g *Guide) chooseMain(ctx context.Context, own string) (*groups.Group, erro
 			}
 		}
 		m := opts[n-1].group
+		if m.JID == "tg:" {
+			tm, err := g.telegramMain(ctx)
+			if err != nil || tm == nil {
+				return nil, err
+			}
+			m = *tm
+		}
 		if strings.HasPrefix(m.JID, "local:") && !cfg.Channels.Local.Enabled {
 			if err := g.enableLocal(); err != nil {
 				return nil, err

@@ -19,7 +19,7 @@ func Format(w io.Writer, r Report) error {
 
 	p("\nChannels")
 	if len(r.Channels) == 0 {
-		p("  none enabled: set channels.whatsapp.enabled or channels.local.enabled")
+		p("  none enabled: set channels.whatsapp.enabled, channels.telegram.enabled or channels.local.enabled")
 	}
 	for _, c := range r.Channels {
 		if c.RetryAt != nil {

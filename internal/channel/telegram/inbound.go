@@ -1,0 +1,267 @@
+package telegram
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	tg "github.com/go-telegram/bot"
+	"github.com/go-telegram/bot/models"
+
+	"github.com/nanoclawd/nanoclawd/internal/channel"
+)
+
+// handle hands one update to sink; nil means it is stored (or is nothing
+// to store) and its offset may be confirmed.
+func (c *Channel) handle(ctx context.Context, sink channel.Sink, u *models.Update) error {
+	switch {
+	case u.Message != nil:
+		return c.onMessage(ctx, sink, u.Message, false)
+	case u.EditedMessage != nil:
+		return c.onMessage(ctx, sink, u.EditedMessage, true)
+	case u.MessageReaction != nil:
+		return c.onReaction(ctx, sink, u.ID, u.MessageReaction)
+	case u.MyChatMember != nil:
+		// The bot was added to (or removed from) a chat: listed by
+		// 'telegram chats' before anyone writes there.
+		return c.seen(ctx, sink, u.MyChatMember.Chat, time.Unix(int64(u.MyChatMember.Date), 0))
+	}
+	return nil
+}
+
+// seen records a chat the bot has heard of.
+func (c *Channel) seen(ctx context.Context, sink channel.Sink, chat models.Chat, at time.Time) error {
+	if err := c.recordChat(ctx, chat, at); err != nil {
+		return err
+	}
+	return sink.OnChat(ctx, channel.Chat{JID: JID(chat.ID), Name: chatTitle(chat), IsGroup: isGroup(chat), Time: at})
+}
+
+func (c *Channel) onMessage(ctx context.Context, sink channel.Sink, msg *models.Message, edited bool) error {
+	at := time.Unix(int64(msg.Date), 0)
+	if err := c.seen(ctx, sink, msg.Chat, at); err != nil {
+		return err
+	}
+	m := c.message(ctx, msg)
+	if edited {
+		// Telegram keeps the id of an edited message; the edit is stored
+		// as a message of its own that replaces it.
+		m.Replaces = m.ID
+		m.ID = fmt.Sprintf("%d.edit%d", msg.ID, msg.EditDate)
+		m.Time = time.Unix(int64(msg.EditDate), 0)
+	}
+	if m.Text == "" && m.Media == nil {
+		return nil // a service message (joined, pinned, title changed): nothing to say
+	}
+	return sink.OnMessage(ctx, m)
+}
+
+// message is msg as the router takes it.
+func (c *Channel) message(ctx context.Context, msg *models.Message) channel.Message {
+	jid := JID(msg.Chat.ID)
+	m := channel.Message{ID: strconv.Itoa(msg.ID), ChatJID: jid, Time: time.Unix(int64(msg.Date), 0), Text: msg.Text}
+	if msg.Text == "" {
+		m.Text = msg.Caption
+	}
+	switch {
+	case msg.From != nil:
+		m.SenderJID, m.SenderName = JID(msg.From.ID), userName(msg.From)
+		m.FromMe = c.isOwner(ctx, msg.From.ID, msg.Chat)
+		if me := c.me.Load(); me != nil && msg.From.ID == me.ID {
+			m.IsBot = true
+		}
+	case msg.SenderChat != nil: // an anonymous admin, or a channel post
+		m.SenderJID, m.SenderName = JID(msg.SenderChat.ID), chatTitle(*msg.SenderChat)
+	}
+	if r := msg.ReplyToMessage; r != nil {
+		m.QuotedID = strconv.Itoa(r.ID)
+		if r.From != nil {
+			m.QuotedSender = userName(r.From)
+		}
+		m.QuotedText = r.Text
+		if m.QuotedText == "" {
+			m.QuotedText = r.Caption
+		}
+	}
+	m.Media = c.media(msg)
+	if isGroup(msg.Chat) && c.addressed(msg) {
+		m.Text = c.withTrigger(ctx, jid, m.Text)
+	}
+	return m
+}
+
+// addressed tells whether a group message names the bot (@username) or
+// replies to one of its messages.
+func (c *Channel) addressed(msg *models.Message) bool {
+	me := c.me.Load()
+	if me == nil {
+		return false
+	}
+	if r := msg.ReplyToMessage; r != nil && r.From != nil && r.From.ID == me.ID {
+		return true
+	}
+	text := msg.Text + " " + msg.Caption
+	return me.Username != "" && strings.Contains(strings.ToLower(text), "@"+strings.ToLower(me.Username))
+}
+
+// withTrigger puts the group's trigger in front of text that calls the
+// bot another way, so that the router, which knows only the trigger, sees
+// the call. A leading @username gives way to it.
+func (c *Channel) withTrigger(ctx context.Context, jid, text string) string {
+	if c.opts.Trigger == nil {
+		return text
+	}
+	trigger := c.opts.Trigger(ctx, jid)
+	if trigger == "" || strings.HasPrefix(strings.ToLower(strings.TrimSpace(text)), strings.ToLower(trigger)) {
+		return text
+	}
+	if me := c.me.Load(); me != nil {
+		if rest, ok := cutPrefixFold(strings.TrimSpace(text), "@"+me.Username); ok {
+			text = strings.TrimLeft(rest, " ,:")
+		}
+	}
+	return strings.TrimSpace(trigger + " " + text)
+}
+
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix) {
+		return s[len(prefix):], true
+	}
+	return s, false
+}
+
+// media describes the file msg carries, fetched only when the router
+// stores it for a registered chat.
+func (c *Channel) media(msg *models.Message) *channel.Media {
+	var md channel.Media
+	var fileID string
+	switch {
+	case msg.Voice != nil:
+		v := msg.Voice
+		md, fileID = channel.Media{Kind: channel.MediaVoice, MimeType: or(v.MimeType, "audio/ogg; codecs=opus"), Size: v.FileSize, Seconds: v.Duration}, v.FileID
+	case msg.Audio != nil:
+		a := msg.Audio
+		md, fileID = channel.Media{Kind: channel.MediaAudio, MimeType: or(a.MimeType, "audio/mpeg"), Name: a.FileName, Size: a.FileSize, Seconds: a.Duration}, a.FileID
+	case len(msg.Photo) > 0:
+		p := msg.Photo[len(msg.Photo)-1] // the sizes come smallest first
+		md, fileID = channel.Media{Kind: channel.MediaImage, MimeType: "image/jpeg", Size: int64(p.FileSize)}, p.FileID
+	case msg.Animation != nil:
+		a := msg.Animation
+		md, fileID = channel.Media{Kind: channel.MediaVideo, MimeType: or(a.MimeType, "video/mp4"), Name: a.FileName, Size: a.FileSize, Seconds: a.Duration}, a.FileID
+	case msg.Video != nil:
+		v := msg.Video
+		md, fileID = channel.Media{Kind: channel.MediaVideo, MimeType: or(v.MimeType, "video/mp4"), Name: v.FileName, Size: v.FileSize, Seconds: v.Duration}, v.FileID
+	case msg.VideoNote != nil:
+		v := msg.VideoNote
+		md, fileID = channel.Media{Kind: channel.MediaVideo, MimeType: "video/mp4", Size: int64(v.FileSize), Seconds: v.Duration}, v.FileID
+	case msg.Sticker != nil:
+		s := msg.Sticker
+		typ := "image/webp"
+		if s.IsVideo {
+			typ = "video/webm"
+		} else if s.IsAnimated {
+			typ = "application/x-tgsticker"
+		}
+		md, fileID = channel.Media{Kind: channel.MediaSticker, MimeType: typ, Size: int64(s.FileSize)}, s.FileID
+	case msg.Document != nil:
+		d := msg.Document
+		md, fileID = channel.Media{Kind: channel.MediaDocument, MimeType: or(d.MimeType, "application/octet-stream"), Name: d.FileName, Size: d.FileSize}, d.FileID
+	default:
+		return nil
+	}
+	md.Fetch = func(ctx context.Context) ([]byte, error) { return c.download(ctx, fileID) }
+	return &md
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// maxDownload bounds one download whatever a file claims to be; the
+// router compares the bytes with media.maxBytes. The Bot API itself
+// serves files up to 20 MB.
+const maxDownload = 64 << 20
+
+// download fetches a file: getFile names its path, which is then read
+// from {apiURL}/file/bot{token}/{path}.
+func (c *Channel) download(ctx context.Context, fileID string) ([]byte, error) {
+	f, err := c.bot.GetFile(ctx, &tg.GetFileParams{FileID: fileID})
+	if err != nil {
+		return nil, fmt.Errorf("telegram getFile: %w", redact(err, c.opts.Token))
+	}
+	if f.FilePath == "" {
+		return nil, fmt.Errorf("telegram getFile: no file_path (files over 20 MB cannot be downloaded by a bot)")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.opts.APIURL+"/file/bot"+c.opts.Token+"/"+f.FilePath, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("telegram download: %w", redact(err, c.opts.Token))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("telegram download: HTTP %d", resp.StatusCode)
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, maxDownload))
+}
+
+// onReaction stores a reaction as a message of its own. Its id is the
+// update's, the same at every redelivery.
+func (c *Channel) onReaction(ctx context.Context, sink channel.Sink, updateID int64, r *models.MessageReactionUpdated) error {
+	at := time.Unix(int64(r.Date), 0)
+	if err := c.seen(ctx, sink, r.Chat, at); err != nil {
+		return err
+	}
+	m := channel.Message{ID: "r" + strconv.FormatInt(updateID, 10), ChatJID: JID(r.Chat.ID), Time: at, ReactTo: strconv.Itoa(r.MessageID)}
+	switch {
+	case r.User != nil:
+		m.SenderJID, m.SenderName = JID(r.User.ID), userName(r.User)
+		m.FromMe = c.isOwner(ctx, r.User.ID, r.Chat)
+	case r.ActorChat != nil:
+		m.SenderJID, m.SenderName = JID(r.ActorChat.ID), chatTitle(*r.ActorChat)
+	}
+	for _, t := range r.NewReaction {
+		if t.Type == models.ReactionTypeTypeEmoji && t.ReactionTypeEmoji != nil {
+			m.Text = t.ReactionTypeEmoji.Emoji
+			break
+		}
+	}
+	if m.Text == "" && len(r.NewReaction) > 0 {
+		m.Text = "(custom emoji)"
+	}
+	return sink.OnMessage(ctx, m)
+}
+
+func userName(u *models.User) string {
+	name := strings.TrimSpace(u.FirstName + " " + u.LastName)
+	if name == "" {
+		name = u.Username
+	}
+	if name == "" {
+		name = strconv.FormatInt(u.ID, 10)
+	}
+	return name
+}
+
+func chatTitle(c models.Chat) string {
+	if c.Title != "" {
+		return c.Title
+	}
+	if name := strings.TrimSpace(c.FirstName + " " + c.LastName); name != "" {
+		return name
+	}
+	return c.Username
+}
+
+func isGroup(c models.Chat) bool {
+	return c.Type == models.ChatTypeGroup || c.Type == models.ChatTypeSupergroup
+}
