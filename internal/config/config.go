@@ -39,6 +39,8 @@ type Config struct {
 	Media Media `json:"media"`
 	// Usage prices the model requests the relay counts.
 	Usage Usage `json:"usage"`
+	// Console is the owner's web console and its /metrics.
+	Console Console `json:"console" reload:"restart"`
 
 	// File is the absolute path the config was loaded from (it need not exist).
 	File string `json:"-"`
@@ -243,10 +245,11 @@ func Default() Config {
 			AllowWrite:     []string{},
 			Network:        &security.Network{AllowedDomains: []string{}, DeniedDomains: []string{}},
 		},
-		Alerts: Alerts{Cooldown: Duration(time.Minute), MaxPerGroup: 3, Approvers: []string{}},
-		Backup: Backup{Keep: 7},
-		Media:  Media{MaxBytes: 20 << 20, Transcribe: Transcribe{Model: "whisper-1", Timeout: Duration(5 * time.Minute)}},
-		Usage:  Usage{Prices: usage.DefaultPrices()},
+		Alerts:  Alerts{Cooldown: Duration(time.Minute), MaxPerGroup: 3, Approvers: []string{}},
+		Backup:  Backup{Keep: 7},
+		Media:   Media{MaxBytes: 20 << 20, Transcribe: Transcribe{Model: "whisper-1", Timeout: Duration(5 * time.Minute)}},
+		Usage:   Usage{Prices: usage.DefaultPrices()},
+		Console: Console{Enabled: true, Listen: DefaultConsoleListen},
 	}
 }
 
