@@ -100,7 +100,7 @@ func stackedBars(title string, labels []string, ss []series, unit func(float64) 
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s %s: %s</title></rect>`,
 				x, y, slot*0.8, bh, palette[k%len(palette)], html.EscapeString(s.Name), html.EscapeString(l), html.EscapeString(unit(v)))
 		}
-		if i == 0 || i == len(labels)-1 || len(labels) <= 8 || i%7 == 0 {
+		if i == len(labels)-1 || len(labels) <= 8 || (i%7 == 0 && len(labels)-1-i >= 4) {
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.0f">%s</text>`, x, h-bottom+16, html.EscapeString(shortLabel(l)))
 		}
 	}

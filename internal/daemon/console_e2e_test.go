@@ -1,0 +1,265 @@
+package daemon_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
+)
+
+// ScreenshotEnv, set to a path, makes TestConsoleInABrowser save its
+// screenshot of the overview there (docs/console.png is made so).
+const ScreenshotEnv = "NANOCLAWD_CONSOLE_SCREENSHOT"
+
+// The owner's console, from outside: nothing without a session (also
+// from loopback), a login URL that works once, in a real headless
+// Chromium: every group and the spend chart, a pause through the page
+// that holds the group's next message and is audited as the chat's
+// /pause, a violation that appears without a reload; POSTs without the
+// console's Origin or CSRF token refused; /metrics only with its token,
+// in Prometheus text.
+func TestConsoleInABrowser(t *testing.T) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatal("this test drives Debian's chromium: run 'apt-get install chromium' (make deps says so)")
+	}
+	in := e2e.New(t, e2e.Options{Top: `"console": {"listen": "127.0.0.1:0", "metricsToken": "m-token"}`,
+		Deadline: time.Now().Add(4 * time.Minute)})
+	in.AddGroup("local:main", "main", "--main")
+	in.AddGroup("local:family", "family", "--no-trigger")
+	in.AddGroup("local:work", "work", "--no-trigger")
+	in.Start()
+
+	login := strings.TrimSpace(in.CLI("console", "--url"))
+	if !regexp.MustCompile(`^http://127\.0\.0\.1:\d+/login\?token=[A-Za-z0-9_-]{40,}$`).MatchString(login) {
+		t.Fatalf("console --url printed %q", login)
+	}
+	u, _ := url.Parse(login)
+	origin := u.Scheme + "://" + u.Host
+
+	t.Run("nothing without a session", func(t *testing.T) {
+		for _, p := range []string{"/", "/groups/family", "/usage", "/violations", "/events", "/assets/console.js", "/metrics"} {
+			resp, err := http.Get(origin + p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 401 && resp.StatusCode != 403 {
+				t.Errorf("GET %s without a session: %d", p, resp.StatusCode)
+			}
+			if strings.Contains(string(b), "family") {
+				t.Errorf("GET %s without a session shows a group: %s", p, b)
+			}
+		}
+		resp, err := http.Post(origin+"/api/groups/family/pause", "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 && resp.StatusCode != 403 {
+			t.Errorf("POST pause without a session: %d", resp.StatusCode)
+		}
+	})
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.WindowSize(1280, 1000))
+	if os.Geteuid() == 0 {
+		// Chromium's own sandbox needs user namespaces it will not use as
+		// root; the page it shows here is our own console.
+		opts = append(opts, chromedp.NoSandbox)
+	}
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelA()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	wait := chromedp.WithPollingTimeout(90 * time.Second)
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(login), chromedp.WaitVisible("#groups")); err != nil {
+		t.Fatal(err)
+	}
+	table, err := chromedp.Run(ctx, chromedp.Text("#groups"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"main", "family", "work"} {
+		if !strings.Contains(table, g) {
+			t.Errorf("the overview does not list group %s:\n%s", g, table)
+		}
+	}
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("svg.chart").length`)); err != nil || n == 0 {
+		t.Errorf("the overview has no spend chart (%d, %v)", n, err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("live").textContent === "live"`, wait)); err != nil {
+		t.Fatalf("the page's event stream did not open: %v", err)
+	}
+
+	t.Run("the URL works once", func(t *testing.T) {
+		resp, err := http.Get(login)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 403 {
+			t.Errorf("the used login URL answered %d, want 403", resp.StatusCode)
+		}
+	})
+
+	t.Run("a POST needs the Origin and the CSRF token", func(t *testing.T) {
+		c, csrf := consoleClient(t, in)
+		for _, h := range []map[string]string{
+			{},                                // neither
+			{"X-CSRF-Token": csrf},            // no Origin
+			{"Origin": "http://evil.example"}, // another site's
+			{"Origin": origin},                // no token
+			{"Origin": origin, "X-CSRF-Token": "x" + csrf}, // a wrong one
+		} {
+			req, _ := http.NewRequest("POST", origin+"/api/groups/work/pause", strings.NewReader("{}"))
+			for k, v := range h {
+				req.Header.Set(k, v)
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 403 {
+				t.Errorf("POST pause with %v: %d, want 403", h, resp.StatusCode)
+			}
+		}
+		var st struct{ Groups []struct{ Folder, Agent string } }
+		if err := json.Unmarshal([]byte(in.CLI("status", "--json")), &st); err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range st.Groups {
+			if g.Agent == "paused" {
+				t.Errorf("a refused POST paused %s", g.Folder)
+			}
+		}
+	})
+
+	// Pause family through the page: the page says so, its state turns
+	// to paused, its next message waits, and the audit trail has it as
+	// the chat's /pause has it.
+	if err := chromedp.Do(ctx, chromedp.Click(`button[data-post="/api/groups/family/pause"]`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("notice").textContent.startsWith("Paused family")`, wait)); err != nil {
+		notice, _ := chromedp.Run(ctx, chromedp.Text("#notice"))
+		t.Fatalf("the page did not say family was paused: %v (notice %q)", err, notice)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector('[data-state-of="family"]').textContent === "paused"`, wait)); err != nil {
+		t.Errorf("the overview did not show family paused without a reload: %v", err)
+	}
+	if v := in.CLI("violations", "--group", "family"); !strings.Contains(v, "paused-by-owner") {
+		t.Errorf("the pause is not in the audit trail:\n%s", v)
+	}
+	in.Post("local:family", "Eve", "echo kept for later")
+	held := func() bool {
+		b, _ := os.ReadFile(in.Layout().DaemonLog())
+		return strings.Contains(string(b), "group paused by the owner")
+	}
+	for deadline := time.Now().Add(60 * time.Second); !held(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the paused group's message was not held")
+		}
+	}
+
+	// A violation of work arrives on the open page.
+	in.Post("local:work", "Bob", "violation network evil.example.com")
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](
+		`[...document.querySelectorAll("#events li.violation")].some(li => li.textContent.includes("evil.example.com"))`, wait)); err != nil {
+		t.Fatalf("the violation did not appear live: %v", err)
+	}
+	for _, s := range e2e.InChat(in.AllSent(), "local:family") {
+		if strings.Contains(s, "kept for later") {
+			t.Fatalf("family answered while paused: %q", s)
+		}
+	}
+
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil || !strings.HasPrefix(string(shot), "\x89PNG") {
+		t.Errorf("screenshot: %v", err)
+	} else if p := os.Getenv(ScreenshotEnv); p != "" {
+		if err := os.WriteFile(p, shot, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+
+	t.Run("metrics", func(t *testing.T) {
+		req, _ := http.NewRequest("GET", origin+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer wrong")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 403 {
+			t.Errorf("/metrics with a wrong token: %d", resp.StatusCode)
+		}
+		req.Header.Set("Authorization", "Bearer m-token")
+		resp, err = http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := parser.TextToMetricFamilies(resp.Body)
+		if err != nil {
+			t.Fatalf("/metrics is not Prometheus text: %v", err)
+		}
+		for _, name := range []string{"nanoclawd_messages_received_total", "nanoclawd_messages_sent_total", "nanoclawd_runs_total",
+			"nanoclawd_violations_total", "nanoclawd_model_cost_usd_total", "nanoclawd_run_duration_seconds",
+			"nanoclawd_inbound_to_agent_start_seconds", "nanoclawd_ipc_files_total", "nanoclawd_outbox_backlog",
+			"nanoclawd_standby_agents", "nanoclawd_channel_connected", "nanoclawd_model_api_problem", "nanoclawd_model_tokens_total"} {
+			if families[name] == nil {
+				t.Errorf("/metrics has no %s", name)
+			}
+		}
+		if f := families["nanoclawd_violations_total"]; f != nil {
+			found := false
+			for _, m := range f.Metric {
+				for _, l := range m.Label {
+					if l.GetValue() == "network" && m.Counter.GetValue() >= 1 {
+						found = true
+					}
+				}
+			}
+			if !found {
+				t.Errorf("nanoclawd_violations_total has no network violation: %v", f)
+			}
+		}
+	})
+}
+
+// consoleClient logs a plain HTTP client in with a fresh login URL and
+// returns it with its session's CSRF token.
+func consoleClient(t *testing.T, in *e2e.Install) (*http.Client, string) {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	resp, err := c.Get(strings.TrimSpace(in.CLI("console", "--url")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`<meta name="csrf-token" content="([^"]+)">`).FindSubmatch(b)
+	if resp.StatusCode != 200 || m == nil {
+		t.Fatalf("logging in: %d\n%s", resp.StatusCode, b)
+	}
+	return c, string(m[1])
+}
