@@ -6,6 +6,13 @@ import (
 	"strings"
 )
 
+// The audit trail's actions of the owner's changes made only from the
+// console (the chat has no command for them).
+const (
+	ActionSessionReset = "session-reset-by-owner"
+	ActionTaskChanged  = "task-changed-by-owner" // run now, paused or resumed: the detail says which
+)
+
 // Act carries out one of the owner's commands given outside the chat (the
 // console): the same verbs, checks, effects and audit lines as Handle, in
 // one transaction, and returns the answer the chat would have got instead

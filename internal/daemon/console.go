@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/approvals"
 	"github.com/nanoclawd/nanoclawd/internal/console"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
@@ -85,7 +86,7 @@ func (a consoleActions) ResetSession(ctx context.Context, folder string) (string
 	if err != nil {
 		return "", err
 	}
-	if err := a.audit(ctx, folder, "session", folder, fmt.Sprintf("%s reset the session of group %s", consoleWho, folder), "session-reset-by-owner"); err != nil {
+	if err := a.audit(ctx, folder, "session", folder, fmt.Sprintf("%s reset the session of group %s", consoleWho, folder), approvals.ActionSessionReset); err != nil {
 		return "", err
 	}
 	if !had {
@@ -120,7 +121,7 @@ func (a consoleActions) Task(ctx context.Context, id, op string) (string, error)
 		return "", err
 	}
 	v := security.Violation{Time: time.Now(), Group: t.GroupFolder, Kind: "task", Tool: "owner", Target: id,
-		Detail: fmt.Sprintf("%s: task %s of group %s %s", consoleWho, id, t.GroupFolder, did), Action: "task-" + op + "-by-owner", Rule: "task"}
+		Detail: fmt.Sprintf("%s: task %s of group %s %s", consoleWho, id, t.GroupFolder, did), Action: approvals.ActionTaskChanged, Rule: "task"}
 	if err := a.d.reporter.RecordTx(ctx, tx, v, false); err != nil {
 		return "", err
 	}

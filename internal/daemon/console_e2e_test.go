@@ -151,6 +151,42 @@ func TestConsoleInABrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("each action answers as its chat command does", func(t *testing.T) {
+		c, csrf := consoleClient(t, in)
+		post := func(path, body string) (int, string) {
+			req, _ := http.NewRequest("POST", origin+path, strings.NewReader(body))
+			req.Header.Set("Origin", origin)
+			req.Header.Set("X-CSRF-Token", csrf)
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var a struct{ Message string }
+			json.NewDecoder(resp.Body).Decode(&a)
+			return resp.StatusCode, a.Message
+		}
+		for _, c := range []struct {
+			path, body string
+			code       int
+			starts     string
+		}{
+			{"/api/allow", `{"code": "ZZZ"}`, 200, "There is no code ZZZ: nothing changed."},
+			{"/api/undo", ``, 200, "Nothing to undo"},
+			{"/api/groups/work/reset-session", ``, 200, "work has no saved session"},
+			{"/api/groups/nosuch/pause", ``, 404, "No group nosuch"},
+			{"/api/groups/work/model", `{"model": "claude-haiku-4-5"}`, 501, "Changing a group's model is not available"},
+			{"/api/tasks/nosuch/run", ``, 200, "No task nosuch"},
+		} {
+			if code, msg := post(c.path, c.body); code != c.code || !strings.HasPrefix(msg, c.starts) {
+				t.Errorf("POST %s %s: %d %q, want %d %q…", c.path, c.body, code, msg, c.code, c.starts)
+			}
+		}
+		if v := in.CLI("violations", "--group", "work"); !strings.Contains(v, "session-reset-by-owner") {
+			t.Errorf("the session reset is not in the audit trail:\n%s", v)
+		}
+	})
+
 	// Pause family through the page: the page says so, its state turns
 	// to paused, its next message waits, and the audit trail has it as
 	// the chat's /pause has it.
