@@ -3,12 +3,14 @@ package daemon_test
 import (
 	"context"
 	"encoding/json"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -140,7 +142,9 @@ func TestConsoleInABrowser(t *testing.T) {
 				t.Errorf("POST pause with %v: %d, want 403", h, resp.StatusCode)
 			}
 		}
-		var st struct{ Groups []struct{ Folder, Agent string } }
+		var st struct {
+			Groups []struct{ Folder, Agent string }
+		}
 		if err := json.Unmarshal([]byte(in.CLI("status", "--json")), &st); err != nil {
 			t.Fatal(err)
 		}
@@ -225,6 +229,47 @@ func TestConsoleInABrowser(t *testing.T) {
 			t.Fatalf("family answered while paused: %q", s)
 		}
 	}
+
+	t.Run("group, usage and violations pages", func(t *testing.T) {
+		c, _ := consoleClient(t, in)
+		get := func(p string) string {
+			resp, err := c.Get(origin + p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 200 || !strings.Contains(string(b), `<meta name="csrf-token" content="`) {
+				t.Errorf("GET %s: %d, or no csrf-token meta:\n%s", p, resp.StatusCode, b)
+			}
+			return string(b)
+		}
+		page := get("/groups/work")
+		for _, want := range []string{"violation network evil.example.com", "evil.example.com", "violation reported"} {
+			if !strings.Contains(html.UnescapeString(page), want) {
+				t.Errorf("the group page of work does not show %q", want)
+			}
+		}
+		// Its policy is what security show prints (less the sandbox plan).
+		m := regexp.MustCompile(`(?s)<pre>(.*)</pre>`).FindStringSubmatch(page)
+		var shown, cli map[string]any
+		if m == nil || json.Unmarshal([]byte(html.UnescapeString(m[1])), &shown) != nil {
+			t.Fatalf("no policy on the group page:\n%s", page)
+		}
+		if err := json.Unmarshal([]byte(in.CLI("security", "show", "work", "--json")), &cli); err != nil {
+			t.Fatal(err)
+		}
+		delete(cli, "confinement")
+		if !reflect.DeepEqual(shown, cli) {
+			t.Errorf("the group page's policy differs from security show:\n%v\n%v", shown, cli)
+		}
+		if u := get("/usage"); strings.Count(u, `<svg class="chart"`) != 2 {
+			t.Errorf("the usage page has not its two charts:\n%s", u)
+		}
+		if v := get("/violations"); !strings.Contains(v, "evil.example.com") || !strings.Contains(v, "paused-by-owner") {
+			t.Errorf("the violations page lacks the violation or the pause:\n%s", v)
+		}
+	})
 
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil || !strings.HasPrefix(string(shot), "\x89PNG") {
