@@ -101,7 +101,11 @@ func stackedBars(title string, labels []string, ss []series, unit func(float64) 
 				x, y, slot*0.8, bh, palette[k%len(palette)], html.EscapeString(s.Name), html.EscapeString(l), html.EscapeString(unit(v)))
 		}
 		if i == len(labels)-1 || len(labels) <= 8 || (i%7 == 0 && len(labels)-1-i >= 4) {
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.0f">%s</text>`, x, h-bottom+16, html.EscapeString(shortLabel(l)))
+			anchor := "start"
+			if i == len(labels)-1 && len(labels) > 8 {
+				anchor, x = "end", x+slot*0.8 // the last day's label ends at its bar
+			}
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="%s">%s</text>`, x, h-bottom+16, anchor, html.EscapeString(shortLabel(l)))
 		}
 	}
 	for k, s := range ss {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"html"
 	"io"
+	"math"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -17,10 +18,12 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/mockapi"
 )
 
 // ScreenshotEnv, set to a path, makes TestConsoleInABrowser save its
@@ -39,12 +42,22 @@ func TestConsoleInABrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal("this test drives Debian's chromium: run 'apt-get install chromium' (make deps says so)")
 	}
-	in := e2e.New(t, e2e.Options{Top: `"console": {"listen": "127.0.0.1:0", "metricsToken": "m-token"}`,
+	// Agents that call a mock model API through the relay, so work has
+	// spent something by the time the owner looks.
+	mock := mockapi.New(t)
+	mock.SetUsage(mockUsage)
+	in := e2e.New(t, e2e.Options{
+		Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "timeout": "60s", "idleTimeout": "60s",
+			"env": ["ANTHROPIC_API_KEY"], "budget": {"daily": 1}`,
+		Top:      `"console": {"listen": "127.0.0.1:0", "metricsToken": "m-token"}, ` + priceConfig,
+		Env:      []string{"ANTHROPIC_API_KEY=sk-ant-test-" + randHex(t), "ANTHROPIC_BASE_URL=" + mock.URL},
 		Deadline: time.Now().Add(4 * time.Minute)})
 	in.AddGroup("local:main", "main", "--main")
 	in.AddGroup("local:family", "family", "--no-trigger")
 	in.AddGroup("local:work", "work", "--no-trigger")
 	in.Start()
+	in.Post("local:work", "Bob", "api 2")
+	in.WaitFor("local:work", func(s string) bool { return strings.HasPrefix(s, "api 2 ok") })
 
 	login := strings.TrimSpace(in.CLI("console", "--url"))
 	if !regexp.MustCompile(`^http://127\.0\.0\.1:\d+/login\?token=[A-Za-z0-9_-]{40,}$`).MatchString(login) {
@@ -104,6 +117,15 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("svg.chart").length`)); err != nil || n == 0 {
 		t.Errorf("the overview has no spend chart (%d, %v)", n, err)
+	}
+	// work's spend today is a bar of the chart, and its line says it
+	// against its budget.
+	bars, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll("svg.chart rect title")].map(t => t.textContent).join("\n")`))
+	if err != nil || !strings.Contains(bars, "work ") || !strings.Contains(bars, "$0.02") {
+		t.Errorf("the chart has no bar of work's $0.02: %q %v", bars, err)
+	}
+	if !strings.Contains(table, "$0.02 of $1.00") {
+		t.Errorf("the overview does not show work's spend against its budget:\n%s", table)
 	}
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("live").textContent === "live"`, wait)); err != nil {
 		t.Fatalf("the page's event stream did not open: %v", err)
@@ -310,6 +332,12 @@ func TestConsoleInABrowser(t *testing.T) {
 				t.Errorf("/metrics has no %s", name)
 			}
 		}
+		if f := families["nanoclawd_model_cost_usd_total"]; f == nil || !hasSample(f, map[string]string{"group": "work"}, 2*requestCost) {
+			t.Errorf("nanoclawd_model_cost_usd_total has not work's $%g: %v", 2*requestCost, f)
+		}
+		if f := families["nanoclawd_runs_total"]; f == nil || !hasSample(f, map[string]string{"outcome": "ok"}, -1) {
+			t.Errorf("nanoclawd_runs_total counts no run: %v", f)
+		}
 		if f := families["nanoclawd_violations_total"]; f != nil {
 			found := false
 			for _, m := range f.Metric {
@@ -324,6 +352,26 @@ func TestConsoleInABrowser(t *testing.T) {
 			}
 		}
 	})
+}
+
+// hasSample tells whether f has a sample with labels whose value is
+// want (any value above 0 for -1).
+func hasSample(f *dto.MetricFamily, labels map[string]string, want float64) bool {
+	for _, m := range f.Metric {
+		got := map[string]string{}
+		for _, l := range m.Label {
+			got[l.GetName()] = l.GetValue()
+		}
+		match := true
+		for k, v := range labels {
+			match = match && got[k] == v
+		}
+		v := m.GetCounter().GetValue()
+		if match && ((want < 0 && v > 0) || math.Abs(v-want) < 1e-9) {
+			return true
+		}
+	}
+	return false
 }
 
 // consoleClient logs a plain HTTP client in with a fresh login URL and

@@ -42,7 +42,11 @@
   es.onerror = function () { live.textContent = "live: reconnecting…"; };
   es.addEventListener("violation", function (m) {
     const v = JSON.parse(m.data);
-    log("violation", v.group + ": " + v.kind + " " + v.tool + " " + v.target + " (" + v.action + ")");
+    if (v.action.endsWith("-by-owner")) {
+      log("state", v.detail);
+    } else {
+      log("violation", v.group + ": " + v.kind + " " + v.tool + " " + v.target + " (" + v.action + ")");
+    }
     document.querySelectorAll("[data-live-violations]").forEach(function (tb) {
       const tr = document.createElement("tr");
       [new Date(v.time).toLocaleString(), v.group, v.kind, v.tool, v.target, v.action, v.detail].forEach(function (s) {
