@@ -43,9 +43,11 @@ need = @if [ "$$(uname)" = Linux ] && ! command -v $(1) >/dev/null 2>&1; then \
 rundeps:
 	$(call need,bwrap,bubblewrap,the sandbox of non-main groups)
 
-# The tests also run the SDK's own Bash sandbox, which needs socat.
+# The tests also run the SDK's own Bash sandbox, which needs socat, and
+# drive the console in a headless browser.
 deps: rundeps
 	$(call need,socat,socat,the SDK's Bash sandbox in the tests)
+	$(call need,chromium,chromium,the console's browser test)
 
 # The fast check while working: vet and the unit tests; what starts the
 # real daemon, the real SDK or the chaos suite skips under -short.

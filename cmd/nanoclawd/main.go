@@ -47,6 +47,7 @@ var commands = []struct {
 	{"service install", serviceInstall{}, "run nanoclawd as a LaunchAgent (macOS) or systemd user unit (Linux)"},
 	{"service uninstall", serviceUninstall{}, "stop the service and remove its file"},
 	{"service status", serviceStatus{}, "whether the service is installed and running"},
+	{"console", consoleCommand{}, "a one-time login URL of the running daemon's console (and a browser opened on it, on a desktop)"},
 	{"backup", backupCommand{}, "one archive of everything an install needs (databases, groups, sessions, config, env), while the daemon runs"},
 	{"restore", restoreCommand{}, "put an archive back into this config's paths (the daemon stopped)"},
 	{"doctor", doctorCommand{}, "check everything a run needs and say how to fix what is missing"},

@@ -108,7 +108,8 @@ func sanitize(v security.Violation) security.Violation {
 	v.Target = clean(v.Target, maxStoredField)
 	v.Detail = clean(v.Detail, maxStoredDet)
 	switch v.Action {
-	case "reported", approvals.ActionAllowed, approvals.ActionUndone, approvals.ActionPaused, approvals.ActionResumed, approvals.ActionModel:
+	case "reported", approvals.ActionAllowed, approvals.ActionUndone, approvals.ActionPaused, approvals.ActionResumed, approvals.ActionModel,
+		approvals.ActionSessionReset, approvals.ActionTaskChanged:
 	default:
 		v.Action = "blocked"
 	}

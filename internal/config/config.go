@@ -42,6 +42,8 @@ type Config struct {
 	// Providers are upstreams that speak the Messages API, by name
 	// (models.go); "anthropic" is built in.
 	Providers map[string]Provider `json:"providers"`
+	// Console is the owner's web console and its /metrics.
+	Console Console `json:"console" reload:"restart"`
 
 	// File is the absolute path the config was loaded from (it need not exist).
 	File string `json:"-"`
@@ -294,6 +296,7 @@ func Default() Config {
 		Media:     Media{MaxBytes: 20 << 20, Transcribe: Transcribe{Model: "whisper-1", Timeout: Duration(5 * time.Minute)}},
 		Usage:     Usage{Prices: usage.DefaultPrices()},
 		Providers: map[string]Provider{},
+		Console:   Console{Enabled: true, Listen: DefaultConsoleListen},
 	}
 }
 

@@ -60,6 +60,7 @@ func Parse(file string, src []byte) (*Config, error) {
 	problems := ValidatePolicy(&cfg.HostSecurity, "hostSecurity")
 	problems = append(problems, budgetProblems(cfg.Agent.Budget, "agent.budget")...)
 	problems = append(problems, modelProblems(&cfg)...)
+	problems = append(problems, consoleProblems(cfg.Console)...)
 	for _, e := range append(problems, usageProblems(cfg.Usage)...) {
 		report(e.Key, "%s", e.Msg)
 	}
@@ -232,6 +233,9 @@ func (c *Config) resolvePaths() {
 	c.Channels.Local.Socket = abs(c.Channels.Local.Socket)
 	if c.Backup.Dir != "" {
 		c.Backup.Dir = abs(c.Backup.Dir)
+	}
+	if c.Console.TLS.Cert != "" {
+		c.Console.TLS.Cert, c.Console.TLS.Key = abs(c.Console.TLS.Cert), abs(c.Console.TLS.Key)
 	}
 	// A relative program or script path in agent.command means a file next
 	// to the config: the agent runs with its group folder as cwd.

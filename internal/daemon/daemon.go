@@ -23,9 +23,11 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/channel/telegram"
 	"github.com/nanoclawd/nanoclawd/internal/channel/whatsapp"
 	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/console"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/ipc"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
+	"github.com/nanoclawd/nanoclawd/internal/metrics"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/router"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
@@ -74,11 +76,15 @@ type Daemon struct {
 	daily       *summary.Daily   // nil without alerts.daily
 	usage       *usage.Store
 	proof       *selftest.Verdict // the start-time security test (proof.go)
+	console     *console.Server   // the owner's console (console.go)
+	metrics     *metrics.Metrics
+	owner       *approvals.Commands
 	lock        *os.File
 
 	mu             sync.Mutex
 	pendingRestart []string
 	started        time.Time
+	consoleState   *status.Console // nil: console.enabled is false
 }
 
 // Config returns the configuration in force.
@@ -156,19 +162,22 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	d.snapshots = ipc.NewSnapshots(cfg.Layout(), d.db, d.messages, d.reg, log.With().Str("part", "ipc").Logger())
 	d.sched = scheduler.New(d.db, cfg.Location(), d.queue, d.snapshots, log.With().Str("part", "scheduler").Logger())
 	d.proof = selftest.NewVerdict()
+	d.owner = &approvals.Commands{
+		DB: d.db, Groups: d.reg, Config: d.Config, Queue: d.queue, Audit: d.reporter, Outbox: d.outbox,
+		Close: func(folder string) error {
+			return runner.Close(context.Background(), string(d.Config().Layout().IPC(folder)), d.reporter)
+		},
+		Spend: spendToday{d},
+		Log:   log.With().Str("part", "approvals").Logger(),
+	}
+	d.metrics = metrics.New(metricsSource{d})
 	d.router = &router.Router{
 		Messages: d.messages, Groups: d.reg, Config: d.Config, Queue: d.queue, Outbox: d.outbox, Reporter: d.reporter,
 		Tokens: d.tokens, Tasks: d.sched, Ledger: d.ledger, Typing: &d.channels, Binary: binary,
 		Log: log.With().Str("part", "router").Logger(), Snapshots: d.snapshots, Usage: d.usage, Proof: d.proof,
-		Owner: &approvals.Commands{
-			DB: d.db, Groups: d.reg, Config: d.Config, Queue: d.queue, Audit: d.reporter, Outbox: d.outbox,
-			Close: func(folder string) error {
-				return runner.Close(context.Background(), string(d.Config().Layout().IPC(folder)), d.reporter)
-			},
-			Spend: spendToday{d},
-			Log:   log.With().Str("part", "approvals").Logger(),
-		},
+		Owner: d.owner, Metrics: d.metrics,
 	}
+	d.newConsole()
 	if d.watcher, err = ipc.NewWatcher(ipc.Config{
 		Layout: cfg.Layout(), DB: d.db, Tokens: d.tokens, Groups: d.reg,
 		Tasks: d.sched, Outbox: d.outbox, Messages: d.messages, Alerts: d.reporter, Snapshots: d.snapshots,
@@ -256,8 +265,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if ln, err := status.Listen(status.SocketPath(cfg.DataDir)); err != nil {
 		d.log.Error().Err(err).Msg("'nanoclawd status' will not reach this daemon")
 	} else {
-		goRun("control", func(ctx context.Context) error { return status.Serve(ctx, ln, d.Status) })
+		goRun("control", func(ctx context.Context) error {
+			return status.Serve(ctx, ln, d.Status, status.Route{Pattern: "POST " + status.ConsoleLoginPath, Handler: d.consoleLogin})
+		})
 	}
+	d.startConsole(goRun)
 	for _, ch := range d.channels {
 		// A channel with a socket of its own (the local one) binds it
 		// now, so that a client started once "running" is logged finds it.

@@ -155,6 +155,9 @@ func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
 	if r.Config, err = json.Marshal(cfg); err != nil {
 		return r, err
 	}
+	d.mu.Lock()
+	r.Console = d.consoleState
+	d.mu.Unlock()
 	if r.PendingRestart == nil {
 		r.PendingRestart = []string{}
 	}

@@ -99,6 +99,8 @@ type Router struct {
 	Usage *usage.Store
 	// Proof, if set, is waited for before each non-main run.
 	Proof Proof
+	// Metrics, if set, is told how long runs take (metrics.go).
+	Metrics Observer
 
 	standbys    standbyPool   // agents started ahead (standbys.go)
 	transcripts transcripts   // voice notes being transcribed (transcripts.go)

@@ -53,6 +53,9 @@ func (r *Router) Run(ctx context.Context, job runner.Job) error {
 	if rerr := r.Ledger.RecordLastRun(context.WithoutCancel(ctx), last); rerr != nil {
 		r.Log.Warn().Err(rerr).Str("group", job.Folder).Msg("status will not show this run")
 	}
+	if r.Metrics != nil {
+		r.Metrics.RunDone(last.OK, last.Finished.Sub(last.Started))
+	}
 	if isTold(err) {
 		return nil // its chat has its answer: nothing to retry or report again
 	}
@@ -94,6 +97,7 @@ func (r *Router) runMessages(ctx context.Context, job runner.Job) (*agentRun, er
 	}
 	prompt, top := r.promptOf(msgs)
 	var run *agentRun
+	defer r.observeStart(msgs[len(msgs)-1].Time, time.Now(), &run)
 	stopFollow := make(chan struct{})
 	followDone := make(chan struct{})
 	if sb := r.pool().take(ctx, g); sb != nil {

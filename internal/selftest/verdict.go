@@ -51,3 +51,13 @@ func Refusal(rep Report) error {
 	return fmt.Errorf("the sandbox does not hold on this machine: %s broken; confined groups get no agent until 'nanoclawd security test' passes",
 		strings.Join(parts, "; "))
 }
+
+// Peek tells, without waiting, whether the verdict is in and what it is.
+func (v *Verdict) Peek() (in bool, err error) {
+	select {
+	case <-v.done:
+		return true, v.err
+	default:
+		return false, nil
+	}
+}

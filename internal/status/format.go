@@ -29,6 +29,8 @@ func Format(w io.Writer, r Report) error {
 		}
 	}
 
+	consoleLine(p, r.Console)
+
 	p("\nAgents: %d running, %d queued, %d standby, at most %d at once", r.Agents.Running, r.Agents.Queued, r.Agents.Standby, r.Agents.MaxConcurrent)
 	if len(r.Groups) == 0 {
 		p("  no groups registered: run 'nanoclawd setup'")

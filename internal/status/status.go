@@ -44,6 +44,14 @@ type Report struct {
 	// when the next scheduled one is due (nil: none scheduled).
 	LastBackup *backup.Last `json:"lastBackup,omitempty"`
 	NextBackup *time.Time   `json:"nextBackup,omitempty"`
+	// Console is the owner's console (nil: console.enabled is false).
+	Console *Console `json:"console,omitempty"`
+}
+
+// Console is where the console listens, or why it does not.
+type Console struct {
+	URL   string `json:"url,omitempty"`   // its origin, e.g. http://127.0.0.1:7457 (the port bound, also for port 0)
+	Error string `json:"error,omitempty"` // why it is not served (a busy port)
 }
 
 // Channel is one enabled chat network.
@@ -152,8 +160,12 @@ func Listen(path string) (net.Listener, error) {
 
 // Serve answers GET /status on ln with what report returns, until ctx
 // ends; then it closes ln (which removes the socket file).
-func Serve(ctx context.Context, ln net.Listener, report func(context.Context) (Report, error)) error {
+// More routes (the console's login) come in routes.
+func Serve(ctx context.Context, ln net.Listener, report func(context.Context) (Report, error), routes ...Route) error {
 	mux := http.NewServeMux()
+	for _, r := range routes {
+		mux.HandleFunc(r.Pattern, r.Handler)
+	}
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		rep, err := report(r.Context())
 		w.Header().Set("Content-Type", "application/json")

@@ -273,6 +273,11 @@ func New(tb testing.TB, o Options) *Install {
 	if o.Top != "" {
 		security += o.Top + ","
 	}
+	if !strings.Contains(o.Top, `"console"`) {
+		// Tests run side by side: each console takes a free port, which
+		// status and 'nanoclawd console --url' name.
+		security += `"console": {"listen": "127.0.0.1:0"},`
+	}
 	cfg := fmt.Sprintf(`{
 		"channels": {%s, "local": {"enabled": true, "socket": %s}},
 		"agent": {%s},

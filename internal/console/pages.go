@@ -1,0 +1,243 @@
+package console
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"mime"
+	"net/http"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/alerts"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/status"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// chartDays is how far back the spend charts go.
+const chartDays = 30
+
+var pages = map[string]*template.Template{}
+
+func init() {
+	funcs := template.FuncMap{
+		"clock": func(t time.Time) string { return t.Local().Format("Jan 2 15:04:05") },
+		"since": func(a, b time.Time) string { return b.Sub(a).Round(time.Second).String() },
+		"usd":   func(v float64) string { return fmt.Sprintf("$%.2f", v) },
+	}
+	for _, p := range []string{"overview", "group", "usage", "violations"} {
+		pages[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+p+".html"))
+	}
+}
+
+// render writes page p with data; the layout adds the CSRF token.
+func (s *Server) render(w http.ResponseWriter, r *http.Request, p, title string, data any) {
+	var b strings.Builder
+	err := pages[p].ExecuteTemplate(&b, "layout", struct {
+		Title, CSRF string
+		D           any
+	}{title, sessionOf(r).csrf, data})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Write([]byte(b.String()))
+}
+
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	s.o.Log.Error().Err(err).Str("path", r.URL.Path).Msg("console")
+	plain(w, http.StatusInternalServerError, "The console could not show this: "+err.Error()+" (see the daemon's log)")
+}
+
+// asset serves an embedded file (the style sheet, the script).
+func (s *Server) asset(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if path.Ext(name) == ".html" {
+		http.NotFound(w, r)
+		return
+	}
+	b, err := assets.ReadFile("assets/" + name)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", mime.TypeByExtension(path.Ext(name)))
+	w.Write(b)
+}
+
+// groupRow is a group as the overview lists it.
+type groupRow struct {
+	status.Group
+	Channel, State, Model, Today, Month, LastMessage string
+}
+
+func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	rep, err := s.o.Status(ctx)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	chart, err := s.spendChart(ctx)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var rows []groupRow
+	for _, g := range rep.Groups {
+		row := groupRow{Group: g, Channel: channelOf(g.JID), State: stateOf(g), Model: s.modelOf(g.Folder)}
+		if u := g.Usage; u != nil {
+			row.Today, row.Month = spendText(u.Today.CostUSD, u.Daily), spendText(u.Month.CostUSD, u.Monthly)
+		}
+		if last, err := s.o.Messages.Recent(ctx, g.JID, 1); err == nil && len(last) > 0 {
+			row.LastMessage = last[0].Time.Local().Format("Jan 2 15:04") + " " + last[0].SenderName + ": " + last[0].Text
+		}
+		rows = append(rows, row)
+	}
+	backup := "none recorded yet"
+	if b := rep.LastBackup; b != nil {
+		backup = fmt.Sprintf("%s: ok, %s (%d bytes)", b.Time.Local().Format("Jan 2 15:04"), b.Archive, b.Bytes)
+		if !b.OK {
+			backup = fmt.Sprintf("%s: FAILED: %s", b.Time.Local().Format("Jan 2 15:04"), b.Error)
+		}
+	}
+	s.render(w, r, "overview", "Overview", struct {
+		Chart         template.HTML
+		Groups        []groupRow
+		Channels      []status.Channel
+		ModelAPI      any
+		Backup, Proof string
+	}{chart, rows, rep.Channels, rep.ModelAPI, backup, s.proofText()})
+}
+
+// stateOf is the state the console shows: idle, running, queued, standby
+// or paused (a run waiting for its retry counts as queued).
+func stateOf(g status.Group) string {
+	if g.Agent == "retrying" {
+		return "queued"
+	}
+	return g.Agent
+}
+
+func spendText(spent float64, limit *float64) string {
+	if limit == nil {
+		return fmt.Sprintf("$%.2f", spent)
+	}
+	return fmt.Sprintf("$%.2f of $%.2f", spent, *limit)
+}
+
+// channelOf names the channel a chat JID belongs to.
+func channelOf(jid string) string {
+	switch {
+	case strings.HasPrefix(jid, "local:"):
+		return "local"
+	case strings.HasPrefix(jid, "tg:"):
+		return "telegram"
+	}
+	return "whatsapp"
+}
+
+// modelOf is the group's model: its override's, agent.model, or the
+// SDK's default. (This branch's config has no model keys yet: "default".)
+func (s *Server) modelOf(folder string) string { return "default" }
+
+func (s *Server) proofText() string {
+	if s.o.Proof == nil {
+		return "not run"
+	}
+	in, err := s.o.Proof.Peek()
+	switch {
+	case !in:
+		return "running…"
+	case err != nil:
+		return "FAILED: " + err.Error()
+	}
+	return "passed: every boundary held"
+}
+
+func (s *Server) groupPage(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	folder := r.PathValue("folder")
+	g, err := s.o.Groups.ByFolder(ctx, folder)
+	if errors.Is(err, groups.ErrNotFound) {
+		plain(w, http.StatusNotFound, "No group "+folder+" is registered.")
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	d, err := s.groupData(ctx, g)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, r, "group", g.Name, d)
+}
+
+type groupData struct {
+	G                     groups.Group
+	State, Channel, Model string
+	In, Out, Runs, Tasks  any
+	LastRun               *status.Run
+	Violations            []alerts.Recorded
+	Policy                string
+}
+
+func (s *Server) groupData(ctx context.Context, g groups.Group) (groupData, error) {
+	d := groupData{G: g, Channel: channelOf(g.JID), Model: s.modelOf(g.Folder), State: "idle"}
+	rep, err := s.o.Status(ctx)
+	if err != nil {
+		return d, err
+	}
+	if i := slices.IndexFunc(rep.Groups, func(x status.Group) bool { return x.Folder == g.Folder }); i >= 0 {
+		d.State, d.LastRun = stateOf(rep.Groups[i]), rep.Groups[i].LastRun
+	}
+	if d.In, err = s.o.Messages.Recent(ctx, g.JID, 30); err != nil {
+		return d, err
+	}
+	if d.Out, err = s.o.Outbox.RecentTo(ctx, g.JID, 30); err != nil {
+		return d, err
+	}
+	if d.Runs, err = s.o.Usage.Runs(ctx, g.Folder, 20); err != nil {
+		return d, err
+	}
+	var tasks []scheduler.Task
+	if tasks, err = s.o.Tasks.List(ctx, g.Folder); err != nil {
+		return d, err
+	}
+	d.Tasks = tasks
+	if d.Violations, err = alerts.Newest(ctx, s.o.DB, g.Folder, 50); err != nil {
+		return d, err
+	}
+	// The same inputs `security show` and the router resolve with.
+	cfg := s.o.Config()
+	list, err := s.o.Groups.List(ctx)
+	if err != nil {
+		return d, err
+	}
+	eff := security.Resolve(cfg.HostSecurity, g.Policy(), cfg.SecurityHost(groups.Folders(list)))
+	b, _ := json.MarshalIndent(eff, "", "  ")
+	d.Policy = string(b)
+	return d, nil
+}
+
+func (s *Server) violationsPage(w http.ResponseWriter, r *http.Request) {
+	vs, err := alerts.Newest(r.Context(), s.o.DB, "", 200)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, r, "violations", "Violations", struct{ Violations []alerts.Recorded }{vs})
+}
