@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/layout"
@@ -39,6 +41,8 @@ type Config struct {
 	Media Media `json:"media"`
 	// Usage prices the model requests the relay counts.
 	Usage Usage `json:"usage"`
+	// Retention: how long the database keeps what it records.
+	Retention Retention `json:"retention" reload:"restart"`
 
 	// File is the absolute path the config was loaded from (it need not exist).
 	File string `json:"-"`
@@ -164,6 +168,23 @@ type Backup struct {
 	Keep int `json:"keep" validate:"min=1,max=1000"`
 }
 
+// Retention is how long each kind of record is kept; 0 keeps it for ever.
+// Older rows are pruned at start and daily.
+type Retention struct {
+	// Messages: the chats' messages and the assistant's answers (what
+	// search_history finds); unset keeps them.
+	Messages Duration `json:"messages" validate:"gte=0"`
+	// Usage: the per-request usage ledger.
+	Usage Duration `json:"usage" validate:"gte=0"`
+	// Audit: the violations (blocked actions) recorded for alerts.
+	Audit Duration `json:"audit" validate:"gte=0"`
+	// Runs: scheduled tasks' run logs and the hourly run counts.
+	Runs Duration `json:"runs" validate:"gte=0"`
+}
+
+// Day is the unit "d" of a Duration.
+const Day = 24 * time.Hour
+
 // DailyAt parses alerts.daily: the hour and minute, ok false when unset.
 func (a Alerts) DailyAt() (hour, minute int, ok bool) {
 	t, err := time.Parse("15:04", a.Daily)
@@ -179,18 +200,32 @@ type Duration time.Duration
 // D returns d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-// MarshalJSON writes d as a duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+// MarshalJSON writes d as a duration string; whole days as "400d".
+func (d Duration) MarshalJSON() ([]byte, error) {
+	if v := time.Duration(d); v > 0 && v%Day == 0 {
+		return json.Marshal(strconv.FormatInt(int64(v/Day), 10) + "d")
+	}
+	return json.Marshal(time.Duration(d).String())
+}
 
-// UnmarshalJSON reads a duration string such as "90s" or "30m".
+// UnmarshalJSON reads a duration string such as "90s", "30m" or, for
+// retention, "400d" (days of 24 hours).
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("want a duration string like \"30m\"")
 	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 || n > 100*366 {
+			return fmt.Errorf("%q is not a number of days; write it like \"90d\"", s)
+		}
+		*d = Duration(time.Duration(n) * Day)
+		return nil
+	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("%q is not a duration; write it like \"90s\", \"30m\" or \"1h\"", s)
+		return fmt.Errorf("%q is not a duration; write it like \"90s\", \"30m\", \"1h\" or \"90d\"", s)
 	}
 	*d = Duration(v)
 	return nil
@@ -247,6 +282,8 @@ func Default() Config {
 		Backup: Backup{Keep: 7},
 		Media:  Media{MaxBytes: 20 << 20, Transcribe: Transcribe{Model: "whisper-1", Timeout: Duration(5 * time.Minute)}},
 		Usage:  Usage{Prices: usage.DefaultPrices()},
+		// Messages are kept: they are what the assistant can recall.
+		Retention: Retention{Usage: Duration(400 * Day), Audit: Duration(400 * Day), Runs: Duration(90 * Day)},
 	}
 }
 

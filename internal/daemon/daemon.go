@@ -26,6 +26,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/ipc"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
+	"github.com/nanoclawd/nanoclawd/internal/retention"
 	"github.com/nanoclawd/nanoclawd/internal/router"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
@@ -71,6 +72,7 @@ type Daemon struct {
 	backups     *backup.Schedule // nil without backup.every
 	daily       *summary.Daily   // nil without alerts.daily
 	usage       *usage.Store
+	pruner      *retention.Pruner
 	proof       *selftest.Verdict // the start-time security test (proof.go)
 	lock        *os.File
 
@@ -159,10 +161,14 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		Layout: cfg.Layout(), DB: d.db, Tokens: d.tokens, Groups: d.reg,
 		Tasks: d.sched, Outbox: d.outbox, Messages: d.messages, Alerts: d.reporter, Snapshots: d.snapshots,
 		DefaultTrigger: func() string { return d.Config().DefaultTrigger() },
-		Reporter:       d.reporter, Log: log.With().Str("part", "ipc").Logger(),
+		Reporter:       d.reporter, Log: log.With().Str("part", "ipc").Logger(), Location: cfg.Location(),
 	}); err != nil {
 		return nil, err
 	}
+	d.pruner = &retention.Pruner{DB: d.db, Log: log.With().Str("part", "retention").Logger(), Ages: func() retention.Ages {
+		r := d.Config().Retention
+		return retention.Ages{Messages: r.Messages.D(), Usage: r.Usage.D(), Audit: r.Audit.D(), Runs: r.Runs.D()}
+	}}
 	if cfg.Backup.Every > 0 {
 		d.backups = &backup.Schedule{Source: backup.NewSource(cfg.Layout(), cfg.File), Dir: cfg.Backup.Dir,
 			Every: cfg.Backup.Every.D(), Keep: cfg.Backup.Keep, Tell: mainNotice{d}, Log: log.With().Str("part", "backup").Logger()}
@@ -220,6 +226,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	outWG.Add(1)
 	go func() { defer outWG.Done(); d.outbox.Run(bg) }()
 	goRun("checkpoints", d.checkpoints.Run)
+	goRun("retention", d.pruner.Run)
 	goRun("alerts", d.reporter.Run)
 	if len(cfg.Alerts.Fallback) > 0 {
 		goRun("fallback", d.fallback.Run)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
@@ -51,13 +52,19 @@ type effects interface {
 type daemonEffects struct{ cfg *Config }
 
 func (e daemonEffects) sendMessageTx(ctx context.Context, tx *store.Tx, _ int64, _, chatJID, text string, file *channel.Attachment) error {
+	var id int64
 	var err error
 	if file != nil {
-		_, err = e.cfg.Outbox.EnqueueFileTx(ctx, tx, chatJID, text, outbox.KindIPC, *file)
+		id, err = e.cfg.Outbox.EnqueueFileTx(ctx, tx, chatJID, text, outbox.KindIPC, *file)
 	} else {
-		_, err = e.cfg.Outbox.EnqueueTx(ctx, tx, chatJID, text, outbox.KindIPC)
+		id, err = e.cfg.Outbox.EnqueueTx(ctx, tx, chatJID, text, outbox.KindIPC)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	// What the agent said through send_message is its answer too, for
+	// search_history.
+	return messages.RecordAnswerTx(ctx, tx, chatJID, id, text)
 }
 
 // reactTx queues the reaction with the author of the message it is about,

@@ -39,8 +39,16 @@ func (s *Store) Answer(ctx context.Context, out *outbox.Outbox, a Answer) error 
 // AnswerTx does Answer's work inside the caller's transaction.
 func AnswerTx(ctx context.Context, tx *store.Tx, out *outbox.Outbox, a Answer) error {
 	if a.Text != "" {
-		if _, err := out.EnqueueTx(ctx, tx, a.ReplyTo, a.Text, a.Kind); err != nil {
+		id, err := out.EnqueueTx(ctx, tx, a.ReplyTo, a.Text, a.Kind)
+		if err != nil {
 			return err
+		}
+		// The agent's answers are kept for search_history; the daemon's
+		// own notices are not the assistant's words.
+		if a.Kind == outbox.KindReply {
+			if err := RecordAnswerTx(ctx, tx, a.ReplyTo, id, a.Text); err != nil {
+				return err
+			}
 		}
 	}
 	if a.UpTo > 0 {

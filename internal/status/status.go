@@ -44,6 +44,8 @@ type Report struct {
 	// when the next scheduled one is due (nil: none scheduled).
 	LastBackup *backup.Last `json:"lastBackup,omitempty"`
 	NextBackup *time.Time   `json:"nextBackup,omitempty"`
+	// DatabaseBytes is the size of nanoclaw.db and its WAL on disk.
+	DatabaseBytes int64 `json:"databaseBytes"`
 }
 
 // Channel is one enabled chat network.
