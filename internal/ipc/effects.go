@@ -6,7 +6,6 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
-	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
@@ -64,7 +63,7 @@ func (e daemonEffects) sendMessageTx(ctx context.Context, tx *store.Tx, _ int64,
 	}
 	// What the agent said through send_message is its answer too, for
 	// search_history.
-	return messages.RecordAnswerTx(ctx, tx, chatJID, id, text)
+	return e.cfg.Messages.RecordAnswerTx(ctx, tx, chatJID, id, text)
 }
 
 // reactTx queues the reaction with the author of the message it is about,

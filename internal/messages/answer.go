@@ -30,6 +30,7 @@ func (s *Store) Answer(ctx context.Context, out *outbox.Outbox, a Answer) error 
 	if err := AnswerTx(ctx, tx, out, a); err != nil {
 		return err
 	}
+	tx.OnCommit(s.wakeIndex)
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("messages: commit the answer to %s: %w", a.Chat, err)
 	}
@@ -46,7 +47,7 @@ func AnswerTx(ctx context.Context, tx *store.Tx, out *outbox.Outbox, a Answer) e
 		// The agent's answers are kept for search_history; the daemon's
 		// own notices are not the assistant's words.
 		if a.Kind == outbox.KindReply {
-			if err := RecordAnswerTx(ctx, tx, a.ReplyTo, id, a.Text); err != nil {
+			if err := recordAnswerTx(ctx, tx, a.ReplyTo, id, a.Text); err != nil {
 				return err
 			}
 		}

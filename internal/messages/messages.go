@@ -16,10 +16,13 @@ import (
 
 // Store reads and writes chats, messages, cursors and sessions in db
 // (migrated by store.Open).
-type Store struct{ db *store.DB }
+type Store struct {
+	db      *store.DB
+	pending chan struct{} // capacity 1: a message waits to be indexed (index.go)
+}
 
 // New returns the store over db.
-func New(db *store.DB) *Store { return &Store{db: db} }
+func New(db *store.DB) *Store { return &Store{db: db, pending: make(chan struct{}, 1)} }
 
 // Stored is one stored message of a chat.
 type Stored struct {
@@ -130,6 +133,7 @@ func (s *Store) Add(ctx context.Context, m channel.Message, media string) (seq i
 		if seq, err = res.LastInsertId(); err != nil {
 			return 0, false, err
 		}
+		tx.OnCommit(s.wakeIndex)
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, false, fmt.Errorf("messages: store message %s: %w", m.ID, err)

@@ -30,7 +30,12 @@ const maxFoundText = 2000
 // outbox row outboxID, as a message of that chat (is_bot, never part of a
 // prompt), inside the caller's transaction: the answer becomes searchable
 // exactly when it is queued.
-func RecordAnswerTx(ctx context.Context, tx *store.Tx, chat string, outboxID int64, text string) error {
+func (s *Store) RecordAnswerTx(ctx context.Context, tx *store.Tx, chat string, outboxID int64, text string) error {
+	tx.OnCommit(s.wakeIndex)
+	return recordAnswerTx(ctx, tx, chat, outboxID, text)
+}
+
+func recordAnswerTx(ctx context.Context, tx *store.Tx, chat string, outboxID int64, text string) error {
 	if text == "" || chat == "" {
 		return nil
 	}
@@ -43,10 +48,14 @@ func RecordAnswerTx(ctx context.Context, tx *store.Tx, chat string, outboxID int
 }
 
 // Search returns the messages of chat holding every word of s, newest
-// first, at most s.Limit. A channel's echo of the assistant's own reply
-// (WhatsApp's, is_bot with the channel's id) is left out: the answer is
-// there already as RecordAnswerTx stored it.
+// first, at most s.Limit, after indexing whatever is pending, so that
+// every message stored before it is searched. A channel's echo of the
+// assistant's own reply (WhatsApp's, is_bot with the channel's id) is left
+// out: the answer is there already as RecordAnswerTx stored it.
 func (s *Store) Search(ctx context.Context, chat string, q protocol.Search) ([]protocol.Found, error) {
+	if err := s.Index(ctx); err != nil {
+		return nil, err
+	}
 	since, until := int64(0), int64(1<<62)
 	if !q.Since.IsZero() {
 		since = q.Since.UnixMilli()

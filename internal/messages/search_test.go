@@ -34,6 +34,9 @@ func search(t *testing.T, s *Store, chat, query string, mod ...func(*protocol.Se
 // integrity asks FTS5 whether its index matches the messages table.
 func integrity(t *testing.T, s *Store) {
 	t.Helper()
+	if err := s.Index(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.db.Exec(`INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)`); err != nil {
 		t.Errorf("the index does not match the messages: %v", err)
 	}
@@ -135,4 +138,36 @@ func TestSearchFindsAnswers(t *testing.T) {
 	if got := texts(t, s); len(got) != 0 {
 		t.Errorf("an answer came back as a message to answer: %v", got)
 	}
+}
+
+// A message edited or deleted while still waiting in the index's queue
+// leaves the index right: nothing of its old words, nothing twice.
+func TestIndexQueue(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	add(t, s, "m1", "the tiler comes Monday")
+	add(t, s, "m2", "the tiler is expensive")
+	if ok, err := s.Edit(ctx, chat, "m1", "the painter comes Monday"); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if err := s.Revoke(ctx, chat, "m2"); err != nil {
+		t.Fatal(err)
+	}
+	var pending int
+	s.db.QueryRow(`SELECT count(*) FROM messages_fts_pending`).Scan(&pending)
+	if pending != 1 {
+		t.Errorf("%d messages pending, want m1 alone", pending)
+	}
+	integrity(t, s) // indexes what is pending, then checks
+	if got := search(t, s, chat, "tiler"); len(got) != 0 {
+		t.Errorf("tiler: %v, want nothing", got)
+	}
+	if got := search(t, s, chat, "painter"); !slices.Equal(got, []string{"m1"}) {
+		t.Errorf("painter: %v", got)
+	}
+	// Indexing again changes nothing.
+	if err := s.Index(ctx); err != nil {
+		t.Fatal(err)
+	}
+	integrity(t, s)
 }

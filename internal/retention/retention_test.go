@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
@@ -65,6 +66,13 @@ func TestPrune(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
+	// These are indexed; the stranger's next ones are still pending.
+	if err := messages.New(db).Index(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		exec(`INSERT INTO messages (chat_jid, id, sender, text, time) VALUES ('stranger@s.whatsapp.net', ?, 'eve', 'old plumber', ?)`, "p"+strconv.Itoa(i), old.UnixMilli())
+	}
 	db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
 	sizeBefore := fileSize(t, dir)
 
@@ -88,6 +96,11 @@ func TestPrune(t *testing.T) {
 	}
 	if n := count(t, db, `SELECT count(*) FROM task_run_logs`) + count(t, db, `SELECT count(*) FROM run_hours`); n != 1 {
 		t.Errorf("%d run records left, want the recent hour", n)
+	}
+	// Most messages were indexed before the prune, the stranger's were
+	// still pending: both kinds went without leaving words behind.
+	if err := messages.New(db).Index(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := db.Exec(`INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)`); err != nil {
 		t.Errorf("the search index no longer matches the messages: %v", err)

@@ -93,6 +93,8 @@ func table(w io.Writer, f figures) (missing []string) {
 	fmt.Fprintf(tw, "inbound → agent start (main, unconfined)\t%s\t-\n", pct("BenchmarkInboundToMainAgentStart"))
 	fmt.Fprintf(tw, "  sandbox start: as the runs' user, seccomp, no nested userns\tp50 %s ms\t-\n", get("BenchmarkSandboxKernelSurface/hardened-p50-ms"))
 	fmt.Fprintf(tw, "  sandbox start: as before (daemon's user, no filter)\tp50 %s ms\t-\n", get("BenchmarkSandboxKernelSurface/plain-p50-ms"))
+	fmt.Fprintf(tw, "inbound → stored (the channel's 202), with the search index\t%s (mean %s ms)\t-\n", pct("BenchmarkInboundStored"), get("BenchmarkInboundStored/indexed-mean-ms"))
+	fmt.Fprintf(tw, "  the same rounds without it (triggers dropped, in turns)\tmean %s ms (indexed/plain %s)\t-\n", get("BenchmarkInboundStored/plain-mean-ms"), get("BenchmarkInboundStored/indexed/plain"))
 	fmt.Fprintf(tw, "IPC file → message sent\t%s\t%s (1 s IPC poll)\n", pct("BenchmarkIPCToSent"), pollWait(ipcPoll))
 	fmt.Fprintf(tw, "IPC sustained\t%s files/s\ta burst waits for the next 1 s poll\n", get("BenchmarkIPCThroughput/files/s"))
 	fmt.Fprintf(tw, "  daemon CPU per IPC file\t%s µs\t-\n", get("BenchmarkIPCThroughput/cpu-us/file"))
