@@ -6,14 +6,13 @@
 -- keeps no per-message sizes.
 --
 -- Writing to FTS5 costs about 0.2 ms at every commit (it writes a new
--- segment), a third of storing an inbound message. So a message's
--- transaction writes only its seq into messages_fts_pending, by trigger:
--- nothing is stored without its place in the index being stored with it.
--- The daemon folds the pending rows into messages_fts in batches, each
--- batch one transaction that indexes and forgets them together (so none
--- is indexed twice, whatever is killed when), and a search folds what is
--- pending first. Deleting or editing a message takes its old words out of
--- the index in its own transaction.
+-- segment), a third of storing an inbound message. So storing a message
+-- writes nothing to the index: messages_fts_mark says how far the index
+-- goes, every message with a seq up to it is indexed and none after it.
+-- The daemon moves the mark over new messages in batches, indexing them
+-- in the same transaction (so none is indexed twice or skipped, whatever
+-- is killed when), and a search moves it to the end first. Deleting or
+-- editing an indexed message changes the index in its own transaction.
 --
 -- This needs SQLite built with FTS5: go-sqlite3's build tag sqlite_fts5
 -- (make passes it; without it this fails with "no such module: fts5").
@@ -24,30 +23,23 @@ CREATE VIRTUAL TABLE messages_fts USING fts5(
     tokenize = 'unicode61 remove_diacritics 2'
 );
 
--- Messages stored but not yet in messages_fts.
-CREATE TABLE messages_fts_pending (seq INTEGER PRIMARY KEY);
+CREATE TABLE messages_fts_mark (
+    id  INTEGER PRIMARY KEY CHECK (id = 1),
+    seq INTEGER NOT NULL
+);
 
-CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
-    INSERT INTO messages_fts_pending (seq) VALUES (new.seq);
+-- Only an indexed message has words in the index to take out.
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages
+WHEN old.seq <= (SELECT seq FROM messages_fts_mark) BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, text, media) VALUES ('delete', old.seq, old.text, old.media);
 END;
 
--- Only words that are in the index may be deleted from it: a message
--- still pending has none there yet.
-CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
-    INSERT INTO messages_fts (messages_fts, rowid, text, media)
-        SELECT 'delete', old.seq, old.text, old.media
-        WHERE NOT EXISTS (SELECT 1 FROM messages_fts_pending WHERE seq = old.seq);
-    DELETE FROM messages_fts_pending WHERE seq = old.seq;
-END;
-
--- An edit (or a voice note's transcript) takes the old words out and
--- queues the message again, to be indexed with its new ones.
-CREATE TRIGGER messages_fts_update AFTER UPDATE OF text, media ON messages BEGIN
-    INSERT INTO messages_fts (messages_fts, rowid, text, media)
-        SELECT 'delete', old.seq, old.text, old.media
-        WHERE NOT EXISTS (SELECT 1 FROM messages_fts_pending WHERE seq = old.seq);
-    INSERT OR IGNORE INTO messages_fts_pending (seq) VALUES (new.seq);
+CREATE TRIGGER messages_fts_update AFTER UPDATE OF text, media ON messages
+WHEN old.seq <= (SELECT seq FROM messages_fts_mark) BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, text, media) VALUES ('delete', old.seq, old.text, old.media);
+    INSERT INTO messages_fts (rowid, text, media) VALUES (new.seq, new.text, new.media);
 END;
 
 -- The messages an existing database already holds.
 INSERT INTO messages_fts (messages_fts) VALUES ('rebuild');
+INSERT INTO messages_fts_mark (id, seq) SELECT 1, COALESCE(max(seq), 0) FROM messages;

@@ -227,7 +227,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	go func() { defer outWG.Done(); d.outbox.Run(bg) }()
 	goRun("checkpoints", d.checkpoints.Run)
 	goRun("retention", d.pruner.Run)
-	goRun("search index", func(ctx context.Context) error { return d.messages.RunIndex(ctx, d.log.With().Str("part", "messages").Logger()) })
+	goRun("search index", func(ctx context.Context) error {
+		return d.messages.RunIndex(ctx, d.log.With().Str("part", "messages").Logger())
+	})
 	goRun("alerts", d.reporter.Run)
 	if len(cfg.Alerts.Fallback) > 0 {
 		goRun("fallback", d.fallback.Run)

@@ -48,8 +48,8 @@ func recordAnswerTx(ctx context.Context, tx *store.Tx, chat string, outboxID int
 }
 
 // Search returns the messages of chat holding every word of s, newest
-// first, at most s.Limit, after indexing whatever is pending, so that
-// every message stored before it is searched. A channel's echo of the
+// first, at most s.Limit, after indexing what is not yet, so that every
+// message stored before it is searched. A channel's echo of the
 // assistant's own reply (WhatsApp's, is_bot with the channel's id) is left
 // out: the answer is there already as RecordAnswerTx stored it.
 func (s *Store) Search(ctx context.Context, chat string, q protocol.Search) ([]protocol.Found, error) {

@@ -66,7 +66,7 @@ func TestPrune(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	// These are indexed; the stranger's next ones are still pending.
+	// These are indexed; the stranger's next ones are not yet.
 	if err := messages.New(db).Index(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestPrune(t *testing.T) {
 		t.Errorf("%d run records left, want the recent hour", n)
 	}
 	// Most messages were indexed before the prune, the stranger's were
-	// still pending: both kinds went without leaving words behind.
+	// not yet: both kinds went without leaving words behind.
 	if err := messages.New(db).Index(context.Background()); err != nil {
 		t.Fatal(err)
 	}
