@@ -41,8 +41,9 @@ type Config struct {
 	Media Media `json:"media"`
 	// Usage prices the model requests the relay counts.
 	Usage Usage `json:"usage"`
-	// Retention: how long the database keeps what it records.
-	Retention Retention `json:"retention" reload:"restart"`
+	// Retention: how long the database keeps what it records (read at
+	// each daily pruning, so an edit applies from the next one).
+	Retention Retention `json:"retention"`
 
 	// File is the absolute path the config was loaded from (it need not exist).
 	File string `json:"-"`
