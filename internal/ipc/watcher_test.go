@@ -2,6 +2,8 @@ package ipc
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"os"
@@ -340,5 +342,39 @@ func TestSearchHistoryFile(t *testing.T) {
 	v, ok = protocol.AwaitVerdict(filepath.Join(h.root, "family"), filepath.Base(cross), 10*time.Second)
 	if !ok || v.Status != "refused" || v.Messages != nil {
 		t.Errorf("cross-group verdict %+v (%v)", v, ok)
+	}
+}
+
+// A search recorded before a kill -9 but not yet answered is answered by
+// the next start: the journal keeps the verdict, the file still there
+// keeps the question.
+func TestSearchAnsweredAfterRestart(t *testing.T) {
+	h := newHarness(t)
+	h.w.cfg.Messages = messages.New(h.db)
+	ctx := context.Background()
+	if _, _, err := h.w.cfg.Messages.Add(ctx, channel.Message{ChatJID: "family@g.us", ID: "f1", SenderJID: "ann", Text: "the roofer is Mia",
+		Time: time.Now()}, ""); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(h.root, "family", layout.ResultsDir), 0o700)
+	data, _ := jsonMarshal(map[string]any{"type": "search_history", "query": "roofer", "token": h.token["family"]})
+	name := "1-search.json"
+	if err := os.WriteFile(filepath.Join(h.root, "family", layout.TasksDir, name), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	if _, err := h.db.Exec(`INSERT INTO ipc_journal (folder, sub, name, hash, status, type, task_id, new_folder, reason, decided_at)
+		VALUES ('family', 'tasks', ?, ?, 'sent', 'search_history', '', '', '', 1)`, name, hex.EncodeToString(sum[:])); err != nil {
+		t.Fatal(err)
+	}
+	h.start(t)
+	v, ok := protocol.AwaitVerdict(filepath.Join(h.root, "family"), name, 10*time.Second)
+	if !ok || v.Status != "ok" || v.Messages == nil || len(*v.Messages) != 1 || (*v.Messages)[0].ID != "f1" {
+		t.Fatalf("verdict after the restart: %+v (%v)", v, ok)
+	}
+	var open int
+	h.db.QueryRow(`SELECT count(*) FROM ipc_journal WHERE done = 0`).Scan(&open)
+	if open != 0 {
+		t.Errorf("%d journal rows left open", open)
 	}
 }
