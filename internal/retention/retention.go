@@ -58,7 +58,6 @@ type Pruner struct {
 	Log  zerolog.Logger
 	// Every is the time between passes; default a day.
 	Every time.Duration
-	now   func() time.Time
 }
 
 // Batch is how many rows one transaction deletes at first; BatchHold is
@@ -112,10 +111,7 @@ func (r Result) total() int64 {
 
 // Prune runs one pass: every rule whose kind has an age, then the vacuum.
 func (p *Pruner) Prune(ctx context.Context) (Result, error) {
-	now := time.Now
-	if p.now != nil {
-		now = p.now
-	}
+	now := time.Now()
 	ages := p.Ages()
 	res := Result{Deleted: map[string]int64{}}
 	for _, r := range rules {
@@ -123,7 +119,7 @@ func (p *Pruner) Prune(ctx context.Context) (Result, error) {
 		if age <= 0 {
 			continue
 		}
-		cutoff := now().Add(-age).UnixNano() / int64(r.unit)
+		cutoff := now.Add(-age).UnixNano() / int64(r.unit)
 		n, err := p.pruneRule(ctx, r, cutoff, &res.Longest)
 		res.Deleted[r.kind] += n
 		if err != nil {
