@@ -1,5 +1,8 @@
 # nanoclawd. `make run` and `make test` do all set-up on a fresh machine.
 GO      ?= go
+# go-sqlite3's SQLite with FTS5, for the search index of messages: every
+# build and test needs it (without it the database refuses to open).
+TAGS    := -tags sqlite_fts5
 BIN     := bin/nanoclawd
 RUNNER  := agent-runner/dist/index.js
 GOFILES := $(shell find cmd internal migrations -name '*.go' -o -name '*.sql' 2>/dev/null) go.mod go.sum template.go nanoclaw.config.template.jsonc
@@ -11,7 +14,7 @@ build: $(BIN) $(RUNNER)
 # nanoclawd-init, beside it, is the first process of a confined run's
 # sandbox (nanoclawd sandbox-init does the same, starting slower).
 $(BIN): $(GOFILES)
-	$(GO) build -o bin/ ./cmd/nanoclawd ./cmd/nanoclawd-init
+	$(GO) build $(TAGS) -o bin/ ./cmd/nanoclawd ./cmd/nanoclawd-init
 
 agent-runner/node_modules/.package-lock.json: agent-runner/package-lock.json
 	cd agent-runner && npm ci --no-audit --no-fund
@@ -52,23 +55,23 @@ deps: rundeps
 # The fast check while working: vet and the unit tests; what starts the
 # real daemon, the real SDK or the chaos suite skips under -short.
 check:
-	$(GO) vet ./...
-	$(GO) test -short -count=1 ./...
+	$(GO) vet $(TAGS) ./...
+	$(GO) test $(TAGS) -short -count=1 ./...
 
 test: deps build
-	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) vet $(TAGS) ./...
+	$(GO) test $(TAGS) -count=1 -timeout 20m ./...
 
 bench: deps build
 	@mkdir -p bin
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m ./internal/testkit/bench/ | tee bin/bench.txt
-	@$(GO) run ./internal/testkit/bench/report < bin/bench.txt
+	$(GO) test $(TAGS) -run '^$$' -bench . -benchtime 1x -timeout 10m ./internal/testkit/bench/ | tee bin/bench.txt
+	@$(GO) run $(TAGS) ./internal/testkit/bench/report < bin/bench.txt
 
 # The fault suite, long: CHAOS_CYCLES=200 by default; CHAOS_MINUTES=30 for a soak.
 chaos: deps build
 	@mkdir -p bin && rm -f bin/chaos-report.txt
 	CHAOS_CYCLES=$${CHAOS_CYCLES:-200} CHAOS_REPORT=$(CURDIR)/bin/chaos-report.txt \
-	  $(GO) test -count=1 -run TestChaos -timeout 120m -v ./internal/testkit/chaos/ > bin/chaos.txt 2>&1; rc=$$?; \
+	  $(GO) test $(TAGS) -count=1 -run TestChaos -timeout 120m -v ./internal/testkit/chaos/ > bin/chaos.txt 2>&1; rc=$$?; \
 	  grep -E '^(=== RUN|--- |ok|FAIL)|    [a-z]+_test.go:[0-9]+:' bin/chaos.txt | grep -v '^        {' ; cat bin/chaos-report.txt 2>/dev/null; exit $$rc
 
 clean:

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/layout"
@@ -44,6 +46,9 @@ type Config struct {
 	Providers map[string]Provider `json:"providers"`
 	// Console is the owner's web console and its /metrics.
 	Console Console `json:"console" reload:"restart"`
+	// Retention: how long the database keeps what it records (read at
+	// each daily pruning, so an edit applies from the next one).
+	Retention Retention `json:"retention"`
 
 	// File is the absolute path the config was loaded from (it need not exist).
 	File string `json:"-"`
@@ -208,6 +213,23 @@ type Backup struct {
 	Keep int `json:"keep" validate:"min=1,max=1000"`
 }
 
+// Retention is how long each kind of record is kept; 0 keeps it for ever.
+// Older rows are pruned at start and daily.
+type Retention struct {
+	// Messages: the chats' messages and the assistant's answers (what
+	// search_history finds); unset keeps them.
+	Messages Duration `json:"messages" validate:"gte=0"`
+	// Usage: the per-request usage ledger.
+	Usage Duration `json:"usage" validate:"gte=0"`
+	// Audit: the violations (blocked actions) recorded for alerts.
+	Audit Duration `json:"audit" validate:"gte=0"`
+	// Runs: scheduled tasks' run logs and the hourly run counts.
+	Runs Duration `json:"runs" validate:"gte=0"`
+}
+
+// Day is the unit "d" of a Duration.
+const Day = 24 * time.Hour
+
 // DailyAt parses alerts.daily: the hour and minute, ok false when unset.
 func (a Alerts) DailyAt() (hour, minute int, ok bool) {
 	t, err := time.Parse("15:04", a.Daily)
@@ -223,18 +245,32 @@ type Duration time.Duration
 // D returns d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-// MarshalJSON writes d as a duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+// MarshalJSON writes d as a duration string; whole days as "400d".
+func (d Duration) MarshalJSON() ([]byte, error) {
+	if v := time.Duration(d); v > 0 && v%Day == 0 {
+		return json.Marshal(strconv.FormatInt(int64(v/Day), 10) + "d")
+	}
+	return json.Marshal(time.Duration(d).String())
+}
 
-// UnmarshalJSON reads a duration string such as "90s" or "30m".
+// UnmarshalJSON reads a duration string such as "90s", "30m" or, for
+// retention, "400d" (days of 24 hours).
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("want a duration string like \"30m\"")
 	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 || n > 100*366 {
+			return fmt.Errorf("%q is not a number of days; write it like \"90d\"", s)
+		}
+		*d = Duration(time.Duration(n) * Day)
+		return nil
+	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("%q is not a duration; write it like \"90s\", \"30m\" or \"1h\"", s)
+		return fmt.Errorf("%q is not a duration; write it like \"90s\", \"30m\", \"1h\" or \"90d\"", s)
 	}
 	*d = Duration(v)
 	return nil
@@ -297,6 +333,8 @@ func Default() Config {
 		Usage:     Usage{Prices: usage.DefaultPrices()},
 		Providers: map[string]Provider{},
 		Console:   Console{Enabled: true, Listen: DefaultConsoleListen},
+		// Messages are kept: they are what the assistant can recall.
+		Retention: Retention{Usage: Duration(400 * Day), Audit: Duration(400 * Day), Runs: Duration(90 * Day)},
 	}
 }
 

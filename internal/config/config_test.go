@@ -44,6 +44,10 @@ func TestLoadErrors(t *testing.T) {
 			[]string{`:1:29: agent.maxConcurrent is 0, below the minimum 1`}},
 		{"bad duration", `{"alerts": {"cooldown": 60}}`,
 			[]string{`:1:25: alerts.cooldown must be a duration string like "30m", not a number`}},
+		{"bad days", `{"retention": {"usage": "1.5d"}}`,
+			[]string{`:1:25: retention.usage: "1.5d" is not a number of days; write it like "90d"`}},
+		{"negative retention", `{"retention": {"runs": "-1h"}}`,
+			[]string{`retention.runs`}},
 		{"bad zone", `{"timezone": "Mars/Base"}`,
 			[]string{`:1:14: timezone: "Mars/Base" is not an IANA time zone`}},
 		{"daily time", `{"alerts": {"daily": "25:00"}}`,
@@ -153,5 +157,25 @@ func TestTemplate(t *testing.T) {
 		if !strings.Contains(string(nanoclawd.ConfigTemplate), `"`+tool+`",`) {
 			t.Errorf("template does not list tool %s on its own line", tool)
 		}
+	}
+}
+
+// Retention ages are written in days; the defaults keep messages.
+func TestRetentionDays(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.jsonc")
+	os.WriteFile(path, []byte(`{"retention": {"messages": "730d", "usage": "1d", "audit": "36h", "runs": "0"}}`), 0o600)
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cfg.Retention
+	if r.Messages.D() != 730*Day || r.Usage.D() != Day || r.Audit.D() != 36*time.Hour || r.Runs != 0 {
+		t.Errorf("retention %+v", r)
+	}
+	if d := Default().Retention; d.Messages != 0 || d.Usage.D() != 400*Day || d.Audit.D() != 400*Day || d.Runs.D() != 90*Day {
+		t.Errorf("defaults %+v", d)
+	}
+	if b, _ := Duration(400 * Day).MarshalJSON(); string(b) != `"400d"` {
+		t.Errorf("400 days written as %s", b)
 	}
 }

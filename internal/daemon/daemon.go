@@ -29,6 +29,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/metrics"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
+	"github.com/nanoclawd/nanoclawd/internal/retention"
 	"github.com/nanoclawd/nanoclawd/internal/router"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
@@ -75,6 +76,7 @@ type Daemon struct {
 	backups     *backup.Schedule // nil without backup.every
 	daily       *summary.Daily   // nil without alerts.daily
 	usage       *usage.Store
+	pruner      *retention.Pruner
 	proof       *selftest.Verdict // the start-time security test (proof.go)
 	console     *console.Server   // the owner's console (console.go)
 	metrics     *metrics.Metrics
@@ -183,10 +185,14 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		Tasks: d.sched, Outbox: d.outbox, Messages: d.messages, Alerts: d.reporter, Snapshots: d.snapshots,
 		DefaultTrigger: func() string { return d.Config().DefaultTrigger() },
 		View:           d.runView,
-		Reporter:       d.reporter, Log: log.With().Str("part", "ipc").Logger(),
+		Reporter:       d.reporter, Log: log.With().Str("part", "ipc").Logger(), Location: cfg.Location(),
 	}); err != nil {
 		return nil, err
 	}
+	d.pruner = &retention.Pruner{DB: d.db, Log: log.With().Str("part", "retention").Logger(), Ages: func() retention.Ages {
+		r := d.Config().Retention
+		return retention.Ages{Messages: r.Messages.D(), Usage: r.Usage.D(), Audit: r.Audit.D(), Runs: r.Runs.D()}
+	}}
 	if cfg.Backup.Every > 0 {
 		d.backups = &backup.Schedule{Source: backup.NewSource(cfg.Layout(), cfg.File), Dir: cfg.Backup.Dir,
 			Every: cfg.Backup.Every.D(), Keep: cfg.Backup.Keep, Tell: mainNotice{d}, Log: log.With().Str("part", "backup").Logger()}
@@ -245,6 +251,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	go func() { defer outWG.Done(); d.outbox.Run(bg) }()
 	goRun("checkpoints", d.checkpoints.Run)
 	goRun("disk", d.disk.Run)
+	goRun("retention", d.pruner.Run)
+	goRun("search index", func(ctx context.Context) error {
+		return d.messages.RunIndex(ctx, d.log.With().Str("part", "messages").Logger())
+	})
 	goRun("alerts", d.reporter.Run)
 	if len(cfg.Alerts.Fallback) > 0 {
 		goRun("fallback", d.fallback.Run)

@@ -149,6 +149,11 @@ func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
 		r.LastBackup = &last
 	}
 	r.NextBackup = d.backups.Next()
+	for _, f := range []string{cfg.Layout().DB(), cfg.Layout().DB() + "-wal"} {
+		if fi, err := os.Stat(f); err == nil {
+			r.DatabaseBytes += fi.Size()
+		}
+	}
 	if r.ModelAPI, err = usage.HealthOf(ctx, d.db); err != nil {
 		return r, err
 	}

@@ -72,6 +72,21 @@ func Authorize(from groups.Group, r protocol.Request, f Facts) *Refusal {
 			return &Refusal{Alert: true, Target: "task " + r.TaskID + " of " + f.TaskFolder,
 				Reason: fmt.Sprintf("group %s may only change its own tasks; %s belongs to %s", from.Folder, r.TaskID, f.TaskFolder)}
 		}
+	case protocol.TypeSearchHistory:
+		// Without chatJid a group searches its own chat. Main may name any
+		// registered chat; another group naming a chat not its own is a
+		// cross-group attempt, whether or not that chat is registered.
+		if r.ChatJID == "" || r.ChatJID == from.JID {
+			return nil
+		}
+		if !from.IsMain {
+			return &Refusal{Alert: true, Target: r.ChatJID,
+				Reason: fmt.Sprintf("group %s may only search its own chat, not %s", from.Folder, r.ChatJID)}
+		}
+		if f.Target == nil {
+			return &Refusal{Target: r.ChatJID,
+				Reason: fmt.Sprintf("chat %s is not a registered group's; see available_groups.json", r.ChatJID)}
+		}
 	case protocol.TypeRegisterGroup, protocol.TypeRefreshGroups:
 		if !from.IsMain {
 			return &Refusal{Alert: true, Target: r.Type,

@@ -186,7 +186,8 @@ func (v *view) facts(ctx context.Context, req protocol.Request) (Facts, error) {
 	if req.Type == protocol.TypeScheduleTask {
 		jid = req.TargetJID
 	}
-	if jid != "" && (req.Type == protocol.TypeMessage || req.Type == protocol.TypeReaction || req.Type == protocol.TypeScheduleTask) {
+	if jid != "" && (req.Type == protocol.TypeMessage || req.Type == protocol.TypeReaction || req.Type == protocol.TypeScheduleTask ||
+		req.Type == protocol.TypeSearchHistory) {
 		g, ok, err := v.groupByJID(ctx, jid)
 		if err != nil {
 			return f, err

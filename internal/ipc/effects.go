@@ -54,13 +54,19 @@ type effects interface {
 type daemonEffects struct{ cfg *Config }
 
 func (e daemonEffects) sendMessageTx(ctx context.Context, tx *store.Tx, _ int64, _, chatJID, text string, file *channel.Attachment) error {
+	var id int64
 	var err error
 	if file != nil {
-		_, err = e.cfg.Outbox.EnqueueFileTx(ctx, tx, chatJID, text, outbox.KindIPC, *file)
+		id, err = e.cfg.Outbox.EnqueueFileTx(ctx, tx, chatJID, text, outbox.KindIPC, *file)
 	} else {
-		_, err = e.cfg.Outbox.EnqueueTx(ctx, tx, chatJID, text, outbox.KindIPC)
+		id, err = e.cfg.Outbox.EnqueueTx(ctx, tx, chatJID, text, outbox.KindIPC)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	// What the agent said through send_message is its answer too, for
+	// search_history.
+	return e.cfg.Messages.RecordAnswerTx(ctx, tx, chatJID, id, text)
 }
 
 // reactTx queues the reaction with the author of the message it is about,

@@ -54,6 +54,12 @@ func (w *Watcher) finish(ctx context.Context, entries []*entry) {
 }
 
 func (w *Watcher) finishOne(ctx context.Context, e *entry, ds *dirs) error {
+	// A search is answered before its file goes: if the database fails,
+	// the file stays and the search is tried again.
+	verdict, err := w.verdict(ctx, e)
+	if err != nil {
+		return err
+	}
 	var dir *groupfs.Dir // the file's directory, when the file is there
 	if e.present {
 		d, err := ds.get(ctx, e.folder, e.sub)
@@ -83,7 +89,7 @@ func (w *Watcher) finishOne(ctx context.Context, e *entry, ds *dirs) error {
 			}
 		}
 	}
-	w.logErr(ctx, writeVerdict(ctx, ds, e.folder, e.name, e.verdict()))
+	w.logErr(ctx, writeVerdict(ctx, ds, e.folder, e.name, verdict))
 	return nil
 }
 

@@ -29,6 +29,9 @@ type entry struct {
 	reason    string // refused: why
 	attempts  int    // failed tries of the file effects
 	present   bool   // the file is (as far as we know) still at its path
+	// search is an accepted search_history, answered in its verdict;
+	// nil after a restart until the file is read again (searchOf).
+	search *protocol.Search
 }
 
 func (e *entry) verdict() protocol.Verdict {
@@ -74,6 +77,7 @@ func (w *Watcher) handle(ctx context.Context, refs ...ref) {
 			if e := w.open[r]; e != nil {
 				if e.hash == f.hash {
 					e.present = true
+					v.reread(ctx, e, f)
 					leftovers = append(leftovers, e) // recorded before a crash
 					continue
 				}
@@ -166,6 +170,9 @@ func (w *Watcher) recordTx(ctx context.Context, tx *store.Tx, f *file, d decisio
 		return e, w.refuseTx(ctx, tx, e, d)
 	}
 	e.status, e.typ = statusSent, d.req.Type
+	if d.req.Type == protocol.TypeSearchHistory {
+		e.search = w.searchOf(d.from, d.req)
+	}
 	if r := d.req; r.Type == protocol.TypeMessage || r.Type == protocol.TypeReaction {
 		if err := w.insertTx(ctx, tx, e); err != nil {
 			return nil, err
@@ -331,6 +338,9 @@ func (w *Watcher) resume(ctx context.Context) {
 			continue // unsure whether it is there: not now
 		}
 		e.present = f != nil && f.hash == e.hash
+		if e.present {
+			v.reread(ctx, e, f)
+		}
 		todo = append(todo, e)
 	}
 	slices.SortFunc(todo, func(a, b *entry) int { return int(a.id - b.id) })

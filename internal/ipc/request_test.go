@@ -44,6 +44,12 @@ func TestAuthorize(t *testing.T) {
 		{"main takes a used folder", main, protocol.Request{Type: protocol.TypeRegisterGroup, JID: "n@g.us", Folder: "work"}, Facts{FolderOwner: work.JID}, false, false},
 		{"group registers", fam, protocol.Request{Type: protocol.TypeRegisterGroup, JID: "n@g.us", Folder: "n"}, Facts{}, false, true},
 		{"group refreshes", fam, protocol.Request{Type: protocol.TypeRefreshGroups}, Facts{}, false, true},
+		{"group searches its chat", fam, protocol.Request{Type: protocol.TypeSearchHistory}, Facts{}, true, false},
+		{"group searches its chat by name", fam, protocol.Request{Type: protocol.TypeSearchHistory, ChatJID: fam.JID}, Facts{Target: &fam}, true, false},
+		{"group searches another", fam, protocol.Request{Type: protocol.TypeSearchHistory, ChatJID: work.JID}, Facts{Target: &work}, false, true},
+		{"group searches unregistered", fam, protocol.Request{Type: protocol.TypeSearchHistory, ChatJID: "x@g.us"}, Facts{}, false, true},
+		{"main searches work", main, protocol.Request{Type: protocol.TypeSearchHistory, ChatJID: work.JID}, Facts{Target: &work}, true, false},
+		{"main searches unregistered", main, protocol.Request{Type: protocol.TypeSearchHistory, ChatJID: "x@g.us"}, Facts{}, false, false},
 		{"unknown", main, protocol.Request{Type: "x"}, Facts{}, false, false},
 	}
 	for _, tc := range tests {
@@ -66,6 +72,7 @@ func FuzzHandle(f *testing.F) {
 		`{"type":"register_group","jid":"n@g.us","name":"N","folder":"n","requiresTrigger":true,"token":"t"}`,
 		`{"type":"refresh_groups","token":"t"}`,
 		`{"type":"message","chatJid":"w@g.us","chatJid":"f@g.us","text":"x","token":"t"}`,
+		`{"type":"search_history","query":"plumber","chatJid":"w@g.us","limit":"5","token":"t"}`,
 	} {
 		f.Add([]byte(s), false, true, "work")
 	}
@@ -101,6 +108,10 @@ func FuzzHandle(f *testing.F) {
 			}
 		case protocol.TypeRegisterGroup, protocol.TypeRefreshGroups:
 			t.Fatalf("non-main %s allowed", req.Type)
+		case protocol.TypeSearchHistory:
+			if req.ChatJID != "" && req.ChatJID != from.JID {
+				t.Fatalf("non-main search of %s allowed", req.ChatJID)
+			}
 		}
 	})
 }

@@ -53,7 +53,7 @@ type Config struct {
 	// rewritten by Snapshots. DefaultTrigger is the trigger of a group
 	// registered without one (it follows config reloads).
 	Outbox         *outbox.Outbox
-	Messages       *messages.Store
+	Messages       *messages.Store // also what search_history searches
 	Alerts         *alerts.Reporter
 	Snapshots      *Snapshots
 	DefaultTrigger func() string
@@ -67,6 +67,9 @@ type Config struct {
 	// SafetyRescan is the period of a full rescan that catches anything
 	// fsnotify missed; default one minute.
 	SafetyRescan time.Duration
+	// Location is the time zone of a search_history date (YYYY-MM-DD);
+	// nil = the system's.
+	Location *time.Location
 }
 
 // maxBatch bounds the files of one journal transaction, so that other

@@ -2,6 +2,8 @@ package ipc
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"os"
@@ -12,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
+	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 )
@@ -298,4 +302,79 @@ func TestSyncWatchesTheRegisteredGroups(t *testing.T) {
 	}
 	h.drop(t, "new", layout.MessagesDir, h.msg("new", "new@g.us", "hello from new"))
 	h.expectSend(t, "new", "new@g.us", "hello from new")
+}
+
+// A search_history file is answered in its verdict from the real index:
+// the group's own chat only; naming another group's chat is refused,
+// quarantined and alerted as a cross-group attempt.
+func TestSearchHistoryFile(t *testing.T) {
+	h := newHarness(t)
+	h.w.cfg.Messages = messages.New(h.db)
+	h.start(t)
+	ctx := context.Background()
+	for i, m := range []channel.Message{
+		{ChatJID: "family@g.us", ID: "f1", SenderJID: "ann", SenderName: "Ann", Text: "the plumber is Jonas"},
+		{ChatJID: "work@g.us", ID: "w1", SenderJID: "bob", Text: "our plumber is secret"},
+	} {
+		m.Time = time.Date(2026, 3, 1+i, 9, 0, 0, 0, time.UTC)
+		if _, _, err := h.w.cfg.Messages.Add(ctx, m, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	results := filepath.Join(h.root, "family", layout.ResultsDir)
+	os.MkdirAll(results, 0o700)
+	path := h.drop(t, "family", layout.TasksDir, map[string]any{"type": "search_history", "query": "plumber", "token": h.token["family"]})
+	v, ok := protocol.AwaitVerdict(filepath.Join(h.root, "family"), filepath.Base(path), 10*time.Second)
+	if !ok || v.Status != "ok" || v.Messages == nil {
+		t.Fatalf("verdict %+v (%v)", v, ok)
+	}
+	if got := *v.Messages; len(got) != 1 || got[0].ID != "f1" || got[0].SenderName != "Ann" || got[0].ChatJID != "family@g.us" ||
+		got[0].Time != "2026-03-01T09:00:00Z" {
+		t.Errorf("found %+v, want only family's f1 from Ann", got)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("the request file is still there: %v", err)
+	}
+
+	cross := h.drop(t, "family", layout.TasksDir, map[string]any{"type": "search_history", "query": "plumber", "chatJid": "work@g.us",
+		"token": h.token["family"]})
+	h.expectRefused(t, cross, true, "family", "may only search its own chat")
+	v, ok = protocol.AwaitVerdict(filepath.Join(h.root, "family"), filepath.Base(cross), 10*time.Second)
+	if !ok || v.Status != "refused" || v.Messages != nil {
+		t.Errorf("cross-group verdict %+v (%v)", v, ok)
+	}
+}
+
+// A search recorded before a kill -9 but not yet answered is answered by
+// the next start: the journal keeps the verdict, the file still there
+// keeps the question.
+func TestSearchAnsweredAfterRestart(t *testing.T) {
+	h := newHarness(t)
+	h.w.cfg.Messages = messages.New(h.db)
+	ctx := context.Background()
+	if _, _, err := h.w.cfg.Messages.Add(ctx, channel.Message{ChatJID: "family@g.us", ID: "f1", SenderJID: "ann", Text: "the roofer is Mia",
+		Time: time.Now()}, ""); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(h.root, "family", layout.ResultsDir), 0o700)
+	data, _ := jsonMarshal(map[string]any{"type": "search_history", "query": "roofer", "token": h.token["family"]})
+	name := "1-search.json"
+	if err := os.WriteFile(filepath.Join(h.root, "family", layout.TasksDir, name), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	if _, err := h.db.Exec(`INSERT INTO ipc_journal (folder, sub, name, hash, status, type, task_id, new_folder, reason, decided_at)
+		VALUES ('family', 'tasks', ?, ?, 'sent', 'search_history', '', '', '', 1)`, name, hex.EncodeToString(sum[:])); err != nil {
+		t.Fatal(err)
+	}
+	h.start(t)
+	v, ok := protocol.AwaitVerdict(filepath.Join(h.root, "family"), name, 10*time.Second)
+	if !ok || v.Status != "ok" || v.Messages == nil || len(*v.Messages) != 1 || (*v.Messages)[0].ID != "f1" {
+		t.Fatalf("verdict after the restart: %+v (%v)", v, ok)
+	}
+	var open int
+	h.db.QueryRow(`SELECT count(*) FROM ipc_journal WHERE done = 0`).Scan(&open)
+	if open != 0 {
+		t.Errorf("%d journal rows left open", open)
+	}
 }

@@ -23,7 +23,13 @@ type Answer struct {
 // loses nor repeats a reply.
 func (s *Store) Answer(ctx context.Context, out *outbox.Outbox, a Answer) error {
 	// Do: a full disk gives up the daemon's reserve rather than the answer.
-	err := s.db.Do(ctx, func(tx *store.Tx) error { return AnswerTx(ctx, tx, out, a) })
+	err := s.db.Do(ctx, func(tx *store.Tx) error {
+		if err := AnswerTx(ctx, tx, out, a); err != nil {
+			return err
+		}
+		tx.OnCommit(s.wakeIndex)
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("messages: commit the answer to %s: %w", a.Chat, err)
 	}
@@ -33,8 +39,16 @@ func (s *Store) Answer(ctx context.Context, out *outbox.Outbox, a Answer) error 
 // AnswerTx does Answer's work inside the caller's transaction.
 func AnswerTx(ctx context.Context, tx *store.Tx, out *outbox.Outbox, a Answer) error {
 	if a.Text != "" {
-		if _, err := out.EnqueueTx(ctx, tx, a.ReplyTo, a.Text, a.Kind); err != nil {
+		id, err := out.EnqueueTx(ctx, tx, a.ReplyTo, a.Text, a.Kind)
+		if err != nil {
 			return err
+		}
+		// The agent's answers are kept for search_history; the daemon's
+		// own notices are not the assistant's words.
+		if a.Kind == outbox.KindReply {
+			if err := recordAnswerTx(ctx, tx, a.ReplyTo, id, a.Text); err != nil {
+				return err
+			}
 		}
 	}
 	if a.UpTo > 0 {

@@ -16,10 +16,13 @@ import (
 
 // Store reads and writes chats, messages, cursors and sessions in db
 // (migrated by store.Open).
-type Store struct{ db *store.DB }
+type Store struct {
+	db      *store.DB
+	pending chan struct{} // capacity 1: a message waits to be indexed (index.go)
+}
 
 // New returns the store over db.
-func New(db *store.DB) *Store { return &Store{db: db} }
+func New(db *store.DB) *Store { return &Store{db: db, pending: make(chan struct{}, 1)} }
 
 // Stored is one stored message of a chat.
 type Stored struct {
@@ -114,7 +117,13 @@ func (s *Store) Add(ctx context.Context, m channel.Message, media string) (seq i
 	// its channel may already count as delivered.
 	err = s.db.Do(ctx, func(tx *store.Tx) error {
 		seq = 0
-		return addTx(ctx, tx, m, media, &seq)
+		if err := addTx(ctx, tx, m, media, &seq); err != nil {
+			return err
+		}
+		if seq > 0 {
+			tx.OnCommit(s.wakeIndex)
+		}
+		return nil
 	})
 	if err != nil {
 		return 0, false, fmt.Errorf("messages: store message %s: %w", m.ID, err)

@@ -44,6 +44,7 @@ const (
 	TypeUpdateTask    = "update_task"
 	TypeRegisterGroup = "register_group"
 	TypeRefreshGroups = "refresh_groups"
+	TypeSearchHistory = "search_history"
 )
 
 // Request is one IPC file. An empty string means the field was absent:
@@ -67,6 +68,10 @@ type Request struct {
 	Trigger         string   `json:"trigger,omitempty"`
 	RequiresTrigger *bool    `json:"requiresTrigger,omitempty"`
 	Senders         []string `json:"senders,omitempty"` // register_group: who may call the new group's assistant
+	Query           string   `json:"query,omitempty"`   // search_history: plain words
+	Since           string   `json:"since,omitempty"`   // search_history: RFC 3339 or YYYY-MM-DD
+	Until           string   `json:"until,omitempty"`   // search_history: RFC 3339 or YYYY-MM-DD
+	Limit           string   `json:"limit,omitempty"`   // search_history: digits, 1 to MaxSearchLimit
 	Token           string   `json:"token"`
 }
 
@@ -89,6 +94,7 @@ var schema = map[string]struct{ required, optional []string }{
 	TypeUpdateTask:    {required: []string{"taskId"}, optional: []string{"prompt", "schedule_type", "schedule_value"}},
 	TypeRegisterGroup: {required: []string{"jid", "name", "folder"}, optional: []string{"trigger", "requiresTrigger", "senders"}},
 	TypeRefreshGroups: {},
+	TypeSearchHistory: {required: []string{"query"}, optional: []string{"chatJid", "since", "until", "limit"}},
 }
 
 // setters put one decoded value into a Request; requiresTrigger is the
@@ -109,6 +115,10 @@ var setters = map[string]func(*Request, any) bool{
 	"name":           str(func(r *Request) *string { return &r.Name }),
 	"folder":         str(func(r *Request) *string { return &r.Folder }),
 	"trigger":        str(func(r *Request) *string { return &r.Trigger }),
+	"query":          str(func(r *Request) *string { return &r.Query }),
+	"since":          str(func(r *Request) *string { return &r.Since }),
+	"until":          str(func(r *Request) *string { return &r.Until }),
+	"limit":          str(func(r *Request) *string { return &r.Limit }),
 	"requiresTrigger": func(r *Request, v any) bool {
 		b, ok := v.(bool)
 		r.RequiresTrigger = &b
@@ -162,7 +172,7 @@ func DecodeRequest(data []byte, schedule func(typ, value string) error) (Request
 	typ, _ := obj["type"].(string)
 	spec, ok := schema[typ]
 	if !ok {
-		return r, fmt.Errorf("%w %q: use one of message, reaction, schedule_task, pause_task, resume_task, cancel_task, update_task, register_group, refresh_groups", ErrUnknownType, typ)
+		return r, fmt.Errorf("%w %q: use one of message, reaction, schedule_task, pause_task, resume_task, cancel_task, update_task, register_group, refresh_groups, search_history", ErrUnknownType, typ)
 	}
 	r.Type = typ
 	allowed := map[string]bool{"type": true, "token": true}
@@ -221,6 +231,10 @@ func (r *Request) validate(schedule func(typ, value string) error) error {
 	}
 	if r.Type == TypeRegisterGroup {
 		return layout.ValidFolder(r.Folder)
+	}
+	if r.Type == TypeSearchHistory {
+		_, err := r.Search(time.Local)
+		return err
 	}
 	return nil
 }
@@ -299,9 +313,12 @@ func stringList(dec *json.Decoder) ([]string, error) {
 
 // Verdict is what became of one request.
 type Verdict struct {
-	Status string `json:"status"` // "sent" (carried out) or "refused"
+	Status string `json:"status"` // "sent" (carried out), "ok" (a search answered) or "refused"
 	Reason string `json:"reason,omitempty"`
 	ID     string `json:"id,omitempty"` // schedule_task: the new task's id
+	// Messages is a search_history's answer, newest first; a pointer so
+	// that an answer with no match still says "messages": [].
+	Messages *[]Found `json:"messages,omitempty"`
 }
 
 // AwaitVerdict waits up to wait for the daemon's answer to the request file

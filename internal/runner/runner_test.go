@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	agentBin = filepath.Join(dir, "testagent")
-	build := exec.Command("go", "build", "-o", agentBin, "github.com/nanoclawd/nanoclawd/internal/testkit/testagent")
+	build := exec.Command("go", "build", "-tags", "sqlite_fts5", "-o", agentBin, "github.com/nanoclawd/nanoclawd/internal/testkit/testagent")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building the stand-in agent:", err)

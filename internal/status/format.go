@@ -16,6 +16,7 @@ func Format(w io.Writer, r Report) error {
 	p := func(format string, args ...any) { fmt.Fprintf(tw, format+"\n", args...) }
 	now := r.Time
 	p("nanoclawd is running: PID %d, up %s (since %s), config %s", r.PID, ago(now, r.Started), clock(r.Started), r.ConfigFile)
+	p("database: %.1f MiB", float64(r.DatabaseBytes)/(1<<20))
 
 	p("\nChannels")
 	if len(r.Channels) == 0 {

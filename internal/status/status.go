@@ -46,6 +46,8 @@ type Report struct {
 	NextBackup *time.Time   `json:"nextBackup,omitempty"`
 	// Console is the owner's console (nil: console.enabled is false).
 	Console *Console `json:"console,omitempty"`
+	// DatabaseBytes is the size of nanoclaw.db and its WAL on disk.
+	DatabaseBytes int64 `json:"databaseBytes"`
 }
 
 // Console is where the console listens, or why it does not.

@@ -3,6 +3,7 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -18,8 +19,13 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
-// ErrTooNew means the database was written by a newer nanoclawd.
-var ErrTooNew = errors.New("database schema is newer than this binary")
+// Errors of opening the database.
+var (
+	// ErrTooNew means the database was written by a newer nanoclawd.
+	ErrTooNew = errors.New("database schema is newer than this binary")
+	// ErrNoFTS5 means this binary's SQLite lacks full-text search.
+	ErrNoFTS5 = errors.New("no such module: fts5 — this nanoclawd was built without SQLite full-text search; build it with -tags sqlite_fts5 (make build and make test do)")
+)
 
 // DSN returns the connection string for the SQLite file at path. Every
 // pragma is in the DSN so that each pooled connection gets it, and
@@ -63,9 +69,47 @@ func OpenFile(path string) (*DB, error) {
 
 // migrate brings db up to date, closing it if that fails.
 func migrate(db *sql.DB, path string) error {
-	if err := Migrate(db, migrations.FS); err != nil {
+	err := ErrNoFTS5
+	if withFTS5 {
+		if err = incrementalVacuum(db); err == nil {
+			err = Migrate(db, migrations.FS)
+		}
+	}
+	if err != nil {
 		db.Close()
+		if strings.Contains(err.Error(), "no such module: fts5") {
+			err = ErrNoFTS5
+		}
 		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// incrementalVacuum sets auto_vacuum to INCREMENTAL, so that pruning can
+// give the freed pages back to the file system (PRAGMA incremental_vacuum)
+// instead of keeping them in the file for ever. A new database takes it at
+// once; one made before needs a single VACUUM, which rewrites the file
+// (about a second per 100 MiB, once).
+func incrementalVacuum(db *sql.DB) error {
+	var mode int
+	if err := db.QueryRow("PRAGMA auto_vacuum").Scan(&mode); err != nil {
+		return fmt.Errorf("read auto_vacuum: %w", err)
+	}
+	if mode == 2 {
+		return nil
+	}
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	// The same connection for both: a PRAGMA reaches only the pooled
+	// connection it runs on.
+	if _, err := conn.ExecContext(context.Background(), "PRAGMA auto_vacuum = INCREMENTAL"); err != nil {
+		return fmt.Errorf("set auto_vacuum: %w", err)
+	}
+	if _, err := conn.ExecContext(context.Background(), "VACUUM"); err != nil {
+		return fmt.Errorf("convert the database to incremental vacuum (VACUUM; it needs free disk space as large as the database): %w", err)
 	}
 	return nil
 }

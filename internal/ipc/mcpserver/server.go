@@ -73,6 +73,10 @@ func NewServer(env Env) *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "resume_task", Description: "Resume a paused task."}, t.taskOp(protocol.TypeResumeTask, "resumed"))
 	mcp.AddTool(s, &mcp.Tool{Name: "cancel_task", Description: "Cancel a scheduled task for good."}, t.taskOp(protocol.TypeCancelTask, "cancelled"))
 	mcp.AddTool(s, &mcp.Tool{Name: "update_task", Description: "Change a task's prompt or schedule (same formats as schedule_task)."}, t.updateTask)
+	mcp.AddTool(s, &mcp.Tool{Name: "search_history", Description: "Search this chat's whole history, months back: what people wrote " +
+		"and what you answered, newest first, with sender, time and message id. query is plain words, all of which must occur " +
+		"(no operators or quotes: they are searched as text). since/until narrow it to a time (2026-03-01 or an RFC 3339 time); " +
+		"limit 1-100, default 20." + ifMain(env, " As the main group you may search any registered chat with chatJid.")}, t.searchHistory)
 	if env.IsMain {
 		mcp.AddTool(s, &mcp.Tool{Name: "register_group", Description: "Register a chat as a group with its own folder and agent. " +
 			"Find the chat's jid in available_groups.json. folder: 1-64 letters, digits, _ or -."}, t.registerGroup)

@@ -219,7 +219,7 @@ func TestRegisterGroupIsForMainOnly(t *testing.T) {
 		return got
 	}
 	cs, _ := connect(t, false)
-	if n := names(cs); n["register_group"] || !n["send_message"] || len(n) != 8 {
+	if n := names(cs); n["register_group"] || !n["send_message"] || len(n) != 9 {
 		t.Fatalf("non-main tools %v", n)
 	}
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "register_group",
@@ -229,7 +229,7 @@ func TestRegisterGroupIsForMainOnly(t *testing.T) {
 	}
 
 	cs, dir := connect(t, true)
-	if n := names(cs); !n["register_group"] || len(n) != 9 {
+	if n := names(cs); !n["register_group"] || len(n) != 10 {
 		t.Fatalf("main tools %v", n)
 	}
 	out, isErr := call(t, cs, "register_group", map[string]any{"jid": "x@g.us", "name": "X", "folder": "../x"})
@@ -266,5 +266,45 @@ func TestRunWithoutEnvironmentSaysWhy(t *testing.T) {
 	err := Run(context.Background(), strings.NewReader(""), io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "NANOCLAW_IPC_TOKEN") {
 		t.Fatalf("%v", err)
+	}
+}
+
+// search_history writes a search_history file into tasks/ (limit as a
+// string, like every IPC field) and lists the daemon's answer.
+func TestSearchHistoryTool(t *testing.T) {
+	cs, dir := connect(t, false)
+	old := VerdictWait
+	VerdictWait = 5 * time.Second
+	defer func() { VerdictWait = old }()
+	got := make(chan protocol.Request, 1)
+	go func() {
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			entries, _ := os.ReadDir(filepath.Join(dir, layout.TasksDir))
+			for _, e := range entries {
+				if !strings.HasSuffix(e.Name(), ".json") {
+					continue
+				}
+				data, _ := os.ReadFile(filepath.Join(dir, layout.TasksDir, e.Name()))
+				req, _ := protocol.DecodeRequest(data, nil)
+				got <- req
+				found := []protocol.Found{{ID: "m17", ChatJID: "family@g.us", Sender: "ann@local", SenderName: "Ann",
+					Time: "2026-03-01T09:00:00Z", Text: "the plumber is Jonas"}}
+				v, _ := json.Marshal(protocol.Verdict{Status: "ok", Messages: &found})
+				os.WriteFile(filepath.Join(dir, layout.ResultsDir, e.Name()), v, 0o600)
+				os.Remove(filepath.Join(dir, layout.TasksDir, e.Name()))
+				return
+			}
+		}
+	}()
+	out, isErr := call(t, cs, "search_history", map[string]any{"query": "plumber", "since": "2026-03-01", "limit": 5})
+	if isErr || !strings.Contains(out, "1 messages") || !strings.Contains(out, "Ann (ann@local)") || !strings.Contains(out, "id m17: the plumber is Jonas") {
+		t.Errorf("answer %q (error=%v)", out, isErr)
+	}
+	req := <-got
+	if req.Type != protocol.TypeSearchHistory || req.Query != "plumber" || req.Limit != "5" || req.Since != "2026-03-01" || req.Token != "tok-123" {
+		t.Errorf("request %+v", req)
+	}
+	if out, isErr := call(t, cs, "search_history", map[string]any{"query": "x", "limit": 500}); !isErr || !strings.Contains(out, "limit") {
+		t.Errorf("limit 500: %q (error=%v)", out, isErr)
 	}
 }

@@ -99,7 +99,9 @@ func buildPkg(pkg string) (string, error) {
 		}
 	}
 	bin := filepath.Join(binDir, filepath.Base(pkg))
-	args := []string{"build", "-o", binDir + "/"}
+	// The daemon's SQLite needs FTS5 (the search index); without the tag
+	// its database refuses to open.
+	args := []string{"build", "-tags", "sqlite_fts5", "-o", binDir + "/"}
 	if os.Getenv(RaceEnv) != "" {
 		args = append(args, "-race")
 	}

@@ -39,6 +39,10 @@
 //	                  PATH is sent as given (/etc/passwd, ../other/x)
 //	link-file TARGET PATH TEXT
 //	                  make PATH a symlink to TARGET, then ipc-file PATH TEXT
+//	search WORDS      a search_history request file for WORDS in its own chat;
+//	                  waits for the verdict and replies "search: VERDICT JSON"
+//	search-in JID WORDS
+//	                  the same naming the chat JID
 //	react ID EMOJI    an IPC reaction with EMOJI to its chat's message ID (noted
 //	                  as "react ID"), then reply "reacted ID"
 //	hash PATH...      reply one line per PATH (relative to its working
@@ -267,6 +271,8 @@ func do(text string, in input, raw []byte) {
 		writeIPC(ipcDir().Messages(), f[1], map[string]string{"type": "message", "chatJid": os.Getenv(protocol.EnvChatJID),
 			"text": "ipc " + f[1], "file": f[0], "token": os.Getenv(protocol.EnvIPCToken)}, "file "+f[1])
 		result("queued "+f[1], "")
+	case "search", "search-in":
+		search(verb, arg)
 	case "react":
 		id, emoji, _ := strings.Cut(arg, " ")
 		writeIPC(ipcDir().Messages(), "react "+id, map[string]string{"type": "reaction", "chatJid": os.Getenv(protocol.EnvChatJID),

@@ -10,6 +10,7 @@ const sample = `goos: linux
 BenchmarkInboundToAgentStart-2   	       1	1138761897 ns/op	         8.976 p50-ms	        17.27 p99-ms
 BenchmarkInboundToMainAgentStart-2 	       1	1038761897 ns/op	         3.412 p50-ms	        9.1 p99-ms
 BenchmarkSandboxKernelSurface-2 	       1	 10501657673 ns/op	       6.21 hardened-p50-ms	       5.17 plain-p50-ms
+BenchmarkInboundStored-2 1 1 ns/op 0.9 indexed-mean-ms 0.85 plain-mean-ms 0.75 plain-p50-ms 1.06 indexed/plain 0.8 p50-ms 2.1 p99-ms 40 index-us/msg
 BenchmarkIPCToSent-2             	       1	 458710527 ns/op	         0.8060 p50-ms	         5.956 p99-ms
 BenchmarkIPCThroughput-2         	       1	 448043567 ns/op	      1117 files/s	       210.0 cpu-us/file
 BenchmarkIPCBurst300-2           	       1	 448043567 ns/op	       61.5 last-sent-ms
@@ -35,7 +36,7 @@ func TestTable(t *testing.T) {
 	for _, want := range []string{
 		"p50 8.98 ms  p99 17.3 ms", "p50 6.21 ms", "p50 5.17 ms", "p50 1000 ms  p99 1980 ms (2 s message loop)", "p50 3.41 ms  p99 9.10 ms",
 		"p50 0.81 ms  p99 5.96 ms", "p50 500 ms  p99 990 ms (1 s IPC poll)",
-		"1117 files/s", "210 µs", "p50 1000 ms (warm/cold 0.04; standby up in 4 of 4 samples)", "61.5 ms", "p50 54.4 ms  max 102 ms", "0.00 /s", "at least 1.50 /s", "30.7 MiB", "6.40 MiB",
+		"1117 files/s", "indexed/plain 1.06", "210 µs", "p50 1000 ms (warm/cold 0.04; standby up in 4 of 4 samples)", "61.5 ms", "p50 54.4 ms  max 102 ms", "0.00 /s", "at least 1.50 /s", "30.7 MiB", "6.40 MiB",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
@@ -48,7 +49,7 @@ func TestFailureAndMissing(t *testing.T) {
 	if len(failed) != 2 {
 		t.Errorf("failed %q", failed)
 	}
-	if missing := table(&bytes.Buffer{}, f); len(missing) != 34 {
+	if missing := table(&bytes.Buffer{}, f); len(missing) != 41 {
 		t.Errorf("missing %v", missing)
 	}
 }
