@@ -20,9 +20,13 @@ import (
 // carrying the API's message, as the SDK reports an API error.
 func callAPI(n int, prompt string) {
 	base := strings.TrimSuffix(os.Getenv("ANTHROPIC_BASE_URL"), "/")
+	model := os.Getenv("TESTAGENT_MODEL") // a model without a price, for tests of unpriced usage
+	if model == "" {
+		model = "claude-sonnet-4-5-20250929"
+	}
 	var text strings.Builder
 	for i := 0; i < n; i++ {
-		body, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-5-20250929", "max_tokens": 1024, "stream": true,
+		body, _ := json.Marshal(map[string]any{"model": model, "max_tokens": 1024, "stream": true,
 			"messages": []any{map[string]any{"role": "user", "content": prompt}}})
 		req, err := http.NewRequest(http.MethodPost, base+"/v1/messages", strings.NewReader(string(body)))
 		if err != nil {

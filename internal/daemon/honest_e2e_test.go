@@ -1,0 +1,54 @@
+package daemon_test
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nanoclawd/nanoclawd/internal/status"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/mockapi"
+)
+
+// A model usage.prices does not know costs something nobody knows: it is
+// "unpriced" in usage, status and /groups, and costUSD is null, never 0.
+func TestUnpricedModelShownUnpriced(t *testing.T) {
+	mock := mockapi.New(t)
+	mock.SetUsage(mockUsage)
+	in := e2e.New(t, e2e.Options{
+		Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "env": ["ANTHROPIC_API_KEY", "TESTAGENT_MODEL"]`,
+		Env: []string{"ANTHROPIC_API_KEY=sk-ant-real-" + randHex(t), "ANTHROPIC_BASE_URL=" + mock.URL,
+			"TESTAGENT_MODEL=local-llm-7b"},
+	})
+	in.AddGroup("local:main", "main", "--main")
+	in.Start()
+	in.Post("local:main", "Owner", "api 1")
+	in.WaitFor("local:main", func(s string) bool { return strings.HasPrefix(s, "api 1 ok") })
+
+	out := in.CLI("usage", "--json")
+	var list []map[string]any
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 {
+		t.Fatalf("usage --json: %v\n%s", err, out)
+	}
+	if cost, ok := list[0]["costUSD"]; !ok || cost != nil {
+		t.Errorf("usage --json: costUSD %v (present %t), want null for an unpriced model\n%s", cost, ok, out)
+	}
+	if text := in.CLI("usage"); !strings.Contains(text, "unpriced local-llm-7b") || strings.Contains(text, "$0.0000") {
+		t.Errorf("usage says a price:\n%s", text)
+	}
+	statusUntil(t, in, "the unpriced request counted", func(r status.Report) bool {
+		u := group(r, "main").Usage
+		return u != nil && u.Today.Requests == 1
+	})
+	if text := in.CLI("status"); !strings.Contains(text, "unpriced (1 requests)") || strings.Contains(text, "$0.00 (1 requests)") {
+		t.Errorf("status does not say unpriced:\n%s", text)
+	}
+	js := in.CLI("status", "--json")
+	if !strings.Contains(js, `"costUSD":null`) && !strings.Contains(js, `"costUSD": null`) {
+		t.Errorf("status --json has no null cost:\n%s", js)
+	}
+	in.Post("local:main", "Owner", "/groups")
+	in.WaitFor("local:main", func(s string) bool { return strings.HasPrefix(s, "Groups:") && strings.Contains(s, "today unpriced") })
+	_ = filepath.Join
+}
