@@ -52,3 +52,15 @@ func TestUnpricedModelShownUnpriced(t *testing.T) {
 	in.WaitFor("local:main", func(s string) bool { return strings.HasPrefix(s, "Groups:") && strings.Contains(s, "today unpriced") })
 	_ = filepath.Join
 }
+
+// On an install whose main chat is on the local channel, WhatsApp enabled
+// but never paired is nothing to fix: doctor agrees with setup, which
+// calls such an install complete.
+func TestDoctorLocalOnlyNoWhatsAppFix(t *testing.T) {
+	in := e2e.New(t, e2e.Options{Channels: `"whatsapp": {"enabled": true}`})
+	in.AddGroup("local:main", "main", "--main")
+	out, _, _ := e2e.Run(t, "", in.Env, "doctor", "--config", in.Config)
+	if strings.Contains(out, "FIX  whatsapp") || !strings.Contains(out, "ok   whatsapp") {
+		t.Errorf("doctor on a local-only install:\n%s", out)
+	}
+}

@@ -116,7 +116,7 @@ func Run(ctx context.Context, configPath string, env Env) []Result {
 	sb := Sandbox(ctx, env, cfg.Agent.RunAs.User())
 	out = append(out, Node(ctx, env, nodeProgram(cfg.Agent.Command)), res, SDK(script), sb, Confinement(cfg), SecurityTest(ctx, env, cfg, sb.OK))
 	pid, daemonRes := Daemon(cfg.DataDir)
-	out = append(out, WhatsApp(ctx, cfg, pid), MainGroup(ctx, db, cfg.GroupsDir), Credentials(ctx, env, cfg), ModelAPI(ctx, db), daemonRes)
+	out = append(out, WhatsApp(ctx, cfg, pid, mainJID(ctx, db, cfg.GroupsDir)), MainGroup(ctx, db, cfg.GroupsDir), Credentials(ctx, env, cfg), ModelAPI(ctx, db), daemonRes)
 	if env.GOOS == "darwin" {
 		out = append(out, Mac(ctx, RealMac(), cfg)...)
 	}
@@ -350,12 +350,17 @@ func Confinement(cfg *config.Config) Result {
 }
 
 // WhatsApp checks pairing; when a daemon runs (daemonPID > 0) it adds the
-// connection state the daemon last wrote.
-func WhatsApp(ctx context.Context, cfg *config.Config, daemonPID int) Result {
+// connection state the daemon last wrote. Unpaired is something to fix
+// only when the main chat (mainJID, "" if none) needs WhatsApp: as setup
+// says, a main chat on another channel answers without it.
+func WhatsApp(ctx context.Context, cfg *config.Config, daemonPID int, mainJID string) Result {
 	if !cfg.Channels.WhatsApp.Enabled {
 		return ok("whatsapp", "disabled (channels.whatsapp.enabled is false)")
 	}
 	notPaired := fix("whatsapp", "not paired: run 'nanoclawd whatsapp login' or 'nanoclawd setup' (or set channels.whatsapp.enabled to false to use only the local channel)")
+	if setup.MainOffWhatsApp(cfg, mainJID) {
+		notPaired = ok("whatsapp", "not paired, and not needed: the main chat (%s) is on the local channel; pair any time with 'nanoclawd whatsapp login'", mainJID)
+	}
 	// Pairing lives in whatsapp.db; without it there is nothing to open
 	// (and opening would create it).
 	if _, err := os.Stat(whatsapp.StoreFile(cfg.DataDir)); errors.Is(err, fs.ErrNotExist) {
@@ -387,6 +392,19 @@ func clientVersion(dataDir string) string {
 		return err.Error()
 	}
 	return fmt.Sprintf("client version %s (the last one WhatsApp accepted; the daemon fetches the current one at every start)", v)
+}
+
+// mainJID is the main group's chat, "" when none is registered or the
+// database cannot tell.
+func mainJID(ctx context.Context, db *store.DB, groupsDir string) string {
+	if db == nil {
+		return ""
+	}
+	g, err := groups.New(db, groupsDir).Main(ctx)
+	if err != nil {
+		return ""
+	}
+	return g.JID
 }
 
 // MainGroup checks that a main group is registered.

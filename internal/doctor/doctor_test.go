@@ -229,9 +229,14 @@ func TestSQLiteAndMainGroup(t *testing.T) {
 func TestWhatsApp(t *testing.T) {
 	ctx := context.Background()
 	cfg := &config.Config{DataDir: t.TempDir()}
-	check(t, WhatsApp(ctx, cfg, 0), true, "disabled")
+	check(t, WhatsApp(ctx, cfg, 0, ""), true, "disabled")
 	cfg.Channels.WhatsApp.Enabled = true
-	check(t, WhatsApp(ctx, cfg, 0), false, "not paired: run 'nanoclawd whatsapp login'")
+	check(t, WhatsApp(ctx, cfg, 0, ""), false, "not paired: run 'nanoclawd whatsapp login'")
+	check(t, WhatsApp(ctx, cfg, 0, "120363@g.us"), false, "not paired: run 'nanoclawd whatsapp login'")
+	// A main chat on the local channel answers without WhatsApp, as setup says.
+	check(t, WhatsApp(ctx, cfg, 0, "local:main"), false, "not paired: run 'nanoclawd whatsapp login'")
+	cfg.Channels.Local.Enabled = true
+	check(t, WhatsApp(ctx, cfg, 0, "local:main"), true, "not paired, and not needed")
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, "whatsapp.db")); err == nil {
 		t.Error("the check created whatsapp.db")
 	}
