@@ -2,9 +2,11 @@ package daemon_test
 
 import (
 	"encoding/json"
-	"path/filepath"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/status"
 	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
@@ -50,7 +52,6 @@ func TestUnpricedModelShownUnpriced(t *testing.T) {
 	}
 	in.Post("local:main", "Owner", "/groups")
 	in.WaitFor("local:main", func(s string) bool { return strings.HasPrefix(s, "Groups:") && strings.Contains(s, "today unpriced") })
-	_ = filepath.Join
 }
 
 // On an install whose main chat is on the local channel, WhatsApp enabled
@@ -62,5 +63,48 @@ func TestDoctorLocalOnlyNoWhatsAppFix(t *testing.T) {
 	out, _, _ := e2e.Run(t, "", in.Env, "doctor", "--config", in.Config)
 	if strings.Contains(out, "FIX  whatsapp") || !strings.Contains(out, "ok   whatsapp") {
 		t.Errorf("doctor on a local-only install:\n%s", out)
+	}
+}
+
+// A clean stop (SIGTERM, as Ctrl-C or systemd) is not a failure: a run it
+// cut short is not shown as failed in status, the log has no error about
+// it, and a start-time security test it cut short is not reported as a
+// sandbox that does not hold.
+func TestCleanShutdownIsNotAFailure(t *testing.T) {
+	in := e2e.New(t, e2e.Options{StopSignal: syscall.SIGTERM})
+	in.AddGroup("local:main", "main", "--main")
+	in.AddGroup("local:family", "family", "--no-trigger")
+	// Stopped at once: the security test of the start is still under way,
+	// and a confined run waits for it.
+	p := in.Start()
+	in.Post("local:family", "Ann", "sleep 30")
+	p.Stop()
+	// Stopped mid-run: the main group's agent is running.
+	p = in.Start()
+	in.Post("local:main", "Owner", "sleep 30")
+	agent := e2e.Testagent(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for len(e2e.Pids(agent)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	p.Stop()
+	logText, _ := os.ReadFile(in.Layout().DaemonLog())
+	for _, line := range strings.Split(string(logText), "\n") {
+		if strings.Contains(line, "does not hold") || strings.Contains(line, `"level":"error"`) {
+			t.Errorf("a clean stop logged: %s", line)
+		}
+	}
+	in.Start()
+	rep := statusUntil(t, in, "both groups listed", func(r status.Report) bool { return len(r.Groups) == 2 })
+	for _, g := range rep.Groups {
+		if g.LastRun != nil && !g.LastRun.OK {
+			t.Errorf("%s's last run shown as failed: %+v", g.Folder, g.LastRun)
+		}
+	}
+	if text := in.CLI("status"); strings.Contains(text, "context canceled") {
+		t.Errorf("status shows the shutdown as a failure:\n%s", text)
 	}
 }
