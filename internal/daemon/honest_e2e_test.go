@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/channel/local"
 	"github.com/nanoclawd/nanoclawd/internal/status"
 	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 	"github.com/nanoclawd/nanoclawd/internal/testkit/mockapi"
@@ -106,5 +108,41 @@ func TestCleanShutdownIsNotAFailure(t *testing.T) {
 	}
 	if text := in.CLI("status"); strings.Contains(text, "context canceled") {
 		t.Errorf("status shows the shutdown as a failure:\n%s", text)
+	}
+}
+
+// A message to a chat no group has is not lost in silence: the POST says
+// "registered": false, the log says once how to register the chat, and
+// status lists it with its count; status shows each group's trigger.
+func TestUnregisteredChatIsNotSilent(t *testing.T) {
+	in := e2e.New(t, e2e.Options{})
+	in.AddGroup("local:main", "main", "--main")
+	in.AddGroup("local:family", "family")
+	in.Start()
+	ctx := context.Background()
+	for range 3 {
+		a, err := in.Local.PostAccepted(ctx, local.Message{ChatJID: "local:nobody", Sender: "n@local", SenderName: "N", Text: "hello?"})
+		if err != nil || a.Registered {
+			t.Fatalf("POST to an unregistered chat: %+v, %v", a, err)
+		}
+	}
+	if a, err := in.Local.PostAccepted(ctx, local.Message{ChatJID: "local:main", Sender: "o@local", SenderName: "O", Text: "echo hi"}); err != nil || !a.Registered {
+		t.Fatalf("POST to the main chat: %+v, %v", a, err)
+	}
+	rep := statusUntil(t, in, "the unregistered chat", func(r status.Report) bool {
+		return len(r.Unregistered) == 1 && r.Unregistered[0] == status.Unheard{ChatJID: "local:nobody", Messages: 3}
+	})
+	if g := group(rep, "family"); g.Trigger != "@Andy" {
+		t.Errorf("family's trigger in status: %q", g.Trigger)
+	}
+	text := in.CLI("status")
+	for _, want := range []string{"messages from unregistered chats: local:nobody ×3", "messages starting with @Andy", "every message"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("status lacks %q:\n%s", want, text)
+		}
+	}
+	logText, _ := os.ReadFile(in.Layout().DaemonLog())
+	if n := strings.Count(string(logText), "groups add --jid local:nobody"); n != 1 {
+		t.Errorf("the hint to register local:nobody is in the log %d times, want once:\n%s", n, logText)
 	}
 }

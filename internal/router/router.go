@@ -99,9 +99,10 @@ type Router struct {
 	// Proof, if set, is waited for before each non-main run.
 	Proof Proof
 
-	standbys    standbyPool // agents started ahead (standbys.go)
-	transcripts transcripts // voice notes being transcribed (transcripts.go)
-	owner       ownerNotes  // failures the main chat was told of (failure.go)
+	standbys    standbyPool  // agents started ahead (standbys.go)
+	transcripts transcripts  // voice notes being transcribed (transcripts.go)
+	owner       ownerNotes   // failures the main chat was told of (failure.go)
+	unheard     unregistered // messages from chats no group has (unregistered.go)
 }
 
 // Pending lists the folders of groups with unanswered messages, so that a

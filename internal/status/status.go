@@ -44,6 +44,15 @@ type Report struct {
 	// when the next scheduled one is due (nil: none scheduled).
 	LastBackup *backup.Last `json:"lastBackup,omitempty"`
 	NextBackup *time.Time   `json:"nextBackup,omitempty"`
+	// Unregistered is the chats no group has that sent messages since
+	// the daemon started: nothing answers them.
+	Unregistered []Unheard `json:"unregisteredChats"`
+}
+
+// Unheard is a chat no group has, and how many messages it sent.
+type Unheard struct {
+	ChatJID  string `json:"chatJid"`
+	Messages int    `json:"messages"`
 }
 
 // Channel is one enabled chat network.
@@ -72,6 +81,9 @@ type Group struct {
 	Name   string `json:"name"`
 	JID    string `json:"jid"`
 	IsMain bool   `json:"isMain"`
+	// Trigger is what a message must start with to call the agent, ""
+	// when every message does (the main group, a --no-trigger group).
+	Trigger string `json:"trigger"`
 	// Agent is running, queued (waiting for a slot), retrying (a failed
 	// run waits for its backoff), standby (started ahead, waiting for a
 	// message), paused (the owner's /pause: messages kept, no agent starts)
