@@ -10,6 +10,7 @@
 //	  whatsapp.version           the last WhatsApp Web version WhatsApp accepted
 //	  whatsapp.status.json       the running daemon's WhatsApp connection state
 //	  backup.last.json           when the last backup ran, where it went, and how it ended
+//	  backups/                   archives of 'nanoclawd backup' when backup.dir is not set (0700)
 //	  nanoclawd.lock             one daemon per data dir (flock, holds the PID)
 //	  control.sock               what `nanoclawd status` asks
 //	  groups.changed             touched by the CLI after it changes the registry
@@ -100,6 +101,11 @@ func (l Layout) WhatsAppStatus() string { return l.data("whatsapp.status.json") 
 // `nanoclawd status` and the daily summary.
 func (l Layout) LastBackup() string { return l.data("backup.last.json") }
 
+// Backups is where 'nanoclawd backup' writes when neither --to nor
+// backup.dir says: private, like the rest of the data dir, and never the
+// working directory (a git checkout, say).
+func (l Layout) Backups() string { return l.data("backups") }
+
 // Lock is the single-instance lock (flock; the holder's PID inside).
 func (l Layout) Lock() string { return l.data("nanoclawd.lock") }
 
@@ -182,7 +188,7 @@ func (l Layout) StateFiles() []string {
 	out = append(out, SQLiteFiles(l.DB())...)
 	out = append(out, SQLiteFiles(l.WhatsAppDB())...)
 	return append(out, l.WhatsAppVersion(), l.WhatsAppStatus(), l.LastBackup(), l.Lock(), l.ControlSocket(),
-		l.GroupsChanged(), l.Logs(), l.Gateways(), l.IPCRoot(), l.Outgoing())
+		l.GroupsChanged(), l.Logs(), l.Gateways(), l.IPCRoot(), l.Outgoing(), l.Backups())
 }
 
 // SQLiteFiles are a SQLite database and the journal files WAL mode keeps
