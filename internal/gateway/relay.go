@@ -71,6 +71,7 @@ func (r *Run) relay(w http.ResponseWriter, req *http.Request) {
 		Transport:      upstreamTransport,
 		FlushInterval:  -1, // stream the model's answer as it comes
 		ModifyResponse: r.metered,
+		ErrorHandler:   r.proxyError,
 	}).ServeHTTP(w, req)
 }
 
