@@ -73,6 +73,7 @@ type Daemon struct {
 	usage       *usage.Store
 	proof       *selftest.Verdict // the start-time security test (proof.go)
 	lock        *os.File
+	configBad   bool // the config file's last edit was invalid (reload.go; its goroutine only)
 
 	mu             sync.Mutex
 	pendingRestart []string

@@ -278,6 +278,9 @@ func TestConfigReload(t *testing.T) {
 	if !strings.Contains(in.WaitNext("local:family", isStdin).Text, narrowed) {
 		t.Error("the last good config was not kept")
 	}
+	// The fix is confirmed in the main chat, as the error was.
+	os.WriteFile(in.Config, []byte(edited), 0o600)
+	in.WaitNext("local:main", func(s string) bool { return strings.HasPrefix(s, "nanoclawd: config OK again") })
 }
 
 func TestSingleInstance(t *testing.T) {
