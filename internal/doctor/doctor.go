@@ -34,8 +34,9 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
-// MinNode is the oldest node major version the agent runner supports.
-const MinNode = 20
+// MinNode is the oldest node major version the agent runner supports
+// (agent-runner/package.json's engines.node).
+const MinNode = 22
 
 // SDKPackage is the Claude Agent SDK's package name.
 const SDKPackage = "@anthropic-ai/claude-agent-sdk"
@@ -101,7 +102,7 @@ func Run(ctx context.Context, configPath string, env Env) []Result {
 	cfg, res := Config(configPath)
 	out := []Result{res}
 	if cfg == nil {
-		out = append(out, Node(ctx, env, "node"), Sandbox(ctx, env, config.Default().Agent.RunAs.User()))
+		out = append(out, Node(ctx, env, config.NodeBeside()), Sandbox(ctx, env, config.Default().Agent.RunAs.User()))
 		for _, c := range []string{"sqlite", "agent runner", "agent sdk", "security test", "whatsapp", "main group", "credentials", "model api"} {
 			out = append(out, fix(c, "not checked until the config is valid"))
 		}
@@ -215,7 +216,10 @@ func Node(ctx context.Context, env Env, program string) Result {
 		return fix("node", "%s --version said %q, not a node version: put node %d or later first on PATH", path, version, MinNode)
 	}
 	if major < MinNode {
-		return fix("node", "%s is %s, too old: install node %d or later", path, version, MinNode)
+		return fix("node", "%s is %s, too old: the agent runner needs node %d or later: %s", path, version, MinNode, nodeFix())
+	}
+	if day := nodePastEOL(major, time.Now()); day != "" {
+		return fix("node", "%s is %s, whose line reached its end of life on %s (no more security fixes): %s", path, version, day, nodeFix())
 	}
 	return ok("node", "%s %s", path, version)
 }
