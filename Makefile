@@ -9,7 +9,7 @@ GOFILES := $(shell find cmd internal migrations -name '*.go' -o -name '*.sql' 2>
 
 .PHONY: build run test bench chaos deps rundeps clean
 
-build: $(BIN) $(RUNNER)
+build: $(BIN) $(RUNNER) bin/node
 
 # nanoclawd-init, beside it, is the first process of a confined run's
 # sandbox (nanoclawd sandbox-init does the same, starting slower).
@@ -22,6 +22,26 @@ agent-runner/node_modules/.package-lock.json: agent-runner/package-lock.json
 
 $(RUNNER): agent-runner/node_modules/.package-lock.json $(shell find agent-runner/src -type f 2>/dev/null) agent-runner/tsconfig.json
 	cd agent-runner && npm run build
+
+# bin/node is the Node the agents run on (a bare "node" in agent.command
+# means it): the machine's own when it is NODE_MIN or later, else the Node
+# LTS NODE_LTS installed the ordinary way, from npm (node-<os>-<arch>),
+# into bin/.node. 'make clean' forgets the choice.
+NODE_MIN := 22
+NODE_LTS := 24.21.0
+bin/node:
+	@mkdir -p bin
+	@n=$$(command -v node || true); \
+	if [ -n "$$n" ] && [ "$$("$$n" -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)" -ge $(NODE_MIN) ]; then \
+	  ln -sfn "$$(readlink -f "$$n")" $@ && echo "bin/node: this machine's $$("$$n" --version) ($$n)"; \
+	else \
+	  os=$$(uname -s | tr A-Z a-z); arch=$$(uname -m); \
+	  case $$arch in x86_64|amd64) arch=x64;; aarch64) arch=arm64;; esac; \
+	  v=$$([ -n "$$n" ] && "$$n" --version || echo "missing"); \
+	  echo "bin/node: this machine's node is $$v, not $(NODE_MIN) or later: installing Node $(NODE_LTS) from npm (node-$$os-$$arch)"; \
+	  npm install --no-audit --no-fund --no-save --loglevel=error --prefix bin/.node node-$$os-$$arch@$(NODE_LTS) && \
+	  ln -sfn .node/node_modules/node-$$os-$$arch/bin/node $@ && bin/node --version >/dev/null; \
+	fi
 
 run: rundeps build nanoclaw.config.jsonc
 	./$(BIN) run

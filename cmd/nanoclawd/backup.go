@@ -21,7 +21,7 @@ func (backupCommand) Usage() string { return "backup [--to DIR] [--verify]" }
 
 func (c backupCommand) Run(ctx context.Context, g *globals, args []string) error {
 	fs := g.flags()
-	to := fs.String("to", "", "the directory `DIR` the archive goes to (default: backup.dir, else the current directory)")
+	to := fs.String("to", "", "the directory `DIR` the archive goes to (default: backup.dir, else backups/ in the data directory)")
 	verify := fs.Bool("verify", false, "read the archive back: every checksum, and an integrity check of each database copy")
 	if _, err := g.parse(c, fs, args, 0); err != nil {
 		return err
@@ -35,7 +35,7 @@ func (c backupCommand) Run(ctx context.Context, g *globals, args []string) error
 		dir = cfg.Backup.Dir
 	}
 	if dir == "" {
-		dir = "."
+		dir = cfg.Layout().Backups()
 	}
 	progress := func(s string) { fmt.Fprintln(g.stderr, "backup:", s) }
 	res, err := backup.Create(ctx, backupSource(cfg), dir, backup.Options{Verify: *verify, Progress: progress})
@@ -127,6 +127,9 @@ func (c restoreCommand) Run(ctx context.Context, g *globals, args []string) erro
 	fmt.Fprintf(g.stdout, "restored %d files from %s into %s and %s\n", written, archive, cfg.DataDir, cfg.GroupsDir)
 	for _, b := range beside {
 		fmt.Fprintln(g.stdout, b+": compare them and keep what you want")
+	}
+	for _, w := range restoredPathWarnings(plan, cfg) {
+		fmt.Fprintln(g.stderr, "restore: warning:", w)
 	}
 	if _, err := os.Stat(cfg.Layout().WhatsAppDB()); err != nil && cfg.Channels.WhatsApp.Enabled {
 		fmt.Fprintln(g.stdout, "the archive held no WhatsApp session: pair with `nanoclawd whatsapp login`")

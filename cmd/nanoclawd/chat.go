@@ -52,14 +52,22 @@ func (c chatCommand) Run(ctx context.Context, g *globals, args []string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
+		down := false // said "not reachable": said once, and "back" once when it is
 		for ctx.Err() == nil {
 			msgs, err := client.Sent(ctx, after, 30*time.Second, *jid)
 			if err != nil {
 				if ctx.Err() == nil {
-					fmt.Fprintln(g.stderr, "nanoclawd chat:", err)
+					if !down {
+						fmt.Fprintln(g.stderr, "nanoclawd chat: daemon not reachable, retrying…")
+						down = true
+					}
 					time.Sleep(time.Second) // the daemon may be restarting: ask again soon, not in a tight loop
 				}
 				continue
+			}
+			if down {
+				fmt.Fprintln(g.stderr, "nanoclawd chat: back")
+				down = false
 			}
 			for _, m := range msgs {
 				after = max(after, m.Seq)
@@ -77,6 +85,7 @@ func (c chatCommand) Run(ctx context.Context, g *globals, args []string) error {
 	fmt.Fprintf(g.stderr, "chatting in %s as %s; type a message and press Enter (Ctrl-D to leave)\n"+
 		"  /file PATH [CAPTION], /voice PATH: send a file or a voice note; /react ID EMOJI: react to message ID\n", *jid, *as)
 	in := bufio.NewScanner(os.Stdin)
+	warned := false // that the chat is not registered
 	for in.Scan() {
 		text := strings.TrimSpace(in.Text())
 		if text == "" {
@@ -85,9 +94,13 @@ func (c chatCommand) Run(ctx context.Context, g *globals, args []string) error {
 		m, err := chatMessage(text)
 		if err == nil {
 			m.ChatJID, m.Sender, m.SenderName = *jid, *as, *as
-			var id string
-			if id, err = client.Post(ctx, m); err == nil {
-				fmt.Fprintf(g.stderr, "  [id %s]\n", id)
+			var a local.Accepted
+			if a, err = client.PostAccepted(ctx, m); err == nil {
+				fmt.Fprintf(g.stderr, "  [id %s]\n", a.ID)
+				if !a.Registered && !warned {
+					fmt.Fprintf(g.stderr, "  [no group has %s, so nothing answers it: register it with 'nanoclawd groups add --jid %s --name NAME --folder FOLDER']\n", *jid, *jid)
+					warned = true
+				}
 			}
 		}
 		if err != nil {

@@ -1,38 +1,52 @@
 package main
 
 import (
-	"encoding/base64"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
 
-// A typed line is text; /file and /voice send a file as WhatsApp would
-// (its type from the extension, else the content), /react a reaction.
-func TestChatMessage(t *testing.T) {
-	dir := t.TempDir()
-	pdf, ogg := filepath.Join(dir, "report.pdf"), filepath.Join(dir, "note.ogg")
-	os.WriteFile(pdf, []byte("%PDF-1.4"), 0o600)
-	os.WriteFile(ogg, []byte("OggS"), 0o600)
+// While the daemon restarts, 'nanoclawd chat' says once that it is not
+// reachable and once that it is back, not an error a second; a message to
+// a chat no group has is answered by the hint to register it, and status
+// lists the chat.
+func TestChatCalmAcrossRestartAndUnregistered(t *testing.T) {
+	in := e2e.New(t, e2e.Options{})
+	in.AddGroup("local:main", "main", "--main")
+	p := in.Start()
+	chat := startProgram(t, "nanoclawd chat", in.Dir, in.Env, e2e.Nanoclawd(t), "chat", "--chat", "local:main", "--config", in.Config)
+	chat.Expect("type a message and press Enter")
+	p.Kill9()
+	chat.Expect("daemon not reachable, retrying…")
+	in.Start()
+	chat.Expect("nanoclawd chat: back")
+	chat.Type("echo still here")
+	chat.Expect("Andy: echo: still here")
+	out := chat.text()
+	if n := strings.Count(out, "not reachable"); n != 1 {
+		t.Errorf("said 'not reachable' %d times, want once:\n%s", n, out)
+	}
+	if strings.Contains(out, "dial unix") || strings.Contains(out, "connection refused") {
+		t.Errorf("a raw Go error reached the terminal:\n%s", out)
+	}
 
-	if m, err := chatMessage("@Andy hi there"); err != nil || m.Text != "@Andy hi there" || m.Media != nil {
-		t.Errorf("text: %+v, %v", m, err)
+	nobody := startProgram(t, "nanoclawd chat (unregistered)", in.Dir, in.Env, e2e.Nanoclawd(t), "chat", "--chat", "local:nobody", "--config", in.Config)
+	nobody.Expect("type a message and press Enter")
+	for range 3 {
+		nobody.Type("anyone?")
 	}
-	m, err := chatMessage("/file " + pdf + " the quarterly numbers")
-	if err != nil || m.Text != "the quarterly numbers" || m.Media == nil || m.Media.Type != "application/pdf" ||
-		m.Media.Name != "report.pdf" || m.Media.Voice || m.Media.DataBase64 != base64.StdEncoding.EncodeToString([]byte("%PDF-1.4")) {
-		t.Errorf("/file: %+v (%+v), %v", m, m.Media, err)
+	nobody.Expect("no group has local:nobody, so nothing answers it: register it with 'nanoclawd groups add --jid local:nobody")
+	if n := strings.Count(nobody.text(), "no group has"); n != 1 {
+		t.Errorf("the hint came %d times, want once", n)
 	}
-	if m, err := chatMessage("/voice " + ogg); err != nil || !m.Media.Voice || !strings.HasPrefix(m.Media.Type, "audio/ogg") || m.Text != "" {
-		t.Errorf("/voice: %+v, %v", m, err)
-	}
-	if m, err := chatMessage("/react 3EB0 👍"); err != nil || m.ReactTo != "3EB0" || m.Emoji != "👍" || m.Text != "" {
-		t.Errorf("/react: %+v, %v", m, err)
-	}
-	for _, bad := range []string{"/react 3EB0", "/file " + filepath.Join(dir, "missing.pdf")} {
-		if _, err := chatMessage(bad); err == nil {
-			t.Errorf("%s: no error", bad)
+	for i := 0; ; i++ {
+		st := in.CLI("status")
+		if strings.Contains(st, "messages from unregistered chats: local:nobody ×3") {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("status does not list the unregistered chat:\n%s", st)
 		}
 	}
 }

@@ -119,11 +119,12 @@ func newLogger(dataDir string, stderr io.Writer) (zerolog.Logger, func(), error)
 	if err != nil {
 		return zerolog.Nop(), nil, err
 	}
-	// On a terminal, readable lines; under a service manager, whose stderr
-	// file is not rotated, only warnings and errors (the JSON log has all).
+	// On a terminal, readable lines from info up (debug stays in the
+	// file); under a service manager, whose stderr file is not rotated,
+	// only warnings and errors (the JSON log has all).
 	var console zerolog.LevelWriter = zerolog.LevelWriterAdapter{Writer: stderr}
 	if f, ok := stderr.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
-		console = zerolog.LevelWriterAdapter{Writer: zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.TimeOnly}}
+		console = minLevel{zerolog.LevelWriterAdapter{Writer: zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.TimeOnly}}, zerolog.InfoLevel}
 	} else {
 		console = minLevel{console, zerolog.WarnLevel}
 	}

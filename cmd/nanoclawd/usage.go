@@ -62,9 +62,12 @@ func (c usageCommand) Run(ctx context.Context, g *globals, args []string) error 
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "GROUP\tREQUESTS\tINPUT\tOUTPUT\tCACHE WRITE\tCACHE READ\tCOST")
 	for _, t := range totals {
-		cost := fmt.Sprintf("$%.4f", t.CostUSD)
-		if len(t.Unpriced) > 0 {
-			cost += " + unpriced " + strings.Join(t.Unpriced, ", ")
+		cost := "unpriced " + strings.Join(t.Unpriced, ", ")
+		if t.CostKnown() {
+			cost = fmt.Sprintf("$%.4f", t.CostUSD)
+			if len(t.Unpriced) > 0 {
+				cost += " + unpriced " + strings.Join(t.Unpriced, ", ")
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", t.Group, t.Requests, t.Input, t.Output, t.CacheWrite, t.CacheRead, cost)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
+	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
 // What the commands drive, declared as they use them.
@@ -38,7 +39,7 @@ type (
 	}
 	// Spend is what a group spent today and whether it is over its budget.
 	Spend interface {
-		Today(ctx context.Context, folder string) (usd float64, overBudget bool, err error)
+		Today(ctx context.Context, folder string) (spent usage.Total, overBudget bool, err error)
 	}
 	// Closer asks a group's running agent to finish its turn and stop.
 	Closer func(folder string) error
@@ -331,11 +332,11 @@ func (c *Commands) list(ctx context.Context) (string, error) {
 		}
 		spend := "spend not counted"
 		if c.Spend != nil {
-			usd, over, err := c.Spend.Today(ctx, g.Folder)
+			spent, over, err := c.Spend.Today(ctx, g.Folder)
 			if err != nil {
 				return "", err
 			}
-			spend = fmt.Sprintf("today $%.2f", usd)
+			spend = "today " + spent.Cost()
 			if over {
 				state = append(state, "over budget")
 			}

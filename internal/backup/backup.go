@@ -34,6 +34,9 @@ const (
 	envName        = configPrefix + layout.EnvFile
 )
 
+// ConfigEntry is the config file's name in an archive.
+const ConfigEntry = configName
+
 // Archive files are named Prefix + UTC time + Suffix, so that names sort
 // by age; backup.keep prunes only names of this shape.
 const (

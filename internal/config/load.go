@@ -237,6 +237,12 @@ func (c *Config) resolvePaths() {
 	if c.Console.TLS.Cert != "" {
 		c.Console.TLS.Cert, c.Console.TLS.Key = abs(c.Console.TLS.Cert), abs(c.Console.TLS.Key)
 	}
+	// A bare "node" is the Node `make build` leaves beside the nanoclawd
+	// binary (bin/node: a supported LTS, the machine's own when new
+	// enough), else the one on PATH.
+	if len(c.Agent.Command) > 0 && c.Agent.Command[0] == "node" {
+		c.Agent.Command[0] = NodeBeside()
+	}
 	// A relative program or script path in agent.command means a file next
 	// to the config: the agent runs with its group folder as cwd.
 	for i, a := range c.Agent.Command {
@@ -249,6 +255,20 @@ func (c *Config) resolvePaths() {
 			list[i] = ResolvePolicyPath(base, p)
 		}
 	}
+}
+
+// NodeBeside is the node beside this nanoclawd binary (bin/node after
+// make build), or "node" (found on PATH) when there is none.
+func NodeBeside() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "node"
+	}
+	p := filepath.Join(filepath.Dir(exe), "node")
+	if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return "node"
+	}
+	return p
 }
 
 // ResolvePolicyPath makes a denyRead/allowWrite entry absolute: "~" is the

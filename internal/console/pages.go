@@ -130,11 +130,15 @@ func stateOf(g status.Group) string {
 	return g.Agent
 }
 
-func spendText(spent float64, limit *float64) string {
-	if limit == nil {
-		return fmt.Sprintf("$%.2f", spent)
+func spendText(spent *float64, limit *float64) string {
+	text := "unpriced" // no request of the span had a price: unknown, never $0
+	if spent != nil {
+		text = fmt.Sprintf("$%.2f", *spent)
 	}
-	return fmt.Sprintf("$%.2f of $%.2f", spent, *limit)
+	if limit == nil {
+		return text
+	}
+	return fmt.Sprintf("%s of $%.2f", text, *limit)
 }
 
 // channelOf names the channel a chat JID belongs to.

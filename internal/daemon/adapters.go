@@ -44,20 +44,24 @@ func loggedOutText(at time.Time) string {
 // today and whether it is over its budget.
 type spendToday struct{ d *Daemon }
 
-func (s spendToday) Today(ctx context.Context, folder string) (float64, bool, error) {
+func (s spendToday) Today(ctx context.Context, folder string) (usage.Total, bool, error) {
 	cfg, now := s.d.Config(), time.Now()
 	g, err := s.d.reg.ByFolder(ctx, folder)
 	if err != nil {
-		return 0, false, err
+		return usage.Total{}, false, err
 	}
-	usd, err := s.d.usage.Spent(ctx, folder, usage.Today(now, cfg.Location()))
+	var spent usage.Total
+	totals, err := s.d.usage.Totals(ctx, usage.Today(now, cfg.Location()), now.Add(time.Second), folder)
 	if err != nil {
-		return 0, false, err
+		return spent, false, err
+	}
+	if len(totals) == 1 {
+		spent = totals[0]
 	}
 	b := security.EffectiveBudget(cfg.Agent.Budget, g.Security, g.IsMain)
 	standings, err := s.d.usage.Standings(ctx, folder, usage.Periods(now, cfg.Location(), b.Daily, b.Monthly))
 	over := slices.ContainsFunc(standings, func(s usage.Standing) bool { return s.Level == usage.Over })
-	return usd, over, err
+	return spent, over, err
 }
 
 // runView is what g's runs can read, for the IPC watcher: a file a group

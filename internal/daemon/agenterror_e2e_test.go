@@ -13,7 +13,9 @@ import (
 // it), and a refused credential ends the run instead of leaving it to
 // wait for follow-ups; it is not retried.
 func TestAgentErrorReachesTheChat(t *testing.T) {
-	in := e2e.New(t, e2e.Options{})
+	// A credential is set and passed on: what the API says is a refusal.
+	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "env": ["ANTHROPIC_API_KEY"]`,
+		Env: []string{"ANTHROPIC_API_KEY=sk-ant-api03-set"}})
 	in.AddGroup("local:main", "main", "--main")
 	in.AddGroup("local:family", "family", "--no-trigger")
 	in.Start()
@@ -65,5 +67,28 @@ func TestAgentErrorReachesTheChat(t *testing.T) {
 	got := e2e.InChat(in.WaitFor("local:main", unreachable), "local:main")
 	if last := got[len(got)-1]; !strings.Contains(last, "ECONNREFUSED") || !strings.Contains(last, "network") {
 		t.Errorf("main chat's answer to an unreachable API: %q", last)
+	}
+}
+
+// With no credential set, the Claude CLI says "Not logged in · Please run
+// /login": the chat hears that a credential is missing, and neither that
+// one was refused nor the CLI's /login.
+func TestNoCredentialSaysSo(t *testing.T) {
+	in := e2e.New(t, e2e.Options{})
+	in.AddGroup("local:main", "main", "--main")
+	in.AddGroup("local:family", "family", "--no-trigger")
+	in.Start()
+	in.Post("local:family", "Alice", "fail Invalid API key · Please run /login")
+	want := "Andy could not answer: no model credential is set: the daemon has no API key or OAuth token to give the model API. The owner was told."
+	in.WaitFor("local:family", e2e.Equals(want))
+	in.Post("local:main", "Owner", "fail Not logged in · Please run /login")
+	main := in.WaitNext("local:main", func(s string) bool { return strings.HasPrefix(s, "Andy could not answer") }).Text
+	if !strings.Contains(main, "no model credential is set") || !strings.Contains(main, "nanoclawd.env") {
+		t.Errorf("the main chat's answer does not name the missing credential and its fix: %q", main)
+	}
+	for _, m := range in.AllSent() {
+		if strings.Contains(m.Text, "/login") || strings.Contains(m.Text, "refused") {
+			t.Errorf("a chat was told %q", m.Text)
+		}
 	}
 }

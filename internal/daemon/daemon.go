@@ -82,6 +82,7 @@ type Daemon struct {
 	metrics     *metrics.Metrics
 	owner       *approvals.Commands
 	lock        *os.File
+	configBad   bool // the config file's last edit was invalid (reload.go; its goroutine only)
 
 	mu             sync.Mutex
 	pendingRestart []string
@@ -122,7 +123,8 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	d.messages = messages.New(d.db)
 	d.outbox = outbox.New(d.db, &d.channels, d.reg, log.With().Str("part", "outbox").Logger())
 	if cfg.Channels.Local.Enabled {
-		d.channels = append(d.channels, local.New(cfg.Channels.Local.Socket, d.db, func() int { return d.Config().Media.MaxBytes }))
+		d.channels = append(d.channels, local.New(cfg.Channels.Local.Socket, d.db, func() int { return d.Config().Media.MaxBytes },
+			func(ctx context.Context, jid string) bool { _, err := d.reg.ByJID(ctx, jid); return err == nil }))
 	}
 	if cfg.Channels.WhatsApp.Enabled {
 		d.channels = append(d.channels, whatsapp.New(whatsapp.Options{

@@ -70,17 +70,31 @@ func TestTriggerContextAndEscaping(t *testing.T) {
 	}
 }
 
+// The session an agent returned is the one the next runs are given, across
+// runs and a restart of the daemon.
 func TestSessionRoundTrip(t *testing.T) {
 	in := e2e.New(t, e2e.Options{})
 	in.AddGroup("local:main", "main", "--main")
-	in.Start()
+	p := in.Start()
 	in.Post("local:main", "Owner", "session")
 	in.WaitFor("local:main", e2e.Equals("session: none"))
 	in.Post("local:main", "Owner", "echo first")
 	in.WaitFor("local:main", e2e.Equals("echo: first"))
+	isSession := func(s string) bool { return strings.HasPrefix(s, "session: sess-") }
 	in.Post("local:main", "Owner", "session")
-	all := in.WaitFor("local:main", func(s string) bool { return strings.HasPrefix(s, "session: sess-") })
-	_ = all
+	first := in.WaitNext("local:main", isSession).Text
+	in.Post("local:main", "Owner", "echo second")
+	in.WaitFor("local:main", e2e.Equals("echo: second"))
+	in.Post("local:main", "Owner", "session")
+	if again := in.WaitNext("local:main", isSession).Text; again != first {
+		t.Errorf("the next run got %q, want the same session (%q)", again, first)
+	}
+	p.Stop()
+	in.Start()
+	in.Post("local:main", "Owner", "session")
+	if restarted := in.WaitNext("local:main", isSession).Text; restarted != first {
+		t.Errorf("after a restart the run got %q, want the same session (%q)", restarted, first)
+	}
 }
 
 func TestMaxConcurrent(t *testing.T) {
@@ -177,11 +191,24 @@ func TestKill9MidRunAnsweredOnce(t *testing.T) {
 	in.AddGroup("local:main", "main", "--main")
 	p := in.Start()
 	in.Post("local:main", "Owner", "sleep 2")
-	e2e.WaitFile(t, filepath.Join(in.Dir, "groups", "main", "logs"), "")
+	// Mid-run means the agent is running and has not answered: its log
+	// file alone is written before the agent is even started.
+	agent := e2e.Testagent(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for len(e2e.Pids(agent)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	p.Kill9()
 	in.Start()
 	in.WaitFor("local:main", e2e.Equals("slept 2"))
-	e2e.WaitNoProcs(t, e2e.Testagent(t), "agent processes after the kill -9 and the restart")
+	e2e.WaitNoProcs(t, agent, "agent processes after the kill -9 and the restart")
+	// The answer came from a second run: the first died with the daemon.
+	if logs, _ := filepath.Glob(filepath.Join(in.Dir, "groups", "main", "logs", "*.log")); len(logs) < 2 {
+		t.Errorf("%d run(s): the kill -9 did not cut a run short", len(logs))
+	}
 	// Anything doubled would have been sent right behind it.
 	in.Post("local:main", "Owner", "echo after")
 	all := in.WaitFor("local:main", e2e.Equals("echo: after"))
@@ -251,6 +278,9 @@ func TestConfigReload(t *testing.T) {
 	if !strings.Contains(in.WaitNext("local:family", isStdin).Text, narrowed) {
 		t.Error("the last good config was not kept")
 	}
+	// The fix is confirmed in the main chat, as the error was.
+	os.WriteFile(in.Config, []byte(edited), 0o600)
+	in.WaitNext("local:main", func(s string) bool { return strings.HasPrefix(s, "nanoclawd: config OK again") })
 }
 
 func TestSingleInstance(t *testing.T) {

@@ -38,7 +38,14 @@ func (d *Daemon) reload(ctx context.Context) {
 			d.log.Error().Str("problem", l).Msg("config edit is invalid; keeping the last good config")
 		}
 		d.tellMain(ctx, fmt.Sprintf("nanoclawd: the edit to %s is invalid, so the last good config stays in force:\n%s\nFix it (nanoclawd config check).", filepath.Base(old.File), strings.Join(lines, "\n")))
+		d.configBad = true
 		return
+	}
+	if d.configBad {
+		// The owner was told of the error: the fix is news too.
+		d.configBad = false
+		d.log.Info().Msg("config OK again")
+		d.tellMain(ctx, fmt.Sprintf("nanoclawd: config OK again: %s is valid and in force.", filepath.Base(old.File)))
 	}
 	d.setPendingRestart(restart)
 	if len(changed) == 0 && len(restart) == 0 {

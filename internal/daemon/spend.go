@@ -39,12 +39,12 @@ func (s spendNow) of(g groups.Group, cfg *config.Config, now time.Time) *status.
 		t  usage.Total
 		to *status.Spend
 	}{{s.today[g.Folder], &u.Today}, {s.month[g.Folder], &u.Month}} {
-		*x.to = status.Spend{Requests: x.t.Requests, CostUSD: x.t.CostUSD, Tokens: x.t.Tokens}
+		*x.to = status.SpendOf(x.t)
 	}
 	for _, p := range usage.Periods(now, cfg.Location(), b.Daily, b.Monthly) {
-		spent := u.Today.CostUSD
+		spent := u.Today.USD()
 		if p.Name == "monthly" {
-			spent = u.Month.CostUSD
+			spent = u.Month.USD()
 		}
 		if usage.LevelOf(spent, p.Limit) == usage.Over {
 			u.Over = true

@@ -75,6 +75,9 @@ func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
 		q := queue[g.Folder]
 		sg := status.Group{Folder: g.Folder, Name: g.Name, JID: g.JID, IsMain: g.IsMain, Agent: "idle",
 			QueuedTasks: q.Tasks, Failures: q.Retries}
+		if !g.IsMain && g.RequiresTrigger {
+			sg.Trigger = g.Trigger
+		}
 		switch {
 		case q.Running:
 			sg.Agent, sg.RunningSince, sg.RunningTask = "running", &q.RunningSince, q.RunningTask
@@ -166,5 +169,10 @@ func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
 	if r.PendingRestart == nil {
 		r.PendingRestart = []string{}
 	}
+	r.Unregistered = []status.Unheard{}
+	for jid, n := range d.router.Unregistered() {
+		r.Unregistered = append(r.Unregistered, status.Unheard{ChatJID: jid, Messages: n})
+	}
+	slices.SortFunc(r.Unregistered, func(a, b status.Unheard) int { return strings.Compare(a.ChatJID, b.ChatJID) })
 	return r, nil
 }

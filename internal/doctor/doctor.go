@@ -34,8 +34,9 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
-// MinNode is the oldest node major version the agent runner supports.
-const MinNode = 20
+// MinNode is the oldest node major version the agent runner supports
+// (agent-runner/package.json's engines.node).
+const MinNode = 22
 
 // SDKPackage is the Claude Agent SDK's package name.
 const SDKPackage = "@anthropic-ai/claude-agent-sdk"
@@ -101,7 +102,7 @@ func Run(ctx context.Context, configPath string, env Env) []Result {
 	cfg, res := Config(configPath)
 	out := []Result{res}
 	if cfg == nil {
-		out = append(out, Node(ctx, env, "node"), Sandbox(ctx, env, config.Default().Agent.RunAs.User()))
+		out = append(out, Node(ctx, env, config.NodeBeside()), Sandbox(ctx, env, config.Default().Agent.RunAs.User()))
 		for _, c := range []string{"sqlite", "agent runner", "agent sdk", "security test", "whatsapp", "main group", "credentials", "model api"} {
 			out = append(out, fix(c, "not checked until the config is valid"))
 		}
@@ -116,7 +117,7 @@ func Run(ctx context.Context, configPath string, env Env) []Result {
 	sb := Sandbox(ctx, env, cfg.Agent.RunAs.User())
 	out = append(out, Node(ctx, env, nodeProgram(cfg.Agent.Command)), res, SDK(script), sb, Confinement(cfg), SecurityTest(ctx, env, cfg, sb.OK))
 	pid, daemonRes := Daemon(cfg.DataDir)
-	out = append(out, WhatsApp(ctx, cfg, pid), Telegram(ctx, cfg, pid), MainGroup(ctx, db, cfg.GroupsDir), Credentials(ctx, env, cfg), ModelAPI(ctx, db), daemonRes)
+	out = append(out, WhatsApp(ctx, cfg, pid, mainJID(ctx, db, cfg.GroupsDir)), Telegram(ctx, cfg, pid), MainGroup(ctx, db, cfg.GroupsDir), Credentials(ctx, env, cfg), ModelAPI(ctx, db), daemonRes)
 	if env.GOOS == "darwin" {
 		out = append(out, Mac(ctx, RealMac(), cfg)...)
 	}
@@ -215,7 +216,10 @@ func Node(ctx context.Context, env Env, program string) Result {
 		return fix("node", "%s --version said %q, not a node version: put node %d or later first on PATH", path, version, MinNode)
 	}
 	if major < MinNode {
-		return fix("node", "%s is %s, too old: install node %d or later", path, version, MinNode)
+		return fix("node", "%s is %s, too old: the agent runner needs node %d or later: %s", path, version, MinNode, nodeFix())
+	}
+	if day := nodePastEOL(major, time.Now()); day != "" {
+		return fix("node", "%s is %s, whose line reached its end of life on %s (no more security fixes): %s", path, version, day, nodeFix())
 	}
 	return ok("node", "%s %s", path, version)
 }
@@ -351,12 +355,17 @@ func Confinement(cfg *config.Config) Result {
 }
 
 // WhatsApp checks pairing; when a daemon runs (daemonPID > 0) it adds the
-// connection state the daemon last wrote.
-func WhatsApp(ctx context.Context, cfg *config.Config, daemonPID int) Result {
+// connection state the daemon last wrote. Unpaired is something to fix
+// only when the main chat (mainJID, "" if none) needs WhatsApp: as setup
+// says, a main chat on another channel answers without it.
+func WhatsApp(ctx context.Context, cfg *config.Config, daemonPID int, mainJID string) Result {
 	if !cfg.Channels.WhatsApp.Enabled {
 		return ok("whatsapp", "disabled (channels.whatsapp.enabled is false)")
 	}
 	notPaired := fix("whatsapp", "not paired: run 'nanoclawd whatsapp login' or 'nanoclawd setup' (or set channels.whatsapp.enabled to false to use only the local channel)")
+	if setup.MainOffWhatsApp(cfg, mainJID) {
+		notPaired = ok("whatsapp", "not paired, and not needed: the main chat (%s) is on the local channel; pair any time with 'nanoclawd whatsapp login'", mainJID)
+	}
 	// Pairing lives in whatsapp.db; without it there is nothing to open
 	// (and opening would create it).
 	if _, err := os.Stat(whatsapp.StoreFile(cfg.DataDir)); errors.Is(err, fs.ErrNotExist) {
@@ -388,6 +397,19 @@ func clientVersion(dataDir string) string {
 		return err.Error()
 	}
 	return fmt.Sprintf("client version %s (the last one WhatsApp accepted; the daemon fetches the current one at every start)", v)
+}
+
+// mainJID is the main group's chat, "" when none is registered or the
+// database cannot tell.
+func mainJID(ctx context.Context, db *store.DB, groupsDir string) string {
+	if db == nil {
+		return ""
+	}
+	g, err := groups.New(db, groupsDir).Main(ctx)
+	if err != nil {
+		return ""
+	}
+	return g.JID
 }
 
 // MainGroup checks that a main group is registered.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel/whatsapp"
 	"github.com/nanoclawd/nanoclawd/internal/config"
@@ -74,6 +75,23 @@ func TestNodeMajor(t *testing.T) {
 	}
 }
 
+// A node line past its end of life is something to fix.
+func TestNodePastEOL(t *testing.T) {
+	day := func(s string) time.Time { d, _ := time.Parse(time.DateOnly, s); return d.Add(12 * time.Hour) }
+	for _, c := range []struct {
+		major int
+		at    string
+		want  string
+	}{
+		{20, "2026-04-30", ""}, {20, "2026-05-01", "2026-04-30"}, {22, "2026-11-27", ""},
+		{22, "2027-05-01", "2027-04-30"}, {24, "2026-11-27", ""}, {99, "2030-01-01", ""},
+	} {
+		if got := nodePastEOL(c.major, day(c.at)); got != c.want {
+			t.Errorf("node %d on %s: %q, want %q", c.major, c.at, got, c.want)
+		}
+	}
+}
+
 func TestNode(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
@@ -81,8 +99,8 @@ func TestNode(t *testing.T) {
 		ok         bool
 		want       string
 	}{
-		{"node20", "echo v20.9.0", true, "v20.9.0"},
-		{"node18", "echo v18.19.0", false, "too old: install node 20 or later"},
+		{"node24", "echo v24.21.0", true, "v24.21.0"},
+		{"node20", "echo v20.9.0", false, "too old: the agent runner needs node 22 or later"},
 		{"nodeweird", "echo hello", false, "not a node version"},
 		{"nodefail", "exit 2", false, "--version failed"},
 	} {
@@ -229,9 +247,14 @@ func TestSQLiteAndMainGroup(t *testing.T) {
 func TestWhatsApp(t *testing.T) {
 	ctx := context.Background()
 	cfg := &config.Config{DataDir: t.TempDir()}
-	check(t, WhatsApp(ctx, cfg, 0), true, "disabled")
+	check(t, WhatsApp(ctx, cfg, 0, ""), true, "disabled")
 	cfg.Channels.WhatsApp.Enabled = true
-	check(t, WhatsApp(ctx, cfg, 0), false, "not paired: run 'nanoclawd whatsapp login'")
+	check(t, WhatsApp(ctx, cfg, 0, ""), false, "not paired: run 'nanoclawd whatsapp login'")
+	check(t, WhatsApp(ctx, cfg, 0, "120363@g.us"), false, "not paired: run 'nanoclawd whatsapp login'")
+	// A main chat on the local channel answers without WhatsApp, as setup says.
+	check(t, WhatsApp(ctx, cfg, 0, "local:main"), false, "not paired: run 'nanoclawd whatsapp login'")
+	cfg.Channels.Local.Enabled = true
+	check(t, WhatsApp(ctx, cfg, 0, "local:main"), true, "not paired, and not needed")
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, "whatsapp.db")); err == nil {
 		t.Error("the check created whatsapp.db")
 	}

@@ -148,7 +148,7 @@ func serve(ln net.Listener, socket string, u *url.URL, cfg Config) *Run {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		}
 	}
-	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 30 * time.Second}
+	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 30 * time.Second, ErrorLog: errorLog(cfg.Log)}
 	go r.srv.Serve(ln)
 	return r
 }

@@ -1,12 +1,18 @@
 package gateway
 
 import (
+	"bytes"
 	"io"
+	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/rs/zerolog"
 )
 
 // The relay forwards the Messages API and nothing else, even with this
@@ -92,5 +98,36 @@ func TestRelayForwardsOnlyTheModelAPI(t *testing.T) {
 	}
 	if rep.vs[0].Target != "GET /v1/files" {
 		t.Errorf("first refusal names %q", rep.vs[0].Target)
+	}
+}
+
+// An upstream that cannot be reached is a 502 for the agent and a line in
+// the daemon's own log, never a raw "http: proxy error" line of the
+// standard library's logger on stderr.
+func TestRelayErrorInTheDaemonsLog(t *testing.T) {
+	var std bytes.Buffer
+	log.SetOutput(&std)
+	defer log.SetOutput(os.Stderr)
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	var ours bytes.Buffer
+	run, client := open(t, Config{Group: "family", Upstream: closed, Self: "127.0.0.1:3128", Reporter: &reports{},
+		Secrets: map[string]string{"ANTHROPIC_API_KEY": "sk-real"}, Log: zerolog.New(&ours)})
+	req, _ := http.NewRequest("POST", "http://127.0.0.1:3128/v1/messages", strings.NewReader("{}"))
+	req.Header.Set("X-Api-Key", run.Env()["ANTHROPIC_API_KEY"])
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("status %d, want 502", resp.StatusCode)
+	}
+	if std.Len() > 0 {
+		t.Errorf("the standard logger wrote: %q", std.String())
+	}
+	if !strings.Contains(ours.String(), `"level":"warn"`) || !strings.Contains(ours.String(), "model-API relay") {
+		t.Errorf("the daemon's log lacks the failure: %q", ours.String())
 	}
 }

@@ -10,6 +10,7 @@
 //	  whatsapp.version           the last WhatsApp Web version WhatsApp accepted
 //	  whatsapp.status.json       the running daemon's WhatsApp connection state
 //	  backup.last.json           when the last backup ran, where it went, and how it ended
+//	  backups/                   archives of 'nanoclawd backup' when backup.dir is not set (0700)
 //	  nanoclawd.lock             one daemon per data dir (flock, holds the PID)
 //	  disk.reserve               space held back for a full disk (zeros)
 //	  control.sock               what `nanoclawd status` asks
@@ -106,6 +107,11 @@ func (l Layout) LastBackup() string { return l.data("backup.last.json") }
 // committing an answer still succeed.
 func (l Layout) DiskReserve() string { return l.data("disk.reserve") }
 
+// Backups is where 'nanoclawd backup' writes when neither --to nor
+// backup.dir says: private, like the rest of the data dir, and never the
+// working directory (a git checkout, say).
+func (l Layout) Backups() string { return l.data("backups") }
+
 // Lock is the single-instance lock (flock; the holder's PID inside).
 func (l Layout) Lock() string { return l.data("nanoclawd.lock") }
 
@@ -192,7 +198,7 @@ func (l Layout) StateFiles() []string {
 	out = append(out, SQLiteFiles(l.DB())...)
 	out = append(out, SQLiteFiles(l.WhatsAppDB())...)
 	return append(out, l.WhatsAppVersion(), l.WhatsAppStatus(), l.LastBackup(), l.Lock(), l.ControlSocket(),
-		l.GroupsChanged(), l.Logs(), l.Gateways(), l.IPCRoot(), l.Outgoing(), l.Transcribing())
+		l.GroupsChanged(), l.Logs(), l.Gateways(), l.IPCRoot(), l.Outgoing(), l.Transcribing(), l.Backups())
 }
 
 // SQLiteFiles are a SQLite database and the journal files WAL mode keeps

@@ -417,6 +417,9 @@ func (a *agentRun) onError(ctx context.Context, errText string) {
 		return // start runs it again with a fresh session
 	}
 	f := classify(errText)
+	if f.kind == "credential" && !credentialSet(a.router.Config().Agent.Env, os.Getenv) {
+		f = noCredential
+	}
 	a.told = true
 	// Over budget or a refused credential: the relay told the main chat itself.
 	relayTold := a.meter != nil && a.meter.stoppedBy() != ""

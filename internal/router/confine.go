@@ -18,6 +18,10 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
+// errShuttingDown is a run that did not start because the daemon is
+// stopping: not a failure of the run, the agent or the sandbox.
+var errShuttingDown = errors.New("nanoclawd is shutting down")
+
 // confine puts a non-main run in its OS sandbox (package confine), its
 // model requests metered by meter, and readies the watch on its limits.
 // If the sandbox cannot be built, or the start-time proof found a boundary
@@ -30,6 +34,10 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 	if r.Proof != nil {
 		// The daemon told the main chat once when the proof failed.
 		if err := r.Proof.Wait(ctx); err != nil {
+			if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+				// Shutting down cut the security test short: no verdict on the sandbox.
+				return nil, fmt.Errorf("not started: %w (%w)", errShuttingDown, err)
+			}
 			r.Log.Error().Err(err).Str("group", g.Folder).Msg("not starting the agent in a sandbox that does not hold")
 			return nil, runner.NoRetry(errSandboxBroken)
 		}

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
 // An agent's error result (status "error": the model API unreachable, the
@@ -50,6 +52,30 @@ var failures = []struct {
 		failure{"unreachable", "the model API could not be reached",
 			"Check this machine's network, and ANTHROPIC_BASE_URL if it is set; the next message tries again.", false}},
 }
+
+// noCredential is a credential failure when the daemon gives agents no
+// credential at all: nothing was refused, one is missing.
+var noCredential = failure{"credential", "no model credential is set: the daemon has no API key or OAuth token to give the model API",
+	"Put ANTHROPIC_API_KEY=… (or CLAUDE_CODE_OAUTH_TOKEN=… from 'claude setup-token') in nanoclawd.env beside the config and add its name to agent.env, or run 'nanoclawd setup'; 'nanoclawd doctor' checks it.", true}
+
+// credentialSet reports whether agents get a model credential: one of
+// the credential variables is set in the daemon's environment and named
+// in agent.env.
+func credentialSet(agentEnv []string, getenv func(string) string) bool {
+	for _, name := range security.ModelCredentials {
+		if slices.Contains(agentEnv, name) && getenv(name) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// sdkHintRE finds the Claude CLI's advice to its own users ("· Please
+// run /login"): nanoclawd has no /login, so a chat must never be told it.
+var sdkHintRE = regexp.MustCompile(`(?i)\s*[·•.,;:-]?\s*(please\s+)?(run\s+)?/login\b\.?`)
+
+// withoutSDKHints is an agent's error text as a chat may hear it.
+func withoutSDKHints(s string) string { return strings.TrimSpace(sdkHintRE.ReplaceAllString(s, "")) }
 
 // budgetRE finds the relay's word that a group's budget is spent (its
 // answer is an invalid request, which the patterns above would take for
@@ -135,7 +161,7 @@ func (n *ownerNotes) clear() {
 // the answer carries the detail.
 func (r *Router) failureNotice(ctx context.Context, g groups.Group, f failure, errText string, ownerTold bool) string {
 	name := r.Config().AssistantName
-	detail := redact(firstLine(errText, 300))
+	detail := withoutSDKHints(redact(firstLine(errText, 300)))
 	f.fix = strings.ReplaceAll(f.fix, "FOLDER", g.Folder)
 	if g.IsMain {
 		r.owner.first(f.kind)

@@ -42,3 +42,33 @@ func TestRedact(t *testing.T) {
 		t.Errorf("redact = %q", got)
 	}
 }
+
+// The Claude CLI's advice to its own users never reaches a chat.
+func TestWithoutSDKHints(t *testing.T) {
+	for in, want := range map[string]string{
+		"Invalid API key · Please run /login":               "Invalid API key",
+		"Not logged in · Please run /login":                 "Not logged in",
+		"OAuth token has expired. Please run /login.":       "OAuth token has expired",
+		"Failed to authenticate. API Error: 401 run /login": "Failed to authenticate. API Error: 401",
+		"API Error: 500 internal":                           "API Error: 500 internal",
+	} {
+		if got := withoutSDKHints(in); got != want {
+			t.Errorf("withoutSDKHints(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A credential failure is a missing credential when agents get none.
+func TestCredentialSet(t *testing.T) {
+	env := map[string]string{"ANTHROPIC_API_KEY": "sk-ant-x"}
+	getenv := func(k string) string { return env[k] }
+	if !credentialSet([]string{"ANTHROPIC_API_KEY"}, getenv) {
+		t.Error("a set and passed key counts as no credential")
+	}
+	if credentialSet([]string{"CLAUDE_CODE_OAUTH_TOKEN"}, getenv) {
+		t.Error("a key agent.env does not pass counts as a credential")
+	}
+	if credentialSet([]string{"ANTHROPIC_API_KEY"}, func(string) string { return "" }) {
+		t.Error("an unset variable counts as a credential")
+	}
+}

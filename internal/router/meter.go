@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -142,6 +143,13 @@ func (m *runMeter) Answered(status int, h http.Header, s gateway.Served) {
 		text := fmt.Sprintf("[CREDENTIAL] The model API refused nanoclawd's credential (HTTP %d, first seen in group %s): the token has expired or the key was revoked, so no agent can answer. "+
 			"To fix it: run 'claude setup-token' and put the token in nanoclawd.env as CLAUDE_CODE_OAUTH_TOKEN=…, or put a new ANTHROPIC_API_KEY=… there; then restart nanoclawd (or run 'nanoclawd setup'). "+
 			"'nanoclawd status' shows this until a request succeeds.", status, m.group)
+		if !credentialSet(m.r.Config().Agent.Env, os.Getenv) {
+			// Nothing was refused: there was nothing to send.
+			detail = fmt.Sprintf("no model credential is set (the model API answered HTTP %d to a request without one)", status)
+			text = fmt.Sprintf("[CREDENTIAL] No model credential is set, so no agent can answer (first seen in group %s). "+
+				"To fix it: put ANTHROPIC_API_KEY=… (or CLAUDE_CODE_OAUTH_TOKEN=… from 'claude setup-token') in nanoclawd.env beside the config, "+
+				"add its name to agent.env, then restart nanoclawd (or run 'nanoclawd setup').", m.group)
+		}
 		h := usage.Health{Kind: usage.HealthCredential, Status: status, Detail: detail, Since: time.Now()}
 		if _, err := m.r.Usage.Problem(ctx, h, m.r.mainNotice(text)); err != nil {
 			m.r.Log.Error().Err(err).Msg("record that the model API refused the credential")

@@ -106,6 +106,7 @@ type Router struct {
 	transcripts transcripts   // voice notes being transcribed (transcripts.go)
 	owner       ownerNotes    // failures the main chat was told of (failure.go)
 	upstreams   gateway.Board // model upstreams that failed lately, for every run's relay
+	unheard     unregistered  // messages from chats no group has (unregistered.go)
 }
 
 // Pending lists the folders of groups with unanswered messages, so that a

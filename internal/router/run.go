@@ -41,6 +41,12 @@ func (r *Router) Run(ctx context.Context, job runner.Job) error {
 	if run == nil && err == nil {
 		return nil // nothing to answer: not a run to show
 	}
+	if err != nil && (ctx.Err() != nil || errors.Is(err, errShuttingDown)) {
+		// A clean shutdown cut it short: not a failure, and its messages
+		// are answered after the restart.
+		r.Log.Info().Str("group", job.Folder).Msg("run stopped by the shutdown; its messages are answered after the next start")
+		return err
+	}
 	last := runner.LastRun{Folder: job.Folder, Started: t0, Finished: time.Now(), OK: err == nil, TaskID: job.TaskID}
 	if run != nil {
 		if s := run.startTime(); !s.IsZero() {

@@ -37,11 +37,15 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 	}
 	g, err := r.Groups.ByJID(ctx, m.ChatJID)
 	if errors.Is(err, groups.ErrNotFound) {
+		if !m.IsBot {
+			r.heardUnregistered(m.ChatJID)
+		}
 		return nil
 	}
 	if err != nil {
 		return err
 	}
+	r.unheard.forget(m.ChatJID)
 	if r.Owner != nil {
 		// The owner's commands are the daemon's, taken before any agent
 		// could see them.

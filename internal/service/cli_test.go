@@ -69,7 +69,7 @@ func TestServiceCLI(t *testing.T) {
 		t.Fatalf("uninstall: exit %d: %s", code, stderr)
 	}
 	got, _ := os.ReadFile(calls)
-	want := "systemctl --user daemon-reload\nsystemctl --user enable --now nanoclawd.service\n" +
+	want := "systemctl --user show-environment\nsystemctl --user daemon-reload\nsystemctl --user enable --now nanoclawd.service\n" +
 		"systemctl --user show nanoclawd.service --property=ActiveState,SubState,MainPID,UnitFileState,ExecMainStatus\n" +
 		"systemctl --user disable --now nanoclawd.service\nsystemctl --user daemon-reload\n"
 	if string(got) != want {

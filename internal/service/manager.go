@@ -129,6 +129,17 @@ func (m *Manager) Install(ctx context.Context, s Spec, secrets []string, dryRun 
 	if _, err := exec.LookPath(tool); err != nil {
 		return fmt.Errorf("%s not found on PATH: install needs it to start the service (this system may not run a user %s)", tool, map[bool]string{true: "launchd", false: "systemd"}[m.launchd()])
 	}
+	if !m.launchd() {
+		// Without a user session (ssh without linger, su, a container)
+		// systemctl --user cannot reach its manager: say so before
+		// writing a unit nothing would start.
+		if _, err := m.run(ctx, "systemctl", "--user", "show-environment"); err != nil {
+			if !strings.Contains(err.Error(), "enable-linger") {
+				err = fmt.Errorf("%w (no systemd user session: log in on the machine, or run 'loginctl enable-linger %s' as root; or start 'nanoclawd run' yourself)", err, userName())
+			}
+			return fmt.Errorf("systemctl --user does not work here, so nothing was installed: %w; then run 'nanoclawd service install' again", err)
+		}
+	}
 	if err := os.MkdirAll(s.LogDir, 0o700); err != nil {
 		return fmt.Errorf("create log directory: %w", err)
 	}

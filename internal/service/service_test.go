@@ -220,6 +220,18 @@ func TestSystemdLifecycle(t *testing.T) {
 		}
 	}
 
+	// Without a user session, nothing is written and the error says what to do.
+	t.Setenv("FAKE_FAIL", "show-environment")
+	if err := m.Install(ctx, specIn(home), nil, false); err == nil || !strings.Contains(err.Error(), "loginctl enable-linger") ||
+		!strings.Contains(err.Error(), "nothing was installed") {
+		t.Errorf("install without a user session: %v", err)
+	}
+	if _, err := os.Stat(m.File()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("install without a user session wrote %s", m.File())
+	}
+	t.Setenv("FAKE_FAIL", "")
+	os.Remove(log)
+
 	if err := m.Install(ctx, specIn(home), nil, false); err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +239,7 @@ func TestSystemdLifecycle(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(home, ".config/systemd/user/nanoclawd.service")); err != nil || !bytes.Equal(got, want) {
 		t.Errorf("unit file: %v\n%s", err, got)
 	}
-	if c := calls(t, log); c != "systemctl --user daemon-reload\nsystemctl --user enable --now nanoclawd.service\n" {
+	if c := calls(t, log); c != "systemctl --user show-environment\nsystemctl --user daemon-reload\nsystemctl --user enable --now nanoclawd.service\n" {
 		t.Errorf("install ran:\n%s", c)
 	}
 	if _, err := os.Stat(filepath.Join(home, "data", "logs")); err != nil {

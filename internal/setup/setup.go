@@ -116,7 +116,14 @@ func (g *Guide) look(ctx context.Context) (state, []Item, error) {
 // localMain tells whether the main chat is on the local channel, which is
 // on: then a first answer needs no WhatsApp.
 func (s state) localMain(cfg *config.Config) bool {
-	return s.main != nil && strings.HasPrefix(s.main.JID, "local:") && cfg.Channels.Local.Enabled
+	return s.main != nil && MainOffWhatsApp(cfg, s.main.JID)
+}
+
+// MainOffWhatsApp tells whether the main chat mainJID is on a channel
+// other than WhatsApp that is on, so that a first answer needs no
+// WhatsApp pairing (setup and doctor agree on it through this).
+func MainOffWhatsApp(cfg *config.Config, mainJID string) bool {
+	return strings.HasPrefix(mainJID, "local:") && cfg.Channels.Local.Enabled
 }
 
 // Missing lists what stands between this install and a first answer,

@@ -36,14 +36,22 @@ func Format(w io.Writer, r Report) error {
 	if len(r.Groups) == 0 {
 		p("  no groups registered: run 'nanoclawd setup'")
 	} else {
-		p("  GROUP\tAGENT\tLAST RUN")
+		p("  GROUP\tAGENT\tLAST RUN\tCALLED BY")
 	}
 	for _, g := range r.Groups {
 		name := g.Folder
 		if g.IsMain {
 			name += " (main)"
 		}
-		p("  %s\t%s\t%s", name, agentText(now, g), lastRunText(now, g.LastRun))
+		p("  %s\t%s\t%s\t%s", name, agentText(now, g), lastRunText(now, g.LastRun), triggerText(g))
+	}
+	if len(r.Unregistered) > 0 {
+		var chats []string
+		for _, u := range r.Unregistered {
+			chats = append(chats, fmt.Sprintf("%s ×%d", u.ChatJID, u.Messages))
+		}
+		p("  messages from unregistered chats: %s (nothing answers them; register one with 'nanoclawd groups add --jid JID --name NAME --folder FOLDER')",
+			strings.Join(chats, ", "))
 	}
 
 	if len(r.Outbox) == 0 {
@@ -141,6 +149,14 @@ func agentText(now time.Time, g Group) string {
 		s += fmt.Sprintf(", %d task(s) waiting", g.QueuedTasks)
 	}
 	return s
+}
+
+// triggerText says which messages call a group's agent.
+func triggerText(g Group) string {
+	if g.Trigger == "" {
+		return "every message"
+	}
+	return "messages starting with " + g.Trigger
 }
 
 func lastRunText(now time.Time, r *Run) string {

@@ -48,12 +48,21 @@ type Report struct {
 	Console *Console `json:"console,omitempty"`
 	// DatabaseBytes is the size of nanoclaw.db and its WAL on disk.
 	DatabaseBytes int64 `json:"databaseBytes"`
+	// Unregistered is the chats no group has that sent messages since
+	// the daemon started: nothing answers them.
+	Unregistered []Unheard `json:"unregisteredChats"`
 }
 
 // Console is where the console listens, or why it does not.
 type Console struct {
 	URL   string `json:"url,omitempty"`   // its origin, e.g. http://127.0.0.1:7457 (the port bound, also for port 0)
 	Error string `json:"error,omitempty"` // why it is not served (a busy port)
+}
+
+// Unheard is a chat no group has, and how many messages it sent.
+type Unheard struct {
+	ChatJID  string `json:"chatJid"`
+	Messages int    `json:"messages"`
 }
 
 // Channel is one enabled chat network.
@@ -82,6 +91,9 @@ type Group struct {
 	Name   string `json:"name"`
 	JID    string `json:"jid"`
 	IsMain bool   `json:"isMain"`
+	// Trigger is what a message must start with to call the agent, ""
+	// when every message does (the main group, a --no-trigger group).
+	Trigger string `json:"trigger"`
 	// Agent is running, queued (waiting for a slot), retrying (a failed
 	// run waits for its backoff), standby (started ahead, waiting for a
 	// message), paused (the owner's /pause: messages kept, no agent starts)

@@ -17,9 +17,29 @@ type Usage struct {
 
 // Spend is the requests and cost of a span.
 type Spend struct {
-	Requests int64   `json:"requests"`
-	CostUSD  float64 `json:"costUSD"`
+	Requests int64 `json:"requests"`
+	// CostUSD is nil when no request of the span had a price: its cost
+	// is unknown, never $0.
+	CostUSD *float64 `json:"costUSD"`
 	usage.Tokens
+	Unpriced []string `json:"unpricedModels,omitempty"` // the span's models without a price
+}
+
+// SpendOf is t as status shows it.
+func SpendOf(t usage.Total) Spend {
+	s := Spend{Requests: t.Requests, Tokens: t.Tokens, Unpriced: t.Unpriced}
+	if t.CostKnown() {
+		s.CostUSD = &t.CostUSD
+	}
+	return s
+}
+
+// USD is what the span's priced requests cost.
+func (s Spend) USD() float64 {
+	if s.CostUSD == nil {
+		return 0
+	}
+	return *s.CostUSD
 }
 
 // usageSection writes the model usage per group and the model API's
@@ -57,7 +77,7 @@ func usageSection(p func(string, ...any), r Report) {
 }
 
 func spendText(s Spend) string {
-	return fmt.Sprintf("$%.2f (%d requests)", s.CostUSD, s.Requests)
+	return fmt.Sprintf("%s (%d requests)", usage.CostText(s.USD(), s.CostUSD != nil, len(s.Unpriced) > 0), s.Requests)
 }
 
 func budgetText(u *Usage) string {

@@ -11,6 +11,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/store"
+	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
 // Clock is the time the summary goes by; tests inject one.
@@ -24,10 +25,10 @@ type realClock struct{}
 func (realClock) Now() time.Time                         { return time.Now() }
 func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
-// Spender is the model spend per group since a time, in USD (the relay's
-// usage store; nil: the summary says "Spend: not counted").
+// Spender is the model usage per group since a time (the relay's usage
+// store; nil: the summary says "Spend: not counted").
 type Spender interface {
-	SpendSince(ctx context.Context, since time.Time) (map[string]float64, error)
+	SpendSince(ctx context.Context, since time.Time) (map[string]usage.Total, error)
 }
 
 // Connection is the WhatsApp channel as the summary reads it.

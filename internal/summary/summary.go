@@ -14,6 +14,7 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/backup"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
+	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
 // Facts are what one summary says, gathered for the day before At.
@@ -21,8 +22,8 @@ type Facts struct {
 	At         time.Time
 	Runs       map[string]runner.RunCount // by group folder
 	Violations map[string]int             // by group folder
-	// Spend is USD by group folder; nil when usage is not counted.
-	Spend      map[string]float64
+	// Spend is the usage by group folder; nil when usage is not counted.
+	Spend      map[string]usage.Total
 	LastBackup *backup.Last
 	// Link is the WhatsApp connection: Connected since Since, or down since
 	// Since; Enabled false when WhatsApp is off.
@@ -59,13 +60,17 @@ func Text(f Facts) string {
 	if f.Spend == nil {
 		p("Spend: not counted")
 	} else {
-		total := 0.0
+		var total usage.Total
 		var parts []string
 		for _, g := range slices.Sorted(maps.Keys(f.Spend)) {
-			total += f.Spend[g]
-			parts = append(parts, fmt.Sprintf("%s $%.2f", g, f.Spend[g]))
+			t := f.Spend[g]
+			total.Requests += t.Requests
+			total.Priced += t.Priced
+			total.CostUSD += t.CostUSD
+			total.Unpriced = append(total.Unpriced, t.Unpriced...)
+			parts = append(parts, g+" "+t.Cost())
 		}
-		p("Spend: $%.2f (%s)", total, cmp.Or(strings.Join(parts, ", "), "nothing"))
+		p("Spend: %s (%s)", total.Cost(), cmp.Or(strings.Join(parts, ", "), "nothing"))
 	}
 	if len(f.Violations) == 0 {
 		p("Violations: none")

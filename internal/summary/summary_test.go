@@ -11,6 +11,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/store"
+	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
 func TestNext(t *testing.T) {
@@ -57,11 +58,19 @@ func TestText(t *testing.T) {
 			t.Errorf("summary lacks %q:\n%s", want, got)
 		}
 	}
-	got = Text(Facts{At: at, Spend: map[string]float64{"main": 1.5, "family": 0.25}, Link: Link{Enabled: true, Since: at.Add(-7 * time.Minute)}})
+	got = Text(Facts{At: at, Spend: map[string]usage.Total{"main": {Requests: 3, Priced: 3, CostUSD: 1.5}, "family": {Requests: 1, Priced: 1, CostUSD: 0.25}},
+		Link: Link{Enabled: true, Since: at.Add(-7 * time.Minute)}})
 	for _, want := range []string{"Runs: none", "Spend: $1.75 (family $0.25, main $1.50)", "Violations: none", "Last backup: none yet", "WhatsApp: NOT connected, for 7m"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary lacks %q:\n%s", want, got)
 		}
+	}
+	// A model without a price is unpriced, never $0.00.
+	got = Text(Facts{At: at, Spend: map[string]usage.Total{
+		"main":   {Requests: 2, Priced: 1, CostUSD: 0.5, Unpriced: []string{"local-llm"}},
+		"family": {Requests: 4, Unpriced: []string{"local-llm"}}}})
+	if want := "Spend: $0.50 + unpriced (family unpriced, main $0.50 + unpriced)"; !strings.Contains(got, want) {
+		t.Errorf("summary lacks %q:\n%s", want, got)
 	}
 }
 

@@ -2,6 +2,7 @@ package usage
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -77,13 +78,50 @@ type Total struct {
 	// total_cost_usd) for the window's runs, beside ours; absent when no
 	// agent reported one.
 	AgentCostUSD *float64 `json:"agentCostUSD,omitempty"`
+	// Priced counts the requests that had a price: none of several means
+	// the cost is unknown, not zero.
+	Priced int64 `json:"-"`
+}
+
+// CostKnown reports whether t has a cost at all: a window of requests
+// none of which had a price costs something nobody knows, never $0.
+func (t Total) CostKnown() bool { return t.Requests == 0 || t.Priced > 0 }
+
+// Cost is t's cost as people read it: "$1.25", "unpriced" when no
+// request had a price, "$1.25 + unpriced" when some had none.
+func (t Total) Cost() string { return CostText(t.CostUSD, t.CostKnown(), len(t.Unpriced) > 0) }
+
+// CostText writes a cost: usd when known, else "unpriced"; partly says
+// some of it is unpriced.
+func CostText(usd float64, known, partly bool) string {
+	if !known {
+		return "unpriced"
+	}
+	s := fmt.Sprintf("$%.2f", usd)
+	if partly {
+		s += " + unpriced"
+	}
+	return s
+}
+
+// MarshalJSON writes costUSD as null when the cost is unknown.
+func (t Total) MarshalJSON() ([]byte, error) {
+	type plain Total
+	out := struct {
+		plain
+		CostUSD *float64 `json:"costUSD"`
+	}{plain: plain(t)}
+	if t.CostKnown() {
+		out.CostUSD = &t.CostUSD
+	}
+	return json.Marshal(out)
 }
 
 // Totals sums the requests in [since, until) per group (only group, if
 // not ""), in folder order.
 func (s *Store) Totals(ctx context.Context, since, until time.Time, group string) ([]Total, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT group_folder, count(*), sum(input_tokens), sum(output_tokens),
-		sum(cache_write_tokens), sum(cache_read_tokens), sum(cost_usd),
+		sum(cache_write_tokens), sum(cache_read_tokens), sum(cost_usd), sum(priced),
 		coalesce(group_concat(DISTINCT CASE WHEN priced = 0 THEN model END), '')
 		FROM usage_requests WHERE at >= ? AND at < ? AND (? = '' OR group_folder = ?)
 		GROUP BY group_folder ORDER BY group_folder`, since.UnixMilli(), until.UnixMilli(), group, group)
@@ -95,7 +133,7 @@ func (s *Store) Totals(ctx context.Context, since, until time.Time, group string
 	for rows.Next() {
 		var t Total
 		var unpriced string
-		if err := rows.Scan(&t.Group, &t.Requests, &t.Input, &t.Output, &t.CacheWrite, &t.CacheRead, &t.CostUSD, &unpriced); err != nil {
+		if err := rows.Scan(&t.Group, &t.Requests, &t.Input, &t.Output, &t.CacheWrite, &t.CacheRead, &t.CostUSD, &t.Priced, &unpriced); err != nil {
 			return nil, fmt.Errorf("sum model usage: %w", err)
 		}
 		if unpriced != "" {
@@ -231,15 +269,15 @@ func (s *Store) Standings(ctx context.Context, group string, periods []Period) (
 	return out, nil
 }
 
-// SpendSince is what each group's requests since then cost, in USD.
-func (s *Store) SpendSince(ctx context.Context, since time.Time) (map[string]float64, error) {
+// SpendSince is each group's usage since then.
+func (s *Store) SpendSince(ctx context.Context, since time.Time) (map[string]Total, error) {
 	totals, err := s.Totals(ctx, since, time.Now().Add(time.Hour), "")
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]float64, len(totals))
+	out := make(map[string]Total, len(totals))
 	for _, t := range totals {
-		out[t.Group] = t.CostUSD
+		out[t.Group] = t
 	}
 	return out, nil
 }

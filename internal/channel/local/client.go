@@ -35,17 +35,26 @@ func NewClient(socket string) *Client {
 // Post hands m to the daemon as an inbound message and returns its id.
 // A message the daemon did not accept is an error that says why.
 func (c *Client) Post(ctx context.Context, m Message) (string, error) {
+	a, err := c.PostAccepted(ctx, m)
+	return a.ID, err
+}
+
+// Accepted is the daemon's answer to a posted message.
+type Accepted struct {
+	ID string `json:"id"`
+	// Registered is false for a chat no group has: nothing answers it.
+	Registered bool `json:"registered"`
+}
+
+// PostAccepted is Post, with whether a group has the chat.
+func (c *Client) PostAccepted(ctx context.Context, m Message) (Accepted, error) {
+	var out Accepted
 	body, err := json.Marshal(m)
 	if err != nil {
-		return "", err
+		return out, err
 	}
-	var out struct {
-		ID string `json:"id"`
-	}
-	if err := c.do(ctx, http.MethodPost, "/messages", body, http.StatusAccepted, &out); err != nil {
-		return "", err
-	}
-	return out.ID, nil
+	err = c.do(ctx, http.MethodPost, "/messages", body, http.StatusAccepted, &out)
+	return out, err
 }
 
 // Sent returns what the daemon sent after seq, oldest first, in chat (every

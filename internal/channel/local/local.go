@@ -2,7 +2,7 @@
 // for trying nanoclawd without WhatsApp and for end-to-end tests. Its chats
 // have JIDs that start with "local:".
 //
-//	POST /messages {"chatJid","sender","senderName","text"} → 202 {"id"}
+//	POST /messages {"chatJid","sender","senderName","text"} → 202 {"id","registered"}
 //	               (optional "quotedId", or "quotedSender" and "quotedText": the message
 //	               it replies to; "media": {"type","name","dataBase64","voice"}: a file,
 //	               text its caption; "reactTo": ID and "emoji", no text: a reaction)
@@ -56,6 +56,8 @@ type Channel struct {
 	start    time.Time
 	maxMedia func() int   // media.maxBytes now: a request may carry that much in base64
 	ln       net.Listener // bound by Open, served by Run
+	// registered tells whether a group has a chat (the POST's answer says).
+	registered func(ctx context.Context, jid string) bool
 
 	mu   sync.Mutex
 	sent chan struct{} // closed and replaced whenever something is sent
@@ -65,8 +67,10 @@ type Channel struct {
 // db; a posted file may be up to maxMedia() bytes, the current
 // media.maxBytes (the router refuses a larger file itself, and says so in
 // the prompt).
-func New(socket string, db *store.DB, maxMedia func() int) *Channel {
-	return &Channel{socket: socket, db: db, sent: make(chan struct{}), start: time.Now(), maxMedia: maxMedia}
+//
+// registered tells whether a group has a chat, for the answer to a POST.
+func New(socket string, db *store.DB, maxMedia func() int, registered func(ctx context.Context, jid string) bool) *Channel {
+	return &Channel{socket: socket, db: db, sent: make(chan struct{}), start: time.Now(), maxMedia: maxMedia, registered: registered}
 }
 
 // Name implements channel.Channel.
@@ -244,7 +248,7 @@ func (c *Channel) handler(sink channel.Sink) http.Handler {
 			httpError(w, http.StatusInternalServerError, "could not store the message: "+err.Error())
 			return
 		}
-		writeJSON(w, http.StatusAccepted, map[string]string{"id": m.ID})
+		writeJSON(w, http.StatusAccepted, Accepted{ID: m.ID, Registered: c.registered(req.Context(), m.ChatJID)})
 	})
 	mux.HandleFunc("GET /sent", func(w http.ResponseWriter, req *http.Request) {
 		q := req.URL.Query()

@@ -37,6 +37,9 @@ func (s *fakeSink) OnMessage(_ context.Context, m channel.Message) error {
 
 func (s *fakeSink) OnChat(context.Context, channel.Chat) error { return nil }
 
+// onlyMain: the test's registry has local:main alone.
+func onlyMain(_ context.Context, jid string) bool { return jid == "local:main" }
+
 // serve runs a channel on a new socket and returns it, a client of it and
 // a plain HTTP client of the socket (for bodies Client never sends).
 func serve(t *testing.T, sink channel.Sink) (*Channel, *Client, *http.Client, string) {
@@ -49,7 +52,7 @@ func serve(t *testing.T, sink channel.Sink) (*Channel, *Client, *http.Client, st
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	c := New(sock, db, func() int { return 1 << 10 })
+	c := New(sock, db, func() int { return 1 << 10 }, onlyMain)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx, sink) }()
@@ -102,6 +105,13 @@ func TestPostMessage(t *testing.T) {
 	if len(sink.msgs) != 1 || sink.msgs[0].SenderName != "Alice" || sink.msgs[0].Text != "@Andy hi" || sink.msgs[0].ID != id ||
 		sink.msgs[0].QuotedSender != "Bob" || sink.msgs[0].QuotedText != "lunch?" {
 		t.Errorf("stored %+v", sink.msgs)
+	}
+	// The answer says whether a group has the chat: nothing answers one none has.
+	for chat, want := range map[string]bool{"local:family": false, "local:main": true} {
+		a, err := client.PostAccepted(ctx, Message{ChatJID: chat, Sender: "a@x", Text: "hi"})
+		if err != nil || a.ID == "" || a.Registered != want {
+			t.Errorf("post to %s: %+v, %v; want registered %t", chat, a, err, want)
+		}
 	}
 	for _, bad := range []struct {
 		body, want string
@@ -239,7 +249,7 @@ func TestLiveSocketNotStolen(t *testing.T) {
 	_, _, _, sock := serve(t, &fakeSink{})
 	db, _ := store.Open(t.TempDir())
 	defer db.Close()
-	err := New(sock, db, func() int { return 1 << 10 }).Run(context.Background(), &fakeSink{})
+	err := New(sock, db, func() int { return 1 << 10 }, onlyMain).Run(context.Background(), &fakeSink{})
 	if err == nil || !strings.Contains(err.Error(), "served by another process") {
 		t.Errorf("second server on a live socket: %v", err)
 	}
@@ -256,7 +266,7 @@ func TestStaleSocketReplaced(t *testing.T) {
 	defer db.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- New(sock, db, func() int { return 1 << 10 }).Run(ctx, &fakeSink{}) }()
+	go func() { done <- New(sock, db, func() int { return 1 << 10 }, onlyMain).Run(ctx, &fakeSink{}) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if conn, err := net.Dial("unix", sock); err == nil {

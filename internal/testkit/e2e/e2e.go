@@ -114,6 +114,11 @@ func buildPkg(pkg string) (string, error) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./%s: %w\n%s", pkg, err, out)
 	}
+	if pkg == "cmd/nanoclawd" {
+		if err := linkNode(binDir); err != nil {
+			return "", fmt.Errorf("link bin/node beside the built nanoclawd: %w", err)
+		}
+	}
 	return bin, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 	"github.com/nanoclawd/nanoclawd/internal/testkit/mockapi"
 )
 
@@ -27,7 +28,7 @@ func TestBadInputGivesErrorFrame(t *testing.T) {
 		"no sdkOptions":  `{"prompt":"hi","groupFolder":"family","chatJid":"local:family","isMain":false}`,
 		"prompt missing": `{"groupFolder":"family","sdkOptions":{}}`,
 	} {
-		cmd := exec.CommandContext(ctx, "node", w.runner)
+		cmd := exec.CommandContext(ctx, e2e.Node(t), w.runner)
 		cmd.Dir = w.groupDir("family")
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + w.home}
 		cmd.Stdin = strings.NewReader(stdin)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 	"github.com/nanoclawd/nanoclawd/internal/testkit/mockapi"
 )
 
@@ -154,7 +155,7 @@ func (w *world) start(t *testing.T, ctx context.Context, folder string, isMain b
 	}
 	stdin, _ := json.Marshal(input)
 
-	cmd := exec.CommandContext(ctx, "node", w.runner)
+	cmd := exec.CommandContext(ctx, e2e.Node(t), w.runner)
 	cmd.Dir = w.groupDir(folder)
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"),

@@ -39,9 +39,13 @@ const serverBetas = "mcp-client-2025-04-04,web-fetch-2025-09-10,code-execution-2
 // anthropic-beta header.
 func callAPIWith(n int, prompt string, extra map[string]any, beta string) {
 	base := strings.TrimSuffix(os.Getenv("ANTHROPIC_BASE_URL"), "/")
+	model := os.Getenv("TESTAGENT_MODEL") // a model without a price, for tests of unpriced usage
+	if model == "" {
+		model = "claude-sonnet-4-5-20250929"
+	}
 	var text strings.Builder
 	for i := 0; i < n; i++ {
-		msg := map[string]any{"model": "claude-sonnet-4-5-20250929", "max_tokens": 1024, "stream": true,
+		msg := map[string]any{"model": model, "max_tokens": 1024, "stream": true,
 			"messages": []any{map[string]any{"role": "user", "content": prompt}}}
 		for k, v := range extra {
 			msg[k] = v
