@@ -117,7 +117,7 @@ func byModel(ctx context.Context, g *globals, s *usage.Store, from, now time.Tim
 	for _, t := range rows {
 		cost := fmt.Sprintf("$%.4f", t.CostUSD)
 		if !t.Priced {
-			cost += " (unpriced)"
+			cost = "unpriced"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", t.Group, t.Provider, t.Model, t.Requests, t.Input, t.Output, t.CacheWrite, t.CacheRead, cost)
 	}

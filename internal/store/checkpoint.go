@@ -91,11 +91,30 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 			return fmt.Errorf("checkpoint the WAL: %w", err)
 		}
 		if fi, err := os.Stat(c.wal); err == nil && fi.Size() > walLimit {
-			if _, err := c.db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil && ctx.Err() == nil && !Busy(err) {
+			if err := c.truncate(ctx); err != nil && ctx.Err() == nil && !Busy(err) {
 				return fmt.Errorf("checkpoint the WAL: %w", err)
 			}
 		}
 	}
+}
+
+// truncate empties the WAL if no reader needs it. It holds the write lock
+// while it runs, so it must not wait for readers as SQLite's busy handler
+// would (every writer would wait with it, and give up after busy_timeout):
+// on a connection of its own with no busy timeout, a reader makes it give
+// up at once, and the next commit tries again.
+func (c *Checkpointer) truncate(ctx context.Context) error {
+	conn, err := c.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
+		return err
+	}
+	defer conn.ExecContext(context.Background(), "PRAGMA busy_timeout = 5000") // back as the DSN sets it for the pool
+	_, err = conn.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
+	return err
 }
 
 // connector opens connections of one DSN through drv, so that a DB gets

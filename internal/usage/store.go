@@ -184,6 +184,20 @@ type ModelTotal struct {
 	Priced bool `json:"priced"`
 }
 
+// MarshalJSON writes costUSD as null for a model without a price: its
+// cost is unknown, never $0.
+func (t ModelTotal) MarshalJSON() ([]byte, error) {
+	type plain ModelTotal
+	out := struct {
+		plain
+		CostUSD *float64 `json:"costUSD"`
+	}{plain: plain(t)}
+	if t.Priced {
+		out.CostUSD = &t.CostUSD
+	}
+	return json.Marshal(out)
+}
+
 // TotalsByModel sums the requests in [since, until) per group, provider
 // and model (only group, if not "").
 func (s *Store) TotalsByModel(ctx context.Context, since, until time.Time, group string) ([]ModelTotal, error) {
