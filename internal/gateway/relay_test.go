@@ -101,9 +101,10 @@ func TestRelayForwardsOnlyTheModelAPI(t *testing.T) {
 	}
 }
 
-// An upstream that cannot be reached is a 502 for the agent and a line in
-// the daemon's own log, never a raw "http: proxy error" line of the
-// standard library's logger on stderr.
+// An upstream that cannot be reached is an error the SDK does not retry
+// (every upstream failed: a 400 naming the failure) and a line in the
+// daemon's own log, never a raw "http: proxy error" line of the standard
+// library's logger on stderr.
 func TestRelayErrorInTheDaemonsLog(t *testing.T) {
 	var std bytes.Buffer
 	log.SetOutput(&std)
@@ -121,13 +122,13 @@ func TestRelayErrorInTheDaemonsLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadGateway {
-		t.Errorf("status %d, want 502", resp.StatusCode)
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("status %d, want 400", resp.StatusCode)
 	}
 	if std.Len() > 0 {
 		t.Errorf("the standard logger wrote: %q", std.String())
 	}
-	if !strings.Contains(ours.String(), `"level":"warn"`) || !strings.Contains(ours.String(), "model-API relay") {
+	if !strings.Contains(ours.String(), `"level":"warn"`) || !strings.Contains(ours.String(), "connection refused") {
 		t.Errorf("the daemon's log lacks the failure: %q", ours.String())
 	}
 }
