@@ -198,7 +198,7 @@ func (l Layout) StateFiles() []string {
 	out = append(out, SQLiteFiles(l.DB())...)
 	out = append(out, SQLiteFiles(l.WhatsAppDB())...)
 	return append(out, l.WhatsAppVersion(), l.WhatsAppStatus(), l.LastBackup(), l.Lock(), l.ControlSocket(),
-		l.GroupsChanged(), l.Logs(), l.Gateways(), l.IPCRoot(), l.Outgoing(), l.Transcribing(), l.Backups())
+		l.GroupsChanged(), l.Logs(), l.Gateways(), l.IPCRoot(), l.Outgoing(), l.Transcribing(), l.Backups(), l.DiskReserve())
 }
 
 // SQLiteFiles are a SQLite database and the journal files WAL mode keeps
