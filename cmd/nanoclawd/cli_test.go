@@ -339,7 +339,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"groups", "add", "--folder", "x", "--jid"}, "groups add: a value is missing after --jid; see 'nanoclawd groups add --help'"},
 		{[]string{"groups", "remove"}, "groups remove: an argument is missing; usage: nanoclawd groups remove FOLDER"},
 		{[]string{"groups", "list", "extra"}, `groups list: unexpected argument "extra"; usage: nanoclawd groups list [--json]`},
-		{[]string{"groups"}, "groups needs a verb: nanoclawd groups takes one of list, add, remove, set-security, import, reset-session"},
+		{[]string{"groups"}, "groups needs a verb: nanoclawd groups takes one of list, add, remove, set-security, import, reset-session, set-model"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate": run 'nanoclawd help' for the list`},
 	} {
 		out, errs, code := e2e.Run(t, dir, nil, append(tc.args, "--config", cfg)...)

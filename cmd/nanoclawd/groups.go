@@ -206,8 +206,8 @@ func (c groupsSetSecurity) Run(ctx context.Context, g *globals, args []string) e
 	switch {
 	case override == nil:
 		fmt.Fprintf(g.stdout, "cleared the security override of %s\n", gr.Folder)
-	case gr.IsMain && override.Budget != nil:
-		fmt.Fprintf(g.stdout, "set the budget of the main group %s; the rest of an override has no effect on the main group, which is exempt\n", gr.Folder)
+	case gr.IsMain && (override.Budget != nil || override.Model != "" || override.Provider != ""):
+		fmt.Fprintf(g.stdout, "set the budget, model and provider the override names for the main group %s; the rest of an override has no effect on the main group, which is exempt\n", gr.Folder)
 	case gr.IsMain:
 		fmt.Fprintf(g.stdout, "stored the override of %s, but %s is the main group, which is exempt: it has no effect while the group is main\n", gr.Folder, gr.Folder)
 	default:

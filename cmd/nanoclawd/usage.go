@@ -23,7 +23,7 @@ func (c usageCommand) Run(ctx context.Context, g *globals, args []string) error 
 	group := fs.String("group", "", "only the group in `FOLDER`")
 	since := fs.String("since", "", "the last `DURATION` (30m, 24h, 7d) instead of today (since midnight, local time)")
 	asJSON := fs.Bool("json", false, "print an array, one object per group: group, requests, inputTokens, outputTokens, cacheWriteTokens, cacheReadTokens, costUSD")
-	by := fs.String("by", "", "`model`: one row per group, provider and model (as configured), with provider and model in the JSON")
+	by := fs.String("by", "", "split the rows by `WHAT`: \"model\" gives one row per group, provider and model (as configured), with provider and model in the JSON")
 	if _, err := g.parse(c, fs, args, 0); err != nil {
 		return err
 	}

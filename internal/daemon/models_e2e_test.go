@@ -176,7 +176,9 @@ func TestModelsHangingUpstreams(t *testing.T) {
 
 	p2.Hang(true)
 	in.Post("local:family", "Ann", "api 1")
-	in.WaitFor("local:family", func(s string) bool { return strings.Contains(s, "could not answer: the model API could not be reached") })
+	in.WaitFor("local:family", func(s string) bool {
+		return strings.Contains(s, "could not answer: the model API could not be reached")
+	})
 	rep := statusUntil(t, in, "the model API not answering", func(r status.Report) bool {
 		for _, h := range r.ModelAPI {
 			if h.Kind == usage.HealthDown {

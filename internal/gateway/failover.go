@@ -28,27 +28,33 @@ func (r *Run) send(w http.ResponseWriter, req *http.Request, real string, body [
 		}
 	}
 	var fails []string
-	for i, t := range rt.order(time.Now()) {
+	for _, t := range rt.order(time.Now()) {
+		served := Served{Target: t, Fallback: t.Key() != rt.Targets[0].Key()}
 		resp, first, cancel, err := r.attempt(req, t, real, body, rt.timeout())
+		if req.Context().Err() != nil {
+			if err == nil {
+				resp.Body.Close()
+				cancel()
+			}
+			return // the agent went away: nobody to answer
+		}
 		if err != nil {
 			var se statusError
 			if errors.As(err, &se) && r.cfg.Meter != nil {
 				// The meter keeps what the API said of its limits (retry-after).
-				r.cfg.Meter.Answered(se.status, se.header, Served{Target: t, Fallback: t.Key() != rt.Targets[0].Key()})
+				r.cfg.Meter.Answered(se.status, se.header, served)
 			}
-			why := t.Key() + ": " + err.Error()
-			fails = append(fails, why)
+			fails = append(fails, t.Key()+": "+err.Error())
 			if rt.Board != nil {
 				rt.Board.Failed(t.Key(), time.Now())
 			}
-			r.cfg.Log.Warn().Str("group", r.cfg.Group).Str("upstream", t.Key()).Bool("fallback", i > 0 || t.Key() != rt.Targets[0].Key()).
+			r.cfg.Log.Warn().Str("group", r.cfg.Group).Str("upstream", t.Key()).Bool("fallback", served.Fallback).
 				Msg("the model upstream failed; trying the next: " + err.Error())
 			continue
 		}
 		if rt.Board != nil {
 			rt.Board.Succeeded(t.Key())
 		}
-		served := Served{Target: t, Fallback: t.Key() != rt.Targets[0].Key()}
 		if served.Fallback {
 			r.cfg.Log.Info().Str("group", r.cfg.Group).Str("upstream", t.Key()).Msg("a model request served by a fallback")
 		}
@@ -156,7 +162,14 @@ func (r *Run) attempt(in *http.Request, t Target, real string, body []byte, time
 		}
 		return nil, nil, nil, shortErr(rerr)
 	}
-	timer.Stop()
+	if !timer.Stop() {
+		// The timeout struck as the first bytes came: the rest of this
+		// answer is cut off already, and none of it reached the agent.
+		resp.Body.Close()
+		cancel()
+		stopOnLeave()
+		return nil, nil, nil, errSilent{"answer", timeout}
+	}
 	if rerr != nil {
 		resp.Body = eofBody{resp.Body, rerr}
 	}

@@ -68,6 +68,18 @@ func TestSDKUsesTheConfiguredModel(t *testing.T) {
 			t.Errorf("p1 got the key %q", r.Header.Get("X-Api-Key"))
 		}
 	}
+	// The SDK's own estimate, from its result, beside the relay's count.
+	var totals []struct {
+		Group        string   `json:"group"`
+		Requests     int      `json:"requests"`
+		AgentCostUSD *float64 `json:"agentCostUSD"`
+	}
+	out := in.CLI("usage", "--json")
+	json.Unmarshal([]byte(out), &totals)
+	if len(totals) != 1 || totals[0].Requests != len(models) || totals[0].AgentCostUSD == nil {
+		t.Errorf("usage --json: %s", out)
+	}
+	t.Logf("usage: %s", out)
 }
 
 // The chosen upstream overloaded: the real SDK gets its answer from the
