@@ -203,7 +203,11 @@ func describe(key string, fe validator.FieldError) string {
 	case "hhmm":
 		return fmt.Sprintf("%s: %q is not a time of day; write it as \"HH:MM\" in 24-hour local time, e.g. \"08:30\"", key, fe.Value())
 	case "http_url":
-		return fmt.Sprintf("%s: %q is not an http(s) URL; write the endpoint in full, e.g. \"https://api.openai.com/v1/audio/transcriptions\"", key, fe.Value())
+		example := "https://api.openai.com/v1/audio/transcriptions"
+		if strings.HasPrefix(key, "channels.telegram.") {
+			example = "https://api.telegram.org"
+		}
+		return fmt.Sprintf("%s: %q is not an http(s) URL; write the endpoint in full, e.g. %q", key, fe.Value(), example)
 	case "timezone":
 		return fmt.Sprintf("%s: %q is not an IANA time zone; write one like \"Europe/Berlin\", or \"\" for the system's", key, fe.Value())
 	}

@@ -85,8 +85,8 @@ func TestDoctorOnATempInstall(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 	got := lines(out)
-	if len(got) != 13 {
-		t.Errorf("%d check lines, want 13:\n%s", len(got), out)
+	if len(got) != 14 {
+		t.Errorf("%d check lines, want 14:\n%s", len(got), out)
 	}
 	expect(t, got, map[string]string{
 		"config":       "ok   config: " + in.config + " is valid",
@@ -99,6 +99,7 @@ func TestDoctorOnATempInstall(t *testing.T) {
 		// A fake bwrap starts nothing: nothing is proven.
 		"security test": "FIX  security test: could not run, so the sandbox is not proven here",
 		"whatsapp":      "ok   whatsapp: disabled",
+		"telegram":      "ok   telegram: disabled",
 		"main group":    "FIX  main group: none registered",
 		"credentials":   "FIX  credentials: agent.env lists ANTHROPIC_API_KEY but it is not set",
 		"model api":     "ok   model api: no refusal",

@@ -243,11 +243,16 @@ func (c *Channel) SetTyping(ctx context.Context, jid string, on bool) error {
 		t := time.NewTicker(typingEvery)
 		defer t.Stop()
 		for {
-			rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_, err := c.bot.SendChatAction(rctx, &tg.SendChatActionParams{ChatID: chat, Action: models.ChatActionTyping})
-			cancel()
-			if err != nil {
-				c.log.Debug().Err(redact(err, c.opts.Token)).Str("chat", jid).Msg("typing")
+			c.mu.Lock()
+			flooded := time.Now().Before(c.floodUntil)
+			c.mu.Unlock()
+			if !flooded { // under flood control the replies go first
+				rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_, err := c.bot.SendChatAction(rctx, &tg.SendChatActionParams{ChatID: chat, Action: models.ChatActionTyping})
+				cancel()
+				if err != nil {
+					c.log.Debug().Err(redact(err, c.opts.Token)).Str("chat", jid).Msg("typing")
+				}
 			}
 			select {
 			case <-stop:

@@ -130,6 +130,18 @@ func TestInbound(t *testing.T) {
 	if m := s.next(t); m.ChatJID != "tg:8" || !m.FromMe || m.Text != "/groups" {
 		t.Errorf("a private chat's user speaks for the owner there: %+v", m)
 	}
+	// In a group, only the owner (who sent the setup code) speaks for the owner.
+	bot.Push(map[string]any{"message": bot.Message(group, alice, "not yet", nil)})
+	if m := s.next(t); m.FromMe {
+		t.Errorf("a group member counts as the owner before setup named one: %+v", m)
+	}
+	if err := telegram.SetOwner(ctx, db, 5); err != nil {
+		t.Fatal(err)
+	}
+	bot.Push(map[string]any{"message": bot.Message(group, alice, "/groups", nil)})
+	if m := s.next(t); !m.FromMe {
+		t.Errorf("the owner's message in a group: %+v", m)
+	}
 	chats, err := telegram.ListChats(ctx, db)
 	if err != nil || len(chats) != 2 {
 		t.Fatalf("chats: %+v %v", chats, err)
