@@ -68,6 +68,7 @@ type Server struct {
 	o      Options
 	auth   *auth
 	origin string // scheme://host:port of the bound address, set by Listen
+	port   string // the bound port
 	tls    bool
 }
 
@@ -101,7 +102,8 @@ func (s *Server) Listen(c config.Console) (net.Listener, error) {
 	if addr.IP.IsUnspecified() {
 		host = "127.0.0.1" // the login URL is opened on this machine
 	}
-	s.origin = scheme + "://" + net.JoinHostPort(host, fmt.Sprint(addr.Port))
+	s.port = fmt.Sprint(addr.Port)
+	s.origin = scheme + "://" + net.JoinHostPort(host, s.port)
 	return ln, nil
 }
 
@@ -183,10 +185,6 @@ func (s *Server) hostAllowed(host string) bool {
 	if err != nil {
 		return false
 	}
-	_, own, _ := net.SplitHostPort(s.origin[len("http://"):])
-	if s.tls {
-		_, own, _ = net.SplitHostPort(s.origin[len("https://"):])
-	}
 	ip := net.ParseIP(h)
-	return port == own && (h == "localhost" || (ip != nil && ip.IsLoopback()))
+	return port == s.port && (h == "localhost" || (ip != nil && ip.IsLoopback()))
 }

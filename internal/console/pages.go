@@ -42,8 +42,16 @@ func init() {
 
 // render writes page p with data; the layout adds the CSRF token.
 func (s *Server) render(w http.ResponseWriter, r *http.Request, p, title string, data any) {
+	// Times in the install's timezone (the config's), not the process's.
+	loc := s.o.Config().Location()
+	t, err := pages[p].Clone()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	t.Funcs(template.FuncMap{"clock": func(t time.Time) string { return t.In(loc).Format("Jan 2 15:04:05") }})
 	var b strings.Builder
-	err := pages[p].ExecuteTemplate(&b, "layout", struct {
+	err = t.ExecuteTemplate(&b, "layout", struct {
 		Title, CSRF string
 		D           any
 	}{title, sessionOf(r).csrf, data})
@@ -101,15 +109,16 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 			row.Today, row.Month = spendText(u.Today.CostUSD, u.Daily), spendText(u.Month.CostUSD, u.Monthly)
 		}
 		if last, err := s.o.Messages.Recent(ctx, g.JID, 1); err == nil && len(last) > 0 {
-			row.LastMessage = last[0].Time.Local().Format("Jan 2 15:04") + " " + last[0].SenderName + ": " + last[0].Text
+			row.LastMessage = last[0].Time.In(s.o.Config().Location()).Format("Jan 2 15:04") + " " + last[0].SenderName + ": " + last[0].Text
 		}
 		rows = append(rows, row)
 	}
 	backup := "none recorded yet"
 	if b := rep.LastBackup; b != nil {
-		backup = fmt.Sprintf("%s: ok, %s (%d bytes)", b.Time.Local().Format("Jan 2 15:04"), b.Archive, b.Bytes)
+		at := b.Time.In(s.o.Config().Location()).Format("Jan 2 15:04")
+		backup = fmt.Sprintf("%s: ok, %s (%d bytes)", at, b.Archive, b.Bytes)
 		if !b.OK {
-			backup = fmt.Sprintf("%s: FAILED: %s", b.Time.Local().Format("Jan 2 15:04"), b.Error)
+			backup = fmt.Sprintf("%s: FAILED: %s", at, b.Error)
 		}
 	}
 	s.render(w, r, "overview", "Overview", struct {
