@@ -64,17 +64,13 @@ func (s *Server) groupAction(w http.ResponseWriter, r *http.Request) {
 		msg, err := s.o.Actions.ResetSession(ctx, folder)
 		s.done(w, r, msg, err)
 	case "model":
-		ms, ok := s.o.Actions.(ModelSetter)
-		if !ok {
-			answer(w, http.StatusNotImplemented, "Changing a group's model is not available in this build.")
-			return
-		}
 		b, err := body(r)
-		if err != nil {
-			answer(w, http.StatusBadRequest, `Send {"model": "NAME"}.`)
+		model := strings.TrimSpace(b["model"])
+		if err != nil || model == "" || strings.ContainsAny(model, " \t\r\n") {
+			answer(w, http.StatusBadRequest, `Send {"model": "NAME"}, one model name.`)
 			return
 		}
-		msg, err := ms.SetModel(ctx, folder, strings.TrimSpace(b["model"]))
+		msg, err := s.o.Actions.Owner(ctx, "/model "+folder+" "+model)
 		s.done(w, r, msg, err)
 	default:
 		answer(w, http.StatusNotFound, "No action "+action+": pause, resume, reset-session or model.")

@@ -39,12 +39,6 @@ type Actions interface {
 	Task(ctx context.Context, id, op string) (string, error)
 }
 
-// ModelSetter changes a group's model as `groups set-model` does. Actions
-// that do not implement it make POST …/model answer 501.
-type ModelSetter interface {
-	SetModel(ctx context.Context, folder, model string) (string, error)
-}
-
 // Options are what the console reads and drives.
 type Options struct {
 	Config   func() *config.Config

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
@@ -104,7 +105,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	var rows []groupRow
 	for _, g := range rep.Groups {
-		row := groupRow{Group: g, Channel: channelOf(g.JID), State: stateOf(g), Model: s.modelOf(g.Folder)}
+		row := groupRow{Group: g, Channel: channelOf(g.JID), State: stateOf(g), Model: modelOf(g)}
 		if u := g.Usage; u != nil {
 			row.Today, row.Month = spendText(u.Today.CostUSD, u.Daily), spendText(u.Month.CostUSD, u.Monthly)
 		}
@@ -161,9 +162,16 @@ func channelOf(jid string) string {
 	return "whatsapp"
 }
 
-// modelOf is the group's model: its override's, agent.model, or the
-// SDK's default. (This branch's config has no model keys yet: "default".)
-func (s *Server) modelOf(folder string) string { return "default" }
+// modelOf is the group's model as configured (its override's or
+// agent.model), "default" for the SDK's own, and its provider unless that
+// is the built-in one.
+func modelOf(g status.Group) string {
+	m := cmp.Or(g.Model, "default")
+	if g.Provider != "" && g.Provider != "anthropic" {
+		m += " (" + g.Provider + ")"
+	}
+	return m
+}
 
 func (s *Server) proofText() string {
 	if s.o.Proof == nil {
@@ -209,13 +217,13 @@ type groupData struct {
 }
 
 func (s *Server) groupData(ctx context.Context, g groups.Group) (groupData, error) {
-	d := groupData{G: g, Channel: channelOf(g.JID), Model: s.modelOf(g.Folder), State: "idle"}
+	d := groupData{G: g, Channel: channelOf(g.JID), Model: "default", State: "idle"}
 	rep, err := s.o.Status(ctx)
 	if err != nil {
 		return d, err
 	}
 	if i := slices.IndexFunc(rep.Groups, func(x status.Group) bool { return x.Folder == g.Folder }); i >= 0 {
-		d.State, d.LastRun = stateOf(rep.Groups[i]), rep.Groups[i].LastRun
+		d.State, d.LastRun, d.Model = stateOf(rep.Groups[i]), rep.Groups[i].LastRun, modelOf(rep.Groups[i])
 	}
 	if d.In, err = s.o.Messages.Recent(ctx, g.JID, 30); err != nil {
 		return d, err

@@ -201,7 +201,8 @@ func TestConsoleInABrowser(t *testing.T) {
 			{"/api/undo", ``, 200, "Nothing to undo"},
 			{"/api/groups/work/reset-session", ``, 200, "work has no saved session"},
 			{"/api/groups/nosuch/pause", ``, 404, "No group nosuch"},
-			{"/api/groups/work/model", `{"model": "claude-haiku-4-5"}`, 501, "Changing a group's model is not available"},
+			{"/api/groups/work/model", `{"model": "claude-haiku-4-5"}`, 200, "work now uses claude-haiku-4-5"},
+			{"/api/groups/work/model", `{"model": "no-such-model"}`, 200, "Not set:"},
 			{"/api/tasks/nosuch/run", ``, 200, "No task nosuch"},
 		} {
 			if code, msg := post(c.path, c.body); code != c.code || !strings.HasPrefix(msg, c.starts) {
