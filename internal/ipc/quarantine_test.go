@@ -19,7 +19,7 @@ func TestQuarantineIsBounded(t *testing.T) {
 		// A sparse file of 900 MiB takes no room in the group's folder,
 		// but would in the quarantine's count.
 		path := filepath.Join(h.root, "family", layout.MessagesDir, "sparse.json")
-		f, err := os.Create(path)
+		f, err := os.Create(path + ".tmp") // published whole, by the rename
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -27,6 +27,9 @@ func TestQuarantineIsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.Close()
+		if err := os.Rename(path+".tmp", path); err != nil {
+			t.Fatal(err)
+		}
 		checkDeleted(t, h, path, "over the 1 MiB limit")
 	})
 	t.Run("entries", func(t *testing.T) {

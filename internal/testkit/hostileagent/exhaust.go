@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
 )
 
 func fillDisk(spec, prompt string, say func(string, ...any)) bool {
@@ -51,3 +53,23 @@ var runtimeKeep *os.File
 
 // holdOn keeps the process, and its open file, until the daemon stops it.
 func holdOn() { time.Sleep(time.Minute) }
+
+// HOSTILE_FLOOD: N — write N tiny message requests with a bad token into
+// its IPC directory, each under its own name (so that no two refusals
+// fold together), as .json.tmp renamed to .json like the MCP tools do.
+func flood(n int, say func(string, ...any)) {
+	dir := filepath.Join(os.Getenv(protocol.EnvIPCDir), "messages")
+	body := []byte(`{"type":"message","chatJid":"` + os.Getenv(protocol.EnvChatJID) + `","text":"never-flooded","token":"forged-token"}`)
+	got := 0
+	var err error
+	for ; got < n; got++ {
+		name := filepath.Join(dir, "f"+strconv.Itoa(1000000+got)+".json")
+		if err = os.WriteFile(name+".tmp", body, 0o600); err != nil {
+			break
+		}
+		if err = os.Rename(name+".tmp", name); err != nil {
+			break
+		}
+	}
+	say("FLOOD %d of %d files: %v", got, n, err)
+}
