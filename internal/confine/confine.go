@@ -68,6 +68,9 @@ type Run struct {
 // the run.
 func New(o Options) (*Run, error) {
 	cfg, spec := o.Config, o.Spec
+	if err := roomToRun(cfg.DataDir, cfg.GroupsDir); err != nil {
+		return nil, err
+	}
 	user := cfg.Agent.RunAs.User()
 	if err := sandbox.Shield(cfg.Layout(), user); err != nil {
 		return nil, runner.NoRetry(fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err))

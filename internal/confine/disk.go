@@ -21,6 +21,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // watchDisk measures, every sandbox.WatchEvery until c.stop closes, the
@@ -210,4 +211,25 @@ func treePids(pid int) []int {
 		out = append(out, p)
 	}
 	return out
+}
+
+// minFreeToRun is the room a confined run needs on the disks of the data
+// and groups directories to be started: below it the disk is all but
+// full, and a run could only take what the daemon's reserve keeps for
+// storing messages and answers. The run is retried later instead.
+const minFreeToRun = 2 * store.DefaultReserve
+
+// roomToRun refuses to start a run on a disk that is all but full.
+func roomToRun(dataDir, groupsDir string) error {
+	for _, d := range []string{dataDir, groupsDir} {
+		free, err := store.Free(d)
+		if err != nil {
+			continue // not measurable here: the watch still bounds the run
+		}
+		if free < minFreeToRun {
+			return fmt.Errorf("not starting the run: the disk of %s has %d MiB free, under the %d MiB a run needs; free some space there (it is tried again)",
+				d, free>>20, minFreeToRun>>20)
+		}
+	}
+	return nil
 }
