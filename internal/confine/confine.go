@@ -55,6 +55,7 @@ type Run struct {
 	reporter gateway.Reporter
 	log      zerolog.Logger
 	cgroup   *sandbox.RunCgroup // nil where the daemon cannot make one
+	disk     diskWatch          // disk.go
 	stop     chan struct{}
 
 	mu   sync.Mutex

@@ -1,9 +1,10 @@
 package main
 
 // HOSTILE_DISK: "WHERE MiB", when the prompt says "fill the disk" — write up to MiB MiB, or until the disk is
-// full, where the run's folder limit alone would not see it: "home" (a
-// file in $HOME, which stays after the run) or "unlinked" (a file in its
-// folder, unlinked at once and held open). The report goes out as a
+// full: "folder" (a file in its folder), "home" (a file in $HOME, which
+// stays after the run, where a look at the folder alone misses it) or
+// "unlinked" (a file in its folder, unlinked at once and held open, which
+// no directory walk finds). The report goes out as a
 // frame, then the agent waits to be stopped, the file still open.
 
 import (
@@ -22,7 +23,7 @@ func fillDisk(spec, prompt string, say func(string, ...any)) bool {
 	if mib <= 0 || !strings.Contains(prompt, "fill the disk") {
 		return false
 	}
-	path := "fill-unlinked.bin"
+	path := "fill-" + where + ".bin"
 	if where == "home" {
 		path = filepath.Join(os.Getenv("HOME"), "fill.bin")
 	}
