@@ -56,6 +56,9 @@ func TestIPCFloodIsBounded(t *testing.T) {
 		Alerts:   `"cooldown": "0s"`,
 		Env:      []string{"HOSTILE_FLOOD=" + strconv.Itoa(n)},
 		Security: `"allowRead": [` + e2e.Quote(bin) + `, ` + e2e.Quote(e2e.Testagent(t)) + `]`,
+		// Writing the flood from inside the sandbox takes its time on a
+		// loaded machine.
+		Wait: 10 * time.Minute,
 	})
 	h := &ipcInstall{Install: in}
 	h.threeGroups()

@@ -11,10 +11,10 @@
 //	  whatsapp.status.json       the running daemon's WhatsApp connection state
 //	  backup.last.json           when the last backup ran, where it went, and how it ended
 //	  nanoclawd.lock             one daemon per data dir (flock, holds the PID)
-//	  disk.reserve               space held back for a full disk (zeros)
 //	  control.sock               what `nanoclawd status` asks
 //	  groups.changed             touched by the CLI after it changes the registry
 //	  logs/nanoclawd.log         the daemon's log (rotated)
+//	  logs/disk.reserve          space held back for a full disk (zeros)
 //	  gw/<random>.sock           the gateway socket of each confined run
 //	  ipc/errors/                refused IPC files, with the reason beside each
 //	  ipc/<folder>/              the group's IPC directory (NANOCLAW_IPC_DIR)
@@ -103,8 +103,9 @@ func (l Layout) LastBackup() string { return l.data("backup.last.json") }
 
 // DiskReserve is space the daemon holds back on the data dir's disk and
 // gives up when the disk is full, so that storing a message and
-// committing an answer still succeed.
-func (l Layout) DiskReserve() string { return l.data("disk.reserve") }
+// committing an answer still succeed. It lives in logs/, a directory of
+// the daemon's that no run sees.
+func (l Layout) DiskReserve() string { return filepath.Join(l.Logs(), "disk.reserve") }
 
 // Lock is the single-instance lock (flock; the holder's PID inside).
 func (l Layout) Lock() string { return l.data("nanoclawd.lock") }

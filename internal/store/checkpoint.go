@@ -91,11 +91,30 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 			return fmt.Errorf("checkpoint the WAL: %w", err)
 		}
 		if fi, err := os.Stat(c.wal); err == nil && fi.Size() > walLimit {
-			if _, err := c.db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil && ctx.Err() == nil && !Busy(err) {
+			if err := c.truncate(ctx); err != nil && ctx.Err() == nil && !Busy(err) {
 				return fmt.Errorf("checkpoint the WAL: %w", err)
 			}
 		}
 	}
+}
+
+// truncate empties the WAL if no reader needs it now. A TRUNCATE
+// checkpoint that waits (the busy timeout) holds every writer back while
+// it waits for readers, so it is tried without waiting and simply tried
+// again after a later commit.
+func (c *Checkpointer) truncate(ctx context.Context) error {
+	conn, err := c.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
+		return err
+	}
+	// Back to the DSN's wait before the connection returns to the pool.
+	defer conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA busy_timeout = 5000")
+	_, err = conn.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
+	return err
 }
 
 // connector opens connections of one DSN through drv, so that a DB gets
