@@ -10,8 +10,11 @@ CREATE TABLE alert_sent (
 );
 CREATE INDEX alert_sent_grp ON alert_sent (grp);
 
+-- note: a notice of the group's state (its IPC paused) that found the
+-- minute full, sent first in that summary.
 CREATE TABLE alert_capped (
     grp   TEXT PRIMARY KEY,
     n     INTEGER NOT NULL DEFAULT 0,
-    files INTEGER NOT NULL DEFAULT 0
+    files INTEGER NOT NULL DEFAULT 0,
+    note  TEXT NOT NULL DEFAULT ''
 );

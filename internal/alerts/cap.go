@@ -17,6 +17,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
@@ -88,19 +89,20 @@ func (r *Reporter) sendCappedTx(ctx context.Context, tx *store.Tx, chat sql.Null
 		WHERE o.id = alert_sent.outbox_id AND o.failed_at IS NULL AND (o.sent_at IS NULL OR o.sent_at > ?))`, since); err != nil {
 		return time.Time{}, fmt.Errorf("alerts: forget old alert counts: %w", err)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT c.grp, c.n, c.files FROM alert_capped c
-		WHERE c.n > 0 AND (SELECT count(*) FROM alert_sent s WHERE s.grp = c.grp) < ? ORDER BY c.grp`, MaxPerMinute)
+	rows, err := tx.QueryContext(ctx, `SELECT c.grp, c.n, c.files, c.note FROM alert_capped c
+		WHERE (c.n > 0 OR c.note != '') AND (SELECT count(*) FROM alert_sent s WHERE s.grp = c.grp) < ? ORDER BY c.grp`, MaxPerMinute)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("alerts: read capped alerts: %w", err)
 	}
 	type capped struct {
 		grp      string
 		n, files int
+		note     string
 	}
 	var due []capped
 	for rows.Next() {
 		var c capped
-		if err := rows.Scan(&c.grp, &c.n, &c.files); err != nil {
+		if err := rows.Scan(&c.grp, &c.n, &c.files, &c.note); err != nil {
 			rows.Close()
 			return time.Time{}, fmt.Errorf("alerts: read capped alerts: %w", err)
 		}
@@ -111,7 +113,11 @@ func (r *Reporter) sendCappedTx(ctx context.Context, tx *store.Tx, chat sql.Null
 		return time.Time{}, fmt.Errorf("alerts: read capped alerts: %w", err)
 	}
 	for _, c := range due {
-		id, err := r.enqueueTx(ctx, tx, chat, cappedText(c.grp, c.n, c.files), outbox.KindSummary)
+		text := c.note
+		if c.n > 0 {
+			text = strings.TrimPrefix(text+"\n"+cappedText(c.grp, c.n, c.files), "\n")
+		}
+		id, err := r.enqueueTx(ctx, tx, chat, text, outbox.KindSummary)
 		if err != nil {
 			return time.Time{}, err
 		}
@@ -127,7 +133,7 @@ func (r *Reporter) sendCappedTx(ctx context.Context, tx *store.Tx, chat sql.Null
 	// the outbox, after they are sent — looked at again in a second.
 	var next sql.NullInt64
 	if err := tx.QueryRowContext(ctx, `SELECT min(CASE WHEN o.sent_at IS NULL THEN ? ELSE o.sent_at + ? END)
-		FROM alert_sent s JOIN alert_capped c ON c.grp = s.grp JOIN outbox o ON o.id = s.outbox_id WHERE c.n > 0`,
+		FROM alert_sent s JOIN alert_capped c ON c.grp = s.grp JOIN outbox o ON o.id = s.outbox_id WHERE c.n > 0 OR c.note != ''`,
 		r.now().Add(time.Second).UnixNano(), int64(r.capSpan)).Scan(&next); err != nil {
 		return time.Time{}, fmt.Errorf("alerts: read capped alerts: %w", err)
 	}
@@ -149,11 +155,12 @@ func cappedText(group string, n, files int) string {
 		"Each one: `nanoclawd violations --group %s --since 1h`.", what, g, MaxPerMinute, g)
 }
 
-// NoticeTx queues text for the main chat outside the cap: a change of a
-// group's state the owner must hear of once (a flood that paused its
-// IPC), which the cap's summary would otherwise swallow. The caller
-// bounds how often it happens.
-func (r *Reporter) NoticeTx(ctx context.Context, tx *store.Tx, text string) error {
+// NoticeTx tells the main chat text about group, once: a change of the
+// group's state the owner must hear of (its IPC paused by its own flood).
+// It counts against the group's minute like any alert message; when the
+// minute is full it goes first in the cap's summary instead, never
+// dropped.
+func (r *Reporter) NoticeTx(ctx context.Context, tx *store.Tx, group, text string) error {
 	_, jid, ok := r.main.MainChat(ctx)
 	chat := sql.NullString{String: jid, Valid: ok}
 	if ok {
@@ -161,6 +168,35 @@ func (r *Reporter) NoticeTx(ctx context.Context, tx *store.Tx, text string) erro
 			return err
 		}
 	}
-	_, err := r.enqueueTx(ctx, tx, chat, text, outbox.KindAlert)
+	room, err := r.roomTx(ctx, tx, group)
+	if err != nil {
+		return err
+	}
+	if room {
+		id, err := r.enqueueTx(ctx, tx, chat, text, outbox.KindAlert)
+		if err != nil {
+			return err
+		}
+		return r.usedTx(ctx, tx, group, id)
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO alert_capped (grp, note) VALUES (?, ?)
+		ON CONFLICT (grp) DO UPDATE SET note = CASE WHEN note = '' THEN excluded.note ELSE note || char(10) || excluded.note END`, group, text)
+	if err != nil {
+		return fmt.Errorf("alerts: hold a notice of group %s: %w", group, err)
+	}
+	tx.OnCommit(r.poke) // Run looks for the room it waits for
+	return nil
+}
+
+// TellOwnerTx queues text for the main chat about no group in particular
+// (the disk is full): no group's cap counts it; the caller says it once.
+func (r *Reporter) TellOwnerTx(ctx context.Context, tx *store.Tx, text string) error {
+	_, jid, ok := r.main.MainChat(ctx)
+	if ok {
+		if _, err := r.out.AddressTx(ctx, tx, jid); err != nil {
+			return err
+		}
+	}
+	_, err := r.enqueueTx(ctx, tx, sql.NullString{String: jid, Valid: ok}, text, outbox.KindAlert)
 	return err
 }

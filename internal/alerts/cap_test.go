@@ -143,3 +143,41 @@ func (e *env) sendAll(t testing.TB, at time.Time) {
 		t.Fatal(err)
 	}
 }
+
+// A notice of the group's state counts in its minute; when the minute is
+// full it is held and sent first in the cap's summary, never dropped.
+func TestNoticeWaitsForTheCap(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+	e := newEnv(t, "", 0, clock.Now, false)
+	ctx := context.Background()
+	for i := range MaxPerMinute + 5 {
+		if err := e.rep.Report(ctx, ipcViolation("family", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := e.db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rep.NoticeTx(ctx, tx, "family", "[SANDBOX ALERT] family is paused"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count(t, `SELECT count(*) FROM outbox`); n != MaxPerMinute {
+		t.Fatalf("%d messages queued in a full minute, want %d", n, MaxPerMinute)
+	}
+	e.sendAll(t, clock.Now())
+	clock.Add(time.Minute + time.Second)
+	if _, err := e.rep.sendDue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var text string
+	if err := e.db.QueryRow(`SELECT text FROM outbox ORDER BY id DESC LIMIT 1`).Scan(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(text, "[SANDBOX ALERT] family is paused\n[SANDBOX ALERT] +5 more refused files from family in the last minute") {
+		t.Errorf("the summary does not carry the notice first:\n%s", text)
+	}
+}

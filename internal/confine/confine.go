@@ -61,6 +61,7 @@ type Run struct {
 	reporter gateway.Reporter
 	log      zerolog.Logger
 	cgroup   *sandbox.RunCgroup // nil where the daemon cannot make one
+	disk     diskWatch          // disk.go
 	stop     chan struct{}
 
 	mu   sync.Mutex
@@ -74,6 +75,9 @@ type Run struct {
 // the run.
 func New(o Options) (*Run, error) {
 	cfg, spec := o.Config, o.Spec
+	if err := roomToRun(cfg.DataDir, cfg.GroupsDir); err != nil {
+		return nil, err
+	}
 	user := cfg.Agent.RunAs.User()
 	if err := sandbox.Shield(cfg.Layout(), user); err != nil {
 		return nil, runner.NoRetry(fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err))

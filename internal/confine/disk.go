@@ -15,13 +15,32 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
+
+// diskWatch is what the disk watch of one run keeps: when the run
+// started (a file changed since is the run's) and whether what it wrote
+// past its limit was removed already.
+type diskWatch struct {
+	start   time.Time
+	trimmed atomic.Bool
+}
+
+// dirs are the directories a run's disk use is counted over.
+func (c *Run) diskDirs() []string {
+	dirs := []string{c.spec.Dir, c.spec.IPCDir}
+	if home := c.spec.Env["HOME"]; home != "" {
+		dirs = append(dirs, filepath.Dir(home)) // the session directory, HOME within it
+	}
+	return dirs
+}
 
 // watchDisk measures, every sandbox.WatchEvery until c.stop closes, the
 // disk use of the run whose sandbox is pid, and stops the run once it is
@@ -31,10 +50,7 @@ func (c *Run) watchDisk(pid int) {
 	if limit <= 0 {
 		return
 	}
-	dirs := []string{c.spec.Dir, c.spec.IPCDir}
-	if home := c.spec.Env["HOME"]; home != "" {
-		dirs = append(dirs, filepath.Dir(home)) // the session directory, HOME within it
-	}
+	dirs := c.diskDirs()
 	devs := map[uint64]bool{}
 	for _, d := range dirs {
 		var st syscall.Stat_t
@@ -42,7 +58,6 @@ func (c *Run) watchDisk(pid int) {
 			devs[uint64(st.Dev)] = true
 		}
 	}
-	start := time.Now()
 	t := time.NewTicker(sandbox.WatchEvery)
 	defer t.Stop()
 	for {
@@ -70,7 +85,10 @@ func (c *Run) watchDisk(pid int) {
 			}
 			c.mu.Unlock()
 			syscall.Kill(-pid, syscall.SIGKILL)
-			c.trimDisk(pid, dirs, start, limit)
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && syscall.Kill(pid, 0) == nil; {
+				time.Sleep(50 * time.Millisecond)
+			}
+			c.trimDisk()
 			if first {
 				c.report(security.Violation{Time: time.Now().UTC(), Group: c.group, Kind: security.KindLimit, Tool: "sandbox", Target: "disk",
 					Detail: what, Action: "blocked", Rule: "agent.limits"}, "report a run over its limit")
@@ -80,18 +98,26 @@ func (c *Run) watchDisk(pid int) {
 	}
 }
 
-// trimDisk, once the stopped run's processes are gone, deletes the
-// biggest of the files it wrote (changed since start) until its
-// directories are back within limit, so that a run stopped for its disk
-// use leaves nothing past its limit: a full disk would otherwise stay
-// full after it. Files older than the run are never touched, nor the
-// daemon's logs/.
-func (c *Run) trimDisk(pid int, dirs []string, start time.Time, limit int64) {
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if syscall.Kill(pid, 0) != nil {
-			break
-		}
+// finishDisk follows the run's end: a run stopped for its disk use (by
+// this watch or sandbox.Watch's look at its folder) has what it wrote past
+// its limit removed, if that was not done yet.
+func (c *Run) finishDisk() {
+	if strings.HasPrefix(c.Exceeded(), "disk") {
+		c.trimDisk()
 	}
+}
+
+// trimDisk, once the stopped run's processes are gone, deletes the
+// biggest of the files it wrote (changed since it started) until its
+// directories are back within its limit, so that a run stopped for its
+// disk use leaves nothing past its limit: a full disk would otherwise stay
+// full after it. Files older than the run are never touched, nor the
+// daemon's logs/. It runs once per run.
+func (c *Run) trimDisk() {
+	if c.disk.trimmed.Swap(true) {
+		return
+	}
+	limit, start, dirs := c.Plan.Limits.Disk, c.disk.start, c.diskDirs()
 	type written struct {
 		path string
 		size int64
@@ -210,4 +236,25 @@ func treePids(pid int) []int {
 		out = append(out, p)
 	}
 	return out
+}
+
+// minFreeToRun is the room a confined run needs on the disks of the data
+// and groups directories to be started: below it the disk is all but
+// full, and a run could only take what the daemon's reserve keeps for
+// storing messages and answers. The run is retried later instead.
+const minFreeToRun = 2 * store.DefaultReserve
+
+// roomToRun refuses to start a run on a disk that is all but full.
+func roomToRun(dataDir, groupsDir string) error {
+	for _, d := range []string{dataDir, groupsDir} {
+		free, err := store.Free(d)
+		if err != nil {
+			continue // not measurable here: the watch still bounds the run
+		}
+		if free < minFreeToRun {
+			return fmt.Errorf("not starting the run: the disk of %s has %d MiB free, under the %d MiB a run needs; free some space there (it is tried again)",
+				d, free>>20, minFreeToRun>>20)
+		}
+	}
+	return nil
 }

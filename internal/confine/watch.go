@@ -40,6 +40,7 @@ func (c *Run) Started(pid int) {
 		c.overLimit(what)
 		syscall.Kill(-pid, syscall.SIGKILL)
 	})
+	c.disk.start = time.Now()
 	go c.watchDisk(pid)
 }
 
@@ -72,6 +73,7 @@ func (c *Run) Finish() {
 		c.cgroup.Close()
 	}
 	c.Close()
+	c.finishDisk()
 	var writable []string
 	for _, m := range c.Plan.Mounts {
 		if m.Mode == sandbox.ReadWrite && m.Dir {

@@ -47,7 +47,7 @@ func (r *diskReserve) full() {
 	tx, err := r.d.db.Begin(ctx)
 	if err == nil {
 		defer tx.Rollback()
-		if err = r.d.reporter.NoticeTx(ctx, tx, text); err == nil {
+		if err = r.d.reporter.TellOwnerTx(ctx, tx, text); err == nil {
 			err = tx.Commit()
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
 
@@ -41,7 +42,7 @@ func smallDisk(t *testing.T) string {
 }
 
 func TestFullDiskLosesNothing(t *testing.T) {
-	for _, where := range []string{"home", "unlinked"} {
+	for _, where := range []string{"folder", "home", "unlinked"} {
 		t.Run(where, func(t *testing.T) {
 			dir := smallDisk(t)
 			in := e2e.New(t, e2e.Options{
@@ -82,8 +83,13 @@ func TestFullDiskLosesNothing(t *testing.T) {
 				t.Errorf("the owner was told %d times that the disk is full, want once", told)
 			}
 			// Nothing the run wrote past its limit stays.
-			if fi, err := os.Stat(filepath.Join(in.Layout().SessionHome("family"), "fill.bin")); err == nil {
-				t.Errorf("the run's %d MiB in its HOME stayed after it was stopped", fi.Size()>>20)
+			l := in.Layout()
+			var used int64
+			for _, d := range []string{l.Group("family"), l.Session("family"), string(l.IPC("family"))} {
+				used += sandbox.DiskUse(d, 1<<40)
+			}
+			if used > 16<<20 {
+				t.Errorf("the group's directories hold %d MiB after the run was stopped, over its limit of 16", used>>20)
 			}
 			t.Logf("told %d time(s) that the disk is full", told)
 		})

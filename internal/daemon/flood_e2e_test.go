@@ -40,27 +40,35 @@ func TestIPCFloodIsBounded(t *testing.T) {
 		t.Skip("writes 20,000 IPC files")
 	}
 	n := floodFiles(t)
+	// family's agent is the hostile agent, confined like any group's,
+	// writing the flood from inside its sandbox; work's and main's answer.
+	bin := e2e.Bin(t, "internal/testkit/hostileagent")
+	script := filepath.Join(t.TempDir(), "agent.sh")
+	body := "#!/bin/sh\ninput=$(cat)\ncase \"$input\" in\n*unleash-the-flood*) printf '%s' \"$input\" | exec " + bin +
+		" ;;\n*) printf '%s' \"$input\" | exec " + e2e.Testagent(t) + " ;;\nesac\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	// No cooldown: without the per-minute cap every refusal would be
 	// its own alert.
-	h := newIPCInstall(t, "0s")
+	in := e2e.New(t, e2e.Options{
+		Agent:    `"command": [` + e2e.Quote(script) + `], "timeout": "600s", "idleTimeout": "60s", "env": ["HOSTILE_FLOOD"]`,
+		Alerts:   `"cooldown": "0s"`,
+		Env:      []string{"HOSTILE_FLOOD=" + strconv.Itoa(n)},
+		Security: `"allowRead": [` + e2e.Quote(bin) + `, ` + e2e.Quote(e2e.Testagent(t)) + `]`,
+		// Writing the flood from inside the sandbox takes its time on a
+		// loaded machine.
+		Wait: 10 * time.Minute,
+	})
+	h := &ipcInstall{Install: in}
 	h.threeGroups()
 	h.Start()
 	dir := h.ipcDir("family", "messages")
-	body := ipcFile("type", "message", "chatJid", "local:family", "text", "never-flooded", "token", "forged-token")
-	for i := range n {
-		name := filepath.Join(dir, fmt.Sprintf("f%06d.json", i))
-		if err := os.WriteFile(name+".tmp", body, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(name+".tmp", name); err != nil {
-			t.Fatal(err)
-		}
-		if i == n/2 {
-			// Other groups are answered while the flood is handled.
-			h.Post("local:work", "Owner", "@Andy echo mid-flood")
-		}
-	}
-	h.WaitFor("local:work", e2e.Equals("echo: mid-flood"))
+	h.Post("local:family", "Eve", "@Andy unleash-the-flood")
+	// Other groups are answered while the flood is written and handled.
+	h.Post("local:work", "Owner", "@Andy echo meanwhile")
+	h.WaitFor("local:work", e2e.Equals("echo: meanwhile"))
+	h.WaitFor("local:family", func(s string) bool { return strings.Contains(s, fmt.Sprintf("FLOOD %d of %d files: <nil>", n, n)) })
 
 	deadline := time.Now().Add(10 * time.Minute)
 	for pending(t, dir) > 0 {
@@ -69,8 +77,8 @@ func TestIPCFloodIsBounded(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	h.Post("local:work", "Owner", "@Andy echo after-flood")
-	h.WaitFor("local:work", e2e.Equals("echo: after-flood"))
+	h.Post("local:work", "Owner", "@Andy echo afterwards")
+	h.WaitFor("local:work", e2e.Equals("echo: afterwards"))
 
 	db, err := sql.Open("sqlite3", "file:"+h.Layout().DB()+"?mode=ro&_busy_timeout=5000")
 	if err != nil {

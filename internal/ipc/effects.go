@@ -40,7 +40,7 @@ type effects interface {
 	refusedTx(ctx context.Context, tx *store.Tx, id int64, v security.Violation, alert bool) error
 	// noticeTx tells the main chat text once, outside the alert cap (a
 	// group's IPC paused by its own flood).
-	noticeTx(ctx context.Context, tx *store.Tx, text string) error
+	noticeTx(ctx context.Context, tx *store.Tx, group, text string) error
 	// committed follows each journal commit (and a restart's unfinished
 	// files): it writes the audit lines of the refusals (the outbox wakes
 	// by itself).
@@ -101,8 +101,8 @@ func (e daemonEffects) refusedTx(ctx context.Context, tx *store.Tx, _ int64, v s
 	return e.cfg.Alerts.RecordTx(ctx, tx, v, alert)
 }
 
-func (e daemonEffects) noticeTx(ctx context.Context, tx *store.Tx, text string) error {
-	return e.cfg.Alerts.NoticeTx(ctx, tx, text)
+func (e daemonEffects) noticeTx(ctx context.Context, tx *store.Tx, group, text string) error {
+	return e.cfg.Alerts.NoticeTx(ctx, tx, group, text)
 }
 
 func (e daemonEffects) committed(ctx context.Context) {

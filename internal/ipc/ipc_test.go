@@ -79,7 +79,7 @@ func (a *fakeEffects) refusedTx(_ context.Context, _ *store.Tx, id int64, v secu
 	return nil
 }
 
-func (a *fakeEffects) noticeTx(_ context.Context, _ *store.Tx, text string) error {
+func (a *fakeEffects) noticeTx(_ context.Context, _ *store.Tx, _, text string) error {
 	a.pending = append(a.pending, event{kind: "notice", text: text})
 	return nil
 }

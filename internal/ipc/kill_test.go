@@ -40,7 +40,7 @@ func (sqlEffects) refusedTx(ctx context.Context, tx *store.Tx, id int64, v secur
 	_, err := tx.ExecContext(ctx, `INSERT INTO test_calls (key, what) VALUES (?, ?)`, id, "violation")
 	return err
 }
-func (sqlEffects) noticeTx(ctx context.Context, tx *store.Tx, text string) error {
+func (sqlEffects) noticeTx(ctx context.Context, tx *store.Tx, _, text string) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO test_calls (key, what) VALUES (?, ?)`, 0, "notice")
 	return err
 }

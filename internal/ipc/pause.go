@@ -35,7 +35,7 @@ func (w *Watcher) checkBacklog(ctx context.Context, folder string, waiting int) 
 			"Its chat is answered as before. What it tried: `nanoclawd violations --group %s`.", folder, waiting, pauseLimit, folder)
 		tx, err := w.cfg.DB.Begin(ctx)
 		if err == nil {
-			err = w.fx.noticeTx(ctx, tx, text)
+			err = w.fx.noticeTx(ctx, tx, folder, text)
 			if err == nil {
 				err = tx.Commit()
 			}

@@ -18,10 +18,8 @@ func TestQuarantineIsBounded(t *testing.T) {
 		h.start(t)
 		// A sparse file of 900 MiB takes no room in the group's folder,
 		// but would in the quarantine's count.
-		// Written as an agent writes (a .tmp renamed): a file created in
-		// place could be read while still empty, before its truncate.
 		path := filepath.Join(h.root, "family", layout.MessagesDir, "sparse.json")
-		f, err := os.Create(path + ".tmp")
+		f, err := os.Create(path + ".tmp") // published whole, by the rename
 		if err != nil {
 			t.Fatal(err)
 		}

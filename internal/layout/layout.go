@@ -12,10 +12,10 @@
 //	  backup.last.json           when the last backup ran, where it went, and how it ended
 //	  backups/                   archives of 'nanoclawd backup' when backup.dir is not set (0700)
 //	  nanoclawd.lock             one daemon per data dir (flock, holds the PID)
-//	  disk.reserve               space held back for a full disk (zeros)
 //	  control.sock               what `nanoclawd status` asks
 //	  groups.changed             touched by the CLI after it changes the registry
 //	  logs/nanoclawd.log         the daemon's log (rotated)
+//	  logs/disk.reserve          space held back for a full disk (zeros)
 //	  gw/<random>.sock           the gateway socket of each confined run
 //	  ipc/errors/                refused IPC files, with the reason beside each
 //	  ipc/<folder>/              the group's IPC directory (NANOCLAW_IPC_DIR)
@@ -104,8 +104,9 @@ func (l Layout) LastBackup() string { return l.data("backup.last.json") }
 
 // DiskReserve is space the daemon holds back on the data dir's disk and
 // gives up when the disk is full, so that storing a message and
-// committing an answer still succeed.
-func (l Layout) DiskReserve() string { return l.data("disk.reserve") }
+// committing an answer still succeed. It lives in logs/, a directory of
+// the daemon's that no run sees.
+func (l Layout) DiskReserve() string { return filepath.Join(l.Logs(), "disk.reserve") }
 
 // Backups is where 'nanoclawd backup' writes when neither --to nor
 // backup.dir says: private, like the rest of the data dir, and never the
@@ -198,7 +199,7 @@ func (l Layout) StateFiles() []string {
 	out = append(out, SQLiteFiles(l.DB())...)
 	out = append(out, SQLiteFiles(l.WhatsAppDB())...)
 	return append(out, l.WhatsAppVersion(), l.WhatsAppStatus(), l.LastBackup(), l.Lock(), l.ControlSocket(),
-		l.GroupsChanged(), l.Logs(), l.Gateways(), l.IPCRoot(), l.Outgoing(), l.Transcribing(), l.Backups(), l.DiskReserve())
+		l.GroupsChanged(), l.Logs(), l.Gateways(), l.IPCRoot(), l.Outgoing(), l.Transcribing(), l.Backups())
 }
 
 // SQLiteFiles are a SQLite database and the journal files WAL mode keeps

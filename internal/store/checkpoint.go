@@ -98,11 +98,10 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 	}
 }
 
-// truncate empties the WAL if no reader needs it. It holds the write lock
-// while it runs, so it must not wait for readers as SQLite's busy handler
-// would (every writer would wait with it, and give up after busy_timeout):
-// on a connection of its own with no busy timeout, a reader makes it give
-// up at once, and the next commit tries again.
+// truncate empties the WAL if no reader needs it now. A TRUNCATE
+// checkpoint that waits (the busy timeout) holds every writer back while
+// it waits for readers, so it is tried without waiting and simply tried
+// again after a later commit.
 func (c *Checkpointer) truncate(ctx context.Context) error {
 	conn, err := c.db.Conn(ctx)
 	if err != nil {
@@ -112,7 +111,8 @@ func (c *Checkpointer) truncate(ctx context.Context) error {
 	if _, err := conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
 		return err
 	}
-	defer conn.ExecContext(context.Background(), "PRAGMA busy_timeout = 5000") // back as the DSN sets it for the pool
+	// Back to the DSN's wait before the connection returns to the pool.
+	defer conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA busy_timeout = 5000")
 	_, err = conn.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
 	return err
 }

@@ -44,6 +44,9 @@ func (r *Reserve) Hold() (bool, error) {
 		r.held = true // kept from a run before this one
 		return true, nil
 	}
+	if err := os.MkdirAll(dirOf(r.Path), 0o700); err != nil {
+		return false, fmt.Errorf("disk reserve %s: %w", r.Path, err)
+	}
 	if free, err := Free(r.Path); err != nil || free < 2*r.Size {
 		return false, err
 	}

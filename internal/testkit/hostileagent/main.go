@@ -15,7 +15,8 @@
 //	HOSTILE_BIGFILE write one file of this many MiB in /tmp (reports how far it got)
 //	HOSTILE_FILL    write this many 1 MiB files into its folder, then wait to be stopped
 //	HOSTILE_MEM     hold this many MiB of memory, then wait to be stopped
-//	HOSTILE_DISK    "home N" or "unlinked N": fill the disk where a walk of its folder misses it (disk.go)
+//	HOSTILE_DISK    "folder N", "home N" or "unlinked N": fill the disk, also where a walk of its folder misses it (exhaust.go)
+//	HOSTILE_FLOOD   write this many IPC files with a bad token, each named differently (exhaust.go)
 //	HOSTILE_LINK    when the prompt says "plant links": lines "PATH TARGET";
 //	                each PATH ($NANOCLAW_* expanded) is replaced by a symlink
 //	                to TARGET, then a message request is written in messages/
@@ -128,6 +129,9 @@ func main() {
 		say("MEMFD holding %d of %d MiB: %v", got, n, err)
 		frame(b.String())
 		time.Sleep(time.Minute) // the daemon is to stop us before this ends
+	}
+	if n, _ := strconv.Atoi(os.Getenv("HOSTILE_FLOOD")); n > 0 {
+		flood(n, say)
 	}
 	if fillDisk(os.Getenv("HOSTILE_DISK"), string(input), say) {
 		frame(b.String())

@@ -1,9 +1,10 @@
 package main
 
 // HOSTILE_DISK: "WHERE MiB", when the prompt says "fill the disk" — write up to MiB MiB, or until the disk is
-// full, where the run's folder limit alone would not see it: "home" (a
-// file in $HOME, which stays after the run) or "unlinked" (a file in its
-// folder, unlinked at once and held open). The report goes out as a
+// full: "folder" (a file in its folder), "home" (a file in $HOME, which
+// stays after the run, where a look at the folder alone misses it) or
+// "unlinked" (a file in its folder, unlinked at once and held open, which
+// no directory walk finds). The report goes out as a
 // frame, then the agent waits to be stopped, the file still open.
 
 import (
@@ -12,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nanoclawd/nanoclawd/internal/protocol"
 )
 
 func fillDisk(spec, prompt string, say func(string, ...any)) bool {
@@ -20,7 +23,7 @@ func fillDisk(spec, prompt string, say func(string, ...any)) bool {
 	if mib <= 0 || !strings.Contains(prompt, "fill the disk") {
 		return false
 	}
-	path := "fill-unlinked.bin"
+	path := "fill-" + where + ".bin"
 	if where == "home" {
 		path = filepath.Join(os.Getenv("HOME"), "fill.bin")
 	}
@@ -51,3 +54,23 @@ var runtimeKeep *os.File
 
 // holdOn keeps the process, and its open file, until the daemon stops it.
 func holdOn() { time.Sleep(time.Minute) }
+
+// HOSTILE_FLOOD: N — write N tiny message requests with a bad token into
+// its IPC directory, each under its own name (so that no two refusals
+// fold together), as .json.tmp renamed to .json like the MCP tools do.
+func flood(n int, say func(string, ...any)) {
+	dir := filepath.Join(os.Getenv(protocol.EnvIPCDir), "messages")
+	body := []byte(`{"type":"message","chatJid":"` + os.Getenv(protocol.EnvChatJID) + `","text":"never-flooded","token":"forged-token"}`)
+	got := 0
+	var err error
+	for ; got < n; got++ {
+		name := filepath.Join(dir, "f"+strconv.Itoa(1000000+got)+".json")
+		if err = os.WriteFile(name+".tmp", body, 0o600); err != nil {
+			break
+		}
+		if err = os.Rename(name+".tmp", name); err != nil {
+			break
+		}
+	}
+	say("FLOOD %d of %d files: %v", got, n, err)
+}
