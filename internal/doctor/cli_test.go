@@ -36,12 +36,13 @@ func newInstall(t *testing.T) *install {
 	}
 	bin := filepath.Join(dir, "fakebin")
 	os.MkdirAll(bin, 0o755)
-	for name, body := range map[string]string{"node": "echo v20.9.0", "bwrap": "exit 0", "socat": "exit 0"} {
+	for name, body := range map[string]string{"node": "echo v24.21.0", "bwrap": "exit 0", "socat": "exit 0"} {
 		os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755)
 	}
 	in := &install{t: t, dir: dir, config: filepath.Join(dir, "nanoclaw.config.jsonc"),
 		env: []string{"PATH=" + bin + ":/usr/bin:/bin", "HOME=" + dir}}
-	in.write(`{"channels": {"whatsapp": {"enabled": false}}, "agent": {"env": ["ANTHROPIC_API_KEY"]}}`)
+	// The agents' node by path: a bare "node" would be the bin/node beside the built nanoclawd.
+	in.write(`{"channels": {"whatsapp": {"enabled": false}}, "agent": {"command": ["fakebin/node", "agent-runner/dist/index.js"], "env": ["ANTHROPIC_API_KEY"]}}`)
 	return in
 }
 
@@ -91,7 +92,7 @@ func TestDoctorOnATempInstall(t *testing.T) {
 	expect(t, got, map[string]string{
 		"config":       "ok   config: " + in.config + " is valid",
 		"sqlite":       "ok   sqlite: " + filepath.Join(in.dir, "data", "nanoclaw.db") + " is writable",
-		"node":         "ok   node: " + filepath.Join(in.dir, "fakebin", "node") + " v20.9.0",
+		"node":         "ok   node: " + filepath.Join(in.dir, "fakebin", "node") + " v24.21.0",
 		"agent runner": "FIX  agent runner: " + filepath.Join(in.dir, "agent-runner", "dist", "index.js"),
 		"agent sdk":    "FIX  agent sdk: @anthropic-ai/claude-agent-sdk is not installed",
 		"sandbox":      "ok   sandbox: bwrap (a test sandbox",

@@ -190,40 +190,6 @@ func SQLite(ctx context.Context, dataDir string) (*store.DB, Result) {
 	return db, ok("sqlite", "%s is writable (schema version %d)", layout.New(dataDir, "").DB(), version)
 }
 
-// nodeProgram is the node agent.command runs, or plain "node".
-func nodeProgram(command []string) string {
-	if len(command) > 0 && strings.HasPrefix(filepath.Base(command[0]), "node") {
-		return command[0]
-	}
-	return "node"
-}
-
-// Node finds program and checks that it is node MinNode or later.
-func Node(ctx context.Context, env Env, program string) Result {
-	path, err := env.LookPath(program)
-	if err != nil {
-		return fix("node", "%s not found on PATH: install node %d or later (brew install node, or https://nodejs.org)", program, MinNode)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, path, "--version").Output()
-	if err != nil {
-		return fix("node", "%s --version failed: %v: reinstall node %d or later", path, err, MinNode)
-	}
-	version := strings.TrimSpace(string(out))
-	major, valid := NodeMajor(version)
-	if !valid {
-		return fix("node", "%s --version said %q, not a node version: put node %d or later first on PATH", path, version, MinNode)
-	}
-	if major < MinNode {
-		return fix("node", "%s is %s, too old: the agent runner needs node %d or later: %s", path, version, MinNode, nodeFix())
-	}
-	if day := nodePastEOL(major, time.Now()); day != "" {
-		return fix("node", "%s is %s, whose line reached its end of life on %s (no more security fixes): %s", path, version, day, nodeFix())
-	}
-	return ok("node", "%s %s", path, version)
-}
-
 // NodeMajor reads the major version from `node --version` ("v20.11.1").
 func NodeMajor(v string) (int, bool) {
 	v, found := strings.CutPrefix(v, "v")

@@ -1,7 +1,11 @@
 package doctor
 
 import (
+	"context"
 	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -31,4 +35,38 @@ func nodePastEOL(major int, now time.Time) string {
 // nodeFix is how the owner gets a supported node.
 func nodeFix() string {
 	return fmt.Sprintf("run 'make build' in the checkout (it leaves node %d or later at bin/node: the machine's own when new enough, else an LTS from npm), or install a current LTS from https://nodejs.org", MinNode)
+}
+
+// nodeProgram is the node agent.command runs, or plain "node".
+func nodeProgram(command []string) string {
+	if len(command) > 0 && strings.HasPrefix(filepath.Base(command[0]), "node") {
+		return command[0]
+	}
+	return "node"
+}
+
+// Node finds program and checks that it is node MinNode or later.
+func Node(ctx context.Context, env Env, program string) Result {
+	path, err := env.LookPath(program)
+	if err != nil {
+		return fix("node", "%s not found on PATH: install node %d or later (brew install node, or https://nodejs.org)", program, MinNode)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	if err != nil {
+		return fix("node", "%s --version failed: %v: reinstall node %d or later", path, err, MinNode)
+	}
+	version := strings.TrimSpace(string(out))
+	major, valid := NodeMajor(version)
+	if !valid {
+		return fix("node", "%s --version said %q, not a node version: put node %d or later first on PATH", path, version, MinNode)
+	}
+	if major < MinNode {
+		return fix("node", "%s is %s, too old: the agent runner needs node %d or later: %s", path, version, MinNode, nodeFix())
+	}
+	if day := nodePastEOL(major, time.Now()); day != "" {
+		return fix("node", "%s is %s, whose line reached its end of life on %s (no more security fixes): %s", path, version, day, nodeFix())
+	}
+	return ok("node", "%s %s", path, version)
 }

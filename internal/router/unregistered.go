@@ -2,6 +2,7 @@ package router
 
 import (
 	"maps"
+	"strings"
 	"sync"
 )
 
@@ -41,7 +42,11 @@ func (r *Router) Unregistered() map[string]int {
 }
 
 // heardUnregistered notes a message from jid, which no group has.
+// WhatsApp's status updates and channels are not chats anyone registers.
 func (r *Router) heardUnregistered(jid string) {
+	if strings.HasSuffix(jid, "@broadcast") || strings.HasSuffix(jid, "@newsletter") {
+		return
+	}
 	if r.unheard.add(jid) {
 		r.Log.Warn().Str("chat", jid).Msgf("a message from a chat no group has: nothing answers it; to register it: nanoclawd groups add --jid %s --name NAME --folder FOLDER", jid)
 	}

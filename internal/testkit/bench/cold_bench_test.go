@@ -19,10 +19,18 @@ import (
 // SDK and mock API. The two are measured alternately in one run, so a
 // machine slowed by others slows both alike.
 
-// bareScript is the SDK's plainest use: query() with the prompt, against
-// the mock (ANTHROPIC_BASE_URL), until its first result.
+// bareScript is query() as the agent runner calls it for the main group
+// (the prompt as a stream of user messages, the main group's options, as
+// 'security show main' prints them), against the mock
+// (ANTHROPIC_BASE_URL), until its first result; without the runner's
+// hooks, MCP server and IPC.
 const bareScript = `import { query } from %q;
-for await (const m of query({ prompt: process.argv[2], options: { cwd: process.argv[3], maxTurns: 1 } })) {
+async function* prompt() {
+  yield { type: "user", message: { role: "user", content: process.argv[2] }, parent_tool_use_id: null, session_id: "" };
+}
+const options = { cwd: process.argv[3], permissionMode: "bypassPermissions", allowDangerouslySkipPermissions: true,
+  sandbox: { enabled: false }, settingSources: ["user", "project"] };
+for await (const m of query({ prompt: prompt(), options })) {
   if (m.type === "result") break;
 }
 `
@@ -45,7 +53,7 @@ func BenchmarkSDKColdVsBareSDK(b *testing.B) {
 		defer cancel()
 		cmd := exec.CommandContext(ctx, node, script, marker, bareDir)
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + bareDir, "ANTHROPIC_API_KEY=sk-ant-bench",
-			"ANTHROPIC_BASE_URL=" + r.mock.URL, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
+			"ANTHROPIC_BASE_URL=" + r.mock.URL, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "IS_SANDBOX=1"}
 		t0 := time.Now()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("bare SDK script: %v\n%s", err, out)
