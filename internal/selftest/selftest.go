@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
@@ -272,6 +273,18 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			}
 			verdict(k.name, strings.Join(open, "; "))
 		}
+		if last := &rep.Boundaries[len(rep.Boundaries)-1]; last.Boundary == "shm" && last.Held() {
+			last.Detail = memoryNote()
+		}
 	}
 	return rep, nil
+}
+
+// memoryNote says how the shared memory a run may still make (memfds) is
+// bounded here, and what is not counted where the OS cannot bound it.
+func memoryNote() string {
+	if _, err := sandbox.MemoryCgroup(); err == nil {
+		return "memfds count against each run's memory cgroup"
+	}
+	return "no memory cgroup here: memfds a run holds open or mapped are counted by the daemon's watch; one passed into a Unix socket and closed is not"
 }
