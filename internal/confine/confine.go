@@ -82,6 +82,35 @@ func New(o Options) (*Run, error) {
 	if err := sandbox.Shield(cfg.Layout(), user); err != nil {
 		return nil, runner.NoRetry(fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err))
 	}
+	home := cfg.Layout().SessionHome(o.Policy.Group)
+	tmp := "/tmp" // the run's private /tmp
+	if runtime.GOOS == "darwin" {
+		tmp = filepath.Join(o.SessionDir, "tmp") // no private /tmp there: one in the run's own session
+	}
+	for _, d := range []string{home, tmp} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("prepare %s: %w", d, err)
+		}
+		if d == "/tmp" {
+			continue
+		}
+		// Whatever the umask was a moment ago (the local channel narrows
+		// it while it makes its socket).
+		if err := os.Chmod(d, 0o700); err != nil {
+			return nil, fmt.Errorf("prepare %s: %w", d, err)
+		}
+	}
+	// The run's own dirs become its user's (the daemon, root, still reads
+	// them); logs/ and the protected names keep their owner. Before the
+	// plan, which looks at what the run's user can reach.
+	for _, d := range []struct {
+		dir  string
+		keep []string
+	}{{spec.Dir, []string{layout.LogsDir, ".claude", ".mcp.json"}}, {o.SessionDir, nil}, {spec.IPCDir, nil}} {
+		if err := sandbox.HandOver(d.dir, user, d.keep...); err != nil {
+			return nil, runner.NoRetry(err)
+		}
+	}
 	socket, err := gatewaySocket(cfg.Layout().Gateways(), user)
 	if err != nil {
 		return nil, err
@@ -111,37 +140,6 @@ func New(o Options) (*Run, error) {
 	c := &Run{Plan: plan, Gateway: gw, spec: spec, group: o.Policy.Group, reporter: o.Reporter, log: o.Log, stop: make(chan struct{})}
 	for name, ph := range gw.Env() {
 		spec.Env[name] = ph
-	}
-	home := cfg.Layout().SessionHome(o.Policy.Group)
-	tmp := "/tmp" // the run's private /tmp
-	if runtime.GOOS == "darwin" {
-		tmp = filepath.Join(o.SessionDir, "tmp") // no private /tmp there: one in the run's own session
-	}
-	for _, d := range []string{home, tmp} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			c.Close()
-			return nil, fmt.Errorf("prepare %s: %w", d, err)
-		}
-		if d == "/tmp" {
-			continue
-		}
-		// Whatever the umask was a moment ago (the local channel narrows
-		// it while it makes its socket).
-		if err := os.Chmod(d, 0o700); err != nil {
-			c.Close()
-			return nil, fmt.Errorf("prepare %s: %w", d, err)
-		}
-	}
-	// The run's own dirs become its user's (the daemon, root, still reads
-	// them); logs/ and the protected names keep their owner.
-	for _, d := range []struct {
-		dir  string
-		keep []string
-	}{{spec.Dir, []string{layout.LogsDir, ".claude", ".mcp.json"}}, {o.SessionDir, nil}, {spec.IPCDir, nil}} {
-		if err := sandbox.HandOver(d.dir, user, d.keep...); err != nil {
-			c.Close()
-			return nil, runner.NoRetry(err)
-		}
 	}
 	// The runner resolves "~" in what an agent aims at against the owner's
 	// home, which is what denyRead names, not against its own.

@@ -143,3 +143,32 @@ func TestConfinedGroupSendsOnlyWhatItsRunCouldRead(t *testing.T) {
 	}
 	h.neverLeaves(t, canary)
 }
+
+// A group pads its own folder past the old walk's budget (20,001 entries,
+// before its secrets in name order) to make the next run skip the
+// cut-outs there: the next run still cannot read the .env denyRead hides,
+// nor write into the owner's nested repository.
+func TestPaddedFolderKeepsItsCutOuts(t *testing.T) {
+	dir := t.TempDir()
+	canary := newCanary(t)
+	h := hostileInstall(t, dir, `"denyRead": ["**/.env"]`,
+		"HOSTILE_PAD=20001", "HOSTILE_READ=zz/.env", "HOSTILE_WRITE=zz/repo/.git/config")
+	folder := filepath.Join(dir, "groups", "family")
+	plant(t, folder, "zz/.env", "TOKEN="+canary, 0o644)
+	plant(t, folder, "zz/repo/.git/config", "[core]\n\tbare = false\n", 0o644)
+	h.Start()
+	for i, prompt := range []string{"pad", "read"} {
+		h.Post("local:family", "Eve", prompt)
+		got := h.WaitNext("local:family", func(s string) bool { return strings.HasPrefix(s, "SELF ") }).Text
+		if !strings.Contains(got, "PAD 20001 of 20001") {
+			t.Fatalf("run %d did not pad its folder:\n%.2000s", i+1, got)
+		}
+		if !strings.Contains(got, "READ zz/.env: refused") || !strings.Contains(got, "WRITE zz/repo/.git/config: refused") {
+			t.Errorf("run %d reached past a cut-out:\n%.2000s", i+1, got)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(folder, "zz/repo/.git/config")); strings.Contains(string(b), "confined agent") {
+		t.Errorf("the nested repository's config was written: %q", b)
+	}
+	h.neverLeaves(t, canary)
+}

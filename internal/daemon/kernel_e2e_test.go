@@ -51,6 +51,14 @@ func TestConfinedRunLeavesNothingThatRunsAsSomeoneElse(t *testing.T) {
 	if out, err := git(folder, "init", "-q"); err != nil {
 		t.Fatalf("git init: %v %s", err, out)
 	}
+	// The owner's hooks live in the worktree (husky and friends): git runs
+	// what is in core.hooksPath on the owner's next commit.
+	if out, err := git(folder, "config", "core.hooksPath", "tools/hooks"); err != nil {
+		t.Fatalf("git config: %v %s", err, out)
+	}
+	for _, d := range []string{"tools/hooks", ".githooks", ".husky"} {
+		os.MkdirAll(filepath.Join(folder, d), 0o755)
+	}
 	in.Start()
 	in.Post("local:family", "Eve", "go")
 	reply := in.WaitFor("local:family", func(s string) bool { return strings.Contains(s, "ESCAPE /dev/shm") })
@@ -60,6 +68,7 @@ func TestConfinedRunLeavesNothingThatRunsAsSomeoneElse(t *testing.T) {
 		"ESCAPE rename .git: refused", "ESCAPE new .git: refused", "ESCAPE .git/commondir: refused",
 		"ESCAPE chmod 4755 sh-copy: refused", "ESCAPE chmod 2755 sh-copy: refused", "ESCAPE create 4755 sh-made-setuid: refused",
 		"ESCAPE unshare -Ur true: refused", "ESCAPE unshare(CLONE_NEWUSER): refused", "ESCAPE write /dev/escape: refused",
+		"ESCAPE hook .githooks/pre-commit: refused", "ESCAPE hook .husky/pre-commit: refused", "ESCAPE hook tools/hooks/pre-commit: refused",
 		"ESCAPE tiocsti|1<<32: refused", "ESCAPE personality: refused", "ESCAPE socket vsock: refused",
 		"ESCAPE socket packet: refused", "ESCAPE socket netlink audit: refused", "ESCAPE shmget: refused",
 		"Uid:\t" + strconv.Itoa(sandbox.DefaultRunID) + "\t",
@@ -77,8 +86,12 @@ func TestConfinedRunLeavesNothingThatRunsAsSomeoneElse(t *testing.T) {
 		out, err := git(at, "status")
 		t.Logf("git status in %s: %v\n%s", at, err, out)
 	}
+	// Even an owner who trusts the folder (safe.directory) commits
+	// without running anything the run wrote.
+	out, err := git(folder, "-c", "safe.directory=*", "-c", "user.name=owner", "-c", "user.email=owner@example.com", "commit", "-q", "--allow-empty", "-m", "owner's commit")
+	t.Logf("the owner's commit: %v\n%s", err, out)
 	if _, err := os.Stat(canary); err == nil {
-		t.Fatal("the owner's git status ran a hook the confined run wrote")
+		t.Fatal("the owner's git ran a hook the confined run wrote")
 	}
 	if b, err := os.ReadFile(filepath.Join(folder, ".git", "config")); err != nil || strings.Contains(string(b), "fsmonitor") {
 		t.Errorf("the owner's .git/config changed: %q %v", b, err)

@@ -288,11 +288,24 @@ func (p *Plan) hide(in Input, roots, writable []string) {
 // (a file of another user's in a shared tree): the permissions already
 // keep u from it, and bubblewrap, started as u, could not make its mount
 // point, so the whole run would fail.
+//
+// A cut-out inside a tree the run writes is never left out: the run could
+// have made its way there unpassable itself (chmod 000) to shed the
+// cut-out and open it again once started. Such a run fails to start
+// instead.
 func (p *Plan) dropUnreachableCutOuts(u User) {
 	if !u.Switches() {
 		return
 	}
-	p.Mounts = slices.DeleteFunc(p.Mounts, func(m Mount) bool { return m.Mode == Hidden && reach(m.Path, u) != "" })
+	var writable []string
+	for _, m := range p.Mounts {
+		if m.Mode == ReadWrite {
+			writable = append(writable, m.Path)
+		}
+	}
+	p.Mounts = slices.DeleteFunc(p.Mounts, func(m Mount) bool {
+		return m.Mode == Hidden && !under(m.Path, writable) && reach(m.Path, u) != ""
+	})
 }
 
 func (p *Plan) hideOne(path, why string) {

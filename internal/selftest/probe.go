@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -23,6 +24,8 @@ type Task struct {
 	Get    []string `json:"get"`    // http:// URLs to fetch through $HTTP_PROXY
 	Relay  []string `json:"relay"`  // "METHOD /path" to ask of $ANTHROPIC_BASE_URL with the run's placeholder
 	Setuid string   `json:"setuid"` // a file to make setuid in the run's own folder
+	Hooks  []string `json:"hooks"`  // hook files to create (with their directories) where git would run them
+	Calls  bool     `json:"calls"`  // try the system calls no run needs (kernelCalls)
 }
 
 // Finding is what one attempt got.
@@ -97,6 +100,18 @@ func Probe(args []string) int {
 	add("interfaces", "the run's network interfaces", len(addrs) > 0, "addresses besides loopback: %v", addrs)
 	reached, detail := nestedNamespace()
 	add("namespace", "a nested namespace", reached, "%s", detail)
+	for _, p := range t.Hooks {
+		err := os.MkdirAll(filepath.Dir(p), 0o755)
+		if err == nil {
+			err = os.WriteFile(p, []byte("#!/bin/sh\n# "+t.Secret+"\n"), 0o755)
+		}
+		add("hook", p, err == nil, "%v", errText(err))
+	}
+	if t.Calls {
+		for _, c := range kernelCalls() {
+			add("call", c.name, c.err == nil, "%v", errText(c.err))
+		}
+	}
 	if t.Setuid != "" {
 		reached, detail := setuid(t.Setuid)
 		add("setuid", t.Setuid, reached, "%s", detail)

@@ -19,11 +19,34 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
-// Boundaries are what the test proves, in the order it reports them.
-var Boundaries = []string{"home", "data", "groups", "write", "loopback", "network", "relay", "namespace", "setuid"}
+// Boundaries are what the test proves, in the order it reports them. The
+// kernel's (system calls the seccomp filter refuses) are Linux's.
+var Boundaries = boundaries()
+
+// kernelBoundaries map each Linux-only boundary to the probe's calls.
+var kernelBoundaries = []struct {
+	name  string
+	calls []string
+}{
+	{"ioctl", []string{"ioctl TIOCSTI|1<<32"}},
+	{"personality", []string{"personality ADDR_NO_RANDOMIZE"}},
+	{"sockets", []string{"socket AF_VSOCK", "socket AF_PACKET", "socket AF_NETLINK audit"}},
+	{"shm", []string{"shmget", "msgget"}},
+}
+
+func boundaries() []string {
+	out := []string{"home", "data", "groups", "write", "loopback", "network", "relay", "namespace", "setuid", "denyread", "hooks"}
+	if runtime.GOOS == "linux" {
+		for _, k := range kernelBoundaries {
+			out = append(out, k.name)
+		}
+	}
+	return out
+}
 
 // Result is one boundary's verdict.
 type Result struct {
@@ -113,6 +136,27 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		filepath.Join(l.Group(other), "written-"+id), filepath.Join(filepath.Dir(cfg.File), ".nanoclawd-selftest-write-"+id)}
 	s.remove = append(s.remove, writes...)
 	setuidFile := filepath.Join(l.Group(probe), "setuid-"+id)
+	// In the run's own folder: a file a "**/" denyRead rule hides, and a
+	// repository whose core.hooksPath points inside the folder.
+	own := l.Group(probe)
+	ownSecret := filepath.Join(own, "app", ".env")
+	if err := s.mkdir(filepath.Dir(ownSecret)); err != nil {
+		return Report{}, err
+	}
+	if err := s.plant(ownSecret); err != nil {
+		return Report{}, err
+	}
+	for _, d := range []string{filepath.Join(own, ".git"), filepath.Join(own, "tools")} {
+		if err := s.mkdir(d); err != nil {
+			return Report{}, err
+		}
+	}
+	gitConfig := filepath.Join(own, ".git", "config")
+	if err := os.WriteFile(gitConfig, []byte("[core]\n\thooksPath = tools/hooks\n"), 0o644); err != nil {
+		return Report{}, fmt.Errorf("plant %s: %w", gitConfig, err)
+	}
+	s.remove = append(s.remove, gitConfig)
+	hooks := []string{filepath.Join(own, ".githooks", "pre-commit"), filepath.Join(own, ".husky", "pre-commit"), filepath.Join(own, "tools", "hooks", "pre-commit")}
 
 	// What the network probes aim at: a listener on the host's loopback,
 	// one on an address of the host that is not loopback (offline it
@@ -161,9 +205,11 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	default:
 		return Report{}, fmt.Errorf("%s=%q: weaken one of home, data, groups, write, loopback, network", WeakenEnv, o.Weaken)
 	}
+	global.DenyRead = append(slices.Clone(global.DenyRead), "**/.env")
 	eff := security.Resolve(global, security.Group{Folder: probe}, cfg.SecurityHost(folders))
 
-	task := Task{Secret: secret, Read: []string{canaries["home"], canaries["data"], canaries["groups"]}, Write: writes,
+	task := Task{Secret: secret, Read: []string{canaries["home"], canaries["data"], canaries["groups"], ownSecret}, Write: writes,
+		Hooks: hooks, Calls: runtime.GOOS == "linux",
 		Dial: []string{loop.addr}, Tunnel: []string{loop.addr, "localhost:" + loopPort}, Get: []string{"http://" + loop.addr + "/", "http://localhost:" + loopPort + "/"},
 		Relay:  []string{"POST /v1/messages?beta=true", "GET /v1/files", "DELETE /v1/files/file_x", "POST /v1/messages/batches", "GET /v1/models"},
 		Setuid: setuidFile}
@@ -209,5 +255,36 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	verdict("relay", up.verdict(found))
 	verdict("namespace", reachedOf(found, "namespace", "", ""))
 	verdict("setuid", setuidVerdict(setuidFile, found))
+	verdict("denyread", reachedOf(found, "read", ownSecret, "read "+ownSecret))
+	var hooked []string
+	for _, h := range hooks {
+		if why := reachedOf(found, "hook", h, "wrote "+h); why != "" {
+			hooked = append(hooked, why)
+		}
+	}
+	verdict("hooks", strings.Join(hooked, "; "))
+	if runtime.GOOS == "linux" {
+		for _, k := range kernelBoundaries {
+			var open []string
+			for _, c := range k.calls {
+				if why := reachedOf(found, "call", c, c+" was let through"); why != "" {
+					open = append(open, why)
+				}
+			}
+			verdict(k.name, strings.Join(open, "; "))
+		}
+		if last := &rep.Boundaries[len(rep.Boundaries)-1]; last.Boundary == "shm" && last.Held() {
+			last.Detail = memoryNote()
+		}
+	}
 	return rep, nil
+}
+
+// memoryNote says how the shared memory a run may still make (memfds) is
+// bounded here, and what is not counted where the OS cannot bound it.
+func memoryNote() string {
+	if _, err := sandbox.MemoryCgroup(); err == nil {
+		return "memfds count against each run's memory cgroup"
+	}
+	return "no memory cgroup here: memfds a run holds open or mapped are counted by the daemon's watch; one passed into a Unix socket and closed is not"
 }

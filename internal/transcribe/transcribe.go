@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -88,6 +89,11 @@ func command(ctx context.Context, argv []string, path string, jail *Jail) (strin
 	name := filepath.Base(args[0])
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if jail != nil && runtime.GOOS != "linux" && os.Geteuid() != 0 {
+		// No helper sandbox there (yet): the daemon is the owner's own
+		// user, and the program reads the daemon's copy, not the group's.
+		jail = nil
+	}
 	if jail != nil {
 		plan := sandbox.ToolPlan(args, []string{filepath.Dir(path)}, filepath.Dir(path), jail.Limits)
 		l, err := sandbox.ToolCommand(plan, jail.User)

@@ -14,7 +14,8 @@ import (
 //
 //   - the owner's git: rename the folder's .git away and make a new one
 //     whose core.fsmonitor is cmd, make a nested sub/.git the same way, and
-//     a .git/commondir pointing at a repository of its own;
+//     a .git/commondir pointing at a repository of its own; write hooks
+//     running cmd into .githooks, .husky and tools/hooks;
 //   - a setuid shell: copy /bin/sh and set the setuid bit, by chmod and by
 //     creating the file with that mode;
 //   - nested user namespaces (unshare -Ur), a write to /dev, and filling
@@ -33,6 +34,15 @@ func escape(cmd string, say func(string, ...any)) {
 	try("nested deep/er/.git", repo(filepath.Join("deep", "er", ".git"), cmd))
 	try(".git/commondir", os.WriteFile(filepath.Join(".git", "commondir"), []byte("../sub/.git\n"), 0o644))
 	try(".envrc", os.WriteFile(filepath.Join("sub", ".envrc"), []byte(cmd+"\n"), 0o644))
+	// Hooks where git looks for them: the hook managers' directories and
+	// the one the owner's core.hooksPath names (the tests use tools/hooks).
+	for _, h := range []string{".githooks/pre-commit", ".husky/pre-commit", "tools/hooks/pre-commit"} {
+		err := os.MkdirAll(filepath.Dir(h), 0o755)
+		if err == nil {
+			err = os.WriteFile(h, []byte("#!/bin/sh\n"+cmd+"\n"), 0o755)
+		}
+		try("hook "+h, err)
+	}
 
 	sh, err := os.ReadFile("/bin/sh")
 	if err == nil {
