@@ -407,6 +407,17 @@ func (a *agentRun) answeredUpTo() int64 {
 // onError answers an error result (failure.go): the chat gets one plain
 // sentence for the batch it failed, the owner the detail, and a failure
 // that a retry cannot fix ends the run.
+// builtinProvider reports whether the group's requests go to the daemon's
+// own model API, whose credential comes from agent.env (another
+// provider's is in the config, and "no credential is set" is not its case).
+func (a *agentRun) builtinProvider() bool {
+	p := a.router.Config().Agent.Provider
+	if o := a.group.Security; o != nil && o.Provider != "" {
+		p = o.Provider
+	}
+	return p == "" || p == gateway.BuiltinProvider
+}
+
 func (a *agentRun) onError(ctx context.Context, errText string) {
 	if errText == "" {
 		errText = "unknown error"
@@ -417,7 +428,7 @@ func (a *agentRun) onError(ctx context.Context, errText string) {
 		return // start runs it again with a fresh session
 	}
 	f := classify(errText)
-	if f.kind == "credential" && !credentialSet(a.router.Config().Agent.Env, os.Getenv) {
+	if f.kind == "credential" && a.builtinProvider() && !credentialSet(a.router.Config().Agent.Env, os.Getenv) {
 		f = noCredential
 	}
 	a.told = true

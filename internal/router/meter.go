@@ -143,7 +143,13 @@ func (m *runMeter) Answered(status int, h http.Header, s gateway.Served) {
 		text := fmt.Sprintf("[CREDENTIAL] The model API refused nanoclawd's credential (HTTP %d, first seen in group %s): the token has expired or the key was revoked, so no agent can answer. "+
 			"To fix it: run 'claude setup-token' and put the token in nanoclawd.env as CLAUDE_CODE_OAUTH_TOKEN=…, or put a new ANTHROPIC_API_KEY=… there; then restart nanoclawd (or run 'nanoclawd setup'). "+
 			"'nanoclawd status' shows this until a request succeeds.", status, m.group)
-		if !credentialSet(m.r.Config().Agent.Env, os.Getenv) {
+		if s.Provider != gateway.BuiltinProvider {
+			// An owner's provider: its own credential, in the config.
+			detail = fmt.Sprintf("provider %s refused its credential (HTTP %d)", s.Provider, status)
+			text = fmt.Sprintf("[CREDENTIAL] Provider %s refused its credential (HTTP %d, first seen in group %s), so the groups it serves get no answers from it. "+
+				"To fix it: put a valid key in providers.%s.credential in the config (a ${VAR} from nanoclawd.env is best). "+
+				"'nanoclawd status' shows this until a request succeeds.", s.Provider, status, m.group, s.Provider)
+		} else if !credentialSet(m.r.Config().Agent.Env, os.Getenv) {
 			// Nothing was refused: there was nothing to send.
 			detail = fmt.Sprintf("no model credential is set (the model API answered HTTP %d to a request without one)", status)
 			text = fmt.Sprintf("[CREDENTIAL] No model credential is set, so no agent can answer (first seen in group %s). "+
