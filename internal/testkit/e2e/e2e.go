@@ -242,6 +242,8 @@ func New(tb testing.TB, o Options) *Install {
 	tb.Helper()
 	if o.Dir == "" {
 		o.Dir = tb.TempDir()
+		dir := o.Dir
+		tb.Cleanup(func() { reapIn(dir) }) // runs before TempDir's removal
 	}
 	// A root daemon starts bubblewrap as the runs' user, which must pass
 	// through the test's private temp dir to the install.
