@@ -385,6 +385,11 @@ func (in *Install) Start() *Proc {
 	go func() { cmd.Wait(); close(p.Done) }()
 	tb.Cleanup(func() {
 		p.Stop()
+		// A sandbox the daemon was building when it was killed dies a
+		// moment after it (die-with-parent) and may still make its mount
+		// points in the install's folders meanwhile: let it go first, so
+		// the test's temp dir can be removed.
+		waitNoneWorkIn(in.Dir, 10*time.Second)
 		if strings.Contains(p.Out.String(), "WARNING: DATA RACE") {
 			tb.Errorf("the race detector found a data race in the daemon (built with %s)", RaceEnv)
 		}
