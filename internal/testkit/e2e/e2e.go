@@ -242,8 +242,6 @@ func New(tb testing.TB, o Options) *Install {
 	tb.Helper()
 	if o.Dir == "" {
 		o.Dir = tb.TempDir()
-		dir := o.Dir
-		tb.Cleanup(func() { reapIn(dir) }) // runs before TempDir's removal
 	}
 	// A root daemon starts bubblewrap as the runs' user, which must pass
 	// through the test's private temp dir to the install.
@@ -387,9 +385,9 @@ func (in *Install) Start() *Proc {
 		p.Stop()
 		// A sandbox the daemon was building when it was killed dies a
 		// moment after it (die-with-parent) and may still make its mount
-		// points in the install's folders meanwhile: let it go first, so
+		// points in the install's folders meanwhile: it goes first, so
 		// the test's temp dir can be removed.
-		waitNoneWorkIn(in.Dir, 10*time.Second)
+		reapIn(in.Dir)
 		if strings.Contains(p.Out.String(), "WARNING: DATA RACE") {
 			tb.Errorf("the race detector found a data race in the daemon (built with %s)", RaceEnv)
 		}

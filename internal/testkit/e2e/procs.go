@@ -59,24 +59,6 @@ func WaitNoProcs(tb testing.TB, path, what string) {
 	}
 }
 
-// waitNoneWorkIn waits, at most within, until no process has its working
-// directory in dir.
-func waitNoneWorkIn(dir string, within time.Duration) {
-	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		cwds, _ := filepath.Glob("/proc/[0-9]*/cwd")
-		busy := false
-		for _, c := range cwds {
-			if d, err := os.Readlink(c); err == nil && (d == dir || strings.HasPrefix(d, dir+"/")) {
-				busy = true
-				break
-			}
-		}
-		if !busy {
-			return
-		}
-	}
-}
-
 // Buffer is output written by one goroutine (exec for a process, a logger)
 // while the test reads it.
 type Buffer struct {
