@@ -5,7 +5,7 @@ GO      ?= go
 TAGS    := -tags sqlite_fts5
 BIN     := bin/nanoclawd
 RUNNER  := agent-runner/dist/index.js
-GOFILES := $(shell find cmd internal migrations -name '*.go' -o -name '*.sql' 2>/dev/null) go.mod go.sum template.go nanoclaw.config.template.jsonc
+GOFILES := $(shell find cmd internal migrations -name '*.go' -o -name '*.sql' 2>/dev/null) go.mod go.sum internal/config/template.jsonc
 
 .PHONY: build run test bench chaos deps rundeps clean
 
@@ -43,13 +43,11 @@ bin/node:
 	  ln -sfn .node/node_modules/node-$$os-$$arch/bin/node $@ && bin/node --version >/dev/null; \
 	fi
 
-run: rundeps build nanoclaw.config.jsonc
+# nanoclaw.config.jsonc, tracked at the top, is the owner's to edit in
+# place; it is checked before the daemon starts.
+run: rundeps build
+	./$(BIN) config check
 	./$(BIN) run
-
-# The owner's config: a copy of the template the first time, then theirs
-# (git ignores it).
-nanoclaw.config.jsonc:
-	cp nanoclaw.config.template.jsonc $@
 
 # $(call need,PROGRAM,PACKAGE,WHAT USES IT): on Linux, a missing PROGRAM is
 # installed from PACKAGE as root; otherwise make stops with the one line to run.

@@ -20,7 +20,7 @@ func (c configCheck) Run(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	if _, err := os.Stat(cfg.File); err != nil {
-		fmt.Fprintf(g.stdout, "%s: not found; every key has its default (to change them, copy nanoclaw.config.template.jsonc from the repository there)\n", cfg.File)
+		fmt.Fprintf(g.stdout, "%s: not found; every key has its default (to change them, copy nanoclaw.config.jsonc from the repository there)\n", cfg.File)
 		return nil
 	}
 	fmt.Fprintf(g.stdout, "%s: ok\n", cfg.File)

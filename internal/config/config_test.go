@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd"
 )
 
 func load(t *testing.T, body string) (*Config, error) {
@@ -144,7 +143,7 @@ func TestExpandAndResolve(t *testing.T) {
 // owner's config) must load, and change nothing but agent.env.
 func TestTemplate(t *testing.T) {
 	file := filepath.Join(t.TempDir(), DefaultFile)
-	tmpl, err := Parse(file, nanoclawd.ConfigTemplate)
+	tmpl, err := Parse(file, Template)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +153,7 @@ func TestTemplate(t *testing.T) {
 		t.Errorf("template differs from the defaults:\n%+v\n%+v", tmpl, def)
 	}
 	for _, tool := range DefaultTools {
-		if !strings.Contains(string(nanoclawd.ConfigTemplate), `"`+tool+`",`) {
+		if !strings.Contains(string(Template), `"`+tool+`",`) {
 			t.Errorf("template does not list tool %s on its own line", tool)
 		}
 	}

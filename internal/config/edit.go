@@ -10,7 +10,6 @@ import (
 
 	"github.com/tailscale/hujson"
 
-	"github.com/nanoclawd/nanoclawd"
 	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
 )
 
@@ -24,7 +23,7 @@ func Set(file, key string, value any) (*Config, error) {
 	mode := fs.FileMode(0o644)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		src = nanoclawd.ConfigTemplate
+		src = Template
 	case err != nil:
 		return nil, fmt.Errorf("read config: %w", err)
 	default:

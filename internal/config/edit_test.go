@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nanoclawd/nanoclawd"
 )
 
 // Set turns a key on in the owner's file and keeps everything else as it
@@ -23,7 +22,7 @@ func TestSet(t *testing.T) {
 	b, _ := os.ReadFile(missing)
 	if got := bytes.Replace(b, []byte(`"enabled": true,
       // Path of the socket`), []byte(`"enabled": false,
-      // Path of the socket`), 1); !bytes.Equal(got, nanoclawd.ConfigTemplate) {
+      // Path of the socket`), 1); !bytes.Equal(got, Template) {
 		t.Errorf("the new file is not the template with the one key changed:\n%s", b)
 	}
 
