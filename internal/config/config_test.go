@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 func load(t *testing.T, body string) (*Config, error) {

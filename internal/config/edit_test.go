@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
 )
 
 // Set turns a key on in the owner's file and keeps everything else as it
