@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
 	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 )
 
@@ -88,7 +89,8 @@ func (w *Watcher) quarantine(e *entry, dir *groupfs.Dir, reason string) error {
 			return nil
 		}
 	}
-	if err := os.WriteFile(dest+".reason", note, 0o600); err != nil {
+	// Whole or not at all: whoever sees the reason can read all of it.
+	if err := atomicfile.Put(dest+".reason", note, 0o600); err != nil {
 		return fmt.Errorf("quarantine %s: %w", e.ref, err)
 	}
 	u.entries++
