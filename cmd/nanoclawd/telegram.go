@@ -56,11 +56,7 @@ func (c telegramChats) Run(ctx context.Context, g *globals, args []string) error
 	tw := tabwriter.NewWriter(g.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JID\tTITLE\tTYPE\tREGISTERED")
 	for _, ch := range list {
-		state := "no: nanoclawd groups add --jid " + ch.JID + " --name NAME --folder FOLDER"
-		if ch.Folder != "" {
-			state = "as " + ch.Folder
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ch.JID, ch.Title, ch.Type, state)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ch.JID, ch.Title, ch.Type, registeredAs(ch.JID, ch.Folder))
 	}
 	return tw.Flush()
 }

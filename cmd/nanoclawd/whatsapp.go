@@ -166,11 +166,16 @@ func (c whatsappGroups) Run(ctx context.Context, g *globals, args []string) erro
 	tw := tabwriter.NewWriter(g.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JID\tNAME\tREGISTERED")
 	for _, w := range list {
-		reg := "no: nanoclawd groups add --jid " + w.JID + " --name NAME --folder FOLDER"
-		if w.Folder != "" {
-			reg = "as " + w.Folder
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", w.JID, w.Name, reg)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", w.JID, w.Name, registeredAs(w.JID, w.Folder))
 	}
 	return tw.Flush()
+}
+
+// registeredAs is a listed chat's REGISTERED column: the folder of the
+// group that has it, or the command that registers it.
+func registeredAs(jid, folder string) string {
+	if folder != "" {
+		return "as " + folder
+	}
+	return "no: nanoclawd groups add --jid " + jid + " --name NAME --folder FOLDER"
 }
