@@ -262,7 +262,13 @@ func TestChaos(t *testing.T) {
 	for deadline := time.Now().Add(2 * time.Minute); unsettled() != "" && time.Now().Before(deadline); {
 		time.Sleep(200 * time.Millisecond)
 	}
-	time.Sleep(3 * time.Second) // the 2 s alert windows end and their summaries go out
+	// The alert windows close and their summaries go out: the 2 s
+	// cooldown's, and the per-group cap's (ten a minute), which may hold a
+	// summary back for up to a minute.
+	time.Sleep(3 * time.Second)
+	for deadline := time.Now().Add(75 * time.Second); !alertsSettled(t, in) && time.Now().Before(deadline); {
+		time.Sleep(time.Second)
+	}
 	h.check(t, in, agentLog)
 	if soak > 0 {
 		h.checkFlat(t)

@@ -143,8 +143,21 @@ func (h *history) checkAudit(t *testing.T, in *e2e.Install, sent []e2e.Sent, rep
 	}
 	refLines, _ := audit(t, in, refRE)
 	total += sum(refLines)
+	alerted := alertedIn(sent)
+	if alerted != total {
+		t.Errorf("alerts account for %d violations, the audit trail holds %d", alerted, total)
+	}
+	h.checked["violations reported by agents"] = sum(frames)
+	h.checked["violations audited"] = sum(lines)
+	h.checked["alerts (violations alerted)"] = alerted
+}
+
+var moreRE = regexp.MustCompile(`^\[SANDBOX ALERT\] \+(\d+) more`)
+
+// alertedIn counts the violations the alerts in sent to main account for
+// (a summary "+N more …" for N).
+func alertedIn(sent []e2e.Sent) int {
 	alerted := 0
-	moreRE := regexp.MustCompile(`^\[SANDBOX ALERT\] \+(\d+) more`)
 	for _, m := range sent {
 		if m.ChatJID != "local:main" || !strings.HasPrefix(m.Text, "[SANDBOX ALERT]") {
 			continue
@@ -156,12 +169,15 @@ func (h *history) checkAudit(t *testing.T, in *e2e.Install, sent []e2e.Sent, rep
 			alerted++
 		}
 	}
-	if alerted != total {
-		t.Errorf("alerts account for %d violations, the audit trail holds %d", alerted, total)
-	}
-	h.checked["violations reported by agents"] = sum(frames)
-	h.checked["violations audited"] = sum(lines)
-	h.checked["alerts (violations alerted)"] = alerted
+	return alerted
+}
+
+// alertsSettled reports whether the alerts to main account for every
+// audited violation and refused file yet.
+func alertsSettled(t *testing.T, in *e2e.Install) bool {
+	lines, _ := audit(t, in, tokenRE)
+	refLines, _ := audit(t, in, refRE)
+	return alertedIn(in.AllSent()) >= sum(lines)+sum(refLines)
 }
 
 // audit counts, per token re finds, the lines of g5's security.jsonl and
