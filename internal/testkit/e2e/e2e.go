@@ -80,7 +80,7 @@ func Bin(tb testing.TB, pkg string) string {
 
 // RaceEnv, when set, builds the binaries with the race detector, so the
 // end-to-end tests also look for data races inside the daemon:
-// NANOCLAWD_E2E_RACE=1 go test ./internal/daemon/
+// NANOCLAWD_E2E_RACE=1 go test ./e2e/
 const RaceEnv = "NANOCLAWD_E2E_RACE"
 
 func buildPkg(pkg string) (string, error) {

@@ -1,4 +1,4 @@
-package daemon_test
+package e2e_test
 
 // The flood: a group that writes tens of thousands of tiny IPC files with a
 // bad token must not bury the owner in alerts, fill ipc/errors/, grow the

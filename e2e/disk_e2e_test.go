@@ -1,4 +1,4 @@
-package daemon_test
+package e2e_test
 
 // A confined agent fills the disk that holds data/ and groups/ (a 64 MiB
 // tmpfs), where its folder's limit alone would not see it: in its session

@@ -1,4 +1,4 @@
-package daemon_test
+package e2e_test
 
 // The hostile rows: every kind of bad IPC file against the real daemon, each
 // refused, quarantined, audited and (where it matters) alerted, while the

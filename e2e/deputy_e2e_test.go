@@ -1,4 +1,4 @@
-package daemon_test
+package e2e_test
 
 // The daemon is nobody's deputy: what it reads, runs or sends for a
 // confined group reaches no further than the group's own run could,
