@@ -285,7 +285,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	for _, ch := range d.channels {
 		// A channel with a socket of its own (the local one) binds it
 		// now, so that a client started once "running" is logged finds it.
-		if o, ok := ch.(interface{ Open() error }); ok {
+		if o, ok := ch.(channel.Opener); ok {
 			if err := o.Open(); err != nil {
 				d.log.Error().Err(err).Str("part", ch.Name()).Msg("stopped")
 				continue
