@@ -207,7 +207,6 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 				d.daily.WhatsApp = c
 			}
 		}
-		// Spend stays nil until usage is counted at the relay (see summary.Spender).
 	}
 	ok = true
 	return d, nil
