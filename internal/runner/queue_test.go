@@ -32,7 +32,7 @@ func started(j Job) string {
 	return j.Folder
 }
 
-// gate is a Worker whose runs each wait for one token on release.
+// gate's run, as a testQueue's Worker.Run, waits for one token on release.
 type gate struct {
 	starts  chan string
 	release chan struct{}
