@@ -126,6 +126,26 @@ type Channel interface {
 	Connected() bool
 }
 
+// Optional abilities: a channel has them or not, and the daemon asks.
+
+// Opener is a channel with a socket of its own to bind before it runs, so
+// that a client started once the daemon says "running" finds it (local).
+type Opener interface {
+	Open() error
+}
+
+// Reporter is a channel that describes its connection in one line for
+// `nanoclawd status` (whatsapp, telegram, local).
+type Reporter interface {
+	Status() string
+}
+
+// Retrier is a channel that reconnects on its own schedule and says when
+// it tries next (whatsapp).
+type Retrier interface {
+	NextRetry() time.Time
+}
+
 // Set is the enabled channels; each chat belongs to the one that owns it.
 // Its methods take a pointer so that a part built before the channels (the
 // outbox, which the WhatsApp channel itself needs) sees them once added.

@@ -34,7 +34,7 @@ type Options struct {
 	SessionDir string
 	Binary     string // this nanoclawd: sandbox-init and the MCP server
 	Upstream   string // the model API ("" = api.anthropic.com)
-	Reporter   gateway.Reporter
+	Reporter   security.Reporter
 	Meter      gateway.Meter // nil: the run's model requests are not metered
 	// Route is where the relay sends the run's model requests (the
 	// group's provider and model, the fallbacks); empty: Upstream as the
@@ -58,7 +58,7 @@ type Run struct {
 
 	spec     *runner.Spec
 	group    string
-	reporter gateway.Reporter
+	reporter security.Reporter
 	log      zerolog.Logger
 	cgroup   *sandbox.RunCgroup // nil where the daemon cannot make one
 	disk     diskWatch          // disk.go

@@ -207,7 +207,6 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 				d.daily.WhatsApp = c
 			}
 		}
-		// Spend stays nil until usage is counted at the relay (see summary.Spender).
 	}
 	ok = true
 	return d, nil
@@ -285,7 +284,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	for _, ch := range d.channels {
 		// A channel with a socket of its own (the local one) binds it
 		// now, so that a client started once "running" is logged finds it.
-		if o, ok := ch.(interface{ Open() error }); ok {
+		if o, ok := ch.(channel.Opener); ok {
 			if err := o.Open(); err != nil {
 				d.log.Error().Err(err).Str("part", ch.Name()).Msg("stopped")
 				continue

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
 	"github.com/nanoclawd/nanoclawd/internal/backup"
+	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/status"
 	"github.com/nanoclawd/nanoclawd/internal/usage"
@@ -32,12 +33,10 @@ func (d *Daemon) Status(ctx context.Context) (status.Report, error) {
 		Agents: status.Agents{MaxConcurrent: cfg.Agent.MaxConcurrent}}
 	for _, ch := range d.channels {
 		c := status.Channel{Name: ch.Name(), Connected: ch.Connected()}
-		if s, ok := ch.(interface{ Status() string }); ok {
+		if s, ok := ch.(channel.Reporter); ok {
 			c.State = s.Status()
-		} else if ch.Name() == "local" {
-			c.State = "serving " + cfg.Channels.Local.Socket
 		}
-		if b, ok := ch.(interface{ NextRetry() time.Time }); ok && !c.Connected {
+		if b, ok := ch.(channel.Retrier); ok && !c.Connected {
 			if t := b.NextRetry(); t.After(now) {
 				c.RetryAt = &t
 			}

@@ -50,11 +50,6 @@ var Credentials = security.ModelCredentials
 // DefaultUpstream is the model API when the daemon's ANTHROPIC_BASE_URL is unset.
 const DefaultUpstream = "https://api.anthropic.com"
 
-// Reporter records a refused request as a violation of the group.
-type Reporter interface {
-	Report(ctx context.Context, v security.Violation) error
-}
-
 // Config is what one run's gateway applies.
 type Config struct {
 	Group          string
@@ -79,7 +74,7 @@ type Config struct {
 	// Self is the gateway's address as the run sees it (sandbox.Plan's
 	// Listen): a proxy request for exactly this address is for the relay.
 	Self     string
-	Reporter Reporter
+	Reporter security.Reporter
 	Log      zerolog.Logger
 	// Meter, if set, is asked before each model request and told about
 	// each answer (meter.go).

@@ -32,11 +32,6 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
-// Reporter records a violation (alerts.Reporter does).
-type Reporter interface {
-	Report(ctx context.Context, v security.Violation) error
-}
-
 // Rule names what refused a link in a violation: no configuration allows
 // the daemon to follow one.
 const Rule = "links"
@@ -49,7 +44,7 @@ type Dir struct {
 	root  *os.Root
 	path  string
 	group string
-	rep   Reporter
+	rep   security.Reporter
 }
 
 // Open opens top, a group's directory the daemon made (its folder, IPC or
@@ -57,7 +52,7 @@ type Dir struct {
 // group is the folder named in violations; rep records them (nil: the link
 // is still removed, nothing is recorded — for CLI commands without the
 // daemon's reporter).
-func Open(top, group string, perm fs.FileMode, rep Reporter) (*Dir, error) {
+func Open(top, group string, perm fs.FileMode, rep security.Reporter) (*Dir, error) {
 	if err := os.MkdirAll(top, perm); err != nil {
 		return nil, fmt.Errorf("create %s: %w", top, err)
 	}
@@ -70,7 +65,7 @@ func Open(top, group string, perm fs.FileMode, rep Reporter) (*Dir, error) {
 
 // OpenSub is Open of filepath.Dir(path) followed by Sub of its base name:
 // for a caller that holds the path of a directory inside the top one.
-func OpenSub(ctx context.Context, path, group string, perm fs.FileMode, rep Reporter) (*Dir, error) {
+func OpenSub(ctx context.Context, path, group string, perm fs.FileMode, rep security.Reporter) (*Dir, error) {
 	top, err := Open(filepath.Dir(path), group, perm, rep)
 	if err != nil {
 		return nil, err

@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/groupfs"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/testkit/groupfstest"
 )
 
 var ctx = context.Background()
 
-func open(t *testing.T, rep groupfs.Reporter) (*groupfs.Dir, string) {
+func open(t *testing.T, rep security.Reporter) (*groupfs.Dir, string) {
 	t.Helper()
 	top := filepath.Join(t.TempDir(), "family")
 	d, err := groupfs.Open(top, "family", 0o700, rep)

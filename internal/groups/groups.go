@@ -246,7 +246,7 @@ func (r *Registry) AddTx(ctx context.Context, tx *store.Tx, g Group) error {
 // worked on through groupfs: a link at logs/ or CLAUDE.md is removed and
 // reported, never followed.
 func (r *Registry) createFolder(ctx context.Context, tx *store.Tx, g Group) error {
-	var rep groupfs.Reporter
+	var rep security.Reporter
 	if r.Reporter != nil {
 		rep = txReport{tx, r.Reporter}
 	}

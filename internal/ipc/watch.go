@@ -28,6 +28,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
@@ -62,7 +63,7 @@ type Config struct {
 	View func(groups.Group) RunView
 	// Reporter records a link the agent put where the daemon keeps a
 	// directory (removed, never followed); nil records nothing.
-	Reporter groupfs.Reporter
+	Reporter security.Reporter
 	Log      zerolog.Logger
 	// SafetyRescan is the period of a full rescan that catches anything
 	// fsnotify missed; default one minute.

@@ -36,10 +36,6 @@ type (
 		EnqueueMessages(folder string)
 		Running(folder string) bool
 	}
-	// Reporter records violations and alerts the main group.
-	Reporter interface {
-		Report(ctx context.Context, v security.Violation) error
-	}
 	// Tokens issues the per-run IPC secret.
 	Tokens interface {
 		Issue(ctx context.Context, folder string) (string, error)
@@ -84,7 +80,7 @@ type Router struct {
 	Config   func() *config.Config // the current config (it may be reloaded)
 	Queue    Queue
 	Outbox   *outbox.Outbox
-	Reporter Reporter
+	Reporter security.Reporter
 	Tokens   Tokens
 	Tasks    Tasks
 	Ledger   Ledger

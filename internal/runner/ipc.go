@@ -12,6 +12,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
 // The agent's input/ lies in its IPC directory, which it may change at any
@@ -23,7 +24,7 @@ import (
 // is written under a temporary name and renamed, so the agent never reads
 // half of it; names sort in the order they were written. It returns the
 // file's path: the agent deletes the file when it takes the follow-up.
-func FollowUp(ctx context.Context, ipcDir, text string, rep groupfs.Reporter) (string, error) {
+func FollowUp(ctx context.Context, ipcDir, text string, rep security.Reporter) (string, error) {
 	in, err := openInput(ctx, ipcDir, rep)
 	if err != nil {
 		return "", fmt.Errorf("follow-up: %w", err)
@@ -41,7 +42,7 @@ func FollowUp(ctx context.Context, ipcDir, text string, rep groupfs.Reporter) (s
 }
 
 // Close writes the empty <ipcDir>/input/_close that asks the agent to finish.
-func Close(ctx context.Context, ipcDir string, rep groupfs.Reporter) error {
+func Close(ctx context.Context, ipcDir string, rep security.Reporter) error {
 	in, err := openInput(ctx, ipcDir, rep)
 	if err != nil {
 		return fmt.Errorf("close: %w", err)
@@ -56,7 +57,7 @@ func Close(ctx context.Context, ipcDir string, rep groupfs.Reporter) error {
 // clearInput empties <ipcDir>/input before a run: a _close left over from the
 // last run would end the new agent at once, and follow-ups the last agent
 // never read are in the new prompt already (the cursor did not pass them).
-func clearInput(ctx context.Context, ipcDir string, rep groupfs.Reporter) error {
+func clearInput(ctx context.Context, ipcDir string, rep security.Reporter) error {
 	in, err := openInput(ctx, ipcDir, rep)
 	if err != nil {
 		return fmt.Errorf("the agent input directory: %w", err)
@@ -68,6 +69,6 @@ func clearInput(ctx context.Context, ipcDir string, rep groupfs.Reporter) error 
 	return nil
 }
 
-func openInput(ctx context.Context, ipcDir string, rep groupfs.Reporter) (*groupfs.Dir, error) {
+func openInput(ctx context.Context, ipcDir string, rep security.Reporter) (*groupfs.Dir, error) {
 	return groupfs.OpenSub(ctx, layout.IPCDir(ipcDir).Input(), filepath.Base(ipcDir), 0o755, rep)
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/groupfs"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
 // readLines calls fn for each line of r (without the newline or a trailing
@@ -70,7 +71,7 @@ const logHeadroom = 64 << 10
 // openRunLog creates a new run log in dir, the group's logs/, through
 // groupfs: the group must not be able to send its output elsewhere by
 // putting a link there.
-func openRunLog(ctx context.Context, dir string, max int64, rep groupfs.Reporter) (*runLog, error) {
+func openRunLog(ctx context.Context, dir string, max int64, rep security.Reporter) (*runLog, error) {
 	d, err := groupfs.OpenSub(ctx, dir, filepath.Base(filepath.Dir(dir)), 0o755, rep)
 	if err != nil {
 		return nil, fmt.Errorf("the run log directory: %w", err)

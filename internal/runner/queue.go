@@ -9,14 +9,14 @@ import (
 	"time"
 )
 
-// Job is one run the Queue hands to its RunFunc.
+// Job is one run the Queue hands to its Worker.
 type Job struct {
 	Folder  string
 	TaskID  string // the scheduled task to run; "" for a message run
 	Attempt int    // 0 for the first try of a message run, n for its nth retry
 
 	// More (message runs only) receives, coalesced, when new messages arrived
-	// for the group while this run is going: the RunFunc delivers them to
+	// for the group while this run is going: the Worker delivers them to
 	// its agent as follow-ups (FollowUp). Missing a signal loses nothing:
 	// a message that arrived during a run always causes one more run after it.
 	More <-chan struct{}

@@ -32,7 +32,7 @@ func started(j Job) string {
 	return j.Folder
 }
 
-// gate is a RunFunc whose runs each wait for one token on release.
+// gate's run, as a testQueue's Worker.Run, waits for one token on release.
 type gate struct {
 	starts  chan string
 	release chan struct{}
@@ -420,7 +420,7 @@ func TestQueueNoLostMessages(t *testing.T) {
 	}
 }
 
-// BenchmarkEnqueueToStart measures EnqueueMessages → RunFunc called, the
+// BenchmarkEnqueueToStart measures EnqueueMessages → Worker.Run called, the
 // queue's share of "message in → agent starting".
 func BenchmarkEnqueueToStart(b *testing.B) {
 	var t0 atomic.Int64

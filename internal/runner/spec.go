@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/groupfs"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
 // Spec describes one agent run.
@@ -22,7 +22,7 @@ type Spec struct {
 	LogDir  string // <groupsDir>/<folder>/logs; the run log goes here
 	// Reporter records a link the group put in place of input/ or logs/
 	// (removed, never followed); nil records nothing.
-	Reporter groupfs.Reporter
+	Reporter security.Reporter
 
 	Timeout     time.Duration // hard limit of one turn (from the start, then from each result frame); 0 = none
 	IdleTimeout time.Duration // no output for this long → _close; 0 = none

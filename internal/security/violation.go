@@ -1,11 +1,10 @@
 package security
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
-// Violation is one blocked action. It is what a type:"violation" frame
-// carries, plus where and when it happened. It lives here, beside the
-// policy that refuses, so that its producers (runner, ipc, gateway) need not
-// import its consumer (alerts).
 // Kind says what sort of action was refused. The agent runner sends the
 // first four in its violation frames; ipc and limit are the daemon's own.
 type Kind string
@@ -19,6 +18,16 @@ const (
 	KindLimit      Kind = "limit"      // a run over its memory, CPU or process limit
 )
 
+// Reporter records a violation (alerts.Reporter does). Its users (router,
+// gateway, groupfs, runner, ipc) take it so that they need not import alerts.
+type Reporter interface {
+	Report(ctx context.Context, v Violation) error
+}
+
+// Violation is one blocked action. It is what a type:"violation" frame
+// carries, plus where and when it happened. It lives here, beside the
+// policy that refuses, so that its producers (runner, ipc, gateway) need not
+// import its consumer (alerts).
 type Violation struct {
 	Time   time.Time `json:"time"`
 	Group  string    `json:"group"` // folder of the group whose agent (or IPC dir) it came from

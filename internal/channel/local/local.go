@@ -73,6 +73,12 @@ func New(socket string, db *store.DB, maxMedia func() int, registered func(ctx c
 	return &Channel{socket: socket, db: db, sent: make(chan struct{}), start: time.Now(), maxMedia: maxMedia, registered: registered}
 }
 
+var (
+	_ channel.Channel  = (*Channel)(nil)
+	_ channel.Opener   = (*Channel)(nil)
+	_ channel.Reporter = (*Channel)(nil)
+)
+
 // Name implements channel.Channel.
 func (c *Channel) Name() string { return "local" }
 
@@ -133,6 +139,9 @@ func (c *Channel) Run(ctx context.Context, sink channel.Sink) error {
 	}
 	return err
 }
+
+// Status is the channel's line in nanoclawd status.
+func (c *Channel) Status() string { return "serving " + c.socket }
 
 // Open binds the socket, so that a client may connect from the moment it
 // returns (the daemon calls it before it says it is running); Run serves

@@ -88,7 +88,10 @@ type Channel struct {
 	typing   map[string]chan struct{}
 }
 
-var _ channel.Channel = (*Channel)(nil)
+var (
+	_ channel.Channel  = (*Channel)(nil)
+	_ channel.Reporter = (*Channel)(nil)
+)
 
 // New returns a Channel; nothing is requested until Run.
 func New(opts Options) (*Channel, error) {

@@ -114,7 +114,11 @@ type Channel struct {
 	status   status
 }
 
-var _ channel.Channel = (*Channel)(nil)
+var (
+	_ channel.Channel  = (*Channel)(nil)
+	_ channel.Reporter = (*Channel)(nil)
+	_ channel.Retrier  = (*Channel)(nil)
+)
 
 // New returns a Channel; nothing happens until Run.
 func New(opts Options) *Channel {

@@ -145,13 +145,13 @@ func WaitRealDir(tb testing.TB, path string) {
 	}
 }
 
-// Reporter records violations (groupfs.Reporter).
+// Reporter records violations (security.Reporter).
 type Reporter struct {
 	mu   sync.Mutex
 	list []security.Violation
 }
 
-// Report implements groupfs.Reporter.
+// Report implements security.Reporter.
 func (r *Reporter) Report(_ context.Context, v security.Violation) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -20,7 +20,7 @@ type Queue struct {
 func (q *Queue) EnqueueMessages(folder string) { q.EnqueueMessagesFn(folder) }
 func (q *Queue) Running(folder string) bool    { return q.RunningFn(folder) }
 
-// Reporter is a router.Reporter.
+// Reporter is a security.Reporter.
 type Reporter struct {
 	ReportFn func(ctx context.Context, v security.Violation) error
 }

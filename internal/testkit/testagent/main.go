@@ -87,8 +87,10 @@
 //
 // Anything else is answered like echo with the whole text: "echo: TEXT".
 //
-// It is one file on purpose, past 400 lines: the list above and the
-// switch that carries it out are read together, one command at a time.
+// The list above and the switch that carries it out (do, in main.go) are
+// read together, one command at a time; a command that takes more than a
+// few lines lives in a file named for it (api.go, search.go, followup.go,
+// ipc.go, misbehave.go, net.go).
 package main
 
 import (
@@ -97,10 +99,7 @@ import (
 	"fmt"
 	"html"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
@@ -384,39 +383,6 @@ func do(text string, in input, raw []byte) {
 	}
 }
 
-// writeIPC publishes an IPC file in dir (messages/ or tasks/) as the nanoclaw MCP tools do — written as .tmp, then renamed —
-// named after text, and notes line in $TESTAGENT_LOG (if set) once it is
-// in place.
-func writeIPC(dir, text string, v map[string]string, line string) {
-	name := fmt.Sprintf("%d-%s.json", time.Now().UnixNano(), strings.ReplaceAll(text, " ", "_"))
-	b, _ := json.Marshal(v)
-	if err := os.WriteFile(filepath.Join(dir, name+".tmp"), b, 0o600); err != nil {
-		fatal("write IPC file: %v", err)
-	}
-	// Noted before and after it is published: an agent killed in between
-	// (the daemon's kill -9 takes its agents along) may or may not have
-	// published it, so a checker knows the bounds: at least the "after"
-	// count is sent, at most the "before" count.
-	kind, rest, _ := strings.Cut(line, " ")
-	note(kind + "-begin " + rest)
-	if err := os.Rename(filepath.Join(dir, name+".tmp"), filepath.Join(dir, name)); err != nil {
-		fatal("publish IPC file: %v", err)
-	}
-	note(line)
-}
-
-// note appends line to $TESTAGENT_LOG, if set: what the agent did, for a
-// checker to compare with what the daemon made of it.
-func note(line string) {
-	if log := os.Getenv("TESTAGENT_LOG"); log != "" {
-		f, err := os.OpenFile(log, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-		if err == nil {
-			fmt.Fprintln(f, line)
-			f.Close()
-		}
-	}
-}
-
 func frame(payload any) {
 	if err := protocol.WriteFrame(os.Stdout, payload); err != nil {
 		fatal("%v", err)
@@ -429,129 +395,7 @@ func result(text, session string) {
 	frame(f)
 }
 
-func noise() {
-	fmt.Println("starting up, not a frame")
-	start, end := protocol.FrameStart, protocol.FrameEnd
-	fmt.Println(start) // a start with no end…
-	fmt.Println(start) // …then a real frame
-	fmt.Println(`{"status":"success","result":"one"}`)
-	fmt.Println(end)
-	fmt.Println(start) // two payload lines: not a frame
-	fmt.Println(`{"status":"success",`)
-	fmt.Println(`"result":"never"}`)
-	fmt.Println(end)
-	fmt.Println(start) // bad JSON: dropped
-	fmt.Println(`{not json`)
-	fmt.Println(end)
-	fmt.Println(start)
-	fmt.Println(`{"status":"success","result":null}`)
-	fmt.Println(end)
-	result("two", "")
-	fmt.Print("trailing text without newline")
-}
-
-func flood(mib int) {
-	big := strings.Repeat("x", 2<<20)
-	frame(protocol.Result(big))
-	fmt.Println(big + big[:1<<20])
-	line := strings.Repeat("flood ", 170) + "\n" // ~1 KiB
-	chunk := strings.Repeat(line, 64)
-	for n := 0; n < mib*16; n++ {
-		os.Stdout.WriteString(chunk)
-		os.Stderr.WriteString(chunk)
-	}
-}
-
-func fork(next string, in input, raw []byte) {
-	self, err := os.Executable()
-	if err != nil {
-		fatal("%v", err)
-	}
-	c := exec.Command(self)
-	c.Env = append(os.Environ(), "TESTAGENT_ROLE=grandchild")
-	c.Stdout, c.Stderr = os.Stdout, os.Stderr // holds the pipes open, like a stray tool would
-	if err := c.Start(); err != nil {
-		fatal("starting the grandchild: %v", err)
-	}
-	result(fmt.Sprintf("forked %d", c.Process.Pid), "")
-	if next != "" {
-		do(next, in, raw)
-	}
-}
-
-// followup replies first, then answers each follow-up with prefix and
-// its text.
-func followup(session, first, prefix string) {
-	dir := ipcDir().Input()
-	result(first, session)
-	for {
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			fatal("reading %s: %v", dir, err)
-		}
-		var files []string
-		closing := false
-		for _, e := range ents {
-			switch {
-			case e.Name() == layout.CloseFile:
-				closing = true
-			case strings.HasSuffix(e.Name(), ".json"):
-				files = append(files, e.Name())
-			}
-		}
-		sort.Strings(files)
-		for _, f := range files {
-			p := filepath.Join(dir, f)
-			text, ok, err := protocol.ReadFollowUp(p)
-			if err != nil {
-				fatal("%v", err)
-			}
-			if !ok {
-				fatal("bad follow-up %s", f)
-			}
-			os.Remove(p)
-			result(prefix+text, session)
-		}
-		if closing && len(files) == 0 {
-			os.Remove(ipcDir().Close())
-			result("closed", session)
-			return
-		}
-		time.Sleep(10 * time.Millisecond) // a stand-in agent may poll; the daemon never does
-	}
-}
-
 func fatal(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "testagent: "+format+"\n", args...)
 	os.Exit(2)
-}
-
-// fetch GETs url as a tool would: through the proxy the environment names.
-// curl gets url through $HTTP_PROXY whatever its host, as curl does (Go's
-// own client never proxies the loopback).
-func curl(u string) string {
-	proxy, err := url.Parse(os.Getenv("HTTP_PROXY"))
-	if err != nil || proxy.Host == "" {
-		return "refused (no HTTP_PROXY)"
-	}
-	c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}}
-	resp, err := c.Post(u, "application/json", strings.NewReader(`{"model":"x","max_tokens":1,"messages":[]}`))
-	if err != nil {
-		return "refused (" + err.Error() + ")"
-	}
-	resp.Body.Close()
-	if resp.StatusCode == http.StatusForbidden {
-		return "refused (" + resp.Status + ")"
-	}
-	return resp.Status
-}
-
-func fetch(url string) string {
-	c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}
-	resp, err := c.Get(url)
-	if err != nil {
-		return "refused (" + err.Error() + ")"
-	}
-	resp.Body.Close()
-	return resp.Status
 }
