@@ -30,7 +30,7 @@ func install(t *testing.T) Source {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	mustExec(t, db.DB, `CREATE TABLE IF NOT EXISTS probe (n INTEGER)`)
+	mustExec(t, db, `CREATE TABLE IF NOT EXISTS probe (n INTEGER)`)
 	write(t, filepath.Join(src.Layout.Session("family"), "home", "s.jsonl"), `{"session":"abc"}`)
 	write(t, src.Layout.GroupMemory("family"), "# family\nremember the milk\n")
 	write(t, src.ConfigFile, `{"assistantName": "Andy"}`)
@@ -54,7 +54,9 @@ func write(t *testing.T, p, body string) {
 	}
 }
 
-func mustExec(t *testing.T, db *sql.DB, q string, args ...any) {
+func mustExec(t *testing.T, db interface {
+	Exec(string, ...any) (sql.Result, error)
+}, q string, args ...any) {
 	t.Helper()
 	if _, err := db.Exec(q, args...); err != nil {
 		t.Fatal(err)

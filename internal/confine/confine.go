@@ -49,11 +49,11 @@ type Options struct {
 	Inside []string
 }
 
-// Run is one run's sandbox: its plan, its gateway and how it is started,
+// Confinement is one run's sandbox: its plan, its gateway and how it is started,
 // and the watch on it (watch.go).
-type Run struct {
+type Confinement struct {
 	Plan    sandbox.Plan
-	Gateway *gateway.Run
+	Gateway *gateway.Gateway
 	Launch  sandbox.Launch
 
 	spec     *runner.Spec
@@ -73,7 +73,7 @@ type Run struct {
 // gateway, its own directories handed to the run's user, and o.Spec
 // rewritten to start inside. Close ends the gateway and tidies up after
 // the run.
-func New(o Options) (*Run, error) {
+func New(o Options) (*Confinement, error) {
 	cfg, spec := o.Config, o.Spec
 	if err := roomToRun(cfg.DataDir, cfg.GroupsDir); err != nil {
 		return nil, err
@@ -137,7 +137,7 @@ func New(o Options) (*Run, error) {
 		plan.Listen = listen
 		plan.Profile = sandbox.Profile(plan)
 	}
-	c := &Run{Plan: plan, Gateway: gw, spec: spec, group: o.Policy.Group, reporter: o.Reporter, log: o.Log, stop: make(chan struct{})}
+	c := &Confinement{Plan: plan, Gateway: gw, spec: spec, group: o.Policy.Group, reporter: o.Reporter, log: o.Log, stop: make(chan struct{})}
 	for name, ph := range gw.Env() {
 		spec.Env[name] = ph
 	}
@@ -166,7 +166,7 @@ func New(o Options) (*Run, error) {
 }
 
 // Close ends the gateway and tidies up after the run.
-func (c *Run) Close() {
+func (c *Confinement) Close() {
 	c.Gateway.Close()
 	c.Launch.Close()
 	sandbox.Cleanup(c.Plan)

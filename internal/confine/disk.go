@@ -34,7 +34,7 @@ type diskWatch struct {
 }
 
 // dirs are the directories a run's disk use is counted over.
-func (c *Run) diskDirs() []string {
+func (c *Confinement) diskDirs() []string {
 	dirs := []string{c.spec.Dir, c.spec.IPCDir}
 	if home := c.spec.Env["HOME"]; home != "" {
 		dirs = append(dirs, filepath.Dir(home)) // the session directory, HOME within it
@@ -45,7 +45,7 @@ func (c *Run) diskDirs() []string {
 // watchDisk measures, every sandbox.WatchEvery until c.stop closes, the
 // disk use of the run whose sandbox is pid, and stops the run once it is
 // over the limit.
-func (c *Run) watchDisk(pid int) {
+func (c *Confinement) watchDisk(pid int) {
 	limit := c.Plan.Limits.Disk
 	if limit <= 0 {
 		return
@@ -101,7 +101,7 @@ func (c *Run) watchDisk(pid int) {
 // finishDisk follows the run's end: a run stopped for its disk use (by
 // this watch or sandbox.Watch's look at its folder) has what it wrote past
 // its limit removed, if that was not done yet.
-func (c *Run) finishDisk() {
+func (c *Confinement) finishDisk() {
 	if strings.HasPrefix(c.Exceeded(), "disk") {
 		c.trimDisk()
 	}
@@ -113,7 +113,7 @@ func (c *Run) finishDisk() {
 // disk use leaves nothing past its limit: a full disk would otherwise stay
 // full after it. Files older than the run are never touched, nor the
 // daemon's logs/. It runs once per run.
-func (c *Run) trimDisk() {
+func (c *Confinement) trimDisk() {
 	if c.disk.trimmed.Swap(true) {
 		return
 	}

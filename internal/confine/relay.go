@@ -11,7 +11,7 @@ import (
 // forward proxy; of o it takes the policy's group, the spec, the upstream,
 // the meter and the log. The caller closes the relay when the run has
 // ended.
-func Relay(o Options) (*gateway.Run, error) {
+func Relay(o Options) (*gateway.Gateway, error) {
 	spec := o.Spec
 	gw, err := gateway.OpenLoopback(gateway.Config{
 		Group: o.Policy.Group, Upstream: o.Upstream, Secrets: takeCredentials(spec.Env), Meter: o.Meter, Log: o.Log, Route: o.Route, Routes: o.Routes,

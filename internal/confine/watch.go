@@ -21,7 +21,7 @@ import (
 // spec starts the run inside it). A cgroup's limit counts shared memory
 // too; where the daemon cannot make one, the watch measures resident
 // memory alone.
-func (c *Run) Watch() {
+func (c *Confinement) Watch() {
 	if c.Plan.Limits.Memory <= 0 {
 		return
 	}
@@ -35,7 +35,7 @@ func (c *Run) Watch() {
 
 // Started watches the run whose sandbox has process id pid; a run that
 // goes over a limit is reported and its processes are killed.
-func (c *Run) Started(pid int) {
+func (c *Confinement) Started(pid int) {
 	go sandbox.Watch(pid, c.Plan.Workdir, c.Plan.Limits, c.stop, func(what string) {
 		c.overLimit(what)
 		syscall.Kill(-pid, syscall.SIGKILL)
@@ -45,7 +45,7 @@ func (c *Run) Started(pid int) {
 }
 
 // overLimit records and reports that the run went over a limit.
-func (c *Run) overLimit(what string) {
+func (c *Confinement) overLimit(what string) {
 	c.mu.Lock()
 	c.over = what
 	c.mu.Unlock()
@@ -55,7 +55,7 @@ func (c *Run) overLimit(what string) {
 }
 
 // Exceeded is the limit the run went over, or "".
-func (c *Run) Exceeded() string {
+func (c *Confinement) Exceeded() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.over
@@ -64,7 +64,7 @@ func (c *Run) Exceeded() string {
 // Finish ends the gateway and the watch and tidies up after the run: no
 // file the run made keeps a setuid or setgid bit (the seccomp filter
 // refuses to set one; each found anyway is cleared and reported).
-func (c *Run) Finish() {
+func (c *Confinement) Finish() {
 	close(c.stop)
 	if c.cgroup != nil {
 		if c.cgroup.OOMKilled() && c.Exceeded() == "" {
@@ -87,7 +87,7 @@ func (c *Run) Finish() {
 }
 
 // report records v; what failed it is logged as doing.
-func (c *Run) report(v security.Violation, doing string) {
+func (c *Confinement) report(v security.Violation, doing string) {
 	if err := c.reporter.Report(context.Background(), v); err != nil {
 		c.log.Error().Err(err).Str("group", c.group).Msg(doing)
 	}

@@ -116,7 +116,7 @@ const (
 
 // policy applies the domain lists to host (a name or an address literal)
 // and port, before anything is resolved.
-func (r *Run) policy(host, port string) error {
+func (r *Gateway) policy(host, port string) error {
 	for _, d := range r.cfg.DeniedDomains {
 		if Matches(d, host) && (parseRule(d).port == "" || parseRule(d).port == port) {
 			return &refusal{"listed in network.deniedDomains (" + d + ")", denyKey}
@@ -149,7 +149,7 @@ func (r *Run) policy(host, port string) error {
 // unique-local, multicast, unspecified, or an address of this host's own
 // interfaces), unless the operator wrote that address or a CIDR holding it
 // in allowedDomains. Denied addresses are refused whatever the allow list says.
-func (r *Run) check(a netip.Addr, port string) error {
+func (r *Gateway) check(a netip.Addr, port string) error {
 	a = a.Unmap()
 	for _, d := range r.cfg.DeniedDomains {
 		if ru := parseRule(d); ru.prefix.IsValid() && ru.prefix.Contains(a) {
@@ -176,7 +176,7 @@ var (
 )
 
 // class names the kind of inward address a is, or "" for a public one.
-func (r *Run) class(a netip.Addr) string {
+func (r *Gateway) class(a netip.Addr) string {
 	switch {
 	case a.IsLoopback():
 		return "a loopback address"
@@ -200,7 +200,7 @@ func (r *Run) class(a netip.Addr) string {
 
 // own tells whether a is an address of one of this host's interfaces,
 // read at each connection (an interface may gain an address at any time).
-func (r *Run) own(a netip.Addr) bool {
+func (r *Gateway) own(a netip.Addr) bool {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		return true // unknown: refuse rather than risk reaching home
@@ -217,7 +217,7 @@ func (r *Run) own(a netip.Addr) bool {
 // every address it has: one refused address refuses the name (a name that
 // leads home once may do so on the next lookup). It returns the addresses
 // to connect to, which the dialer checks once more.
-func (r *Run) resolve(ctx context.Context, host, port string) ([]netip.Addr, error) {
+func (r *Gateway) resolve(ctx context.Context, host, port string) ([]netip.Addr, error) {
 	if err := r.policy(host, port); err != nil {
 		return nil, err
 	}
@@ -244,7 +244,7 @@ func (r *Run) resolve(ctx context.Context, host, port string) ([]netip.Addr, err
 
 // dial connects to the first of addrs that answers; the dialer's Control
 // checks each address again at connect time.
-func (r *Run) dial(ctx context.Context, addrs []netip.Addr, port string) (net.Conn, error) {
+func (r *Gateway) dial(ctx context.Context, addrs []netip.Addr, port string) (net.Conn, error) {
 	var err error
 	for _, a := range addrs {
 		var c net.Conn
@@ -261,7 +261,7 @@ func (r *Run) dial(ctx context.Context, addrs []netip.Addr, port string) (net.Co
 
 // checkAddr is the dialer's Control: the same check, on the address the
 // socket is about to connect to.
-func (r *Run) checkAddr(_ context.Context, _, address string, _ syscall.RawConn) error {
+func (r *Gateway) checkAddr(_ context.Context, _, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return &refusal{fmt.Sprintf("connect to %s: not an address", address), allowKey}

@@ -63,7 +63,7 @@ func names(m map[string]string) func(context.Context, string) ([]netip.Addr, err
 
 // tunnel asks the gateway for a CONNECT tunnel and returns the status, or
 // the first line the far end sent.
-func tunnel(t *testing.T, run *Run, hostport string) string {
+func tunnel(t *testing.T, run *Gateway, hostport string) string {
 	t.Helper()
 	c, err := net.Dial("unix", run.socket)
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 // When none answered, the agent gets an error the SDK does not retry,
 // naming each failure, so the run ends with one plain sentence instead of
 // minutes of retries.
-func (r *Run) send(w http.ResponseWriter, req *http.Request, real string, body []byte) {
+func (r *Gateway) send(w http.ResponseWriter, req *http.Request, real string, body []byte) {
 	rt := r.cfg.Route
 	if r.cfg.Routes != nil {
 		if next := r.cfg.Routes(); len(next.Targets) > 0 {
@@ -114,7 +114,7 @@ func (e errSilent) Error() string { return fmt.Sprintf("no %s within %s", e.what
 // bytes of its body, each within the timeout. A failover status or no
 // answer is an error; any other answer is returned with its first chunk
 // read, and the cancel that ends it.
-func (r *Run) attempt(in *http.Request, t Target, real string, body []byte, timeout time.Duration) (*http.Response, []byte, context.CancelFunc, error) {
+func (r *Gateway) attempt(in *http.Request, t Target, real string, body []byte, timeout time.Duration) (*http.Response, []byte, context.CancelFunc, error) {
 	u, err := targetURL(t, in.URL.Path, in.URL.RawQuery)
 	if err != nil {
 		return nil, nil, nil, err
@@ -187,7 +187,7 @@ func (b eofBody) Read([]byte) (int, error) { return 0, b.err }
 // stream copies the chosen answer to the agent as it comes, metered; a
 // stream silent for the timeout is cut (the upstream is not answering),
 // one that keeps streaming never is.
-func (r *Run) stream(w http.ResponseWriter, resp *http.Response, first []byte, cancel context.CancelFunc, s Served, timeout time.Duration) {
+func (r *Gateway) stream(w http.ResponseWriter, resp *http.Response, first []byte, cancel context.CancelFunc, s Served, timeout time.Duration) {
 	defer cancel()
 	silent := time.AfterFunc(timeout, cancel)
 	defer silent.Stop()

@@ -87,8 +87,8 @@ type Config struct {
 	Lookup func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
-// Run is one run's gateway.
-type Run struct {
+// Gateway is one run's gateway.
+type Gateway struct {
 	cfg          Config
 	socket       string
 	ln           net.Listener
@@ -102,7 +102,7 @@ type Run struct {
 }
 
 // Open starts a gateway for one run on a new Unix socket at socket.
-func Open(socket string, cfg Config) (*Run, error) {
+func Open(socket string, cfg Config) (*Gateway, error) {
 	u, err := upstreamURL(cfg.Upstream)
 	if err != nil {
 		return nil, err
@@ -122,11 +122,11 @@ func Open(socket string, cfg Config) (*Run, error) {
 }
 
 // serve runs a gateway on ln (socket: its path, removed by Close, or "").
-func serve(ln net.Listener, socket string, u *url.URL, cfg Config) *Run {
+func serve(ln net.Listener, socket string, u *url.URL, cfg Config) *Gateway {
 	if len(cfg.Route.Targets) == 0 {
 		cfg.Route.Targets = []Target{{Provider: BuiltinProvider, URL: u.String(), Builtin: true}}
 	}
-	r := &Run{cfg: cfg, socket: socket, ln: ln, placeholders: map[string]string{}, env: map[string]string{},
+	r := &Gateway{cfg: cfg, socket: socket, ln: ln, placeholders: map[string]string{}, env: map[string]string{},
 		closed: make(chan struct{})}
 	for name, real := range cfg.Secrets {
 		if real == "" {
@@ -150,11 +150,11 @@ func serve(ln net.Listener, socket string, u *url.URL, cfg Config) *Run {
 
 // Env is what the agent gets instead of the real credentials: for each
 // variable, this run's placeholder.
-func (r *Run) Env() map[string]string { return r.env }
+func (r *Gateway) Env() map[string]string { return r.env }
 
 // Close stops the gateway: its placeholders are refused from now on and
 // open tunnels end.
-func (r *Run) Close() error {
+func (r *Gateway) Close() error {
 	r.closeOnce.Do(func() { close(r.closed) })
 	err := r.srv.Close()
 	if r.socket != "" {
@@ -169,7 +169,7 @@ func placeholder(name string) string {
 	return "nanoclaw-placeholder-" + strings.ToLower(strings.ReplaceAll(name, "_", "-")) + "-" + hex.EncodeToString(b)
 }
 
-func (r *Run) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+func (r *Gateway) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	switch {
 	case r.cfg.RelayOnly:
 		r.relay(w, req)
@@ -184,14 +184,14 @@ func (r *Run) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 // refuse answers 403 and reports the attempt with the reason and the
 // config key that decided it.
-func (r *Run) refuse(w http.ResponseWriter, req *http.Request, target string, ref *refusal) {
+func (r *Gateway) refuse(w http.ResponseWriter, req *http.Request, target string, ref *refusal) {
 	detail := fmt.Sprintf("%s %s refused by the egress gateway: %s", req.Method, target, ref.why)
 	r.report(req.Context(), target, detail, ref.rule)
 	http.Error(w, "nanoclaw sandbox: "+detail, http.StatusForbidden)
 }
 
 // report records one refusal as a network violation of the group.
-func (r *Run) report(ctx context.Context, target, detail, rule string) {
+func (r *Gateway) report(ctx context.Context, target, detail, rule string) {
 	r.cfg.Log.Warn().Str("group", r.cfg.Group).Str("host", target).Msg(detail)
 	if r.cfg.Reporter == nil {
 		return
@@ -206,7 +206,7 @@ func (r *Run) report(ctx context.Context, target, detail, rule string) {
 // fail answers a connection that could not be made: a refusal (by policy,
 // at resolve or at connect) is a 403 and a violation, anything else (no
 // such name, the far end refused) a 502.
-func (r *Run) fail(w http.ResponseWriter, req *http.Request, host string, err error) {
+func (r *Gateway) fail(w http.ResponseWriter, req *http.Request, host string, err error) {
 	var ref *refusal
 	if errors.As(err, &ref) {
 		r.refuse(w, req, host, ref)
@@ -215,7 +215,7 @@ func (r *Run) fail(w http.ResponseWriter, req *http.Request, host string, err er
 	http.Error(w, "nanoclaw gateway: "+err.Error(), http.StatusBadGateway)
 }
 
-func (r *Run) connect(w http.ResponseWriter, req *http.Request) {
+func (r *Gateway) connect(w http.ResponseWriter, req *http.Request) {
 	host, port, err := net.SplitHostPort(req.Host)
 	if err != nil {
 		host, port = req.Host, "443"
@@ -253,7 +253,7 @@ func (r *Run) connect(w http.ResponseWriter, req *http.Request) {
 
 // forward proxies a plain-HTTP request with an absolute URL; it connects
 // only to the addresses checked for it.
-func (r *Run) forward(w http.ResponseWriter, req *http.Request) {
+func (r *Gateway) forward(w http.ResponseWriter, req *http.Request) {
 	host, port := req.URL.Hostname(), req.URL.Port()
 	if port == "" {
 		port = map[string]string{"https": "443"}[req.URL.Scheme]

@@ -29,7 +29,7 @@ func (r *reports) Report(_ context.Context, v security.Violation) error {
 	return nil
 }
 
-func open(t testing.TB, cfg Config) (*Run, *http.Client) {
+func open(t testing.TB, cfg Config) (*Gateway, *http.Client) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "gw")
 	if err != nil {

@@ -44,7 +44,7 @@ type Refusal struct {
 
 // refused asks the meter whether req may go upstream and, if not,
 // answers it; it reports whether it did.
-func (r *Run) refused(w http.ResponseWriter, req *http.Request) bool {
+func (r *Gateway) refused(w http.ResponseWriter, req *http.Request) bool {
 	if r.cfg.Meter == nil {
 		return false
 	}
@@ -66,7 +66,7 @@ func apiError(w http.ResponseWriter, status int, kind, msg string) {
 
 // metered tells the meter the answer's status at once, and returns its
 // body to be read through a usage.Meter as it streams to the agent.
-func (r *Run) metered(resp *http.Response, s Served) *meteredBody {
+func (r *Gateway) metered(resp *http.Response, s Served) *meteredBody {
 	b := &meteredBody{ReadCloser: resp.Body, meter: usage.NewMeter(resp.Header.Get("Content-Type")), run: r}
 	if m := r.cfg.Meter; m != nil {
 		m.Answered(resp.StatusCode, resp.Header, s)
@@ -88,7 +88,7 @@ type meteredBody struct {
 	io.ReadCloser
 	meter *usage.Meter
 	done  func(model string, t usage.Tokens)
-	run   *Run
+	run   *Gateway
 	once  sync.Once
 	err   error // how the last read ended
 }
@@ -122,7 +122,7 @@ func (b *meteredBody) Close() error {
 // not confined (the main group): its agent holds placeholders too, and
 // its requests are counted like every other group's. Env() then holds
 // the placeholders; URL is what ANTHROPIC_BASE_URL becomes.
-func OpenLoopback(cfg Config) (*Run, error) {
+func OpenLoopback(cfg Config) (*Gateway, error) {
 	u, err := upstreamURL(cfg.Upstream)
 	if err != nil {
 		return nil, err
@@ -136,7 +136,7 @@ func OpenLoopback(cfg Config) (*Run, error) {
 }
 
 // URL is the address the gateway listens on, for a loopback one.
-func (r *Run) URL() string { return "http://" + r.ln.Addr().String() }
+func (r *Gateway) URL() string { return "http://" + r.ln.Addr().String() }
 
 func upstreamURL(up string) (*url.URL, error) {
 	if up == "" {

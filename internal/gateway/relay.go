@@ -41,7 +41,7 @@ func modelRequest(req *http.Request) (bool, string) {
 }
 
 // relay forwards a model-API request upstream with the real credential.
-func (r *Run) relay(w http.ResponseWriter, req *http.Request) {
+func (r *Gateway) relay(w http.ResponseWriter, req *http.Request) {
 	target := req.Method + " " + req.URL.Path
 	if ok, why := modelRequest(req); !ok {
 		r.refuseRelay(w, req, target, http.StatusForbidden, "permission_error", why)
@@ -70,7 +70,7 @@ func (r *Run) relay(w http.ResponseWriter, req *http.Request) {
 
 // refuseRelay answers in the Messages API's error shape, which the SDK
 // shows the agent, and reports the attempt.
-func (r *Run) refuseRelay(w http.ResponseWriter, req *http.Request, target string, status int, kind, why string) {
+func (r *Gateway) refuseRelay(w http.ResponseWriter, req *http.Request, target string, status int, kind, why string) {
 	detail := target + " refused by the model-API relay: " + why
 	r.report(req.Context(), target, detail, "relay")
 	w.Header().Set("Content-Type", "application/json")
@@ -102,7 +102,7 @@ var upstreamTransport = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceA
 
 // credential finds this run's placeholder in the request's credential
 // headers and returns the real value it stands for.
-func (r *Run) credential(h http.Header) (string, bool) {
+func (r *Gateway) credential(h http.Header) (string, bool) {
 	select {
 	case <-r.closed:
 		return "", false

@@ -25,7 +25,7 @@ var betaFeatures = map[string]string{
 // modelOnly rewrites a confined group's request body without what would
 // make the API act on the network for it; ok is false when the request
 // was refused (answered already).
-func (r *Run) modelOnly(w http.ResponseWriter, req *http.Request, body []byte) ([]byte, bool) {
+func (r *Gateway) modelOnly(w http.ResponseWriter, req *http.Request, body []byte) ([]byte, bool) {
 	target := req.Method + " " + req.URL.Path
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil || m == nil {

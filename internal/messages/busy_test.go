@@ -30,10 +30,10 @@ func TestAnswerWaitsForALockedDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	s, ctx := New(&store.DB{DB: db}), context.Background()
+	s, ctx := New(store.Wrap(db)), context.Background()
 	out := outboxOf(s)
 
-	lock, err := other.DB.Begin()
+	lock, err := other.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -337,7 +337,7 @@ func (o *Outbox) Flush(ctx context.Context) error {
 	}
 	if len(errs) > 0 {
 		var n int
-		o.db.QueryRow(`SELECT count(*) FROM outbox WHERE sent_at IS NULL AND failed_at IS NULL`).Scan(&n)
+		o.db.QueryRowContext(context.Background(), `SELECT count(*) FROM outbox WHERE sent_at IS NULL AND failed_at IS NULL`).Scan(&n)
 		return fmt.Errorf("outbox: %d messages still queued (they are sent at the next start): %w", n, errors.Join(errs...))
 	}
 	return nil

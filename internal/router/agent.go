@@ -58,12 +58,12 @@ type agentRun struct {
 	failure    string // the last error frame
 	told       bool   // the chat was told of an error result (failure.go)
 	ipcDir     string
-	started    chan struct{}      // closed once the agent process runs; a retry's start replaces it
-	conf       *confine.Run       // the OS sandbox of a non-main run
-	meter      *runMeter          // what the run's relay counts
-	eff        security.Effective // the run's policy
-	mark       int                // the agent's process group, recorded in agent_marks
-	startedAt  time.Time          // when the agent process first started
+	started    chan struct{}        // closed once the agent process runs; a retry's start replaces it
+	conf       *confine.Confinement // the OS sandbox of a non-main run
+	meter      *runMeter            // what the run's relay counts
+	eff        security.Effective   // the run's policy
+	mark       int                  // the agent's process group, recorded in agent_marks
+	startedAt  time.Time            // when the agent process first started
 }
 
 // batch is messages handed to the agent in one prompt.

@@ -26,7 +26,7 @@ var errShuttingDown = errors.New("nanoclawd is shutting down")
 // model requests metered by meter, and readies the watch on its limits.
 // If the sandbox cannot be built, or the start-time proof found a boundary
 // broken, the run fails closed and the main group is told.
-func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group, eff security.Effective, spec *runner.Spec, sessionDir string, meter gateway.Meter) (*confine.Run, error) {
+func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group, eff security.Effective, spec *runner.Spec, sessionDir string, meter gateway.Meter) (*confine.Confinement, error) {
 	user := cfg.Agent.RunAs.User()
 	if err := sandbox.Probe(ctx, user); err != nil {
 		return nil, r.failClosed(ctx, cfg, g, err)
@@ -58,7 +58,7 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 
 // relayMain gives the main group's run, which is not confined, a relay of
 // its own (confine.Relay).
-func (r *Router) relayMain(cfg *config.Config, eff security.Effective, spec *runner.Spec, meter gateway.Meter) (*gateway.Run, error) {
+func (r *Router) relayMain(cfg *config.Config, eff security.Effective, spec *runner.Spec, meter gateway.Meter) (*gateway.Gateway, error) {
 	return confine.Relay(confine.Options{Policy: eff, Spec: spec, Upstream: os.Getenv("ANTHROPIC_BASE_URL"), Meter: meter, Log: r.Log, Route: r.route(cfg, eff), Routes: r.routes(eff.Group)})
 }
 

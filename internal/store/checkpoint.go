@@ -69,7 +69,7 @@ func OpenWithCheckpointer(dataDir string) (*DB, *Checkpointer, error) {
 	if err := migrate(c.db, path); err != nil {
 		return nil, nil, err
 	}
-	return &DB{DB: c.db}, c, nil
+	return Wrap(c.db), c, nil
 }
 
 // Run checkpoints after commits until ctx ends. A PASSIVE checkpoint

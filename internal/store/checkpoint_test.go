@@ -85,7 +85,7 @@ func TestCheckpointerBoundsTheWAL(t *testing.T) {
 	if _, err := db.Exec(`CREATE TABLE blobs (b BLOB)`); err != nil {
 		t.Fatal(err)
 	}
-	reader, err := db.Conn(ctx)
+	reader, err := db.db.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func OpenFile(path string) (*DB, error) {
 	if err := migrate(db, path); err != nil {
 		return nil, err
 	}
-	return &DB{DB: db}, nil
+	return Wrap(db), nil
 }
 
 // migrate brings db up to date, closing it if that fails.

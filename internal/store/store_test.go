@@ -139,7 +139,7 @@ func TestMigrationNumbersRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = Migrate(db.DB, fsys)
+		err = Migrate(db.db, fsys)
 		db.Close()
 		if err == nil {
 			t.Errorf("%s: migrated", name)

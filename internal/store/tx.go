@@ -7,12 +7,42 @@ import (
 )
 
 // DB is the database. Its Begin is the one way a transaction is opened:
-// it waits out another writer, and its Tx runs OnCommit hooks.
+// it waits out another writer, and its Tx runs OnCommit hooks. The
+// *sql.DB stays private so that nothing else can open one.
 type DB struct {
-	*sql.DB
+	db      *sql.DB
 	reserve *Reserve
 	onFull  func() // told when the reserve was given up
 }
+
+// Wrap makes db a DB. Open and OpenFile are the usual way; Wrap is for
+// a database opened otherwise (a test's, with its own DSN).
+func Wrap(db *sql.DB) *DB { return &DB{db: db} }
+
+// QueryContext, QueryRowContext and ExecContext read, and write outside
+// a transaction (one statement, autocommitted). DB has no BeginTx: every
+// transaction is opened by Begin.
+func (db *DB) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return db.db.QueryContext(ctx, query, args...)
+}
+
+func (db *DB) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return db.db.QueryRowContext(ctx, query, args...)
+}
+
+func (db *DB) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return db.db.ExecContext(ctx, query, args...)
+}
+
+// Query, QueryRow and Exec are the same without a context.
+func (db *DB) Query(query string, args ...any) (*sql.Rows, error) { return db.db.Query(query, args...) }
+
+func (db *DB) QueryRow(query string, args ...any) *sql.Row { return db.db.QueryRow(query, args...) }
+
+func (db *DB) Exec(query string, args ...any) (sql.Result, error) { return db.db.Exec(query, args...) }
+
+// Close closes the database.
+func (db *DB) Close() error { return db.db.Close() }
 
 // KeepReserve has Do give r up when the disk is full, telling onFull
 // (which may be nil) each time it does. Call it before the DB is shared.
@@ -65,14 +95,14 @@ const busyWait = 2 * time.Minute
 // locked. With _txlock=immediate a lock refuses at BEGIN, before anything
 // is written, so trying again is safe.
 func (db *DB) Begin(ctx context.Context) (*Tx, error) {
-	tx, err := db.BeginTx(ctx, nil)
+	tx, err := db.db.BeginTx(ctx, nil)
 	for wait, until := 100*time.Millisecond, time.Now().Add(busyWait); Busy(err) && time.Now().Before(until); wait = min(2*wait, 2*time.Second) {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-time.After(wait):
 		}
-		tx, err = db.BeginTx(ctx, nil)
+		tx, err = db.db.BeginTx(ctx, nil)
 	}
 	if err != nil {
 		return nil, err

@@ -67,7 +67,7 @@ func locked(t *testing.T) (*DB, *sql.Tx) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { short.Close() })
-	lock, err := other.BeginTx(context.Background(), nil)
+	lock, err := other.db.BeginTx(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func locked(t *testing.T) (*DB, *sql.Tx) {
 	if _, err := short.Begin(); !Busy(err) {
 		t.Fatalf("the lock does not hold: %v", err)
 	}
-	return &DB{DB: short}, lock
+	return Wrap(short), lock
 }
 
 // Begin waits for a lock another connection holds and then succeeds.
@@ -94,7 +94,7 @@ func TestBeginWaitsOutALock(t *testing.T) {
 	}()
 	// Still locked: a plain BEGIN on these terms fails, so Begin cannot
 	// have got through yet.
-	if _, err := db.DB.Begin(); !Busy(err) {
+	if _, err := db.db.Begin(); !Busy(err) {
 		t.Fatalf("the lock does not hold: %v", err)
 	}
 	select {

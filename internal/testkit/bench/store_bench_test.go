@@ -78,7 +78,7 @@ func BenchmarkInboundStored(b *testing.B) {
 	var behind int64
 	db.QueryRow(`SELECT count(*) FROM messages WHERE seq > (SELECT seq FROM messages_fts_mark)`).Scan(&behind)
 	t0 := time.Now()
-	if err := messages.New(&store.DB{DB: db}).Index(context.Background()); err != nil {
+	if err := messages.New(store.Wrap(db)).Index(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	if behind > 0 {
