@@ -163,7 +163,7 @@ func Command(p Plan, u User, command []string) (Launch, error) {
 	inner := InitArgs(p, command)
 	switch runtime.GOOS {
 	case "linux":
-		return bwrapLaunch(p, u, inner)
+		return bwrapLaunch(p, u, FirstFD, inner)
 	case "darwin":
 		// No network namespace: each run has a loopback port of its own
 		// (Plan.Listen), the only one its profile lets it reach.
@@ -172,8 +172,9 @@ func Command(p Plan, u User, command []string) (Launch, error) {
 	return Launch{}, fmt.Errorf("%w: no sandbox for %s (only Linux with bubblewrap and macOS)", ErrUnavailable, runtime.GOOS)
 }
 
-// bwrapLaunch runs argv in bubblewrap as p plans, as u, under the seccomp filter.
-func bwrapLaunch(p Plan, u User, argv []string) (Launch, error) {
+// bwrapLaunch runs argv in bubblewrap as p plans, as u, under the seccomp
+// filter, which it hands over as descriptor fd (Launch.Files' first).
+func bwrapLaunch(p Plan, u User, fd int, argv []string) (Launch, error) {
 	bwrap, err := exec.LookPath("bwrap")
 	if err != nil {
 		return Launch{}, fmt.Errorf("%w: bubblewrap (bwrap) is not installed: install it (apt-get install bubblewrap)", ErrUnavailable)
@@ -185,7 +186,7 @@ func bwrapLaunch(p Plan, u User, argv []string) (Launch, error) {
 	if err != nil {
 		return Launch{}, err
 	}
-	return Launch{Argv: append([]string{bwrap}, BwrapArgs(p, u, FirstFD, argv)...), Files: []*os.File{filter}, User: u}, nil
+	return Launch{Argv: append([]string{bwrap}, BwrapArgs(p, u, fd, argv)...), Files: []*os.File{filter}, User: u}, nil
 }
 
 // seccompFile is the compiled filter in a sealed memory file, for bwrap's

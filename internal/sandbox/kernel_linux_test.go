@@ -398,7 +398,7 @@ func TestCutOutBehindAClosedDirectory(t *testing.T) {
 // filter, and returns its output.
 func runIn(t *testing.T, p Plan, u User, filtered bool, argv []string, env ...string) string {
 	t.Helper()
-	l, err := bwrapLaunch(p, u, argv)
+	l, err := bwrapLaunch(p, u, FirstFD, argv)
 	if err != nil {
 		t.Fatal(err)
 	}

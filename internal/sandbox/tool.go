@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"runtime"
 	"slices"
 )
@@ -55,16 +54,6 @@ func ToolCommand(p Plan, u User) (Launch, error) {
 	if runtime.GOOS != "linux" {
 		return Launch{}, fmt.Errorf("%w: a helper program is confined on Linux only", ErrUnavailable)
 	}
-	bwrap, err := exec.LookPath("bwrap")
-	if err != nil {
-		return Launch{}, fmt.Errorf("%w: bubblewrap (bwrap) is not installed: install it (apt-get install bubblewrap)", ErrUnavailable)
-	}
-	if bad := p.Unreachable(u); len(bad) > 0 {
-		return Launch{}, fmt.Errorf("%w: the run's user (uid %d) cannot reach %s: %s", ErrUnavailable, u.UID, bad[0].Path, bad[0].Why)
-	}
-	filter, err := seccompFile()
-	if err != nil {
-		return Launch{}, err
-	}
-	return Launch{Argv: append([]string{bwrap}, BwrapArgs(p, u, 3, p.Argv)...), Files: []*os.File{filter}, User: u}, nil
+	// No lifeline for a helper: the filter is the first descriptor, 3.
+	return bwrapLaunch(p, u, 3, p.Argv)
 }
