@@ -194,13 +194,7 @@ func TestKill9MidRunAnsweredOnce(t *testing.T) {
 	// Mid-run means the agent is running and has not answered: its log
 	// file alone is written before the agent is even started.
 	agent := e2e.Testagent(t)
-	deadline := time.Now().Add(30 * time.Second)
-	for len(e2e.Pids(agent)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the agent never started")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	e2e.WaitProcs(t, agent, "the agent")
 	p.Kill9()
 	in.Start()
 	in.WaitFor("local:main", e2e.Equals("slept 2"))

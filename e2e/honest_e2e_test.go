@@ -7,7 +7,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel/local"
 	"github.com/nanoclawd/nanoclawd/internal/status"
@@ -84,14 +83,7 @@ func TestCleanShutdownIsNotAFailure(t *testing.T) {
 	// Stopped mid-run: the main group's agent is running.
 	p = in.Start()
 	in.Post("local:main", "Owner", "sleep 30")
-	agent := e2e.Testagent(t)
-	deadline := time.Now().Add(30 * time.Second)
-	for len(e2e.Pids(agent)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the agent never started")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	e2e.WaitProcs(t, e2e.Testagent(t), "the agent")
 	p.Stop()
 	logText, _ := os.ReadFile(in.Layout().DaemonLog())
 	for _, line := range strings.Split(string(logText), "\n") {

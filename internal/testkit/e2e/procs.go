@@ -46,6 +46,18 @@ func Pids(path string) []int {
 	return pids
 }
 
+// WaitProcs waits until a process runs path (an agent started, say).
+func WaitProcs(tb testing.TB, path, what string) {
+	tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for CountProcs(path) == 0 {
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s never started", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // WaitNoProcs waits until no process runs path: one that just answered may
 // still be exiting, but one that hangs or was left behind fails the test.
 func WaitNoProcs(tb testing.TB, path, what string) {
