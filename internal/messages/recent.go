@@ -31,19 +31,9 @@ func (s *Store) Recent(ctx context.Context, chat string, n int) ([]Stored, error
 // ReceivedByChat counts the stored messages from people, per chat (the
 // metrics' messages in).
 func (s *Store) ReceivedByChat(ctx context.Context) (map[string]int64, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT chat_jid, count(*) FROM messages WHERE is_bot = 0 AND from_me = 0 GROUP BY chat_jid`)
+	out, err := s.db.Counts(ctx, `SELECT chat_jid, count(*) FROM messages WHERE is_bot = 0 AND from_me = 0 GROUP BY chat_jid`)
 	if err != nil {
 		return nil, fmt.Errorf("count received messages: %w", err)
 	}
-	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var chat string
-		var n int64
-		if err := rows.Scan(&chat, &n); err != nil {
-			return nil, fmt.Errorf("count received messages: %w", err)
-		}
-		out[chat] = n
-	}
-	return out, rows.Err()
+	return out, nil
 }

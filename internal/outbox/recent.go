@@ -43,19 +43,9 @@ func (o *Outbox) RecentTo(ctx context.Context, chat string, n int) ([]Recent, er
 
 // SentByChat counts the messages sent, per chat (the metrics' messages out).
 func (o *Outbox) SentByChat(ctx context.Context) (map[string]int64, error) {
-	rows, err := o.db.QueryContext(ctx, `SELECT coalesce(chat_jid, ''), count(*) FROM outbox WHERE sent_at IS NOT NULL GROUP BY chat_jid`)
+	out, err := o.db.Counts(ctx, `SELECT coalesce(chat_jid, ''), count(*) FROM outbox WHERE sent_at IS NOT NULL GROUP BY chat_jid`)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: count sent messages: %w", err)
 	}
-	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var chat string
-		var n int64
-		if err := rows.Scan(&chat, &n); err != nil {
-			return nil, fmt.Errorf("outbox: count sent messages: %w", err)
-		}
-		out[chat] = n
-	}
-	return out, rows.Err()
+	return out, nil
 }
