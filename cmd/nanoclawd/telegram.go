@@ -34,13 +34,9 @@ func (c telegramChats) Run(ctx context.Context, g *globals, args []string) error
 	if err != nil {
 		return err
 	}
-	registered, err := reg.List(ctx)
+	folders, err := foldersByJID(ctx, reg)
 	if err != nil {
 		return err
-	}
-	folders := map[string]string{}
-	for _, gr := range registered {
-		folders[gr.JID] = gr.Folder
 	}
 	list := []telegramChat{}
 	for _, ch := range chats {

@@ -142,13 +142,9 @@ func (c whatsappGroups) Run(ctx context.Context, g *globals, args []string) erro
 	if err != nil {
 		return fmt.Errorf("read the chat list: %w", err)
 	}
-	registered, err := reg.List(ctx)
+	folders, err := foldersByJID(ctx, reg)
 	if err != nil {
 		return err
-	}
-	folders := map[string]string{}
-	for _, gr := range registered {
-		folders[gr.JID] = gr.Folder
 	}
 	list := []whatsappGroup{}
 	for _, c := range chats {
@@ -169,6 +165,20 @@ func (c whatsappGroups) Run(ctx context.Context, g *globals, args []string) erro
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", w.JID, w.Name, registeredAs(w.JID, w.Folder))
 	}
 	return tw.Flush()
+}
+
+// foldersByJID is the folder of each registered group's chat, for the
+// lists of chats a channel has seen.
+func foldersByJID(ctx context.Context, reg *groups.Registry) (map[string]string, error) {
+	registered, err := reg.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	folders := map[string]string{}
+	for _, gr := range registered {
+		folders[gr.JID] = gr.Folder
+	}
+	return folders, nil
 }
 
 // registeredAs is a listed chat's REGISTERED column: the folder of the
