@@ -26,6 +26,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/console"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/ipc"
+	"github.com/nanoclawd/nanoclawd/internal/media"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/metrics"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
@@ -180,6 +181,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		Tokens: d.tokens, Tasks: d.sched, Ledger: d.ledger, Typing: &d.channels, Binary: binary,
 		Log: log.With().Str("part", "router").Logger(), Snapshots: d.snapshots, Usage: d.usage, Proof: d.proof,
 		Owner: d.owner, Metrics: d.metrics,
+		Media: &media.Inbound{Config: d.Config, Reporter: d.reporter, Messages: d.messages, Log: log.With().Str("part", "media").Logger()},
 	}
 	d.newConsole()
 	if d.watcher, err = ipc.NewWatcher(ipc.Config{

@@ -286,7 +286,7 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 			}
 		}
 		pending = false
-		if a.router.transcripts.wait(ctx, a.group.JID, stop) != nil {
+		if a.router.Media.Wait(ctx, a.group.JID, stop) != nil {
 			return
 		}
 		a.mu.Lock()

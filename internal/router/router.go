@@ -2,7 +2,8 @@
 // into replies: sink.go takes what channels deliver, run.go does the
 // queue's jobs, agent.go is one agent process of a run, spec.go says what
 // an agent is started with, standbys.go keeps agents started ahead. A
-// run's sandbox is built by package confine.
+// run's sandbox is built by package confine; the files messages bring
+// are kept by package media.
 package router
 
 import (
@@ -15,6 +16,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/media"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
@@ -91,6 +93,8 @@ type Router struct {
 	// Snapshots, if set, refreshes the files an agent reads in its IPC
 	// directory before each run.
 	Snapshots Snapshots
+	// Media keeps the files messages bring, and transcribes voice notes.
+	Media *media.Inbound
 	// Usage keeps what every run's relay counts (meter.go).
 	Usage *usage.Store
 	// Proof, if set, is waited for before each non-main run.
@@ -98,11 +102,10 @@ type Router struct {
 	// Metrics, if set, is told how long runs take (metrics.go).
 	Metrics Observer
 
-	standbys    standbyPool   // agents started ahead (standbys.go)
-	transcripts transcripts   // voice notes being transcribed (transcripts.go)
-	owner       ownerNotes    // failures the main chat was told of (failure.go)
-	upstreams   gateway.Board // model upstreams that failed lately, for every run's relay
-	unheard     unregistered  // messages from chats no group has (unregistered.go)
+	standbys  standbyPool   // agents started ahead (standbys.go)
+	owner     ownerNotes    // failures the main chat was told of (failure.go)
+	upstreams gateway.Board // model upstreams that failed lately, for every run's relay
+	unheard   unregistered  // messages from chats no group has (unregistered.go)
 }
 
 // Pending lists the folders of groups with unanswered messages, so that a

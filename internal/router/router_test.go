@@ -11,6 +11,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/media"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
@@ -69,6 +70,7 @@ func newEnv(t *testing.T) *env {
 		},
 		Outbox: outbox.New(db, nil, nil, zerolog.Nop()),
 	}
+	e.r.Media = &media.Inbound{Config: e.r.Config, Messages: e.msgs, Log: zerolog.Nop()}
 	return e
 }
 

@@ -91,7 +91,7 @@ func (r *Router) runMessages(ctx context.Context, job runner.Job) (*agentRun, er
 	if g.Paused {
 		return nil, nil // the owner said /pause: the messages wait for /resume
 	}
-	if err := r.transcripts.wait(ctx, g.JID, nil); err != nil {
+	if err := r.Media.Wait(ctx, g.JID, nil); err != nil {
 		return nil, err
 	}
 	msgs, err := r.Messages.Unanswered(ctx, g.JID)

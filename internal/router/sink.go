@@ -9,10 +9,10 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/media"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
-	"github.com/nanoclawd/nanoclawd/internal/transcribe"
 )
 
 // The router as channel.Sink: what channels deliver is stored, and a
@@ -66,33 +66,20 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 			m.QuotedSender, m.QuotedText = name, text
 		}
 	}
-	var file saved
-	marker, later := "", false
+	var file media.Received
 	if m.Media != nil && !m.IsBot && !r.known(ctx, m) {
-		file = r.saveMedia(ctx, g, m)
-		marker = file.text("")
-		if file.rel != "" && (file.kind == channel.MediaVoice || file.kind == channel.MediaAudio) {
-			if later = transcribe.Configured(r.Config().Media.Transcribe); later {
-				// Counted before it is stored, so no run reads it untranscribed.
-				r.transcripts.add(m.ChatJID, 1)
-				marker = file.text(noteFor(errors.New("the daemon stopped before the transcription finished")))
-			} else {
-				marker = file.text(noteFor(transcribe.ErrNone))
-			}
-		}
+		file = r.Media.Receive(ctx, g, m)
 	}
-	seq, added, err := r.Messages.Add(ctx, m, marker)
-	if later && (err != nil || !added || m.IsBot) {
-		r.transcripts.add(m.ChatJID, -1)
-	}
+	seq, added, err := r.Messages.Add(ctx, m, file.Marker)
 	if err != nil || !added || m.IsBot {
+		r.Media.Drop(m.ChatJID, file)
 		return err // nil for a redelivery, or our own reply echoed back
 	}
 	if m.ReactTo != "" {
 		return nil // a reaction is context for the next run, never a call
 	}
-	if later {
-		r.transcribeLater(ctx, g, m, file)
+	if file.Later() {
+		r.Media.Transcribe(ctx, g, m, file, func() { r.maybeRun(g, m.SenderJID, m.Text) })
 		return nil // it may call the assistant once its text is there
 	}
 	cfg := r.Config()

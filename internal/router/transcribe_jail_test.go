@@ -69,7 +69,7 @@ func TestTranscriberReadsOnlyTheNoteItWasGiven(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(release, nil, 0o644)
-	if err := e.r.transcripts.wait(ctx, famJID, nil); err != nil {
+	if err := e.r.Media.Wait(ctx, famJID, nil); err != nil {
 		t.Fatal(err)
 	}
 	msgs, _ := e.msgs.Unanswered(ctx, famJID)

@@ -1,4 +1,4 @@
-package router
+package media
 
 import (
 	"bytes"
@@ -61,7 +61,7 @@ func (s saved) text(note string) string {
 
 // saveMedia downloads m's file into the group's media/ and returns its
 // marker; rel is empty when the file was not saved.
-func (r *Router) saveMedia(ctx context.Context, g groups.Group, m channel.Message) saved {
+func (in *Inbound) save(ctx context.Context, g groups.Group, m channel.Message) saved {
 	md := m.Media
 	kind := md.Kind
 	if kind == "" {
@@ -74,7 +74,7 @@ func (r *Router) saveMedia(ctx context.Context, g groups.Group, m channel.Messag
 		head, sep = head+" "+name, ", "
 	}
 	s := saved{marker: head, kind: kind}
-	limit := r.Config().Media.MaxBytes
+	limit := in.Config().Media.MaxBytes
 	tooBig := func(size int64) saved {
 		s.marker = fmt.Sprintf("%s%s%s: not downloaded, larger than the %s limit (media.maxBytes)", head, sep, humanSize(size), humanSize(int64(limit)))
 		return s
@@ -84,7 +84,7 @@ func (r *Router) saveMedia(ctx context.Context, g groups.Group, m channel.Messag
 	}
 	data, err := md.Fetch(ctx)
 	if err != nil {
-		r.Log.Warn().Err(err).Str("group", g.Folder).Str("id", m.ID).Str("kind", kind).Msg("media download failed")
+		in.Log.Warn().Err(err).Str("group", g.Folder).Str("id", m.ID).Str("kind", kind).Msg("media download failed")
 		s.marker = head + ": could not be downloaded (" + err.Error() + ")"
 		return s
 	}
@@ -92,8 +92,8 @@ func (r *Router) saveMedia(ctx context.Context, g groups.Group, m channel.Messag
 		return tooBig(int64(len(data)))
 	}
 	rel := layout.MediaDir + "/" + unsafeID.ReplaceAllString(m.ID, "_") + extension(typ, md.Name)
-	if err := r.writeMedia(ctx, g, path.Base(rel), data); err != nil {
-		r.Log.Error().Err(err).Str("group", g.Folder).Str("id", m.ID).Msg("saving a received file failed")
+	if err := in.write(ctx, g, path.Base(rel), data); err != nil {
+		in.Log.Error().Err(err).Str("group", g.Folder).Str("id", m.ID).Msg("saving a received file failed")
 		s.marker = head + ": could not be saved (" + err.Error() + ")"
 		return s
 	}
@@ -110,12 +110,12 @@ func (r *Router) saveMedia(ctx context.Context, g groups.Group, m channel.Messag
 	}
 	parts = append(parts, rel)
 	s.marker, s.rel = head+sep+strings.Join(parts, ", "), rel
-	if (kind == channel.MediaVoice || kind == channel.MediaAudio) && transcribe.Configured(r.Config().Media.Transcribe) {
+	if (kind == channel.MediaVoice || kind == channel.MediaAudio) && transcribe.Configured(in.Config().Media.Transcribe) {
 		// The transcriber gets these very bytes, kept where no group
 		// writes: the copy in media/ may be swapped for a link at once.
-		cfg := r.Config()
+		cfg := in.Config()
 		if s.copy, err = transcribe.Keep(cfg.Layout().Transcribing(), cfg.Agent.RunAs.User(), path.Base(rel), data); err != nil {
-			r.Log.Error().Err(err).Str("group", g.Folder).Str("id", m.ID).Msg("keep a voice note's copy to transcribe")
+			in.Log.Error().Err(err).Str("group", g.Folder).Str("id", m.ID).Msg("keep a voice note's copy to transcribe")
 		}
 	}
 	if kind == channel.MediaImage {
@@ -135,8 +135,8 @@ func (r *Router) saveMedia(ctx context.Context, g groups.Group, m channel.Messag
 // directory; a temp file beside the name, synced and renamed over it,
 // replaces a link planted under the name itself. The file is readable by
 // a confined run whatever the daemon's umask.
-func (r *Router) writeMedia(ctx context.Context, g groups.Group, name string, data []byte) error {
-	folder, err := groupfs.Open(r.Config().Layout().Group(g.Folder), g.Folder, 0o755, r.Reporter)
+func (in *Inbound) write(ctx context.Context, g groups.Group, name string, data []byte) error {
+	folder, err := groupfs.Open(in.Config().Layout().Group(g.Folder), g.Folder, 0o755, in.Reporter)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package router
+package media
 
 import (
 	"context"
@@ -100,28 +100,29 @@ func noteFor(err error) string {
 	return "(not transcribed: " + err.Error() + ")"
 }
 
-// transcribeLater transcribes the saved file of m (counted in going
-// already) and puts the transcript into its marker; then m may start a
-// run, as any message.
-func (r *Router) transcribeLater(ctx context.Context, g groups.Group, m channel.Message, s saved) {
+// Transcribe transcribes the voice note r of m (counted since Receive)
+// in the background and puts the transcript into its marker; then it
+// calls then, as m may now start a run like any message.
+func (in *Inbound) Transcribe(ctx context.Context, g groups.Group, m channel.Message, r Received, then func()) {
+	s := r.saved
 	ctx = context.WithoutCancel(ctx) // the channel's request may end long before
 	go func() {
-		defer r.transcripts.add(m.ChatJID, -1)
-		defer r.transcripts.turn(m.ChatJID)()
+		defer in.transcripts.add(m.ChatJID, -1)
+		defer in.transcripts.turn(m.ChatJID)()
 		defer s.copy.Remove()
-		cfg := r.Config()
+		cfg := in.Config()
 		text, err := "", errNoCopy
 		if s.copy.Path != "" {
 			text, err = transcribe.File(ctx, cfg.Media.Transcribe, s.copy.Path, jailFor(cfg, g))
 		}
 		marker := s.text("transcript: " + text)
 		if err != nil {
-			r.Log.Warn().Err(err).Str("group", g.Folder).Str("id", m.ID).Msg("transcribing a voice note failed; the agent is told so")
+			in.Log.Warn().Err(err).Str("group", g.Folder).Str("id", m.ID).Msg("transcribing a voice note failed; the agent is told so")
 			marker = s.text(noteFor(err))
 		}
-		if err := r.Messages.SetMedia(ctx, m.ChatJID, m.ID, marker); err != nil {
-			r.Log.Error().Err(err).Str("group", g.Folder).Str("id", m.ID).Msg("store a transcript")
+		if err := in.Messages.SetMedia(ctx, m.ChatJID, m.ID, marker); err != nil {
+			in.Log.Error().Err(err).Str("group", g.Folder).Str("id", m.ID).Msg("store a transcript")
 		}
-		r.maybeRun(g, m.SenderJID, m.Text)
+		then()
 	}()
 }
