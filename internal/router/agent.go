@@ -15,6 +15,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
+	"github.com/nanoclawd/nanoclawd/internal/prompt"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
@@ -384,7 +385,7 @@ func (a *agentRun) OnResult(res runner.Result) {
 	a.router.owner.clear()
 	text := ""
 	if res.Result != nil {
-		text = StripInternal(*res.Result)
+		text = prompt.StripInternal(*res.Result)
 	}
 	if text != "" {
 		a.lastText = text

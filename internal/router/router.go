@@ -19,6 +19,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/media"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
+	"github.com/nanoclawd/nanoclawd/internal/prompt"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
@@ -139,7 +140,7 @@ func calls(g groups.Group, sender, text string) bool {
 	if g.Security != nil && len(g.Security.Senders) > 0 && !security.SenderAllowed(g.Security.Senders, sender) {
 		return false
 	}
-	return !g.RequiresTrigger || Triggers(text, g.Trigger)
+	return !g.RequiresTrigger || prompt.Triggers(text, g.Trigger)
 }
 
 // mayReset tells whether sender may start the group's conversation afresh:
@@ -170,12 +171,12 @@ func (r *Router) promptOf(msgs []messages.Stored) (string, int64) {
 			Msg("a prompt holds only the newest agent.maxPromptMessages messages; the older ones count as answered without the agent seeing them")
 		msgs = msgs[len(msgs)-n:]
 	}
-	pm := make([]PromptMessage, len(msgs))
+	pm := make([]prompt.Message, len(msgs))
 	for i, m := range msgs {
-		pm[i] = PromptMessage{ID: m.ID, SenderName: m.SenderName, Time: m.Time, Text: m.Text, Media: m.Media,
+		pm[i] = prompt.Message{ID: m.ID, SenderName: m.SenderName, Time: m.Time, Text: m.Text, Media: m.Media,
 			QuotedID: m.QuotedID, QuotedSender: m.QuotedSender, QuotedText: m.QuotedText, ReactTo: m.ReactTo}
 	}
-	return FormatPrompt(pm, cfg.Location()), top
+	return prompt.Format(pm, cfg.Location()), top
 }
 
 func firstLine(s string, n int) string {

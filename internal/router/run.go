@@ -9,6 +9,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
+	"github.com/nanoclawd/nanoclawd/internal/prompt"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 )
@@ -147,7 +148,7 @@ func (r *Router) runTask(ctx context.Context, job runner.Job) (*agentRun, error)
 		return nil, r.Tasks.Done(ctx, task.ID, "", fmt.Errorf("group %s is paused (the owner's /pause); /resume %s starts its agents again", g.Folder, g.Folder))
 	}
 	run := &agentRun{router: r, group: g, replyTo: task.ChatJID, useSession: task.ContextMode != scheduler.ContextIsolated}
-	runErr := run.start(ctx, job, ScheduledPrompt(task.Prompt), true)
+	runErr := run.start(ctx, job, prompt.Scheduled(task.Prompt), true)
 	if err := r.Tasks.Done(ctx, task.ID, run.lastText, runErr); err != nil {
 		r.Log.Error().Err(err).Str("task", task.ID).Msg("record task run")
 	}

@@ -1,8 +1,8 @@
-// Package router takes inbound chat messages to their group's agent and
-// the agent's answers back: messages are stored, triggers matched, runs
-// queued, prompts built from everything unanswered, and the answered
-// position moved only together with the answer.
-package router
+// Package prompt is what an agent is given to read and what it may keep
+// to itself: the XML a batch of chat messages becomes (Format), whether a
+// message calls the assistant by its trigger, a scheduled task's prompt,
+// and the <internal> notes stripped from an answer.
+package prompt
 
 import (
 	"os"
@@ -29,8 +29,8 @@ func Triggers(text, trigger string) bool {
 	return next == utf8.RuneError || !(unicode.IsLetter(next) || unicode.IsDigit(next) || next == '_')
 }
 
-// PromptMessage is one message as the agent sees it.
-type PromptMessage struct {
+// Message is one message as the agent sees it.
+type Message struct {
 	ID         string // the chat's id of it, for a reaction or a quote
 	SenderName string
 	Time       time.Time
@@ -53,7 +53,7 @@ var xmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`
 // messages with their local times (RFC 3339, with the zone's offset), then
 // a line naming the time zone, so "tomorrow at nine" means what the group
 // means.
-func FormatPrompt(msgs []PromptMessage, loc *time.Location) string {
+func Format(msgs []Message, loc *time.Location) string {
 	var b strings.Builder
 	b.WriteString("<messages>\n")
 	for _, m := range msgs {
@@ -126,9 +126,9 @@ func zoneName(loc *time.Location) string {
 	return name
 }
 
-// ScheduledPrompt marks a scheduled task's prompt as the daemon's, not a
+// Scheduled marks a scheduled task's prompt as the daemon's, not a
 // message from the group.
-func ScheduledPrompt(prompt string) string {
+func Scheduled(prompt string) string {
 	return "[SCHEDULED TASK] This run was started by a task scheduled in this group, not by a new message. " +
 		"Do what it says; your reply goes to the group.\n\n" + prompt
 }
