@@ -49,7 +49,7 @@ const maxExcerpt = 200
 
 var xmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;")
 
-// FormatPrompt writes messages, oldest first, as the agent's prompt: the
+// Format writes messages, oldest first, as the agent's prompt: the
 // messages with their local times (RFC 3339, with the zone's offset), then
 // a line naming the time zone, so "tomorrow at nine" means what the group
 // means.
