@@ -242,6 +242,7 @@ func New(tb testing.TB, o Options) *Install {
 	tb.Helper()
 	if o.Dir == "" {
 		o.Dir = tb.TempDir()
+		tb.Cleanup(func() { removePatiently(o.Dir) }) // before t.TempDir's own removal
 	}
 	// A root daemon starts bubblewrap as the runs' user, which must pass
 	// through the test's private temp dir to the install.
