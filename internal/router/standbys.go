@@ -29,8 +29,8 @@ import (
 // agent.warmFor for its prompt; when it ends for any other reason than
 // being taken or expiring, it is started again — at once when it was
 // replaced, with backoff when it ended on its own (a crash, a kill) —
-// unless its command does not wait for a prompt at all. One standby and
-// how a run adopts it: standby.go.
+// unless its command does not wait for a prompt at all. One standby:
+// standby.go; how a run adopts it: adopt.go.
 
 // Backoff of a standby that ended on its own: it doubles from the first
 // delay up to the last; a standby that lived restartCalm counts as calm,
