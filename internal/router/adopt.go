@@ -89,9 +89,9 @@ func adopt(ctx context.Context, sb *standby.Standby[*agentRun], job runner.Job, 
 	for written := false; !written; {
 		select {
 		case <-a.running():
-		case <-sb.Ended:
+		case <-sb.Ended():
 			close(followDone)
-			return <-sb.Done
+			return sb.Wait()
 		}
 		a.mu.Lock()
 		if written = closed(a.started); written {
@@ -104,7 +104,7 @@ func adopt(ctx context.Context, sb *standby.Standby[*agentRun], job runner.Job, 
 	}
 	if err != nil {
 		sb.Stop()
-		<-sb.Done
+		sb.Wait()
 		close(followDone)
 		return err
 	}
@@ -121,13 +121,13 @@ func adopt(ctx context.Context, sb *standby.Standby[*agentRun], job runner.Job, 
 	go func() {
 		select {
 		case <-job.Closing:
-			close(sb.Closing)
+			sb.Close()
 		case <-ctx.Done():
 			sb.Stop()
 		case <-followDone:
 		}
 	}()
-	return <-sb.Done
+	return sb.Wait()
 }
 
 // fingerprint sums up everything a run of g is started with but its

@@ -1,11 +1,8 @@
-// Package standby keeps agents started ahead: for the agent.warm most
-// recently active groups an agent is booted, confined and waiting for its
-// first prompt, so a message is answered without the seconds a cold start
-// takes. The pool decides which groups get one, restarts them (with
-// backoff after a crash), lets them expire after agent.warmFor and stops
-// those started with what a fresh run would no longer get. It starts and
-// runs agents through a Starter (the router), which also hands a taken
-// agent its prompt.
+// Package standby keeps agents started ahead (agent.warm): for each of
+// the most recently active groups one agent waiting for its first prompt,
+// so that a message is answered without a cold start. The pool starts,
+// checks and stops them through a Starter — the router, which also hands
+// a taken one its prompt.
 package standby
 
 import (
@@ -50,23 +47,6 @@ const (
 	restartCalm  = time.Minute
 )
 
-// Agent is one agent process started ahead, as the pool sees it.
-type Agent interface {
-	Running() <-chan struct{} // closed once its process runs
-	Fingerprint() string      // what it was started with (policy, options, session, command)
-	Early() bool              // it answered before it was given a prompt
-}
-
-// Starter starts agents for the pool (the router).
-type Starter[A Agent] interface {
-	// New is an agent for g that will wait for its first prompt.
-	New(g groups.Group) A
-	// Run runs a until it ends; closing closed asks it to finish.
-	Run(ctx context.Context, a A, closing <-chan struct{}) error
-	// Fingerprint is what a fresh run of g would be started with now.
-	Fingerprint(ctx context.Context, g groups.Group) (string, error)
-}
-
 // Groups looks registered groups up.
 type Groups interface {
 	ByJID(ctx context.Context, jid string) (groups.Group, error)
@@ -95,7 +75,7 @@ type Pool[A Agent] struct {
 	// first file in the group's input/ as its prompt, so one still alive
 	// could take, and answer, a follow-up meant for the run.
 	stopping map[string]*Standby[A]
-	busy     map[string]int         // groups with a run going (Router.Run): no standby for them
+	busy     map[string]int         // groups with a run going (Enter, Leave): no standby for them
 	crashes  map[string]int         // standbys of a group that ended on their own, in a row
 	retry    map[string]*time.Timer // a standby's restart waiting for its backoff
 	unfit    string                 // an agent.command that answers or exits before its prompt
@@ -205,14 +185,14 @@ func (p *Pool[A]) Take(ctx context.Context, g groups.Group) *Standby[A] {
 		p.mu.Lock()
 		p.stop(sb)
 		p.mu.Unlock()
-		<-sb.Ended
+		<-sb.ended
 		return nil
 	}
 	if !closed(sb.Agent.Running()) {
 		return drop() // not running yet: a cold start is as fast
 	}
 	select {
-	case <-sb.Ended:
+	case <-sb.ended:
 		return nil // it ended meanwhile (crash, killed)
 	default:
 	}
@@ -290,7 +270,7 @@ func (p *Pool[A]) awaitStopped(folder string) {
 	sb := p.stopping[folder]
 	p.mu.Unlock()
 	if sb != nil {
-		<-sb.Ended
+		<-sb.ended
 	}
 }
 
@@ -330,15 +310,15 @@ func (p *Pool[A]) Ensure(folder string) {
 // held.
 func (p *Pool[A]) launch(parent context.Context, g groups.Group, cfg *config.Config) *Standby[A] {
 	ctx, cancel := context.WithCancel(parent)
-	sb := &Standby[A]{cancel: cancel, Closing: make(chan struct{}), Done: make(chan error, 1), Ended: make(chan struct{}),
+	sb := &Standby[A]{cancel: cancel, closing: make(chan struct{}), done: make(chan error, 1), ended: make(chan struct{}),
 		since: time.Now(), command: commandKey(cfg), folder: g.Folder}
 	sb.Agent = p.starter.New(g)
 	go func() {
 		expiry := time.AfterFunc(cfg.Agent.WarmFor.D(), func() { p.expire(sb) })
-		err := p.starter.Run(ctx, sb.Agent, sb.Closing)
+		err := p.starter.Run(ctx, sb.Agent, sb.closing)
 		expiry.Stop()
-		sb.Done <- err
-		close(sb.Ended)
+		sb.done <- err
+		close(sb.ended)
 		p.ended(sb, err)
 	}()
 	return sb
