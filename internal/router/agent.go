@@ -39,7 +39,7 @@ type agentRun struct {
 	fresh      bool      // the saved session was gone: this run starts a new one
 	resumed    bool      // the agent was handed a saved session to resume
 	since      time.Time // when the run read its session
-	// A standby (standby.go) starts without a prompt and waits for its first
+	// A standby (adopt.go) starts without a prompt and waits for its first
 	// one; adopted holds that prompt once it was handed over.
 	standby     bool
 	adopted     string

@@ -1,9 +1,9 @@
 // Package router turns inbound messages into agent runs and their answers
 // into replies: sink.go takes what channels deliver, run.go does the
 // queue's jobs, agent.go is one agent process of a run, spec.go says what
-// an agent is started with, standbys.go keeps agents started ahead. A
-// run's sandbox is built by package confine; the files messages bring
-// are kept by package media.
+// an agent is started with, adopt.go hands a run an agent started ahead
+// (package standby keeps them). A run's sandbox is built by package
+// confine; the files messages bring are kept by package media.
 package router
 
 import (
@@ -103,7 +103,7 @@ type Router struct {
 	// Metrics, if set, is told how long runs take (metrics.go).
 	Metrics Observer
 
-	standbys  standbyPool   // agents started ahead (standbys.go)
+	standbys  standbys      // agents started ahead (adopt.go)
 	owner     ownerNotes    // failures the main chat was told of (failure.go)
 	upstreams gateway.Board // model upstreams that failed lately, for every run's relay
 	unheard   unregistered  // messages from chats no group has (unregistered.go)

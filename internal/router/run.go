@@ -27,17 +27,17 @@ func (r *Router) Run(ctx context.Context, job runner.Job) error {
 		err error
 	)
 	standbys := r.pool()
-	standbys.enter(job.Folder)
+	standbys.Enter(job.Folder)
 	if job.TaskID != "" {
 		run, err = r.runTask(ctx, job)
 	} else {
 		run, err = r.runMessages(ctx, job)
 	}
-	standbys.leave(job.Folder)
+	standbys.Leave(job.Folder)
 	if job.TaskID == "" && run != nil {
-		standbys.touch(job.Folder) // the group gets an agent started ahead
+		standbys.Touch(job.Folder) // the group gets an agent started ahead
 	} else {
-		standbys.ensure(job.Folder) // one a task run took the place of
+		standbys.Ensure(job.Folder) // one a task run took the place of
 	}
 	if run == nil && err == nil {
 		return nil // nothing to answer: not a run to show
@@ -107,9 +107,9 @@ func (r *Router) runMessages(ctx context.Context, job runner.Job) (*agentRun, er
 	defer r.observeStart(msgs[len(msgs)-1].Time, time.Now(), &run)
 	stopFollow := make(chan struct{})
 	followDone := make(chan struct{})
-	if sb := r.pool().take(ctx, g); sb != nil {
-		run = sb.run
-		err = sb.adopt(ctx, job, prompt, top, stopFollow, followDone)
+	if sb := r.pool().Take(ctx, g); sb != nil {
+		run = sb.Agent
+		err = adopt(ctx, sb, job, prompt, top, stopFollow, followDone)
 	} else {
 		run = &agentRun{router: r, group: g, replyTo: g.JID, batches: []batch{{top: top}}, delivered: top, useSession: true,
 			started: make(chan struct{})}
@@ -139,7 +139,7 @@ func (r *Router) runTask(ctx context.Context, job runner.Job) (*agentRun, error)
 	if err != nil {
 		return nil, fmt.Errorf("task %s: %w", job.TaskID, err)
 	}
-	r.pool().drop(task.GroupFolder) // one agent per group
+	r.pool().Drop(task.GroupFolder) // one agent per group
 	g, err := r.Groups.ByFolder(ctx, task.GroupFolder)
 	if err != nil {
 		return nil, r.Tasks.Done(ctx, task.ID, "", fmt.Errorf("group %s: %w", task.GroupFolder, err))

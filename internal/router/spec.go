@@ -2,6 +2,8 @@ package router
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
@@ -116,4 +118,27 @@ func (r *Router) prepareDirs(ctx context.Context, g groups.Group, p runPaths) er
 		return fmt.Errorf("prepare %s: %w", p.session, err)
 	}
 	return home.Close()
+}
+
+// fingerprint sums up everything a run of g is started with but its
+// prompt: a standby is used only when it is still the same.
+func (r *Router) fingerprint(ctx context.Context, g groups.Group, useSession bool) (string, error) {
+	cfg := r.Config()
+	list, err := r.Groups.List(ctx)
+	if err != nil {
+		return "", err
+	}
+	eff := security.Resolve(cfg.HostSecurity, g.Policy(), cfg.SecurityHost(groups.Folders(list)))
+	session := ""
+	if useSession {
+		if session, err = r.Messages.Session(ctx, g.Folder); err != nil {
+			return "", err
+		}
+	}
+	b, err := json.Marshal([]any{eff, cfg.Agent, cfg.AssistantName, cfg.Timezone, g, session})
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
 }

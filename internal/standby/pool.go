@@ -1,4 +1,9 @@
-package router
+// Package standby keeps agents started ahead (agent.warm): for each of
+// the most recently active groups one agent waiting for its first prompt,
+// so that a message is answered without a cold start. The pool starts,
+// checks and stops them through a Starter — the router, which also hands
+// a taken one its prompt.
+package standby
 
 import (
 	"context"
@@ -7,12 +12,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
-	"github.com/nanoclawd/nanoclawd/internal/runner"
 )
 
-// Warm agents: for the agent.warm most recently active groups the router
+// Warm agents: for the agent.warm most recently active groups the pool
 // keeps an agent started ahead — booted (node and the SDK's CLI take
 // seconds), confined, holding the group's policy and session — waiting
 // for its first prompt. A message for such a group is written to the
@@ -29,8 +35,8 @@ import (
 // agent.warmFor for its prompt; when it ends for any other reason than
 // being taken or expiring, it is started again — at once when it was
 // replaced, with backoff when it ended on its own (a crash, a kill) —
-// unless its command does not wait for a prompt at all. One standby and
-// how a run adopts it: standby.go.
+// unless its command does not wait for a prompt at all. One standby:
+// standby.go; how a run adopts it: the router's adopt.go.
 
 // Backoff of a standby that ended on its own: it doubles from the first
 // delay up to the last; a standby that lived restartCalm counts as calm,
@@ -41,76 +47,72 @@ const (
 	restartCalm  = time.Minute
 )
 
-// standbyPool is the router's agents started ahead, one at most per group.
-type standbyPool struct {
-	once sync.Once
-	r    *Router
+// Groups looks registered groups up.
+type Groups interface {
+	ByJID(ctx context.Context, jid string) (groups.Group, error)
+	ByFolder(ctx context.Context, folder string) (groups.Group, error)
+}
+
+// Chats knows which group chats were active last.
+type Chats interface {
+	RecentGroupChats(ctx context.Context, n int) ([]string, error)
+}
+
+// Pool is the agents started ahead, one at most per group.
+type Pool[A Agent] struct {
+	starter Starter[A]
+	groups  Groups
+	chats   Chats
+	config  func() *config.Config // the current config (it may be reloaded)
+	log     zerolog.Logger
 
 	mu      sync.Mutex
 	ctx     context.Context // the daemon's; ends every standby
 	recent  []string        // folders, most recently active first
-	waiting map[string]*standby
+	waiting map[string]*Standby[A]
 	// stopping holds standbys told to stop whose process may still run.
 	// A group's next run waits for its own to be gone: a standby takes the
 	// first file in the group's input/ as its prompt, so one still alive
 	// could take, and answer, a follow-up meant for the run.
-	stopping map[string]*standby
-	busy     map[string]int         // groups with a run going (Router.Run): no standby for them
+	stopping map[string]*Standby[A]
+	busy     map[string]int         // groups with a run going (Enter, Leave): no standby for them
 	crashes  map[string]int         // standbys of a group that ended on their own, in a row
 	retry    map[string]*time.Timer // a standby's restart waiting for its backoff
 	unfit    string                 // an agent.command that answers or exits before its prompt
 }
 
-// pool is the router's standby pool, ready for use.
-func (r *Router) pool() *standbyPool {
-	p := &r.standbys
-	p.once.Do(func() {
-		p.r = r
-		p.waiting, p.stopping = map[string]*standby{}, map[string]*standby{}
-		p.busy, p.crashes, p.retry = map[string]int{}, map[string]int{}, map[string]*time.Timer{}
-	})
-	return p
+// New returns a pool whose agents s starts; it starts none before WarmUp.
+func New[A Agent](s Starter[A], groups Groups, chats Chats, config func() *config.Config, log zerolog.Logger) *Pool[A] {
+	return &Pool[A]{starter: s, groups: groups, chats: chats, config: config, log: log,
+		waiting: map[string]*Standby[A]{}, stopping: map[string]*Standby[A]{},
+		busy: map[string]int{}, crashes: map[string]int{}, retry: map[string]*time.Timer{}}
 }
 
 // WarmUp starts standbys for the agent.warm most recently active groups,
 // and keeps them until ctx ends.
-func (r *Router) WarmUp(ctx context.Context) { r.pool().run(ctx) }
-
-// RefreshWarm replaces every standby that was started with something a
-// fresh run would no longer get (the config, the group's policy or its
-// session changed), stops those of groups no longer registered, and
-// starts those the most recent groups lack (agent.warm or agent.command
-// changed). It does not wait for the stale ones to be gone.
-func (r *Router) RefreshWarm(ctx context.Context) { r.pool().refresh(ctx) }
-
-// Standbys returns, for each group whose agent is started ahead and
-// waiting for its first prompt, when that agent was started.
-func (r *Router) Standbys() map[string]time.Time { return r.pool().status() }
-
-// run is WarmUp.
-func (p *standbyPool) run(ctx context.Context) {
-	r := p.r
+func (p *Pool[A]) WarmUp(ctx context.Context) {
 	p.mu.Lock()
 	p.ctx = ctx
 	p.mu.Unlock()
-	n := r.Config().Agent.Warm
+	n := p.config().Agent.Warm
 	if n <= 0 {
 		return
 	}
-	jids, err := r.Messages.RecentGroupChats(ctx, n)
+	jids, err := p.chats.RecentGroupChats(ctx, n)
 	if err != nil {
-		r.Log.Warn().Err(err).Msg("pick the groups to keep agents ready for")
+		p.log.Warn().Err(err).Msg("pick the groups to keep agents ready for")
 		return
 	}
 	for i := len(jids) - 1; i >= 0; i-- {
-		if g, err := r.Groups.ByJID(ctx, jids[i]); err == nil {
-			p.touch(g.Folder)
+		if g, err := p.groups.ByJID(ctx, jids[i]); err == nil {
+			p.Touch(g.Folder)
 		}
 	}
 }
 
-// status is Standbys.
-func (p *standbyPool) status() map[string]time.Time {
+// Status returns, for each group whose agent is started ahead and waiting
+// for its first prompt, when that agent was started.
+func (p *Pool[A]) Status() map[string]time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make(map[string]time.Time, len(p.waiting))
@@ -120,15 +122,15 @@ func (p *standbyPool) status() map[string]time.Time {
 	return out
 }
 
-// enter and leave bracket a run of folder: no standby is started for a
+// Enter and Leave bracket a run of folder: no standby is started for a
 // group while its own run goes.
-func (p *standbyPool) enter(folder string) {
+func (p *Pool[A]) Enter(folder string) {
 	p.mu.Lock()
 	p.busy[folder]++
 	p.mu.Unlock()
 }
 
-func (p *standbyPool) leave(folder string) {
+func (p *Pool[A]) Leave(folder string) {
 	p.mu.Lock()
 	if p.busy[folder]--; p.busy[folder] <= 0 {
 		delete(p.busy, folder)
@@ -136,11 +138,11 @@ func (p *standbyPool) leave(folder string) {
 	p.mu.Unlock()
 }
 
-// touch marks folder as the most recently active group: it gets a standby
+// Touch marks folder as the most recently active group: it gets a standby
 // (unless a run of it is going), and the group that falls out of the
 // agent.warm most recent loses its own.
-func (p *standbyPool) touch(folder string) {
-	n := p.r.Config().Agent.Warm
+func (p *Pool[A]) Touch(folder string) {
+	n := p.config().Agent.Warm
 	p.mu.Lock()
 	if p.ctx == nil || p.ctx.Err() != nil {
 		p.mu.Unlock()
@@ -161,13 +163,13 @@ func (p *standbyPool) touch(folder string) {
 		p.recent = p.recent[:max(n, 0)]
 	}
 	p.mu.Unlock()
-	p.ensure(folder)
+	p.Ensure(folder)
 }
 
-// take hands over g's standby if it runs and was started with what a
+// Take hands over g's standby if it runs and was started with what a
 // fresh run would get now (policy, options, session, command); a stale one
 // is stopped. nil: start one cold.
-func (p *standbyPool) take(ctx context.Context, g groups.Group) *standby {
+func (p *Pool[A]) Take(ctx context.Context, g groups.Group) *Standby[A] {
 	p.awaitStopped(g.Folder)
 	p.mu.Lock()
 	sb := p.waiting[g.Folder]
@@ -179,14 +181,14 @@ func (p *standbyPool) take(ctx context.Context, g groups.Group) *standby {
 	if sb == nil {
 		return nil
 	}
-	drop := func() *standby {
+	drop := func() *Standby[A] {
 		p.mu.Lock()
 		p.stop(sb)
 		p.mu.Unlock()
 		<-sb.ended
 		return nil
 	}
-	if !closed(sb.run.running()) {
+	if !closed(sb.Agent.Running()) {
 		return drop() // not running yet: a cold start is as fast
 	}
 	select {
@@ -194,8 +196,8 @@ func (p *standbyPool) take(ctx context.Context, g groups.Group) *standby {
 		return nil // it ended meanwhile (crash, killed)
 	default:
 	}
-	if fp, err := p.r.fingerprint(ctx, g, true); err != nil || fp != sb.run.fingerprint {
-		p.r.Log.Info().Str("group", g.Folder).Msg("the agent started ahead was started with another policy or session; starting a fresh one")
+	if fp, err := p.starter.Fingerprint(ctx, g); err != nil || fp != sb.Agent.Fingerprint() {
+		p.log.Info().Str("group", g.Folder).Msg("the agent started ahead was started with another policy or session; starting a fresh one")
 		return drop()
 	}
 	p.mu.Lock()
@@ -204,9 +206,9 @@ func (p *standbyPool) take(ctx context.Context, g groups.Group) *standby {
 	return sb
 }
 
-// drop stops folder's standby, if any (a task run takes the group), and
+// Drop stops folder's standby, if any (a task run takes the group), and
 // waits until it is gone.
-func (p *standbyPool) drop(folder string) {
+func (p *Pool[A]) Drop(folder string) {
 	p.mu.Lock()
 	if sb := p.waiting[folder]; sb != nil {
 		delete(p.waiting, folder)
@@ -216,51 +218,54 @@ func (p *standbyPool) drop(folder string) {
 	p.awaitStopped(folder)
 }
 
-// refresh is RefreshWarm.
-func (p *standbyPool) refresh(ctx context.Context) {
-	r := p.r
+// Refresh replaces every standby that was started with something a fresh
+// run would no longer get (the config, the group's policy or its session
+// changed), stops those of groups no longer registered, and starts those
+// the most recent groups lack (agent.warm or agent.command changed). It
+// does not wait for the stale ones to be gone.
+func (p *Pool[A]) Refresh(ctx context.Context) {
 	p.mu.Lock()
-	current := make(map[string]*standby, len(p.waiting))
+	current := make(map[string]*Standby[A], len(p.waiting))
 	for folder, sb := range p.waiting {
 		current[folder] = sb
 	}
 	recent := append([]string(nil), p.recent...)
 	p.mu.Unlock()
 	// Fingerprints read SQLite: not under p.mu, which status takes.
-	var stale []*standby
+	var stale []*Standby[A]
 	for folder, sb := range current {
-		g, err := r.Groups.ByFolder(ctx, folder)
+		g, err := p.groups.ByFolder(ctx, folder)
 		fp := ""
 		if err == nil {
-			fp, err = r.fingerprint(ctx, g, true)
+			fp, err = p.starter.Fingerprint(ctx, g)
 		}
-		if err != nil || fp != sb.run.fingerprint {
+		if err != nil || fp != sb.Agent.Fingerprint() {
 			stale = append(stale, sb)
 		}
 	}
 	p.mu.Lock()
 	for _, sb := range stale {
-		if folder := sb.run.group.Folder; p.waiting[folder] == sb {
+		if folder := sb.folder; p.waiting[folder] == sb {
 			delete(p.waiting, folder)
 			p.stop(sb) // ended starts the next one
-			r.Log.Info().Str("group", folder).Msg("the agent started ahead is replaced: the config, the group's policy or its session changed")
+			p.log.Info().Str("group", folder).Msg("the agent started ahead is replaced: the config, the group's policy or its session changed")
 		}
 	}
 	p.mu.Unlock()
 	for _, folder := range recent {
-		p.ensure(folder)
+		p.Ensure(folder)
 	}
 }
 
 // stop ends sb and remembers it until it is gone; p.mu is held.
-func (p *standbyPool) stop(sb *standby) {
+func (p *Pool[A]) stop(sb *Standby[A]) {
 	sb.stopped = true
 	sb.cancel()
-	p.stopping[sb.run.group.Folder] = sb
+	p.stopping[sb.folder] = sb
 }
 
 // awaitStopped waits until no standby of folder told to stop still runs.
-func (p *standbyPool) awaitStopped(folder string) {
+func (p *Pool[A]) awaitStopped(folder string) {
 	p.mu.Lock()
 	sb := p.stopping[folder]
 	p.mu.Unlock()
@@ -273,7 +278,7 @@ func (p *standbyPool) awaitStopped(folder string) {
 func commandKey(cfg *config.Config) string { return strings.Join(cfg.Agent.Command, "\x00") }
 
 // wants tells whether folder should get a standby now; p.mu is held.
-func (p *standbyPool) wants(folder string, cfg *config.Config) bool {
+func (p *Pool[A]) wants(folder string, cfg *config.Config) bool {
 	n := cfg.Agent.Warm
 	return p.ctx != nil && p.ctx.Err() == nil && n > 0 &&
 		slices.Contains(p.recent[:min(n, len(p.recent))], folder) &&
@@ -281,16 +286,16 @@ func (p *standbyPool) wants(folder string, cfg *config.Config) bool {
 		p.unfit != commandKey(cfg)
 }
 
-// ensure starts folder's standby if it should have one now.
-func (p *standbyPool) ensure(folder string) {
-	cfg := p.r.Config()
+// Ensure starts folder's standby if it should have one now.
+func (p *Pool[A]) Ensure(folder string) {
+	cfg := p.config()
 	p.mu.Lock()
 	ok, ctx := p.wants(folder, cfg), p.ctx
 	p.mu.Unlock()
 	if !ok {
 		return
 	}
-	g, err := p.r.Groups.ByFolder(ctx, folder) // SQLite: not under p.mu
+	g, err := p.groups.ByFolder(ctx, folder) // SQLite: not under p.mu
 	if err != nil {
 		return
 	}
@@ -303,15 +308,14 @@ func (p *standbyPool) ensure(folder string) {
 
 // launch starts an agent for g that waits for its first prompt; p.mu is
 // held.
-func (p *standbyPool) launch(parent context.Context, g groups.Group, cfg *config.Config) *standby {
+func (p *Pool[A]) launch(parent context.Context, g groups.Group, cfg *config.Config) *Standby[A] {
 	ctx, cancel := context.WithCancel(parent)
-	sb := &standby{cancel: cancel, closing: make(chan struct{}), done: make(chan error, 1), ended: make(chan struct{}),
-		since: time.Now(), command: commandKey(cfg)}
-	sb.run = &agentRun{router: p.r, group: g, replyTo: g.JID, useSession: true, standby: true,
-		started: make(chan struct{}), prompted: make(chan struct{})}
+	sb := &Standby[A]{cancel: cancel, closing: make(chan struct{}), done: make(chan error, 1), ended: make(chan struct{}),
+		since: time.Now(), command: commandKey(cfg), folder: g.Folder}
+	sb.Agent = p.starter.New(g)
 	go func() {
 		expiry := time.AfterFunc(cfg.Agent.WarmFor.D(), func() { p.expire(sb) })
-		err := sb.run.start(ctx, runner.Job{Folder: g.Folder, Closing: sb.closing}, "", false)
+		err := p.starter.Run(ctx, sb.Agent, sb.closing)
 		expiry.Stop()
 		sb.done <- err
 		close(sb.ended)
@@ -322,10 +326,10 @@ func (p *standbyPool) launch(parent context.Context, g groups.Group, cfg *config
 
 // expire stops sb if it is still waiting for its first prompt after
 // agent.warmFor: its group has been quiet that long.
-func (p *standbyPool) expire(sb *standby) {
+func (p *Pool[A]) expire(sb *Standby[A]) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	folder := sb.run.group.Folder
+	folder := sb.folder
 	if p.waiting[folder] != sb {
 		return
 	}
@@ -333,15 +337,13 @@ func (p *standbyPool) expire(sb *standby) {
 	p.recent = removeString(p.recent, folder) // its next message makes it recent again
 	sb.expired = true
 	p.stop(sb)
-	p.r.Log.Info().Str("group", folder).Dur("waited", time.Since(sb.since)).Msg("the agent started ahead waited agent.warmFor for a message; stopped")
+	p.log.Info().Str("group", folder).Dur("waited", time.Since(sb.since)).Msg("the agent started ahead waited agent.warmFor for a message; stopped")
 }
 
 // ended decides what follows the end of sb.
-func (p *standbyPool) ended(sb *standby, err error) {
-	folder := sb.run.group.Folder
-	sb.run.mu.Lock()
-	early := sb.run.early
-	sb.run.mu.Unlock()
+func (p *Pool[A]) ended(sb *Standby[A], err error) {
+	folder := sb.folder
+	early := sb.Agent.Early()
 	p.mu.Lock()
 	if p.waiting[folder] == sb {
 		delete(p.waiting, folder)
@@ -361,7 +363,7 @@ func (p *standbyPool) ended(sb *standby, err error) {
 		// a custom command): started again it would only do the same.
 		if p.unfit != sb.command {
 			p.unfit = sb.command
-			p.r.Log.Warn().Str("group", folder).Strs("command", strings.Split(sb.command, "\x00")).
+			p.log.Warn().Str("group", folder).Strs("command", strings.Split(sb.command, "\x00")).
 				Msg("the agent command answered or exited before it was given a prompt: agents are not started ahead for it (agent.warm)")
 		}
 	default:
@@ -375,14 +377,14 @@ func (p *standbyPool) ended(sb *standby, err error) {
 			p.mu.Lock()
 			delete(p.retry, folder)
 			p.mu.Unlock()
-			p.ensure(folder)
+			p.Ensure(folder)
 		})
-		p.r.Log.Warn().Err(err).Str("group", folder).Int("in_a_row", n).Dur("restart_in", delay).
+		p.log.Warn().Err(err).Str("group", folder).Int("in_a_row", n).Dur("restart_in", delay).
 			Msg("the agent started ahead ended before it was given a prompt; starting another")
 	}
 	p.mu.Unlock()
 	if again {
-		p.ensure(folder)
+		p.Ensure(folder)
 	}
 }
 
@@ -394,4 +396,13 @@ func removeString(list []string, s string) []string {
 		}
 	}
 	return out
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
