@@ -1,4 +1,4 @@
-package daemon
+package status
 
 import (
 	"context"
@@ -7,20 +7,19 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/security"
-	"github.com/nanoclawd/nanoclawd/internal/status"
 	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
 // spendNow is every group's model usage today and this month.
 type spendNow struct{ today, month map[string]usage.Total }
 
-func (d *Daemon) spend(ctx context.Context, cfg *config.Config, now time.Time) (spendNow, error) {
+func spendOf(ctx context.Context, u *usage.Store, cfg *config.Config, now time.Time) (spendNow, error) {
 	s := spendNow{today: map[string]usage.Total{}, month: map[string]usage.Total{}}
 	for _, span := range []struct {
 		since time.Time
 		into  map[string]usage.Total
 	}{{usage.Today(now, cfg.Location()), s.today}, {usage.ThisMonth(now, cfg.Location()), s.month}} {
-		totals, err := d.usage.Totals(ctx, span.since, now.Add(time.Second), "")
+		totals, err := u.Totals(ctx, span.since, now.Add(time.Second), "")
 		if err != nil {
 			return s, err
 		}
@@ -32,14 +31,14 @@ func (d *Daemon) spend(ctx context.Context, cfg *config.Config, now time.Time) (
 }
 
 // of is g's line of status: its spend and its budget.
-func (s spendNow) of(g groups.Group, cfg *config.Config, now time.Time) *status.Usage {
+func (s spendNow) of(g groups.Group, cfg *config.Config, now time.Time) *Usage {
 	b := security.EffectiveBudget(cfg.Agent.Budget, g.Security, g.IsMain)
-	u := &status.Usage{Daily: b.Daily, Monthly: b.Monthly}
+	u := &Usage{Daily: b.Daily, Monthly: b.Monthly}
 	for _, x := range []struct {
 		t  usage.Total
-		to *status.Spend
+		to *Spend
 	}{{s.today[g.Folder], &u.Today}, {s.month[g.Folder], &u.Month}} {
-		*x.to = status.SpendOf(x.t)
+		*x.to = SpendOf(x.t)
 	}
 	for _, p := range usage.Periods(now, cfg.Location(), b.Daily, b.Monthly) {
 		spent := u.Today.USD()
