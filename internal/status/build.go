@@ -19,17 +19,20 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
 // Sources are the parts of a running daemon a Report is built from.
 type Sources struct {
-	Config   *config.Config
-	Log      zerolog.Logger
-	Started  time.Time
-	DB       *store.DB // last runs, fallbacks, violations, the model API's health
-	Usage    *usage.Store
+	Config  *config.Config
+	Log     zerolog.Logger
+	Started time.Time
+	DB      *store.DB // last runs, fallbacks, violations, the model API's health
+	Usage   interface {
+		Spending(ctx context.Context, gs []groups.Group, global security.Budget, now time.Time, loc *time.Location) (map[string]usage.GroupSpend, error)
+	}
 	Channels []channel.Channel
 	Groups   interface {
 		List(context.Context) ([]groups.Group, error)
@@ -79,7 +82,7 @@ func Build(ctx context.Context, s Sources) (Report, error) {
 	if err != nil {
 		return r, err
 	}
-	spend, err := spendOf(ctx, s.Usage, cfg, now)
+	spend, err := s.Usage.Spending(ctx, list, cfg.Agent.Budget, now, cfg.Location())
 	if err != nil {
 		return r, err
 	}
@@ -122,7 +125,7 @@ func Build(ctx context.Context, s Sources) (Report, error) {
 		if l, ok := last[g.Folder]; ok {
 			sg.LastRun = &Run{Started: l.Started, Finished: l.Finished, OK: l.OK, Error: l.Error, TaskID: l.TaskID}
 		}
-		sg.Usage = spend.of(g, cfg, now)
+		sg.Usage = usageOf(spend[g.Folder])
 		sg.Model, sg.Provider = cfg.Agent.Model, cfg.Agent.Provider
 		if o := g.Security; o != nil {
 			sg.Model, sg.Provider = cmp.Or(o.Model, sg.Model), cmp.Or(o.Provider, sg.Provider)
