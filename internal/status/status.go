@@ -104,7 +104,7 @@ type Group struct {
 	StandbySince *time.Time `json:"standbySince,omitempty"` // when its standby was started
 	QueuedTasks  int        `json:"queuedTasks"`
 	Failures     int        `json:"failures"` // failed message runs in a row
-	LastRun      *Run       `json:"lastRun,omitempty"`
+	LastRun      *LastRun   `json:"lastRun,omitempty"`
 	Usage        *Usage     `json:"usage,omitempty"`
 	// Model is the group's model as configured ("" = the SDK's default)
 	// and Provider where its requests go; Fallback, when its last request
@@ -121,8 +121,8 @@ type Fallback struct {
 	Since    time.Time `json:"since"`
 }
 
-// Run is a group's last finished agent run (kept across restarts).
-type Run struct {
+// LastRun is a group's last finished agent run (kept across restarts).
+type LastRun struct {
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
 	OK       bool      `json:"ok"`
