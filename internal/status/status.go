@@ -1,7 +1,7 @@
-// Package status is what `nanoclawd status` shows: the report a running
-// daemon builds about itself, the control socket it is served on (always
-// there, whatever channels are enabled), the client that asks for it, and
-// the text rendering of it.
+// Package status is what `nanoclawd status` shows: the report of a
+// running daemon, built from its parts (Build), the control socket it is
+// served on (always there, whatever channels are enabled), the client that
+// asks for it, and the text rendering of it.
 package status
 
 import (
