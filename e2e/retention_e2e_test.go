@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"regexp"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ func TestRetentionPrunesUsage(t *testing.T) {
 	}
 	defer db.Close()
 	for i, at := range []time.Time{time.Now().Add(-49 * time.Hour), time.Now().Add(-48 * time.Hour), time.Now().Add(-time.Hour)} {
-		if _, err := db.Exec(`INSERT INTO usage_requests (at, group_folder, run_id, model, input_tokens, output_tokens,
+		if _, err := db.ExecContext(context.Background(), `INSERT INTO usage_requests (at, group_folder, run_id, model, input_tokens, output_tokens,
 			cache_write_tokens, cache_read_tokens, cost_usd, priced) VALUES (?, 'main', ?, 'claude-sonnet-4-5', 10, 10, 0, 0, 0.01, 1)`,
 			at.UnixMilli(), i); err != nil {
 			t.Fatal(err)
@@ -35,8 +36,8 @@ func TestRetentionPrunesUsage(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var old, recent int
-		db.QueryRow(`SELECT count(*) FROM usage_requests WHERE at < ?`, time.Now().Add(-24*time.Hour).UnixMilli()).Scan(&old)
-		db.QueryRow(`SELECT count(*) FROM usage_requests WHERE at >= ?`, time.Now().Add(-24*time.Hour).UnixMilli()).Scan(&recent)
+		db.QueryRowContext(context.Background(), `SELECT count(*) FROM usage_requests WHERE at < ?`, time.Now().Add(-24*time.Hour).UnixMilli()).Scan(&old)
+		db.QueryRowContext(context.Background(), `SELECT count(*) FROM usage_requests WHERE at >= ?`, time.Now().Add(-24*time.Hour).UnixMilli()).Scan(&recent)
 		if old == 0 && recent == 1 {
 			break
 		}

@@ -135,7 +135,7 @@ func TestSearchAfterKill9(t *testing.T) {
 	if err := s.Index(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)`); err != nil {
+	if _, err := db.ExecContext(context.Background(), `INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)`); err != nil {
 		t.Errorf("the index does not match the messages after kill -9: %v", err)
 	}
 	stored := 0
@@ -151,7 +151,7 @@ func TestSearchAfterKill9(t *testing.T) {
 		stored += len(found)
 	}
 	var rows int
-	if err := db.QueryRow(`SELECT count(*) FROM messages WHERE chat_jid = 'local:family'`).Scan(&rows); err != nil || rows != stored {
+	if err := db.QueryRowContext(context.Background(), `SELECT count(*) FROM messages WHERE chat_jid = 'local:family'`).Scan(&rows); err != nil || rows != stored {
 		t.Errorf("%d messages stored (%v), %d found by search", rows, err, stored)
 	}
 	t.Logf("killed after %d acknowledged; %d of %d stored, each found once", n/3, stored, n)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"os"
@@ -241,7 +242,7 @@ func TestWhatsAppGroupsLogoutOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range [][]any{{"120363000000000009@g.us", "Family", 1}, {"491700000002@s.whatsapp.net", "Alice", 0}, {"local:x", "X", 1}} {
-		if _, err := db.Exec(`INSERT INTO chats (jid, name, is_group, last_activity) VALUES (?, ?, ?, 0)`, c...); err != nil {
+		if _, err := db.ExecContext(context.Background(), `INSERT INTO chats (jid, name, is_group, last_activity) VALUES (?, ?, ?, 0)`, c...); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -79,7 +79,7 @@ func (e *env) start(t testing.TB) {
 func (e *env) count(t testing.TB, q string, args ...any) int {
 	t.Helper()
 	var n int
-	if err := e.db.QueryRow(q, args...).Scan(&n); err != nil {
+	if err := e.db.QueryRowContext(context.Background(), q, args...).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

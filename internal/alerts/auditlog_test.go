@@ -38,7 +38,7 @@ func TestReplayWritesMissedAuditLines(t *testing.T) {
 	// As if the daemon died after the commit and before the line.
 	path := filepath.Join(e.groupsDir, "family", "logs", "security.jsonl")
 	os.Remove(path)
-	e.db.Exec(`UPDATE violations SET logged = 0`)
+	e.db.ExecContext(ctx, `UPDATE violations SET logged = 0`)
 	if err := e.rep.replayLog(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestAuditReplayWritesEachLineOnce(t *testing.T) {
 	lines := readLines(t, path)
 	// As if the crash came after a.example's line, and before b.example's.
 	os.WriteFile(path, []byte(lines[0]+"\n"), 0o600)
-	if _, err := e.db.Exec(`UPDATE violations SET logged = 0`); err != nil {
+	if _, err := e.db.ExecContext(ctx, `UPDATE violations SET logged = 0`); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.rep.replayLog(ctx); err != nil {

@@ -51,7 +51,7 @@ func TestCapHoldsWhateverTheTargets(t *testing.T) {
 			if _, err := e.rep.sendDue(ctx); err != nil {
 				t.Fatal(err)
 			}
-			rows, err := e.db.Query(`SELECT text FROM outbox WHERE text LIKE '%"family"%' ORDER BY id`)
+			rows, err := e.db.QueryContext(ctx, `SELECT text FROM outbox WHERE text LIKE '%"family"%' ORDER BY id`)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -139,7 +139,7 @@ func TestCapCountsWhatWaitsToBeSent(t *testing.T) {
 // sendAll marks every queued message sent at at, as the outbox would.
 func (e *env) sendAll(t testing.TB, at time.Time) {
 	t.Helper()
-	if _, err := e.db.Exec(`UPDATE outbox SET sent_at = ? WHERE sent_at IS NULL`, at.UnixNano()); err != nil {
+	if _, err := e.db.ExecContext(context.Background(), `UPDATE outbox SET sent_at = ? WHERE sent_at IS NULL`, at.UnixNano()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -174,7 +174,7 @@ func TestNoticeWaitsForTheCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	var text string
-	if err := e.db.QueryRow(`SELECT text FROM outbox ORDER BY id DESC LIMIT 1`).Scan(&text); err != nil {
+	if err := e.db.QueryRowContext(ctx, `SELECT text FROM outbox ORDER BY id DESC LIMIT 1`).Scan(&text); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(text, "[SANDBOX ALERT] family is paused\n[SANDBOX ALERT] +5 more refused files from family in the last minute") {

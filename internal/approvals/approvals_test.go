@@ -159,7 +159,7 @@ func (e *env) deliver(t *testing.T, m channel.Message) string {
 		t.Fatal(err)
 	}
 	var before int
-	e.db.QueryRow(`SELECT count(*) FROM outbox`).Scan(&before)
+	e.db.QueryRowContext(ctx, `SELECT count(*) FROM outbox`).Scan(&before)
 	done, err := e.cmds.Handle(ctx, g, m)
 	if err != nil {
 		t.Fatalf("%s: %v", m.Text, err)
@@ -168,7 +168,7 @@ func (e *env) deliver(t *testing.T, m channel.Message) string {
 		return ""
 	}
 	var texts []string
-	rows, err := e.db.Query(`SELECT text FROM outbox WHERE chat_jid = ? ORDER BY id LIMIT -1 OFFSET ?`, mainJID, before)
+	rows, err := e.db.QueryContext(ctx, `SELECT text FROM outbox WHERE chat_jid = ? ORDER BY id LIMIT -1 OFFSET ?`, mainJID, before)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestAllowAndUndo(t *testing.T) {
 	}
 	// The change is in the audit trail and the group's security.jsonl.
 	var n int
-	e.db.QueryRow(`SELECT count(*) FROM violations WHERE grp = 'family' AND action = ? AND target = 'api.github.com'`, approvals.ActionAllowed).Scan(&n)
+	e.db.QueryRowContext(context.Background(), `SELECT count(*) FROM violations WHERE grp = 'family' AND action = ? AND target = 'api.github.com'`, approvals.ActionAllowed).Scan(&n)
 	if n != 1 {
 		t.Errorf("%d audit rows for the change, want 1", n)
 	}
@@ -329,12 +329,12 @@ func TestPauseResumeAndGroups(t *testing.T) {
 		t.Errorf("/summarize was taken by the daemon: %q", got)
 	}
 	var n int
-	e.db.QueryRow(`SELECT count(*) FROM violations WHERE grp = 'family' AND action IN (?, ?)`, approvals.ActionPaused, approvals.ActionResumed).Scan(&n)
+	e.db.QueryRowContext(context.Background(), `SELECT count(*) FROM violations WHERE grp = 'family' AND action IN (?, ?)`, approvals.ActionPaused, approvals.ActionResumed).Scan(&n)
 	if n != 2 {
 		t.Errorf("%d audit rows for pause and resume, want 2", n)
 	}
 	var raw string
-	e.db.QueryRow(`SELECT security FROM groups WHERE folder = 'family'`).Scan(&raw)
+	e.db.QueryRowContext(context.Background(), `SELECT security FROM groups WHERE folder = 'family'`).Scan(&raw)
 	if raw != "" && json.Valid([]byte(raw)) {
 		t.Errorf("pausing touched the override: %s", raw)
 	}

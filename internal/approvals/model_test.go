@@ -1,6 +1,7 @@
 package approvals_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -32,12 +33,12 @@ func TestModelCommand(t *testing.T) {
 		t.Errorf("a stranger: %q", got)
 	}
 	var raw string
-	e.db.QueryRow(`SELECT security FROM groups WHERE folder = 'family'`).Scan(&raw)
+	e.db.QueryRowContext(context.Background(), `SELECT security FROM groups WHERE folder = 'family'`).Scan(&raw)
 	if raw != `{"model":"claude-haiku-4-5"}` {
 		t.Errorf("the override is %s", raw)
 	}
 	var n int
-	e.db.QueryRow(`SELECT count(*) FROM violations WHERE grp = 'family' AND action = ?`, approvals.ActionModel).Scan(&n)
+	e.db.QueryRowContext(context.Background(), `SELECT count(*) FROM violations WHERE grp = 'family' AND action = ?`, approvals.ActionModel).Scan(&n)
 	if n != 1 {
 		t.Errorf("%d audit rows for the model change, want 1", n)
 	}

@@ -55,10 +55,10 @@ func write(t *testing.T, p, body string) {
 }
 
 func mustExec(t *testing.T, db interface {
-	Exec(string, ...any) (sql.Result, error)
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
 }, q string, args ...any) {
 	t.Helper()
-	if _, err := db.Exec(q, args...); err != nil {
+	if _, err := db.ExecContext(context.Background(), q, args...); err != nil {
 		t.Fatal(err)
 	}
 }

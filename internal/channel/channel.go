@@ -102,6 +102,9 @@ type Attachment struct {
 
 // Sink receives what a channel hears. OnMessage must have persisted the
 // message when it returns nil; a channel acknowledges upstream only then.
+// OnMessage records the message's chat (its JID and time) itself; OnChat
+// tells what a message does not: a chat's name and kind, or a chat heard
+// without a message to store.
 type Sink interface {
 	OnMessage(ctx context.Context, m Message) error
 	OnChat(ctx context.Context, c Chat) error

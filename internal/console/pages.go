@@ -211,7 +211,7 @@ type groupData struct {
 	G                     groups.Group
 	State, Channel, Model string
 	In, Out, Runs, Tasks  any
-	LastRun               *status.Run
+	LastRun               *status.LastRun
 	Violations            []alerts.Recorded
 	Policy                string
 }

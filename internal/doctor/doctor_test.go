@@ -222,7 +222,7 @@ func TestSQLiteAndMainGroup(t *testing.T) {
 	defer db.Close()
 	// The probe was rolled back.
 	var n int
-	db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE name = 'doctor_probe'`).Scan(&n)
+	db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE name = 'doctor_probe'`).Scan(&n)
 	if n != 0 {
 		t.Error("probe table left behind")
 	}

@@ -73,7 +73,7 @@ func waitRow(t *testing.T, db *store.DB, query string, args ...any) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		var one int
-		err := db.QueryRow(query, args...).Scan(&one)
+		err := db.QueryRowContext(context.Background(), query, args...).Scan(&one)
 		if err == nil {
 			return
 		}

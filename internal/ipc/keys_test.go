@@ -22,7 +22,7 @@ func TestKeysNotReusedAfterPrune(t *testing.T) {
 	h.w.now = func() time.Time { return time.Now().Add(8 * 24 * time.Hour) }
 	h.w.prune(ctx)
 	var n int
-	h.db.QueryRow(`SELECT count(*) FROM ipc_journal`).Scan(&n)
+	h.db.QueryRowContext(ctx, `SELECT count(*) FROM ipc_journal`).Scan(&n)
 	if n != 0 {
 		t.Fatalf("%d rows left after the prune, want 0 (the case where ids restart)", n)
 	}

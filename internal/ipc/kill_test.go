@@ -89,7 +89,7 @@ func TestKill9(t *testing.T) {
 	}
 	defer db.Close()
 	registerTestGroups(t, db, filepath.Join(dataDir, "groups"))
-	if _, err := db.Exec(`CREATE TABLE test_calls (n INTEGER PRIMARY KEY, key TEXT, what TEXT)`); err != nil {
+	if _, err := db.ExecContext(context.Background(), `CREATE TABLE test_calls (n INTEGER PRIMARY KEY, key TEXT, what TEXT)`); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -108,7 +108,7 @@ func TestKill9(t *testing.T) {
 	wantCalls := valid + hostile
 
 	count := func() (calls, keys int) {
-		db.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT key) FROM test_calls`).Scan(&calls, &keys)
+		db.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(DISTINCT key) FROM test_calls`).Scan(&calls, &keys)
 		return
 	}
 	run := func(killAfter int, drained bool) {
@@ -146,10 +146,10 @@ func TestKill9(t *testing.T) {
 		t.Fatalf("%d repeated calls after 3 kills; at most one in-flight file per kill may be repeated", calls-keys)
 	}
 	var sentTwice int
-	db.QueryRow(`SELECT COUNT(*) FROM (SELECT what FROM test_calls WHERE what != 'violation' GROUP BY what HAVING COUNT(DISTINCT key) > 1)`).Scan(&sentTwice)
+	db.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT what FROM test_calls WHERE what != 'violation' GROUP BY what HAVING COUNT(DISTINCT key) > 1)`).Scan(&sentTwice)
 	var texts, violations int
-	db.QueryRow(`SELECT COUNT(DISTINCT what) FROM test_calls WHERE what != 'violation'`).Scan(&texts)
-	db.QueryRow(`SELECT COUNT(DISTINCT key) FROM test_calls WHERE what = 'violation'`).Scan(&violations)
+	db.QueryRowContext(ctx, `SELECT COUNT(DISTINCT what) FROM test_calls WHERE what != 'violation'`).Scan(&texts)
+	db.QueryRowContext(ctx, `SELECT COUNT(DISTINCT key) FROM test_calls WHERE what = 'violation'`).Scan(&violations)
 	if sentTwice != 0 || texts != valid || violations != hostile {
 		t.Fatalf("texts %d (want %d), sent under two keys %d, violations %d (want %d)", texts, valid, sentTwice, violations, hostile)
 	}

@@ -126,7 +126,7 @@ func TestTokens(t *testing.T) {
 		t.Fatalf("token %q %v", tok, err)
 	}
 	var raw []byte
-	h.db.QueryRow(`SELECT hash FROM ipc_tokens WHERE folder = 'family' ORDER BY issued_at DESC LIMIT 1`).Scan(&raw)
+	h.db.QueryRowContext(ctx, `SELECT hash FROM ipc_tokens WHERE folder = 'family' ORDER BY issued_at DESC LIMIT 1`).Scan(&raw)
 	if strings.Contains(string(raw), tok) {
 		t.Fatal("the token itself is stored")
 	}

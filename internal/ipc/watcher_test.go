@@ -363,7 +363,7 @@ func TestSearchAnsweredAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(data)
-	if _, err := h.db.Exec(`INSERT INTO ipc_journal (folder, sub, name, hash, status, type, task_id, new_folder, reason, decided_at)
+	if _, err := h.db.ExecContext(ctx, `INSERT INTO ipc_journal (folder, sub, name, hash, status, type, task_id, new_folder, reason, decided_at)
 		VALUES ('family', 'tasks', ?, ?, 'sent', 'search_history', '', '', '', 1)`, name, hex.EncodeToString(sum[:])); err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +373,7 @@ func TestSearchAnsweredAfterRestart(t *testing.T) {
 		t.Fatalf("verdict after the restart: %+v (%v)", v, ok)
 	}
 	var open int
-	h.db.QueryRow(`SELECT count(*) FROM ipc_journal WHERE done = 0`).Scan(&open)
+	h.db.QueryRowContext(ctx, `SELECT count(*) FROM ipc_journal WHERE done = 0`).Scan(&open)
 	if open != 0 {
 		t.Errorf("%d journal rows left open", open)
 	}

@@ -68,7 +68,7 @@ func TestAnswerMovesCursorWithReply(t *testing.T) {
 		t.Errorf("unanswered after the answer = %q, want [two]", got)
 	}
 	var queued int
-	s.db.QueryRow(`SELECT count(*) FROM outbox WHERE chat_jid = ? AND text = 'reply'`, chat).Scan(&queued)
+	s.db.QueryRowContext(ctx, `SELECT count(*) FROM outbox WHERE chat_jid = ? AND text = 'reply'`, chat).Scan(&queued)
 	if queued != 1 {
 		t.Errorf("reply rows = %d, want 1", queued)
 	}

@@ -37,7 +37,7 @@ func integrity(t *testing.T, s *Store) {
 	if err := s.Index(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.db.Exec(`INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)`); err != nil {
+	if _, err := s.db.ExecContext(context.Background(), `INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)`); err != nil {
 		t.Errorf("the index does not match the messages: %v", err)
 	}
 }
@@ -154,7 +154,7 @@ func TestIndexQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pending int
-	s.db.QueryRow(`SELECT count(*) FROM messages WHERE seq > (SELECT seq FROM messages_fts_mark)`).Scan(&pending)
+	s.db.QueryRowContext(ctx, `SELECT count(*) FROM messages WHERE seq > (SELECT seq FROM messages_fts_mark)`).Scan(&pending)
 	if pending != 1 {
 		t.Errorf("%d messages not indexed yet, want m1 alone", pending)
 	}

@@ -57,7 +57,7 @@ func (e *env) start(t testing.TB) {
 func (e *env) count(t testing.TB, q string, args ...any) int {
 	t.Helper()
 	var n int
-	if err := e.db.QueryRow(q, args...).Scan(&n); err != nil {
+	if err := e.db.QueryRowContext(context.Background(), q, args...).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -175,7 +175,7 @@ func TestUnexplainedErrorGivesUpButAnOutageWaits(t *testing.T) {
 		t.Errorf("message during an outage tried %d times, want 4: an outage must never make the outbox give up", n)
 	}
 	var lastErr string
-	e.db.QueryRow(`SELECT last_error FROM outbox WHERE text = 'weird' AND failed_at IS NOT NULL`).Scan(&lastErr)
+	e.db.QueryRowContext(context.Background(), `SELECT last_error FROM outbox WHERE text = 'weird' AND failed_at IS NOT NULL`).Scan(&lastErr)
 	if lastErr != "server returned error 500" {
 		t.Errorf("failed row's last_error = %q", lastErr)
 	}

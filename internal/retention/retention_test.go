@@ -18,7 +18,7 @@ import (
 func count(t *testing.T, db *store.DB, query string, args ...any) int {
 	t.Helper()
 	var n int
-	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
+	if err := db.QueryRowContext(context.Background(), query, args...).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -39,7 +39,7 @@ func TestPrune(t *testing.T) {
 	old, recent := now.Add(-3*24*time.Hour), now.Add(-time.Hour)
 	exec := func(q string, args ...any) {
 		t.Helper()
-		if _, err := db.Exec(q, args...); err != nil {
+		if _, err := db.ExecContext(context.Background(), q, args...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -73,7 +73,7 @@ func TestPrune(t *testing.T) {
 	for i := range 100 {
 		exec(`INSERT INTO messages (chat_jid, id, sender, text, time) VALUES ('stranger@s.whatsapp.net', ?, 'eve', 'old plumber', ?)`, "p"+strconv.Itoa(i), old.UnixMilli())
 	}
-	db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+	db.ExecContext(context.Background(), `PRAGMA wal_checkpoint(TRUNCATE)`)
 	sizeBefore := fileSize(t, dir)
 
 	p := &Pruner{DB: db, Log: zerolog.Nop(), Ages: func() Ages {
@@ -102,7 +102,7 @@ func TestPrune(t *testing.T) {
 	if err := messages.New(db).Index(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)`); err != nil {
+	if _, err := db.ExecContext(context.Background(), `INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)`); err != nil {
 		t.Errorf("the search index no longer matches the messages: %v", err)
 	}
 	if n := count(t, db, `SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'plumber'`); n != 13 {
@@ -111,7 +111,7 @@ func TestPrune(t *testing.T) {
 	if n := count(t, db, `PRAGMA freelist_count`); n != 0 {
 		t.Errorf("%d free pages left in the file after the vacuum", n)
 	}
-	db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+	db.ExecContext(context.Background(), `PRAGMA wal_checkpoint(TRUNCATE)`)
 	if after := fileSize(t, dir); after >= sizeBefore/2 || res.Freed == 0 {
 		t.Errorf("the file went from %d to %d bytes (freed %d); want it to shrink", sizeBefore, after, res.Freed)
 	}

@@ -100,7 +100,7 @@ func (e *env) unanswered(chat string) []string {
 // queued returns the texts the outbox holds for chat.
 func (e *env) queued(chat string) []string {
 	e.t.Helper()
-	rows, err := e.db.Query(`SELECT text FROM outbox WHERE chat_jid = ? ORDER BY id`, chat)
+	rows, err := e.db.QueryContext(context.Background(), `SELECT text FROM outbox WHERE chat_jid = ? ORDER BY id`, chat)
 	if err != nil {
 		e.t.Fatal(err)
 	}

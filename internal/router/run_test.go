@@ -70,7 +70,7 @@ func TestGiveUpAnswersTheFailedBatch(t *testing.T) {
 		t.Errorf("notices = %q", got)
 	}
 	var kind string
-	e.db.QueryRow(`SELECT kind FROM outbox ORDER BY id DESC LIMIT 1`).Scan(&kind)
+	e.db.QueryRowContext(context.Background(), `SELECT kind FROM outbox ORDER BY id DESC LIMIT 1`).Scan(&kind)
 	if kind != outbox.KindNotice {
 		t.Errorf("kind %q", kind)
 	}

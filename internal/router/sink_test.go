@@ -47,7 +47,7 @@ func TestSinkStoresAndTriggers(t *testing.T) {
 				t.Errorf("runs queued = %q, want %q", e.enqueued, tt.runs)
 			}
 			var n int
-			e.db.QueryRow(`SELECT count(*) FROM messages WHERE chat_jid = ?`, tt.chat).Scan(&n)
+			e.db.QueryRowContext(context.Background(), `SELECT count(*) FROM messages WHERE chat_jid = ?`, tt.chat).Scan(&n)
 			if n != 1 {
 				t.Errorf("%d messages stored, want 1", n)
 			}
@@ -72,7 +72,7 @@ func TestSinkUnregisteredChat(t *testing.T) {
 		t.Errorf("chats = %+v, want Strangers with its last activity", chats)
 	}
 	var n int
-	e.db.QueryRow(`SELECT count(*) FROM messages`).Scan(&n)
+	e.db.QueryRowContext(ctx, `SELECT count(*) FROM messages`).Scan(&n)
 	if n != 0 || len(e.enqueued) != 0 {
 		t.Errorf("an unregistered chat stored %d messages and queued %q", n, e.enqueued)
 	}

@@ -159,7 +159,7 @@ func triggerText(g Group) string {
 	return "messages starting with " + g.Trigger
 }
 
-func lastRunText(now time.Time, r *Run) string {
+func lastRunText(now time.Time, r *LastRun) string {
 	if r == nil {
 		return "none yet"
 	}

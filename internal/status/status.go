@@ -1,7 +1,7 @@
-// Package status is what `nanoclawd status` shows: the report a running
-// daemon builds about itself, the control socket it is served on (always
-// there, whatever channels are enabled), the client that asks for it, and
-// the text rendering of it.
+// Package status is what `nanoclawd status` shows: the report of a
+// running daemon, built from its parts (Build), the control socket it is
+// served on (always there, whatever channels are enabled), the client that
+// asks for it, and the text rendering of it.
 package status
 
 import (
@@ -104,7 +104,7 @@ type Group struct {
 	StandbySince *time.Time `json:"standbySince,omitempty"` // when its standby was started
 	QueuedTasks  int        `json:"queuedTasks"`
 	Failures     int        `json:"failures"` // failed message runs in a row
-	LastRun      *Run       `json:"lastRun,omitempty"`
+	LastRun      *LastRun   `json:"lastRun,omitempty"`
 	Usage        *Usage     `json:"usage,omitempty"`
 	// Model is the group's model as configured ("" = the SDK's default)
 	// and Provider where its requests go; Fallback, when its last request
@@ -121,8 +121,8 @@ type Fallback struct {
 	Since    time.Time `json:"since"`
 }
 
-// Run is a group's last finished agent run (kept across restarts).
-type Run struct {
+// LastRun is a group's last finished agent run (kept across restarts).
+type LastRun struct {
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
 	OK       bool      `json:"ok"`

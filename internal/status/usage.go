@@ -34,6 +34,11 @@ func SpendOf(t usage.Total) Spend {
 	return s
 }
 
+// usageOf is g's spend and budget as status shows them.
+func usageOf(g usage.GroupSpend) *Usage {
+	return &Usage{Today: SpendOf(g.Today), Month: SpendOf(g.Month), Daily: g.Budget.Daily, Monthly: g.Budget.Monthly, Over: g.Over}
+}
+
 // USD is what the span's priced requests cost.
 func (s Spend) USD() float64 {
 	if s.CostUSD == nil {

@@ -28,11 +28,11 @@ func TestCheckpointerTakesOverFromCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE blobs (b BLOB)`); err != nil {
+	if _, err := db.ExecContext(context.Background(), `CREATE TABLE blobs (b BLOB)`); err != nil {
 		t.Fatal(err)
 	}
 	for range 300 { // ~1,200 pages of WAL, each commit its own
-		if _, err := db.Exec(`INSERT INTO blobs VALUES (zeroblob(16000))`); err != nil {
+		if _, err := db.ExecContext(context.Background(), `INSERT INTO blobs VALUES (zeroblob(16000))`); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -48,7 +48,7 @@ func TestCheckpointerTakesOverFromCommits(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	if _, err := db.Exec(`INSERT INTO blobs VALUES (1)`); err != nil {
+	if _, err := db.ExecContext(ctx, `INSERT INTO blobs VALUES (1)`); err != nil {
 		t.Fatal(err)
 	}
 	// Checkpointed, the ~4.8 MB of rows are in the database file.
@@ -82,7 +82,7 @@ func TestCheckpointerBoundsTheWAL(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	if _, err := db.Exec(`CREATE TABLE blobs (b BLOB)`); err != nil {
+	if _, err := db.ExecContext(ctx, `CREATE TABLE blobs (b BLOB)`); err != nil {
 		t.Fatal(err)
 	}
 	reader, err := db.db.Conn(ctx)
@@ -99,7 +99,7 @@ func TestCheckpointerBoundsTheWAL(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 1500 { // ~24 MB
-		if _, err := db.Exec(`INSERT INTO blobs VALUES (zeroblob(16000))`); err != nil {
+		if _, err := db.ExecContext(ctx, `INSERT INTO blobs VALUES (zeroblob(16000))`); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -109,7 +109,7 @@ func TestCheckpointerBoundsTheWAL(t *testing.T) {
 	}
 	reader.ExecContext(ctx, `COMMIT`)
 	reader.Close()
-	if _, err := db.Exec(`INSERT INTO blobs VALUES (1)`); err != nil {
+	if _, err := db.ExecContext(ctx, `INSERT INTO blobs VALUES (1)`); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(30 * time.Second); size(t, path) > walLimit; time.Sleep(20 * time.Millisecond) {

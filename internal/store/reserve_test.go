@@ -28,7 +28,7 @@ func TestDoGivesUpTheReserveWhenFull(t *testing.T) {
 	}
 	told := 0
 	db.KeepReserve(r, func() { told++ })
-	if _, err := db.Exec(`CREATE TABLE t (x)`); err != nil {
+	if _, err := db.ExecContext(context.Background(), `CREATE TABLE t (x)`); err != nil {
 		t.Fatal(err)
 	}
 	tries := 0
@@ -46,7 +46,7 @@ func TestDoGivesUpTheReserveWhenFull(t *testing.T) {
 		t.Fatalf("Do: %v after %d tries, told %d times; want nil after 2, told once", err, tries, told)
 	}
 	var rows int
-	db.QueryRow(`SELECT count(*) FROM t`).Scan(&rows)
+	db.QueryRowContext(context.Background(), `SELECT count(*) FROM t`).Scan(&rows)
 	if rows != 1 {
 		t.Errorf("%d rows: the failed try must leave nothing", rows)
 	}

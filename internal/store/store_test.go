@@ -22,12 +22,12 @@ func TestMigrateOnceAndRefuseNewer(t *testing.T) {
 		t.Fatal(err)
 	}
 	var v int
-	db.QueryRow("PRAGMA user_version").Scan(&v)
+	db.QueryRowContext(context.Background(), "PRAGMA user_version").Scan(&v)
 	if v == 0 {
 		t.Fatal("no migration applied")
 	}
 	var fk int
-	db.QueryRow("PRAGMA foreign_keys").Scan(&fk)
+	db.QueryRowContext(context.Background(), "PRAGMA foreign_keys").Scan(&fk)
 	if fk != 1 {
 		t.Error("foreign keys off")
 	}
@@ -38,7 +38,7 @@ func TestMigrateOnceAndRefuseNewer(t *testing.T) {
 		t.Fatalf("reopen: %v", err)
 	}
 	// A database written by a newer binary is refused, untouched.
-	if _, err := db.Exec("PRAGMA user_version = 999"); err != nil {
+	if _, err := db.ExecContext(context.Background(), "PRAGMA user_version = 999"); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
@@ -79,8 +79,8 @@ func TestConcurrentWriters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	db.Exec("CREATE TABLE n (v INTEGER)")
-	db.Exec("INSERT INTO n VALUES (0)")
+	db.ExecContext(context.Background(), "CREATE TABLE n (v INTEGER)")
+	db.ExecContext(context.Background(), "INSERT INTO n VALUES (0)")
 	var wg sync.WaitGroup
 	errs := make(chan error, 100)
 	for i := 0; i < 100; i++ {
@@ -106,7 +106,7 @@ func TestConcurrentWriters(t *testing.T) {
 		}
 	}
 	var v int
-	db.QueryRow("SELECT v FROM n").Scan(&v)
+	db.QueryRowContext(context.Background(), "SELECT v FROM n").Scan(&v)
 	if v != 100 {
 		t.Errorf("lost updates: %d", v)
 	}

@@ -34,13 +34,6 @@ func (db *DB) ExecContext(ctx context.Context, query string, args ...any) (sql.R
 	return db.db.ExecContext(ctx, query, args...)
 }
 
-// Query, QueryRow and Exec are the same without a context.
-func (db *DB) Query(query string, args ...any) (*sql.Rows, error) { return db.db.Query(query, args...) }
-
-func (db *DB) QueryRow(query string, args ...any) *sql.Row { return db.db.QueryRow(query, args...) }
-
-func (db *DB) Exec(query string, args ...any) (sql.Result, error) { return db.db.Exec(query, args...) }
-
 // Close closes the database.
 func (db *DB) Close() error { return db.db.Close() }
 

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"io/fs"
 	"path/filepath"
@@ -47,13 +48,13 @@ func TestOpenConvertsToIncrementalVacuum(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	db.QueryRow("PRAGMA auto_vacuum").Scan(&mode)
+	db.QueryRowContext(context.Background(), "PRAGMA auto_vacuum").Scan(&mode)
 	if mode != 2 {
 		t.Errorf("after OpenFile auto_vacuum = %d, want 2 (incremental)", mode)
 	}
 	// The search migration indexed the message it found.
 	var id string
-	if err := db.QueryRow(`SELECT m.id FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid WHERE messages_fts MATCH 'plumber'`).Scan(&id); err != nil || id != "m1" {
+	if err := db.QueryRowContext(context.Background(), `SELECT m.id FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid WHERE messages_fts MATCH 'plumber'`).Scan(&id); err != nil || id != "m1" {
 		t.Errorf("the existing message in the index: %q, %v", id, err)
 	}
 
@@ -62,7 +63,7 @@ func TestOpenConvertsToIncrementalVacuum(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fresh.Close()
-	fresh.QueryRow("PRAGMA auto_vacuum").Scan(&mode)
+	fresh.QueryRowContext(context.Background(), "PRAGMA auto_vacuum").Scan(&mode)
 	if mode != 2 {
 		t.Errorf("a new database has auto_vacuum %d, want 2", mode)
 	}

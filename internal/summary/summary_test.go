@@ -121,7 +121,7 @@ func TestDailySendsAtLocalTime(t *testing.T) {
 	if err := runner.RecordLastRun(ctx, db, runner.LastRun{Folder: "old", Started: now.Add(-48 * time.Hour), Finished: now.Add(-48 * time.Hour), OK: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`INSERT INTO violations (time, grp, kind, tool, target, detail, action) VALUES (?, 'family', 'network', 'Bash', 'x', '', 'blocked')`, now.Add(-time.Minute).UnixNano()); err != nil {
+	if _, err := db.ExecContext(ctx, `INSERT INTO violations (time, grp, kind, tool, target, detail, action) VALUES (?, 'family', 'network', 'Bash', 'x', '', 'blocked')`, now.Add(-time.Minute).UnixNano()); err != nil {
 		t.Fatal(err)
 	}
 	if err := backup.Record(l, now.Add(-3*time.Hour), backup.Result{Archive: "/b/a.tar.gz", Bytes: 1e6}, nil); err != nil {

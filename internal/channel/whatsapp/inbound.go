@@ -121,8 +121,10 @@ func (c *Channel) ownJID() types.JID {
 	return c.own
 }
 
-// onMessage hands one message to the sink: the chat first (so the message
-// has a chat row to belong to), then the message.
+// onMessage hands one message to the sink. The sink's OnMessage records
+// the message's chat itself; OnChat comes first only for what that does
+// not tell (a chat name, that it is a group) and the sink was not told
+// yet, or for a message with nothing to store (its chat is still heard).
 func (c *Channel) onMessage(e *events.Message) error {
 	ctx, sink := c.sinkContext()
 	if sink == nil {
@@ -132,10 +134,13 @@ func (c *Channel) onMessage(e *events.Message) error {
 	if !ok {
 		return nil
 	}
-	if err := sink.OnChat(ctx, chat); err != nil {
-		return fmt.Errorf("store chat %s: %w", chat.JID, err)
+	empty := m.Text == "" && m.Revokes == "" && m.Media == nil && m.ReactTo == ""
+	if empty || !c.toldOf(chat) {
+		if err := c.recordChat(ctx, sink, chat); err != nil {
+			return fmt.Errorf("store chat %s: %w", chat.JID, err)
+		}
 	}
-	if m.Text == "" && m.Revokes == "" && m.Media == nil && m.ReactTo == "" {
+	if empty {
 		return nil
 	}
 	if err := sink.OnMessage(ctx, m); err != nil {

@@ -102,6 +102,10 @@ type Channel struct {
 	groupMu      sync.Mutex
 	groupNames   map[types.JID]string
 	groupsSynced time.Time // last successful fetch of the group list
+	// told is what the sink was last told of each chat (name, kind), by
+	// JID: a message's chat is recorded by the sink's OnMessage, so
+	// OnChat is called beside it only for what the sink has not been told.
+	told map[string]channel.Chat
 
 	sentMu    sync.Mutex
 	sentIDs   map[types.MessageID]struct{} // our own recent sends, to flag their echoes
@@ -131,6 +135,7 @@ func New(opts Options) *Channel {
 		terminal:   make(chan error, 1),
 		up:         make(chan struct{}, 1),
 		groupNames: map[types.JID]string{},
+		told:       map[string]channel.Chat{},
 		sentIDs:    map[types.MessageID]struct{}{},
 		delivered:  map[types.MessageID]struct{}{},
 		typing:     map[types.JID]chan struct{}{},
