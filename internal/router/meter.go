@@ -93,7 +93,7 @@ func (m *runMeter) Admit(ctx context.Context) *gateway.Refusal {
 
 // Done implements gateway.Meter: the answer's usage is recorded before
 // the agent sees the answer end; then the budget is checked.
-func (m *runMeter) Done(s gateway.Served, model string, t usage.Tokens) {
+func (m *runMeter) Done(s gateway.Served, model string, t gateway.Tokens) {
 	req := usage.Request{Time: time.Now(), Group: m.group, Run: m.run, Provider: s.Provider, Model: model, Tokens: t}.PricedBy(m.r.Config().Usage.Prices)
 	if err := m.r.Usage.Record(context.Background(), req); err != nil {
 		m.r.Log.Error().Err(err).Msg("model usage not recorded")

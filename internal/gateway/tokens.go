@@ -1,4 +1,4 @@
-package usage
+package gateway
 
 import (
 	"bytes"
@@ -6,7 +6,15 @@ import (
 	"mime"
 )
 
-// Meter reads a model answer as it passes through the relay and keeps
+// Tokens is the usage of one model request, or a sum of them.
+type Tokens struct {
+	Input      int64 `json:"inputTokens"`
+	Output     int64 `json:"outputTokens"`
+	CacheWrite int64 `json:"cacheWriteTokens"`
+	CacheRead  int64 `json:"cacheReadTokens"`
+}
+
+// tokenCounter reads a model answer as it passes through the relay and keeps
 // the usage it reports. It is an io.Writer that never fails and never
 // holds bytes back: the relay hands it each chunk after the chunk went
 // on to the agent.
@@ -17,7 +25,7 @@ import (
 // (it is not added), and on newer API versions updated input and cache
 // counts, which replace theirs too. A JSON answer carries model and usage
 // in its body.
-type Meter struct {
+type tokenCounter struct {
 	sse     bool
 	line    []byte // the SSE line being read
 	skip    bool   // the current line grew past maxLine: not one that carries usage
@@ -33,14 +41,14 @@ const (
 	maxBody = 8 << 20
 )
 
-// NewMeter reads an answer of the given Content-Type.
-func NewMeter(contentType string) *Meter {
+// newTokenCounter reads an answer of the given Content-Type.
+func newTokenCounter(contentType string) *tokenCounter {
 	mt, _, _ := mime.ParseMediaType(contentType)
-	return &Meter{sse: mt == "text/event-stream"}
+	return &tokenCounter{sse: mt == "text/event-stream"}
 }
 
 // Write reads the next chunk of the answer.
-func (m *Meter) Write(p []byte) (int, error) {
+func (m *tokenCounter) Write(p []byte) (int, error) {
 	if !m.sse {
 		if len(m.body)+len(p) > maxBody {
 			m.tooLong = true
@@ -98,7 +106,7 @@ var (
 
 // event reads one SSE line; only the data lines of message_start and
 // message_delta are decoded.
-func (m *Meter) event(line []byte) {
+func (m *tokenCounter) event(line []byte) {
 	line = bytes.TrimSuffix(line, []byte("\r"))
 	data, ok := bytes.CutPrefix(line, []byte("data:"))
 	if !ok || !(bytes.Contains(data, startType) || bytes.Contains(data, deltaType)) {
@@ -129,7 +137,7 @@ func (m *Meter) event(line []byte) {
 // Result is the model and usage the answer reported; ok is false when it
 // reported none (an error, a token count, an answer cut off before its
 // first event).
-func (m *Meter) Result() (model string, t Tokens, ok bool) {
+func (m *tokenCounter) Result() (model string, t Tokens, ok bool) {
 	if !m.sse && !m.tooLong && len(m.body) > 0 {
 		var msg struct {
 			Type  string     `json:"type"`
