@@ -428,7 +428,7 @@ func (a *agentRun) onError(ctx context.Context, errText string) {
 		return // start runs it again with a fresh session
 	}
 	f := classify(errText)
-	if f.kind == "credential" && a.builtinProvider() && !credentialSet(a.router.Config().Agent.Env, os.Getenv) {
+	if f.kind == "credential" && a.builtinProvider() && !security.CredentialSet(a.router.Config().Agent.Env, os.Getenv) {
 		f = noCredential
 	}
 	a.told = true

@@ -149,7 +149,7 @@ func (m *runMeter) Answered(status int, h http.Header, s gateway.Served) {
 			text = fmt.Sprintf("[CREDENTIAL] Provider %s refused its credential (HTTP %d, first seen in group %s), so the groups it serves get no answers from it. "+
 				"To fix it: put a valid key in providers.%s.credential in the config (a ${VAR} from nanoclawd.env is best). "+
 				"'nanoclawd status' shows this until a request succeeds.", s.Provider, status, m.group, s.Provider)
-		} else if !credentialSet(m.r.Config().Agent.Env, os.Getenv) {
+		} else if !security.CredentialSet(m.r.Config().Agent.Env, os.Getenv) {
 			// Nothing was refused: there was nothing to send.
 			detail = fmt.Sprintf("no model credential is set (the model API answered HTTP %d to a request without one)", status)
 			text = fmt.Sprintf("[CREDENTIAL] No model credential is set, so no agent can answer (first seen in group %s). "+
