@@ -11,7 +11,6 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/confine"
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
-	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
@@ -102,18 +101,9 @@ func (r *Router) failClosed(ctx context.Context, cfg *config.Config, g groups.Gr
 	return runner.NoRetry(err)
 }
 
-// tellMain queues a notice for the main group's chat.
+// tellMain queues a notice for the main group's chat, if there is one.
 func (r *Router) tellMain(ctx context.Context, text string) {
-	list, err := r.Groups.List(ctx)
-	if err != nil {
-		return
-	}
-	for _, g := range list {
-		if g.IsMain {
-			if err := r.Messages.Answer(context.WithoutCancel(ctx), r.Outbox, messages.Answer{ReplyTo: g.JID, Text: text, Kind: outbox.KindNotice}); err != nil {
-				r.Log.Error().Err(err).Msg("tell the main group")
-			}
-			return
-		}
+	if err := r.Outbox.TellMain(context.WithoutCancel(ctx), text); err != nil && !errors.Is(err, outbox.ErrNoMain) {
+		r.Log.Error().Err(err).Msg("tell the main group")
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -14,8 +13,6 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
-	"github.com/nanoclawd/nanoclawd/internal/messages"
-	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/nanoclawd/nanoclawd/internal/usage"
@@ -179,22 +176,9 @@ func (m *runMeter) notice(ctx context.Context, s usage.Standing, kind, text stri
 	}
 }
 
-var errNoMain = errors.New("no main group is registered to tell")
-
 // mainNotice queues text for the main chat inside a transaction.
 func (r *Router) mainNotice(text string) func(context.Context, *store.Tx) error {
-	return func(ctx context.Context, tx *store.Tx) error {
-		list, err := r.Groups.List(ctx)
-		if err != nil {
-			return err
-		}
-		for _, g := range list {
-			if g.IsMain {
-				return messages.AnswerTx(ctx, tx, r.Outbox, messages.Answer{ReplyTo: g.JID, Text: text, Kind: outbox.KindNotice})
-			}
-		}
-		return errNoMain
-	}
+	return func(ctx context.Context, tx *store.Tx) error { return r.Outbox.TellMainTx(ctx, tx, text) }
 }
 
 // raise says how the owner raises the group's limit of p.

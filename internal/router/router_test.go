@@ -67,7 +67,7 @@ func newEnv(t *testing.T) *env {
 			EnqueueMessagesFn: func(folder string) { e.enqueued = append(e.enqueued, folder) },
 			RunningFn:         func(folder string) bool { return e.running[folder] },
 		},
-		Outbox: outbox.New(db, nil, nil, zerolog.Nop()),
+		Outbox: outbox.New(db, nil, reg, zerolog.Nop()),
 	}
 	return e
 }
