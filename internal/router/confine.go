@@ -15,6 +15,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
 // errShuttingDown is a run that did not start because the daemon is
@@ -53,6 +54,18 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 	}
 	c.Watch()
 	return c, nil
+}
+
+// newMeter is the meter of one run of g (usage.Meter), which the run's
+// relay tells of each model request.
+func (r *Router) newMeter(g groups.Group) *usage.Meter {
+	return usage.NewMeter(usage.MeterEnv{Store: r.Usage, Groups: r.Groups, Settings: r.meterSettings, Main: r.Outbox, Log: r.Log}, g)
+}
+
+// meterSettings are the values of the current config a meter reads.
+func (r *Router) meterSettings() usage.Settings {
+	cfg := r.Config()
+	return usage.Settings{Budget: cfg.Agent.Budget, Location: cfg.Location(), Prices: cfg.Usage.Prices, AgentEnv: cfg.Agent.Env}
 }
 
 // relayMain gives the main group's run, which is not confined, a relay of

@@ -91,7 +91,7 @@ type Router struct {
 	// Snapshots, if set, refreshes the files an agent reads in its IPC
 	// directory before each run.
 	Snapshots Snapshots
-	// Usage keeps what every run's relay counts (meter.go).
+	// Usage keeps what every run's relay counts (usage.Meter).
 	Usage *usage.Store
 	// Proof, if set, is waited for before each non-main run.
 	Proof Proof

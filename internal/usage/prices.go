@@ -2,7 +2,9 @@
 // reads from each answer (gateway.Tokens), priced by usage.prices (this file),
 // kept per request in SQLite and summed per group (store.go), held
 // against each group's budget (budget.go), and what the model API last
-// said about the daemon's credential (health.go).
+// said about the daemon's credential (health.go). Meter (meter.go) is the
+// relay's meter of one run: it records, holds the group to its budget and
+// tells the main chat.
 package usage
 
 import (

@@ -1,4 +1,4 @@
-package router
+package usage
 
 import (
 	"context"
@@ -15,15 +15,15 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/store"
-	"github.com/nanoclawd/nanoclawd/internal/usage"
+	"github.com/rs/zerolog"
 )
 
-// runMeter is the relay's meter for one run (gateway.Meter): it records
+// Meter is the relay's meter for one run (gateway.Meter): it records
 // each answer's usage, holds the group to its budget, and tells the main
 // chat, once, when the budget nears or reaches its limit or the model
 // API refuses the daemon's credential.
-type runMeter struct {
-	r     *Router
+type Meter struct {
+	env   MeterEnv
 	group string
 	main  bool
 	run   string
@@ -32,21 +32,53 @@ type runMeter struct {
 	stopped string // why the relay refused or the API rejected this run's requests
 }
 
-func (r *Router) newMeter(g groups.Group) *runMeter {
-	b := make([]byte, 6)
-	rand.Read(b)
-	return &runMeter{r: r, group: g.Folder, main: g.IsMain, run: hex.EncodeToString(b)}
+// MeterEnv is what a run's meter reads and tells outside this package.
+type MeterEnv struct {
+	Store    *Store
+	Groups   GroupLookup
+	Settings func() Settings // as the config is now (it may be reloaded)
+	Main     MainChat
+	Log      zerolog.Logger
 }
 
-// stoppedBy is why this run's model requests could not be made ("" if
+// GroupLookup reads a group's override as it is now (its budget).
+type GroupLookup interface {
+	ByFolder(ctx context.Context, folder string) (groups.Group, error)
+}
+
+// MainChat queues a notice for the main chat inside a transaction (the
+// outbox's TellMainTx).
+type MainChat interface {
+	TellMainTx(ctx context.Context, tx *store.Tx, text string) error
+}
+
+// Settings are the config's values a meter reads.
+type Settings struct {
+	Budget   security.Budget // agent.budget
+	Location *time.Location  // the configured time zone
+	Prices   Prices          // usage.prices
+	AgentEnv []string        // agent.env: which credentials agents get
+}
+
+// NewMeter is the meter of one run of g, with a run id of its own.
+func NewMeter(env MeterEnv, g groups.Group) *Meter {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return &Meter{env: env, group: g.Folder, main: g.IsMain, run: hex.EncodeToString(b)}
+}
+
+// Run is the run's id in the usage records.
+func (m *Meter) Run() string { return m.run }
+
+// StoppedBy is why this run's model requests could not be made ("" if
 // they could): a run that failed for it is not retried.
-func (m *runMeter) stoppedBy() string {
+func (m *Meter) StoppedBy() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.stopped
 }
 
-func (m *runMeter) stop(why string) {
+func (m *Meter) stop(why string) {
 	m.mu.Lock()
 	m.stopped = why
 	m.mu.Unlock()
@@ -55,26 +87,26 @@ func (m *runMeter) stop(why string) {
 // spends is where the group stands at `at` in each period it has a limit
 // for: the budget as it is now (a limit raised during a run applies to
 // its next request).
-func (m *runMeter) spends(ctx context.Context, at time.Time) []usage.Standing {
-	g, err := m.r.Groups.ByFolder(ctx, m.group)
+func (m *Meter) spends(ctx context.Context, at time.Time) []Standing {
+	g, err := m.env.Groups.ByFolder(ctx, m.group)
 	if err != nil {
-		m.r.Log.Error().Err(err).Str("group", m.group).Msg("read the group's budget; not applied")
+		m.env.Log.Error().Err(err).Str("group", m.group).Msg("read the group's budget; not applied")
 		return nil
 	}
-	cfg := m.r.Config()
-	b := security.EffectiveBudget(cfg.Agent.Budget, g.Security, g.IsMain)
-	out, err := m.r.Usage.Standings(ctx, m.group, usage.Periods(at, cfg.Location(), b.Daily, b.Monthly))
+	cfg := m.env.Settings()
+	b := security.EffectiveBudget(cfg.Budget, g.Security, g.IsMain)
+	out, err := m.env.Store.Standings(ctx, m.group, Periods(at, cfg.Location, b.Daily, b.Monthly))
 	if err != nil {
-		m.r.Log.Error().Err(err).Str("group", m.group).Msg("sum the group's spend; its budget is not applied")
+		m.env.Log.Error().Err(err).Str("group", m.group).Msg("sum the group's spend; its budget is not applied")
 	}
 	return out
 }
 
 // Admit implements gateway.Meter: a group over a limit gets no request
 // until the day or month turns.
-func (m *runMeter) Admit(ctx context.Context) *gateway.Refusal {
+func (m *Meter) Admit(ctx context.Context) *gateway.Refusal {
 	for _, s := range m.spends(ctx, time.Now()) {
-		if s.Level != usage.Over {
+		if s.Level != Over {
 			continue
 		}
 		m.notice(ctx, s, "over", m.overText(s))
@@ -90,14 +122,14 @@ func (m *runMeter) Admit(ctx context.Context) *gateway.Refusal {
 
 // Done implements gateway.Meter: the answer's usage is recorded before
 // the agent sees the answer end; then the budget is checked.
-func (m *runMeter) Done(s gateway.Served, model string, t gateway.Tokens) {
-	req := usage.Request{Time: time.Now(), Group: m.group, Run: m.run, Provider: s.Provider, Model: model, Tokens: t}.PricedBy(m.r.Config().Usage.Prices)
-	if err := m.r.Usage.Record(context.Background(), req); err != nil {
-		m.r.Log.Error().Err(err).Msg("model usage not recorded")
+func (m *Meter) Done(s gateway.Served, model string, t gateway.Tokens) {
+	req := Request{Time: time.Now(), Group: m.group, Run: m.run, Provider: s.Provider, Model: model, Tokens: t}.PricedBy(m.env.Settings().Prices)
+	if err := m.env.Store.Record(context.Background(), req); err != nil {
+		m.env.Log.Error().Err(err).Msg("model usage not recorded")
 		return
 	}
 	if !req.Priced {
-		m.r.Log.Warn().Str("group", m.group).Str("model", model).Msg("a model without a price in usage.prices: its tokens are counted, not its cost")
+		m.env.Log.Warn().Str("group", m.group).Str("model", model).Msg("a model without a price in usage.prices: its tokens are counted, not its cost")
 	}
 	// The answer ends for the agent once Done returns: the budget's sums
 	// and notices wait for no one.
@@ -106,32 +138,32 @@ func (m *runMeter) Done(s gateway.Served, model string, t gateway.Tokens) {
 
 // checkBudget warns the main chat once when the group's spend reaches 80 %
 // of a limit, and tells it once when it reaches the limit.
-func (m *runMeter) checkBudget(at time.Time) {
+func (m *Meter) checkBudget(at time.Time) {
 	ctx := context.Background()
 	for _, s := range m.spends(ctx, at) {
 		switch s.Level {
-		case usage.Over:
+		case Over:
 			m.notice(ctx, s, "over", m.overText(s))
-		case usage.Warn:
+		case Warn:
 			m.notice(ctx, s, "warn", fmt.Sprintf("[BUDGET WARNING] Group %s has spent %s of its %s model budget of %s (%.0f %%). At the limit its agent stops until %s. %s",
 				m.group, usd(s.Spent), s.Name, usd(s.Limit), 100*s.Spent/s.Limit, m.turns(s.Period), m.raise(s.Period)))
 		}
 	}
 }
 
-func (m *runMeter) overText(s usage.Standing) string {
+func (m *Meter) overText(s Standing) string {
 	return fmt.Sprintf("[BUDGET] Group %s has spent its %s model budget: %s of %s. Its agent gets no more model requests until %s. %s",
 		m.group, s.Name, usd(s.Spent), usd(s.Limit), m.turns(s.Period), m.raise(s.Period))
 }
 
 // Answered implements gateway.Meter: the model API's verdict on the
 // credential and its rate limits.
-func (m *runMeter) Answered(status int, h http.Header, s gateway.Served) {
+func (m *Meter) Answered(status int, h http.Header, s gateway.Served) {
 	ctx := context.Background()
 	switch {
 	case status >= 200 && status < 300:
-		if err := m.r.Usage.Resolved(ctx, usage.HealthCredential, usage.HealthRate, usage.HealthDown); err != nil {
-			m.r.Log.Error().Err(err).Msg("forget a problem of the model API")
+		if err := m.env.Store.Resolved(ctx, HealthCredential, HealthRate, HealthDown); err != nil {
+			m.env.Log.Error().Err(err).Msg("forget a problem of the model API")
 		}
 		m.served(ctx, s)
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
@@ -146,43 +178,43 @@ func (m *runMeter) Answered(status int, h http.Header, s gateway.Served) {
 			text = fmt.Sprintf("[CREDENTIAL] Provider %s refused its credential (HTTP %d, first seen in group %s), so the groups it serves get no answers from it. "+
 				"To fix it: put a valid key in providers.%s.credential in the config (a ${VAR} from nanoclawd.env is best). "+
 				"'nanoclawd status' shows this until a request succeeds.", s.Provider, status, m.group, s.Provider)
-		} else if !security.CredentialSet(m.r.Config().Agent.Env, os.Getenv) {
+		} else if !security.CredentialSet(m.env.Settings().AgentEnv, os.Getenv) {
 			// Nothing was refused: there was nothing to send.
 			detail = fmt.Sprintf("no model credential is set (the model API answered HTTP %d to a request without one)", status)
 			text = fmt.Sprintf("[CREDENTIAL] No model credential is set, so no agent can answer (first seen in group %s). "+
 				"To fix it: put ANTHROPIC_API_KEY=… (or CLAUDE_CODE_OAUTH_TOKEN=… from 'claude setup-token') in nanoclawd.env beside the config, "+
 				"add its name to agent.env, then restart nanoclawd (or run 'nanoclawd setup').", m.group)
 		}
-		h := usage.Health{Kind: usage.HealthCredential, Status: status, Detail: detail, Since: time.Now()}
-		if _, err := m.r.Usage.Problem(ctx, h, m.r.mainNotice(text)); err != nil {
-			m.r.Log.Error().Err(err).Msg("record that the model API refused the credential")
+		h := Health{Kind: HealthCredential, Status: status, Detail: detail, Since: time.Now()}
+		if _, err := m.env.Store.Problem(ctx, h, m.mainNotice(text)); err != nil {
+			m.env.Log.Error().Err(err).Msg("record that the model API refused the credential")
 		}
 	case status == http.StatusTooManyRequests || status == 529:
-		h := usage.Health{Kind: usage.HealthRate, Status: status, Since: time.Now(), RetryAt: retryAt(h, time.Now())}
+		h := Health{Kind: HealthRate, Status: status, Since: time.Now(), RetryAt: retryAt(h, time.Now())}
 		h.Detail = "rate limited"
 		if status == 529 {
 			h.Detail = "overloaded"
 		}
-		if _, err := m.r.Usage.Problem(ctx, h, nil); err != nil {
-			m.r.Log.Error().Err(err).Msg("record the model API's rate limit")
+		if _, err := m.env.Store.Problem(ctx, h, nil); err != nil {
+			m.env.Log.Error().Err(err).Msg("record the model API's rate limit")
 		}
 	}
 }
 
 // notice tells the main chat text, once per group, kind and period.
-func (m *runMeter) notice(ctx context.Context, s usage.Standing, kind, text string) {
-	if _, err := m.r.Usage.Once(ctx, m.group, s.Name+"-"+kind, s.Key, m.r.mainNotice(text)); err != nil {
-		m.r.Log.Error().Err(err).Str("group", m.group).Msg("tell the main chat about the budget")
+func (m *Meter) notice(ctx context.Context, s Standing, kind, text string) {
+	if _, err := m.env.Store.Once(ctx, m.group, s.Name+"-"+kind, s.Key, m.mainNotice(text)); err != nil {
+		m.env.Log.Error().Err(err).Str("group", m.group).Msg("tell the main chat about the budget")
 	}
 }
 
 // mainNotice queues text for the main chat inside a transaction.
-func (r *Router) mainNotice(text string) func(context.Context, *store.Tx) error {
-	return func(ctx context.Context, tx *store.Tx) error { return r.Outbox.TellMainTx(ctx, tx, text) }
+func (m *Meter) mainNotice(text string) func(context.Context, *store.Tx) error {
+	return func(ctx context.Context, tx *store.Tx) error { return m.env.Main.TellMainTx(ctx, tx, text) }
 }
 
 // raise says how the owner raises the group's limit of p.
-func (m *runMeter) raise(p usage.Period) string {
+func (m *Meter) raise(p Period) string {
 	own := fmt.Sprintf("'nanoclawd groups set-security %s --file OVERRIDE.json' holding {\"budget\": {\"%s\": USD}} and the rest of its override", m.group, p.Name)
 	if m.main {
 		return "To raise it: " + own + " (the main group's budget is only its own)."
@@ -191,8 +223,8 @@ func (m *runMeter) raise(p usage.Period) string {
 }
 
 // turns says when p ends, in local time.
-func (m *runMeter) turns(p usage.Period) string {
-	end := p.End.In(m.r.Config().Location())
+func (m *Meter) turns(p Period) string {
+	end := p.End.In(m.env.Settings().Location)
 	if p.Name == "daily" {
 		return "midnight (" + end.Format("Mon 2 Jan") + ", local time)"
 	}
@@ -223,31 +255,31 @@ func retryAt(h http.Header, now time.Time) time.Time {
 // Failed implements gateway.Meter: no upstream answered, which status
 // and doctor show until one does. The chat hears of it through the
 // agent's error (failure.go).
-func (m *runMeter) Failed(why string) {
+func (m *Meter) Failed(why string) {
 	if gateway.Limited(why) {
 		return // Answered kept the rate limit, with its retry time
 	}
-	h := usage.Health{Kind: usage.HealthDown, Status: http.StatusGatewayTimeout, Detail: "not answering: " + why, Since: time.Now()}
-	if _, err := m.r.Usage.Problem(context.Background(), h, nil); err != nil {
-		m.r.Log.Error().Err(err).Msg("record that the model API is not answering")
+	h := Health{Kind: HealthDown, Status: http.StatusGatewayTimeout, Detail: "not answering: " + why, Since: time.Now()}
+	if _, err := m.env.Store.Problem(context.Background(), h, nil); err != nil {
+		m.env.Log.Error().Err(err).Msg("record that the model API is not answering")
 	}
 }
 
 // served keeps track of a group on a fallback: the main chat is told
-// once when it has been for usage.TellAfter, and once when it is back.
-func (m *runMeter) served(ctx context.Context, s gateway.Served) {
+// once when it has been for TellAfter, and once when it is back.
+func (m *Meter) served(ctx context.Context, s gateway.Served) {
 	var err error
 	if s.Fallback {
-		err = m.r.Usage.OnFallback(ctx, m.group, s.Key(), time.Now(), func(ctx context.Context, tx *store.Tx, since time.Time) error {
-			return m.r.mainNotice(fmt.Sprintf("[MODEL] Group %s has been served by the fallback %s since %s: its chosen model does not answer. "+
-				"'nanoclawd status' shows it; you will hear when it is back.", m.group, s.Key(), since.In(m.r.Config().Location()).Format("15:04")))(ctx, tx)
+		err = m.env.Store.OnFallback(ctx, m.group, s.Key(), time.Now(), func(ctx context.Context, tx *store.Tx, since time.Time) error {
+			return m.mainNotice(fmt.Sprintf("[MODEL] Group %s has been served by the fallback %s since %s: its chosen model does not answer. "+
+				"'nanoclawd status' shows it; you will hear when it is back.", m.group, s.Key(), since.In(m.env.Settings().Location).Format("15:04")))(ctx, tx)
 		})
 	} else {
-		err = m.r.Usage.OnChosen(ctx, m.group, func(ctx context.Context, tx *store.Tx, upstream string) error {
-			return m.r.mainNotice(fmt.Sprintf("[MODEL] Group %s is back on its chosen model %s (it was served by %s).", m.group, s.Key(), upstream))(ctx, tx)
+		err = m.env.Store.OnChosen(ctx, m.group, func(ctx context.Context, tx *store.Tx, upstream string) error {
+			return m.mainNotice(fmt.Sprintf("[MODEL] Group %s is back on its chosen model %s (it was served by %s).", m.group, s.Key(), upstream))(ctx, tx)
 		})
 	}
 	if err != nil {
-		m.r.Log.Error().Err(err).Str("group", m.group).Msg("record which upstream served the group")
+		m.env.Log.Error().Err(err).Str("group", m.group).Msg("record which upstream served the group")
 	}
 }
