@@ -271,12 +271,12 @@ func (m *Meter) served(ctx context.Context, s gateway.Served) {
 	var err error
 	if s.Fallback {
 		err = m.env.Store.OnFallback(ctx, m.group, s.Key(), time.Now(), func(ctx context.Context, tx *store.Tx, since time.Time) error {
-			return m.mainNotice(fmt.Sprintf("[MODEL] Group %s has been served by the fallback %s since %s: its chosen model does not answer. "+
-				"'nanoclawd status' shows it; you will hear when it is back.", m.group, s.Key(), since.In(m.env.Settings().Location).Format("15:04")))(ctx, tx)
+			return m.env.Main.TellMainTx(ctx, tx, fmt.Sprintf("[MODEL] Group %s has been served by the fallback %s since %s: its chosen model does not answer. "+
+				"'nanoclawd status' shows it; you will hear when it is back.", m.group, s.Key(), since.In(m.env.Settings().Location).Format("15:04")))
 		})
 	} else {
 		err = m.env.Store.OnChosen(ctx, m.group, func(ctx context.Context, tx *store.Tx, upstream string) error {
-			return m.mainNotice(fmt.Sprintf("[MODEL] Group %s is back on its chosen model %s (it was served by %s).", m.group, s.Key(), upstream))(ctx, tx)
+			return m.env.Main.TellMainTx(ctx, tx, fmt.Sprintf("[MODEL] Group %s is back on its chosen model %s (it was served by %s).", m.group, s.Key(), upstream))
 		})
 	}
 	if err != nil {
