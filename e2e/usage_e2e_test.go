@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/status"
 	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 	"github.com/nanoclawd/nanoclawd/internal/testkit/mockapi"
@@ -92,7 +93,7 @@ func TestUsageCountedAtTheRelay(t *testing.T) {
 	got := usageJSON(t, in)
 	for group, n := range map[string]int64{"family": 2, "main": 1} {
 		g := got[group]
-		want := usage.Tokens{Input: n * 1000, Output: n * 500, CacheWrite: n * 200, CacheRead: n * 3000}
+		want := gateway.Tokens{Input: n * 1000, Output: n * 500, CacheWrite: n * 200, CacheRead: n * 3000}
 		if g.Requests != n || g.Tokens != want || math.Abs(g.CostUSD-float64(n)*requestCost) > 1e-9 {
 			t.Errorf("%s: %+v, want %d requests, %+v, $%g", group, g, n, want, float64(n)*requestCost)
 		}

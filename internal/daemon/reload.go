@@ -62,11 +62,7 @@ func (d *Daemon) reload(ctx context.Context) {
 
 // tellMain queues text for the main group's chat, if there is one.
 func (d *Daemon) tellMain(ctx context.Context, text string) {
-	_, jid, ok := d.reg.MainChat(ctx)
-	if !ok {
-		return
-	}
-	if _, err := d.outbox.Enqueue(ctx, jid, text, outbox.KindNotice); err != nil {
+	if err := d.outbox.TellMain(ctx, text); err != nil && !errors.Is(err, outbox.ErrNoMain) {
 		d.log.Error().Err(err).Msg("tell the main group")
 	}
 }

@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
-
-	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
 // Meter is what the relay tells about the model requests it forwards:
@@ -31,7 +29,7 @@ type Meter interface {
 	// model as configured (the served target's), else as the answer
 	// named it. It is called only for answers that reported usage, before
 	// the agent sees the answer end.
-	Done(s Served, model string, t usage.Tokens)
+	Done(s Served, model string, t Tokens)
 }
 
 // Refusal is a request the relay answers itself, as the model API
@@ -65,12 +63,12 @@ func apiError(w http.ResponseWriter, status int, kind, msg string) {
 }
 
 // metered tells the meter the answer's status at once, and returns its
-// body to be read through a usage.Meter as it streams to the agent.
+// body to be read through a tokenCounter as it streams to the agent.
 func (r *Gateway) metered(resp *http.Response, s Served) *meteredBody {
-	b := &meteredBody{ReadCloser: resp.Body, meter: usage.NewMeter(resp.Header.Get("Content-Type")), run: r}
+	b := &meteredBody{ReadCloser: resp.Body, meter: newTokenCounter(resp.Header.Get("Content-Type")), run: r}
 	if m := r.cfg.Meter; m != nil {
 		m.Answered(resp.StatusCode, resp.Header, s)
-		b.done = func(model string, t usage.Tokens) {
+		b.done = func(model string, t Tokens) {
 			if s.Model != "" {
 				model = s.Model
 			}
@@ -80,14 +78,14 @@ func (r *Gateway) metered(resp *http.Response, s Served) *meteredBody {
 	return b
 }
 
-// meteredBody hands each chunk it reads to a usage.Meter after the
+// meteredBody hands each chunk it reads to a tokenCounter after the
 // chunk is in hand: the parse costs microseconds, never a wait for more.
 // The usage is recorded on Close, which the relay calls once it has
 // copied the whole answer to the agent and before the response ends.
 type meteredBody struct {
 	io.ReadCloser
-	meter *usage.Meter
-	done  func(model string, t usage.Tokens)
+	meter *tokenCounter
+	done  func(model string, t Tokens)
 	run   *Gateway
 	once  sync.Once
 	err   error // how the last read ended

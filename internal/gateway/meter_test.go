@@ -16,7 +16,6 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/nanoclawd/nanoclawd/internal/testkit/mockapi"
-	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
 // meter is a Meter whose answers a test sets and whose calls it reads.
@@ -25,7 +24,7 @@ type meter struct {
 
 	mu       sync.Mutex
 	statuses []int
-	done     []usage.Tokens
+	done     []Tokens
 	model    string
 	served   []Served
 	failed   []string
@@ -43,15 +42,15 @@ func (m *meter) Failed(why string) {
 	defer m.mu.Unlock()
 	m.failed = append(m.failed, why)
 }
-func (m *meter) Done(_ Served, model string, t usage.Tokens) {
+func (m *meter) Done(_ Served, model string, t Tokens) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.model, m.done = model, append(m.done, t)
 }
-func (m *meter) calls() ([]int, []usage.Tokens) {
+func (m *meter) calls() ([]int, []Tokens) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]int(nil), m.statuses...), append([]usage.Tokens(nil), m.done...)
+	return append([]int(nil), m.statuses...), append([]Tokens(nil), m.done...)
 }
 
 // The relay streams each event on as it comes — the agent reads
@@ -91,7 +90,7 @@ func TestRelayMetersWithoutHoldingBack(t *testing.T) {
 		t.Fatalf("rest %q, %v", rest, err)
 	}
 	statuses, done := m.calls()
-	if len(statuses) != 1 || statuses[0] != 200 || len(done) != 1 || done[0] != (usage.Tokens{Input: 11, Output: 44, CacheWrite: 22, CacheRead: 33}) || m.model != "claude-haiku-4-5" {
+	if len(statuses) != 1 || statuses[0] != 200 || len(done) != 1 || done[0] != (Tokens{Input: 11, Output: 44, CacheWrite: 22, CacheRead: 33}) || m.model != "claude-haiku-4-5" {
 		t.Errorf("meter heard %v %+v %q", statuses, done, m.model)
 	}
 }
@@ -174,15 +173,19 @@ func TestLoopbackRelay(t *testing.T) {
 	}
 }
 
-// storeMeter records each answer in a real SQLite usage store, as the
-// daemon's meter does before the answer ends for the agent.
-type storeMeter struct{ s *usage.Store }
+// storeMeter records each answer in a real SQLite usage table, as the
+// daemon's meter does (usage.Store.Record, which imports this package)
+// before the answer ends for the agent.
+type storeMeter struct{ db *store.DB }
 
 func (storeMeter) Admit(context.Context) *Refusal    { return nil }
 func (storeMeter) Answered(int, http.Header, Served) {}
 func (storeMeter) Failed(string)                     {}
-func (m storeMeter) Done(_ Served, model string, t usage.Tokens) {
-	m.s.Record(context.Background(), usage.Request{Time: time.Now(), Group: "g", Run: "r", Model: model, Tokens: t})
+func (m storeMeter) Done(_ Served, model string, t Tokens) {
+	m.db.ExecContext(context.Background(), `INSERT INTO usage_requests
+		(at, group_folder, run_id, provider, model, input_tokens, output_tokens, cache_write_tokens, cache_read_tokens, cost_usd, priced)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		time.Now().UnixMilli(), "g", "r", "anthropic", model, t.Input, t.Output, t.CacheWrite, t.CacheRead, 0.0, false)
 }
 
 // BenchmarkRelayAnswer: one streamed answer through the relay, from the
@@ -202,7 +205,7 @@ func BenchmarkRelayAnswer(b *testing.B) {
 	for _, c := range []struct {
 		name  string
 		meter Meter
-	}{{"bare", nil}, {"metered", storeMeter{usage.NewStore(db)}}} {
+	}{{"bare", nil}, {"metered", storeMeter{db}}} {
 		b.Run(c.name, func(b *testing.B) {
 			run, client := open(b, Config{Group: "g", Upstream: up.URL, Secrets: map[string]string{"ANTHROPIC_API_KEY": "k"}, Meter: c.meter})
 			for b.Loop() {
@@ -228,7 +231,7 @@ const stream = "event: message_start\ndata: {\"type\":\"message_start\",\"messag
 // slowMeter takes its time to record, as SQLite on a busy machine does.
 type slowMeter struct{ meter }
 
-func (s *slowMeter) Done(sv Served, model string, t usage.Tokens) {
+func (s *slowMeter) Done(sv Served, model string, t Tokens) {
 	time.Sleep(time.Millisecond)
 	s.meter.Done(sv, model, t)
 }

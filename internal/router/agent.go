@@ -18,6 +18,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/prompt"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
 // testHookAgentExited, if set, is called when an agent process of a run
@@ -61,7 +62,7 @@ type agentRun struct {
 	ipcDir     string
 	started    chan struct{}        // closed once the agent process runs; a retry's start replaces it
 	conf       *confine.Confinement // the OS sandbox of a non-main run
-	meter      *runMeter            // what the run's relay counts
+	meter      *usage.Meter         // what the run's relay counts
 	eff        security.Effective   // the run's policy
 	mark       int                  // the agent's process group, recorded in agent_marks
 	startedAt  time.Time            // when the agent process first started
@@ -212,10 +213,10 @@ func (a *agentRun) attempt(ctx context.Context, job runner.Job, prompt string, i
 		}
 		err = &toldError{err}
 	}
-	if err != nil && a.meter != nil && a.meter.stoppedBy() != "" {
+	if err != nil && a.meter != nil && a.meter.StoppedBy() != "" {
 		// Over budget or a refused credential: a retry would fail the same
 		// way (and ask again), so the run gives up at once.
-		return false, runner.NoRetry(fmt.Errorf("%s: %w", a.meter.stoppedBy(), err))
+		return false, runner.NoRetry(fmt.Errorf("%s: %w", a.meter.StoppedBy(), err))
 	}
 	return false, err
 }
@@ -373,7 +374,7 @@ func (a *agentRun) OnResult(res runner.Result) {
 	if res.CostUSD != nil && a.meter != nil {
 		// Beside the relay's own count, never instead of it: the agent
 		// could say anything.
-		if err := a.router.Usage.RecordAgentCost(ctx, a.group.Folder, a.meter.run, *res.CostUSD, time.Now()); err != nil {
+		if err := a.router.Usage.RecordAgentCost(ctx, a.group.Folder, a.meter.Run(), *res.CostUSD, time.Now()); err != nil {
 			a.router.Log.Warn().Err(err).Msg("record the agent's cost estimate")
 		}
 	}
@@ -429,12 +430,12 @@ func (a *agentRun) onError(ctx context.Context, errText string) {
 		return // start runs it again with a fresh session
 	}
 	f := classify(errText)
-	if f.kind == "credential" && a.builtinProvider() && !credentialSet(a.router.Config().Agent.Env, os.Getenv) {
+	if f.kind == "credential" && a.builtinProvider() && !security.CredentialSet(a.router.Config().Agent.Env, os.Getenv) {
 		f = noCredential
 	}
 	a.told = true
 	// Over budget or a refused credential: the relay told the main chat itself.
-	relayTold := a.meter != nil && a.meter.stoppedBy() != ""
+	relayTold := a.meter != nil && a.meter.StoppedBy() != ""
 	a.queue(ctx, a.router.failureNotice(ctx, a.group, f, errText, relayTold), outbox.KindNotice, a.answeredUpTo())
 	if f.final {
 		if err := runner.Close(ctx, a.ipcDir, a.router.Reporter); err != nil {

@@ -11,11 +11,11 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/confine"
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
-	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
 // errShuttingDown is a run that did not start because the daemon is
@@ -54,6 +54,18 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 	}
 	c.Watch()
 	return c, nil
+}
+
+// newMeter is the meter of one run of g (usage.Meter), which the run's
+// relay tells of each model request.
+func (r *Router) newMeter(g groups.Group) *usage.Meter {
+	return usage.NewMeter(usage.MeterEnv{Store: r.Usage, Groups: r.Groups, Settings: r.meterSettings, Main: r.Outbox, Log: r.Log}, g)
+}
+
+// meterSettings are the values of the current config a meter reads.
+func (r *Router) meterSettings() usage.Settings {
+	cfg := r.Config()
+	return usage.Settings{Budget: cfg.Agent.Budget, Location: cfg.Location(), Prices: cfg.Usage.Prices, AgentEnv: cfg.Agent.Env}
 }
 
 // relayMain gives the main group's run, which is not confined, a relay of
@@ -102,18 +114,9 @@ func (r *Router) failClosed(ctx context.Context, cfg *config.Config, g groups.Gr
 	return runner.NoRetry(err)
 }
 
-// tellMain queues a notice for the main group's chat.
+// tellMain queues a notice for the main group's chat, if there is one.
 func (r *Router) tellMain(ctx context.Context, text string) {
-	list, err := r.Groups.List(ctx)
-	if err != nil {
-		return
-	}
-	for _, g := range list {
-		if g.IsMain {
-			if err := r.Messages.Answer(context.WithoutCancel(ctx), r.Outbox, messages.Answer{ReplyTo: g.JID, Text: text, Kind: outbox.KindNotice}); err != nil {
-				r.Log.Error().Err(err).Msg("tell the main group")
-			}
-			return
-		}
+	if err := r.Outbox.TellMain(context.WithoutCancel(ctx), text); err != nil && !errors.Is(err, outbox.ErrNoMain) {
+		r.Log.Error().Err(err).Msg("tell the main group")
 	}
 }

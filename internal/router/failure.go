@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
-	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
 // An agent's error result (status "error": the model API unreachable, the
@@ -57,18 +55,6 @@ var failures = []struct {
 // credential at all: nothing was refused, one is missing.
 var noCredential = failure{"credential", "no model credential is set: the daemon has no API key or OAuth token to give the model API",
 	"Put ANTHROPIC_API_KEY=… (or CLAUDE_CODE_OAUTH_TOKEN=… from 'claude setup-token') in nanoclawd.env beside the config and add its name to agent.env, or run 'nanoclawd setup'; 'nanoclawd doctor' checks it.", true}
-
-// credentialSet reports whether agents get a model credential: one of
-// the credential variables is set in the daemon's environment and named
-// in agent.env.
-func credentialSet(agentEnv []string, getenv func(string) string) bool {
-	for _, name := range security.ModelCredentials {
-		if slices.Contains(agentEnv, name) && getenv(name) != "" {
-			return true
-		}
-	}
-	return false
-}
 
 // sdkHintRE finds the Claude CLI's advice to its own users ("· Please
 // run /login"): nanoclawd has no /login, so a chat must never be told it.

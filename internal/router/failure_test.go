@@ -57,18 +57,3 @@ func TestWithoutSDKHints(t *testing.T) {
 		}
 	}
 }
-
-// A credential failure is a missing credential when agents get none.
-func TestCredentialSet(t *testing.T) {
-	env := map[string]string{"ANTHROPIC_API_KEY": "sk-ant-x"}
-	getenv := func(k string) string { return env[k] }
-	if !credentialSet([]string{"ANTHROPIC_API_KEY"}, getenv) {
-		t.Error("a set and passed key counts as no credential")
-	}
-	if credentialSet([]string{"CLAUDE_CODE_OAUTH_TOKEN"}, getenv) {
-		t.Error("a key agent.env does not pass counts as a credential")
-	}
-	if credentialSet([]string{"ANTHROPIC_API_KEY"}, func(string) string { return "" }) {
-		t.Error("an unset variable counts as a credential")
-	}
-}

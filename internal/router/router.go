@@ -96,7 +96,7 @@ type Router struct {
 	Snapshots Snapshots
 	// Media keeps the files messages bring, and transcribes voice notes.
 	Media *media.Inbound
-	// Usage keeps what every run's relay counts (meter.go).
+	// Usage keeps what every run's relay counts (usage.Meter).
 	Usage *usage.Store
 	// Proof, if set, is waited for before each non-main run.
 	Proof Proof

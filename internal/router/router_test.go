@@ -68,7 +68,7 @@ func newEnv(t *testing.T) *env {
 			EnqueueMessagesFn: func(folder string) { e.enqueued = append(e.enqueued, folder) },
 			RunningFn:         func(folder string) bool { return e.running[folder] },
 		},
-		Outbox: outbox.New(db, nil, nil, zerolog.Nop()),
+		Outbox: outbox.New(db, nil, reg, zerolog.Nop()),
 	}
 	e.r.Media = &media.Inbound{Config: e.r.Config, Messages: e.msgs, Log: zerolog.Nop()}
 	return e

@@ -275,6 +275,18 @@ func absPath(h Host, p string) string {
 // its gateway's relay turns into the real one.
 var ModelCredentials = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"}
 
+// CredentialSet reports whether agents get a model credential: one of
+// the credential variables is set in the daemon's environment and named
+// in agent.env.
+func CredentialSet(agentEnv []string, getenv func(string) string) bool {
+	for _, name := range ModelCredentials {
+		if slices.Contains(agentEnv, name) && getenv(name) != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // alwaysSecret are held by every agent process and never given to the
 // commands it runs.
 var alwaysSecret = append(slices.Clone(ModelCredentials), "NANOCLAW_IPC_TOKEN")

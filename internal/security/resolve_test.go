@@ -237,3 +237,18 @@ func TestResolveModel(t *testing.T) {
 		t.Errorf("WithModel lost the rest: %+v", p)
 	}
 }
+
+// A credential failure is a missing credential when agents get none.
+func TestCredentialSet(t *testing.T) {
+	env := map[string]string{"ANTHROPIC_API_KEY": "sk-ant-x"}
+	getenv := func(k string) string { return env[k] }
+	if !CredentialSet([]string{"ANTHROPIC_API_KEY"}, getenv) {
+		t.Error("a set and passed key counts as no credential")
+	}
+	if CredentialSet([]string{"CLAUDE_CODE_OAUTH_TOKEN"}, getenv) {
+		t.Error("a key agent.env does not pass counts as a credential")
+	}
+	if CredentialSet([]string{"ANTHROPIC_API_KEY"}, func(string) string { return "" }) {
+		t.Error("an unset variable counts as a credential")
+	}
+}

@@ -3,6 +3,7 @@ package status
 import (
 	"fmt"
 
+	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
@@ -21,7 +22,7 @@ type Spend struct {
 	// CostUSD is nil when no request of the span had a price: its cost
 	// is unknown, never $0.
 	CostUSD *float64 `json:"costUSD"`
-	usage.Tokens
+	gateway.Tokens
 	Unpriced []string `json:"unpricedModels,omitempty"` // the span's models without a price
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
@@ -17,10 +18,10 @@ func TestTotalsByModelAndAgentCost(t *testing.T) {
 	prices := usage.Prices{"claude-haiku-4-5": {Input: 1, Output: 5}, "local/qwen": {}}
 	at := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
 	for _, r := range []usage.Request{
-		{Time: at, Group: "family", Run: "a", Provider: "anthropic", Model: "claude-haiku-4-5", Tokens: usage.Tokens{Input: 1000, Output: 100}},
-		{Time: at, Group: "family", Run: "a", Provider: "anthropic", Model: "claude-haiku-4-5", Tokens: usage.Tokens{Input: 1000}},
-		{Time: at, Group: "family", Run: "b", Provider: "local", Model: "qwen", Tokens: usage.Tokens{Input: 5000, Output: 500}},
-		{Time: at, Group: "work", Run: "c", Provider: "local", Model: "mystery", Tokens: usage.Tokens{Input: 7}},
+		{Time: at, Group: "family", Run: "a", Provider: "anthropic", Model: "claude-haiku-4-5", Tokens: gateway.Tokens{Input: 1000, Output: 100}},
+		{Time: at, Group: "family", Run: "a", Provider: "anthropic", Model: "claude-haiku-4-5", Tokens: gateway.Tokens{Input: 1000}},
+		{Time: at, Group: "family", Run: "b", Provider: "local", Model: "qwen", Tokens: gateway.Tokens{Input: 5000, Output: 500}},
+		{Time: at, Group: "work", Run: "c", Provider: "local", Model: "mystery", Tokens: gateway.Tokens{Input: 7}},
 	} {
 		if err := s.Record(ctx, r.PricedBy(prices)); err != nil {
 			t.Fatal(err)
@@ -31,9 +32,9 @@ func TestTotalsByModelAndAgentCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []usage.ModelTotal{
-		{Group: "family", Provider: "anthropic", Model: "claude-haiku-4-5", Requests: 2, Tokens: usage.Tokens{Input: 2000, Output: 100}, CostUSD: 0.0025, Priced: true},
-		{Group: "family", Provider: "local", Model: "qwen", Requests: 1, Tokens: usage.Tokens{Input: 5000, Output: 500}, Priced: true},
-		{Group: "work", Provider: "local", Model: "mystery", Requests: 1, Tokens: usage.Tokens{Input: 7}},
+		{Group: "family", Provider: "anthropic", Model: "claude-haiku-4-5", Requests: 2, Tokens: gateway.Tokens{Input: 2000, Output: 100}, CostUSD: 0.0025, Priced: true},
+		{Group: "family", Provider: "local", Model: "qwen", Requests: 1, Tokens: gateway.Tokens{Input: 5000, Output: 500}, Priced: true},
+		{Group: "work", Provider: "local", Model: "mystery", Requests: 1, Tokens: gateway.Tokens{Input: 7}},
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("rows %+v", rows)

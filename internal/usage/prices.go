@@ -1,22 +1,18 @@
 // Package usage counts what the model costs: the token usage the relay
-// reads from each answer (meter.go), priced by usage.prices (this file),
+// reads from each answer (gateway.Tokens), priced by usage.prices (this file),
 // kept per request in SQLite and summed per group (store.go), held
 // against each group's budget (budget.go), and what the model API last
-// said about the daemon's credential (health.go).
+// said about the daemon's credential (health.go). Meter (meter.go) is the
+// relay's meter of one run: it records, holds the group to its budget and
+// tells the main chat.
 package usage
 
 import (
+	"github.com/nanoclawd/nanoclawd/internal/gateway"
+
 	"regexp"
 	"strings"
 )
-
-// Tokens is the usage of one model request, or a sum of them.
-type Tokens struct {
-	Input      int64 `json:"inputTokens"`
-	Output     int64 `json:"outputTokens"`
-	CacheWrite int64 `json:"cacheWriteTokens"`
-	CacheRead  int64 `json:"cacheReadTokens"`
-}
 
 // Price is what a model costs, in USD per million tokens.
 type Price struct {
@@ -27,7 +23,7 @@ type Price struct {
 }
 
 // Cost is what t costs at p, in USD.
-func (p Price) Cost(t Tokens) float64 {
+func (p Price) Cost(t gateway.Tokens) float64 {
 	return (float64(t.Input)*p.Input + float64(t.Output)*p.Output +
 		float64(t.CacheWrite)*p.CacheWrite + float64(t.CacheRead)*p.CacheRead) / 1e6
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
@@ -29,7 +30,7 @@ type Request struct {
 	// named it when the group has none of its own).
 	Provider string
 	Model    string
-	Tokens   Tokens
+	Tokens   gateway.Tokens
 	// CostUSD is Tokens at the model's price; Priced is false (and the
 	// cost 0) for a model usage.prices does not know.
 	CostUSD float64
@@ -69,7 +70,7 @@ func (s *Store) Record(ctx context.Context, r Request) error {
 type Total struct {
 	Group    string `json:"group"`
 	Requests int64  `json:"requests"`
-	Tokens
+	gateway.Tokens
 	CostUSD float64 `json:"costUSD"`
 	// Unpriced lists the models of the window that have no price: their
 	// tokens are counted, not their cost.
@@ -177,7 +178,7 @@ type ModelTotal struct {
 	Provider string `json:"provider"`
 	Model    string `json:"model"`
 	Requests int64  `json:"requests"`
-	Tokens
+	gateway.Tokens
 	CostUSD float64 `json:"costUSD"`
 	// Priced is false for a model usage.prices does not know: its tokens
 	// are counted, not its cost.

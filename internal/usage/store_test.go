@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
@@ -26,11 +27,11 @@ func TestTotalsAndSpent(t *testing.T) {
 	prices := usage.Prices{"claude-sonnet-4-5": {Input: 3, Output: 15, CacheWrite: 3.75, CacheRead: 0.3}}
 	day := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
 	for _, r := range []usage.Request{
-		{Time: day, Group: "family", Run: "a", Model: "claude-sonnet-4-5-20250929", Tokens: usage.Tokens{Input: 1000, Output: 100, CacheWrite: 10, CacheRead: 1}},
-		{Time: day.Add(time.Hour), Group: "family", Run: "b", Model: "claude-sonnet-4-5", Tokens: usage.Tokens{Input: 2000, Output: 200}},
-		{Time: day.Add(time.Hour), Group: "family", Run: "b", Model: "mystery-1", Tokens: usage.Tokens{Input: 5, Output: 5}},
-		{Time: day.Add(-24 * time.Hour), Group: "family", Run: "c", Model: "claude-sonnet-4-5", Tokens: usage.Tokens{Input: 1e6}},
-		{Time: day, Group: "main", Run: "d", Model: "claude-sonnet-4-5", Tokens: usage.Tokens{Output: 1000}},
+		{Time: day, Group: "family", Run: "a", Model: "claude-sonnet-4-5-20250929", Tokens: gateway.Tokens{Input: 1000, Output: 100, CacheWrite: 10, CacheRead: 1}},
+		{Time: day.Add(time.Hour), Group: "family", Run: "b", Model: "claude-sonnet-4-5", Tokens: gateway.Tokens{Input: 2000, Output: 200}},
+		{Time: day.Add(time.Hour), Group: "family", Run: "b", Model: "mystery-1", Tokens: gateway.Tokens{Input: 5, Output: 5}},
+		{Time: day.Add(-24 * time.Hour), Group: "family", Run: "c", Model: "claude-sonnet-4-5", Tokens: gateway.Tokens{Input: 1e6}},
+		{Time: day, Group: "main", Run: "d", Model: "claude-sonnet-4-5", Tokens: gateway.Tokens{Output: 1000}},
 	} {
 		if err := s.Record(ctx, r.PricedBy(prices)); err != nil {
 			t.Fatal(err)
@@ -40,7 +41,7 @@ func TestTotalsAndSpent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantFamily := usage.Total{Group: "family", Requests: 3, Tokens: usage.Tokens{Input: 3005, Output: 305, CacheWrite: 10, CacheRead: 1},
+	wantFamily := usage.Total{Group: "family", Requests: 3, Tokens: gateway.Tokens{Input: 3005, Output: 305, CacheWrite: 10, CacheRead: 1},
 		CostUSD: (3000*3 + 300*15 + 10*3.75 + 1*0.3) / 1e6, Unpriced: []string{"mystery-1"}}
 	if len(got) != 2 || got[0].Group != "family" || got[1].Group != "main" {
 		t.Fatalf("totals %+v", got)
@@ -156,8 +157,8 @@ func TestStandings(t *testing.T) {
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	prices := usage.Prices{"m": {Output: 1e6}} // one USD an output token
 	for _, r := range []usage.Request{
-		{Time: now.Add(-time.Hour), Group: "family", Run: "a", Model: "m", Tokens: usage.Tokens{Output: 2}},
-		{Time: now.AddDate(0, 0, -3), Group: "family", Run: "b", Model: "m", Tokens: usage.Tokens{Output: 7}},
+		{Time: now.Add(-time.Hour), Group: "family", Run: "a", Model: "m", Tokens: gateway.Tokens{Output: 2}},
+		{Time: now.AddDate(0, 0, -3), Group: "family", Run: "b", Model: "m", Tokens: gateway.Tokens{Output: 7}},
 	} {
 		if err := s.Record(ctx, r.PricedBy(prices)); err != nil {
 			t.Fatal(err)
