@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/usage"
@@ -18,9 +19,9 @@ func TestSpendingAgainstBudgets(t *testing.T) {
 	prices := usage.Prices{"m": {Output: 1e6}} // $1 an output token
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	for _, r := range []usage.Request{
-		{Time: now.Add(-time.Hour), Group: "family", Run: "a", Model: "m", Tokens: usage.Tokens{Output: 2}},
-		{Time: now.AddDate(0, 0, -3), Group: "family", Run: "b", Model: "m", Tokens: usage.Tokens{Output: 5}},
-		{Time: now.Add(-time.Hour), Group: "main", Run: "c", Model: "m", Tokens: usage.Tokens{Output: 2}},
+		{Time: now.Add(-time.Hour), Group: "family", Run: "a", Model: "m", Tokens: gateway.Tokens{Output: 2}},
+		{Time: now.AddDate(0, 0, -3), Group: "family", Run: "b", Model: "m", Tokens: gateway.Tokens{Output: 5}},
+		{Time: now.Add(-time.Hour), Group: "main", Run: "c", Model: "m", Tokens: gateway.Tokens{Output: 2}},
 	} {
 		if err := s.Record(ctx, r.PricedBy(prices)); err != nil {
 			t.Fatal(err)
