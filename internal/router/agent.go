@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
 	"github.com/nanoclawd/nanoclawd/internal/confine"
+	"github.com/nanoclawd/nanoclawd/internal/failure"
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
@@ -24,12 +24,6 @@ import (
 // testHookAgentExited, if set, is called when an agent process of a run
 // has exited, before the run decides what follows: tests interleave there.
 var testHookAgentExited func(*agentRun)
-
-// sessionGone tells whether an agent's error says its saved session no
-// longer exists.
-func sessionGone(failure string) bool {
-	return strings.Contains(strings.ToLower(failure), "no conversation found")
-}
 
 // agentRun is one agent process for a group: its handler state.
 type agentRun struct {
@@ -195,7 +189,7 @@ func (a *agentRun) attempt(ctx context.Context, job runner.Job, prompt string, i
 		}
 	}
 	var exitErr *runner.ExitError
-	if session != "" && !a.fresh && a.answered == 0 && sessionGone(a.failure) && (err == nil || errors.As(err, &exitErr)) {
+	if session != "" && !a.fresh && a.answered == 0 && failure.SessionGone(a.failure) && (err == nil || errors.As(err, &exitErr)) {
 		// The CLI prunes old transcripts: resuming a session it no longer
 		// has fails every time. Start a fresh one, once, for the same messages.
 		r.Log.Warn().Str("group", g.Folder).Str("session", session).Msg("the agent's saved session is gone; starting a fresh one")
@@ -425,19 +419,19 @@ func (a *agentRun) onError(ctx context.Context, errText string) {
 		errText = "unknown error"
 	}
 	a.failure = errText
-	a.router.Log.Warn().Str("group", a.group.Folder).Str("error", redact(errText)).Msg("agent result error")
-	if a.resumed && !a.fresh && a.answered == 0 && sessionGone(errText) {
+	a.router.Log.Warn().Str("group", a.group.Folder).Str("error", failure.Redact(errText)).Msg("agent result error")
+	if a.resumed && !a.fresh && a.answered == 0 && failure.SessionGone(errText) {
 		return // start runs it again with a fresh session
 	}
-	f := classify(errText)
-	if f.kind == "credential" && a.builtinProvider() && !security.CredentialSet(a.router.Config().Agent.Env, os.Getenv) {
-		f = noCredential
+	f := failure.Classify(errText)
+	if f.Kind == "credential" && a.builtinProvider() && !security.CredentialSet(a.router.Config().Agent.Env, os.Getenv) {
+		f = failure.NoCredential
 	}
 	a.told = true
 	// Over budget or a refused credential: the relay told the main chat itself.
 	relayTold := a.meter != nil && a.meter.StoppedBy() != ""
 	a.queue(ctx, a.router.failureNotice(ctx, a.group, f, errText, relayTold), outbox.KindNotice, a.answeredUpTo())
-	if f.final {
+	if f.Final {
 		if err := runner.Close(ctx, a.ipcDir, a.router.Reporter); err != nil {
 			a.router.Log.Warn().Err(err).Str("group", a.group.Folder).Msg("ask the failed agent to finish")
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/failure"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
@@ -169,7 +170,7 @@ func (r *Router) GiveUp(job runner.Job, runErr error) {
 		return
 	}
 	cfg := r.Config()
-	text := fmt.Sprintf("%s could not answer: the assistant failed several times (%s). Please try again later.", cfg.AssistantName, redact(firstLine(runErr.Error(), 200)))
+	text := fmt.Sprintf("%s could not answer: the assistant failed several times (%s). Please try again later.", cfg.AssistantName, failure.Redact(firstLine(runErr.Error(), 200)))
 	var top int64
 	if rf := (*runFailed)(nil); errors.As(runErr, &rf) {
 		top = rf.top

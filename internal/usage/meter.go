@@ -254,7 +254,7 @@ func retryAt(h http.Header, now time.Time) time.Time {
 
 // Failed implements gateway.Meter: no upstream answered, which status
 // and doctor show until one does. The chat hears of it through the
-// agent's error (failure.go).
+// agent's error (package failure, told by the router).
 func (m *Meter) Failed(why string) {
 	if gateway.Limited(why) {
 		return // Answered kept the rate limit, with its retry time

@@ -1,4 +1,4 @@
-package router
+package failure
 
 import (
 	"strings"
@@ -29,17 +29,17 @@ func TestClassify(t *testing.T) {
 		{"error_max_turns", "other", false},
 		{"", "other", false},
 	} {
-		f := classify(tt.err)
-		if f.kind != tt.kind || f.final != tt.final {
-			t.Errorf("classify(%q) = %s final=%v, want %s final=%v", tt.err, f.kind, f.final, tt.kind, tt.final)
+		f := Classify(tt.err)
+		if f.Kind != tt.kind || f.Final != tt.final {
+			t.Errorf("Classify(%q) = %s final=%v, want %s final=%v", tt.err, f.Kind, f.Final, tt.kind, tt.final)
 		}
 	}
 }
 
 func TestRedact(t *testing.T) {
-	got := redact("Invalid API key sk-ant-api03-abc_DEF-123 · Authorization: Bearer sk-xyz")
+	got := Redact("Invalid API key sk-ant-api03-abc_DEF-123 · Authorization: Bearer sk-xyz")
 	if strings.Contains(got, "abc_DEF") || strings.Contains(got, "sk-xyz") || !strings.HasPrefix(got, "Invalid API key [redacted]") {
-		t.Errorf("redact = %q", got)
+		t.Errorf("Redact = %q", got)
 	}
 }
 
@@ -52,8 +52,8 @@ func TestWithoutSDKHints(t *testing.T) {
 		"Failed to authenticate. API Error: 401 run /login": "Failed to authenticate. API Error: 401",
 		"API Error: 500 internal":                           "API Error: 500 internal",
 	} {
-		if got := withoutSDKHints(in); got != want {
-			t.Errorf("withoutSDKHints(%q) = %q, want %q", in, got, want)
+		if got := WithoutSDKHints(in); got != want {
+			t.Errorf("WithoutSDKHints(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

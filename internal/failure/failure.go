@@ -1,0 +1,99 @@
+// Package failure says in words for people what an agent's error result
+// means: what failed (for the chat: no detail, nothing secret), what the
+// owner can do, and whether a retry could help; and it keeps secrets and
+// the SDK's own advice out of any detail a chat is shown.
+package failure
+
+import (
+	"regexp"
+	"strings"
+
+	"github.com/nanoclawd/nanoclawd/internal/gateway"
+)
+
+// Failure is what an agent's error says, in words for people.
+type Failure struct {
+	Kind string // "credential", "request", "overloaded", "unreachable", "other"
+	What string // what failed, for the chat: no detail, nothing secret
+	Fix  string // what the owner can do
+	// Final: a retry fails the same way, so the run ends.
+	Final bool
+}
+
+// failures are tried in order; the first whose pattern matches the error
+// (lower-cased) wins. The patterns are what the Claude CLI says, measured
+// against a mock API: "Invalid API key · Fix external API key" (401),
+// "Failed to authenticate. API Error: 403 …", "API Error: 400 …",
+// "API Error: Connection refused … (ECONNREFUSED)", "API Error: 502 …".
+var failures = []struct {
+	re *regexp.Regexp
+	f  Failure
+}{
+	{regexp.MustCompile(`invalid api key|failed to authenticate|authentication_error|permission_error|oauth token|api error: 40[13]\b|/login`),
+		Failure{"credential", "the model API refused its credential",
+			"Check the key: a new ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN from 'claude setup-token') in nanoclawd.env beside the config; 'bin/nanoclawd doctor' checks it.", true}},
+	{regexp.MustCompile(`invalid_request_error|api error: 4(00|04|13|22)\b|prompt is too long`),
+		Failure{"request", "the model API refused the request as invalid",
+			"Check the model and options the agent uses; a conversation that grew too long starts afresh with /new.", true}},
+	{regexp.MustCompile(`overloaded|api error: 529\b|api error: 429\b|rate.?limit`),
+		Failure{"overloaded", "the model API is overloaded or over its rate limit",
+			"This usually passes within minutes; the next message tries again.", false}},
+	{regexp.MustCompile(`connection|econn|enotfound|eai_again|etimedout|timed? ?out|fetch failed|network|socket|api error: 5\d\d\b`),
+		Failure{"unreachable", "the model API could not be reached",
+			"Check this machine's network, and ANTHROPIC_BASE_URL if it is set; the next message tries again.", false}},
+}
+
+// NoCredential is a credential failure when the daemon gives agents no
+// credential at all: nothing was refused, one is missing.
+var NoCredential = Failure{"credential", "no model credential is set: the daemon has no API key or OAuth token to give the model API",
+	"Put ANTHROPIC_API_KEY=… (or CLAUDE_CODE_OAUTH_TOKEN=… from 'claude setup-token') in nanoclawd.env beside the config and add its name to agent.env, or run 'nanoclawd setup'; 'nanoclawd doctor' checks it.", true}
+
+// sdkHintRE finds the Claude CLI's advice to its own users ("· Please
+// run /login"): nanoclawd has no /login, so a chat must never be told it.
+var sdkHintRE = regexp.MustCompile(`(?i)\s*[·•.,;:-]?\s*(please\s+)?(run\s+)?/login\b\.?`)
+
+// WithoutSDKHints is an agent's error text as a chat may hear it.
+func WithoutSDKHints(s string) string { return strings.TrimSpace(sdkHintRE.ReplaceAllString(s, "")) }
+
+// budgetRE finds the relay's word that a group's budget is spent (its
+// answer is an invalid request, which the patterns above would take for
+// the agent's own mistake).
+var budgetRE = regexp.MustCompile(`(?i)(daily|monthly) model budget of group \S+ is spent`)
+
+// unansweredRE finds the relay's word that no upstream answered (an
+// invalid request too, so that the SDK does not retry it for minutes).
+var unansweredRE = regexp.MustCompile(`(?i)nanoclaw relay: (no model upstream answered|\S+ fell silent)`)
+
+// Classify says what an agent's error means.
+func Classify(errText string) Failure {
+	if m := budgetRE.FindString(errText); m != "" {
+		return Failure{"budget", "the " + m, "The owner can raise it: agent.budget in the config, or budget in the group's override.", true}
+	}
+	if unansweredRE.MatchString(errText) && gateway.Limited(errText) {
+		return Failure{"overloaded", "the model API is overloaded or over its rate limit",
+			"This usually passes within minutes; agent.fallback can name another provider to try. The next message tries again.", true}
+	}
+	if unansweredRE.MatchString(errText) {
+		return Failure{"unreachable", "the model API could not be reached",
+			"'nanoclawd status' shows which upstream is not answering; agent.fallback can name another provider to try. The next message tries again.", true}
+	}
+	low := strings.ToLower(errText)
+	for _, c := range failures {
+		if c.re.MatchString(low) {
+			return c.f
+		}
+	}
+	return Failure{"other", "the assistant ran into an error", "The group's run log (groups/FOLDER/logs/) has the whole story.", false}
+}
+
+// secretRE finds what looks like a credential in an error text, so the
+// detail never carries one into a chat.
+var secretRE = regexp.MustCompile(`sk-ant-[A-Za-z0-9_-]+|(?i)bearer\s+\S+`)
+
+func Redact(s string) string { return secretRE.ReplaceAllString(s, "[redacted]") }
+
+// SessionGone tells whether an agent's error says its saved session no
+// longer exists.
+func SessionGone(errText string) bool {
+	return strings.Contains(strings.ToLower(errText), "no conversation found")
+}
