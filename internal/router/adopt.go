@@ -93,7 +93,7 @@ func adopt(ctx context.Context, sb *standby.Standby[*agentRun], job runner.Job, 
 		if written = closed(a.started); written {
 			file, err = runner.FollowUp(ctx, a.ipcDir, prompt, r.Reporter)
 			if err == nil {
-				a.batches, a.delivered, a.adopted = []batch{{top, file}}, top, prompt
+				a.cur, a.adopted = startAt(top, file), prompt
 			}
 		}
 		a.mu.Unlock()

@@ -44,11 +44,9 @@ type agentRun struct {
 	typing      bool          // start showed the chat that the assistant is at work
 
 	mu         sync.Mutex
-	batches    []batch // each prompt batch handed over (initial, then follow-ups)
-	matched    int     // batches answered: batches[matched] is the oldest waiting
-	answered   int     // result frames seen
-	delivered  int64   // highest seq handed to the agent
-	sent       int     // replies queued
+	cur        cursor // the prompt batches handed over and answered (a message run's)
+	answered   int    // result frames seen
+	sent       int    // replies queued
 	violations int
 	lastText   string
 	failure    string // the last error frame
@@ -60,12 +58,6 @@ type agentRun struct {
 	eff        security.Effective   // the run's policy
 	mark       int                  // the agent's process group, recorded in agent_marks
 	startedAt  time.Time            // when the agent process first started
-}
-
-// batch is messages handed to the agent in one prompt.
-type batch struct {
-	top  int64  // the highest seq among them
-	file string // the follow-up file that carried them; "" for the prompt on stdin
 }
 
 // startTime is when this run's agent started inside the queue's job; zero
@@ -236,7 +228,7 @@ func (a *agentRun) restart(ctx context.Context, prompt string) string {
 		prompt, a.standby = a.adopted, false
 		a.startedAt = time.Time{} // its start was before the job
 	}
-	message := a.batches != nil
+	message := a.cur.messages()
 	a.mu.Unlock()
 	if !message {
 		return prompt
@@ -247,7 +239,7 @@ func (a *agentRun) restart(ctx context.Context, prompt string) string {
 	}
 	prompt, top := a.router.promptOf(msgs)
 	a.mu.Lock()
-	a.batches, a.delivered = []batch{{top: top}}, top
+	a.cur = startAt(top, "")
 	a.mu.Unlock()
 	return prompt
 }
@@ -286,7 +278,7 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 			return
 		}
 		a.mu.Lock()
-		from := a.delivered
+		from := a.cur.delivered
 		a.mu.Unlock()
 		msgs, err := a.router.Messages.After(ctx, a.group.JID, from)
 		if err != nil || len(msgs) == 0 {
@@ -305,15 +297,14 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 		// before its batch (a fast agent's answer would then move no
 		// cursor, and the messages would be answered again next run).
 		a.mu.Lock()
-		if !closed(a.started) || a.delivered != from {
+		if !closed(a.started) || a.cur.delivered != from {
 			a.mu.Unlock()
 			pending = true // a retry is starting another agent: for it, once it runs
 			continue
 		}
 		file, err := runner.FollowUp(ctx, a.ipcDir, prompt, a.router.Reporter)
 		if err == nil {
-			a.batches = append(a.batches, batch{top, file})
-			a.delivered = top
+			a.cur.hand(top, file)
 		}
 		a.mu.Unlock()
 		if err != nil {
@@ -385,24 +376,9 @@ func (a *agentRun) OnResult(res runner.Result) {
 	if text != "" {
 		a.lastText = text
 	}
-	a.queue(ctx, text, outbox.KindReply, a.answeredUpTo())
+	a.queue(ctx, text, outbox.KindReply, a.cur.answer())
 }
 
-// answeredUpTo is the seq a result answers: the oldest batch waiting, once
-// the agent has taken it. A follow-up file still in input/ was not read, so
-// a result now (one an agent gives of itself, say when asked to finish) is
-// not its answer: its text goes out, and the messages wait for the next run.
-func (a *agentRun) answeredUpTo() int64 {
-	if a.matched < len(a.batches) && !waiting(a.batches[a.matched].file) {
-		a.matched++
-		return a.batches[a.matched-1].top
-	}
-	return 0
-}
-
-// onError answers an error result (failure.go): the chat gets one plain
-// sentence for the batch it failed, the owner the detail, and a failure
-// that a retry cannot fix ends the run.
 // builtinProvider reports whether the group's requests go to the daemon's
 // own model API, whose credential comes from agent.env (another
 // provider's is in the config, and "no credential is set" is not its case).
@@ -414,6 +390,9 @@ func (a *agentRun) builtinProvider() bool {
 	return p == "" || p == gateway.BuiltinProvider
 }
 
+// onError answers an error result (failure.go): the chat gets one plain
+// sentence for the batch it failed, the owner the detail, and a failure
+// that a retry cannot fix ends the run.
 func (a *agentRun) onError(ctx context.Context, errText string) {
 	if errText == "" {
 		errText = "unknown error"
@@ -430,22 +409,12 @@ func (a *agentRun) onError(ctx context.Context, errText string) {
 	a.told = true
 	// Over budget or a refused credential: the relay told the main chat itself.
 	relayTold := a.meter != nil && a.meter.StoppedBy() != ""
-	a.queue(ctx, a.router.failureNotice(ctx, a.group, f, errText, relayTold), outbox.KindNotice, a.answeredUpTo())
+	a.queue(ctx, a.router.failureNotice(ctx, a.group, f, errText, relayTold), outbox.KindNotice, a.cur.answer())
 	if f.Final {
 		if err := runner.Close(ctx, a.ipcDir, a.router.Reporter); err != nil {
 			a.router.Log.Warn().Err(err).Str("group", a.group.Folder).Msg("ask the failed agent to finish")
 		}
 	}
-}
-
-// waiting reports whether the follow-up file is still there for the agent
-// to take.
-func waiting(file string) bool {
-	if file == "" {
-		return false
-	}
-	_, err := os.Lstat(file)
-	return err == nil
 }
 
 // queue puts text (if any) in the outbox and moves the cursor to upTo (if

@@ -112,7 +112,7 @@ func (r *Router) runMessages(ctx context.Context, job runner.Job) (*agentRun, er
 		run = sb.Agent
 		err = adopt(ctx, sb, job, prompt, top, stopFollow, followDone)
 	} else {
-		run = &agentRun{router: r, group: g, replyTo: g.JID, batches: []batch{{top: top}}, delivered: top, useSession: true,
+		run = &agentRun{router: r, group: g, replyTo: g.JID, cur: startAt(top, ""), useSession: true,
 			started: make(chan struct{})}
 		go func() {
 			defer close(followDone)

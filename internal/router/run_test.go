@@ -101,7 +101,7 @@ func TestStandbyAnswersOnlyWhatItWasGiven(t *testing.T) {
 	if u := e.unanswered(famJID); len(u) != 1 {
 		t.Errorf("a standby given no prompt moved the cursor: unanswered = %q", u)
 	}
-	run.adopted, run.batches = "the prompt", []batch{{top: msgs[len(msgs)-1].Seq}}
+	run.adopted, run.cur = "the prompt", startAt(msgs[len(msgs)-1].Seq, "")
 	run.OnResult(runner.Result{Status: "success", Result: &text})
 	if q := e.queued(famJID); len(q) != 1 || len(e.unanswered(famJID)) != 0 {
 		t.Errorf("the adopted standby's answer: queued %q, unanswered %q", q, e.unanswered(famJID))
@@ -123,12 +123,12 @@ func TestResultAnswersOnlyAFollowUpTaken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := &agentRun{router: e.r, group: g, replyTo: famJID, batches: []batch{{top: first[0].Seq}}, ipcDir: t.TempDir()}
+	run := &agentRun{router: e.r, group: g, replyTo: famJID, cur: startAt(first[0].Seq, ""), ipcDir: t.TempDir()}
 	file, err := runner.FollowUp(context.Background(), run.ipcDir, "two", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run.batches = append(run.batches, batch{all[1].Seq, file})
+	run.cur.hand(all[1].Seq, file)
 	say := func(s string) { run.OnResult(runner.Result{Status: "success", Result: &s}) }
 
 	say("one answered")
