@@ -2,13 +2,10 @@ package router
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"sync"
 	"time"
 
-	"github.com/nanoclawd/nanoclawd/internal/alerts"
 	"github.com/nanoclawd/nanoclawd/internal/confine"
 	"github.com/nanoclawd/nanoclawd/internal/failure"
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
@@ -84,127 +81,6 @@ func (a *agentRun) start(ctx context.Context, job runner.Job, prompt string, isT
 		}
 		prompt = a.restart(ctx, prompt)
 	}
-}
-
-// attempt runs one agent for prompt. It reports true when that agent found
-// its session gone and the run is to start another with a fresh one.
-func (a *agentRun) attempt(ctx context.Context, job runner.Job, prompt string, isTask bool) (bool, error) {
-	r, g := a.router, a.group
-	cfg := r.Config()
-	list, err := r.Groups.List(ctx)
-	if err != nil {
-		return false, err
-	}
-	eff := security.Resolve(cfg.HostSecurity, g.Policy(), cfg.SecurityHost(groups.Folders(list)))
-	a.eff = eff
-	if a.standby && a.adopted == "" {
-		if a.fingerprint, err = r.fingerprint(ctx, g, a.useSession); err != nil {
-			return false, err
-		}
-	}
-	p := pathsOf(cfg, g.Folder)
-	a.ipcDir = p.ipc
-	if err := r.prepareDirs(ctx, g, p); err != nil {
-		return false, err
-	}
-	if r.Snapshots != nil {
-		if err := r.Snapshots.Refresh(ctx, g.Folder, g.IsMain); err != nil {
-			r.Log.Warn().Err(err).Str("group", g.Folder).Msg("refresh the snapshot files of the IPC directory")
-		}
-	}
-	token, err := r.Tokens.Issue(ctx, g.Folder)
-	if err != nil {
-		return false, fmt.Errorf("issue IPC token: %w", err)
-	}
-	defer func() {
-		if err := r.Tokens.Finish(context.WithoutCancel(ctx), token); err != nil {
-			r.Log.Error().Err(err).Msg("finish IPC token")
-		}
-	}()
-	a.since = time.Now()
-	session := ""
-	if a.useSession && !a.fresh {
-		if session, err = r.Messages.Session(ctx, g.Folder); err != nil {
-			return false, err
-		}
-	}
-	spec, err := agentSpec(specInput{
-		Group: g, Config: cfg, Policy: eff, Prompt: prompt, IsTask: isTask, Standby: a.standby && a.adopted == "",
-		Session: session, Token: token, Binary: r.Binary, Getenv: os.LookupEnv,
-	})
-	if err != nil {
-		return false, err
-	}
-	spec.Closing = job.Closing
-	spec.Reporter = r.Reporter
-	if a.standby && a.adopted == "" {
-		spec.Prompted = a.prompted
-	}
-	if r.Typing != nil && !a.standby && !a.typing {
-		a.typing = true // until start returns, a retry's agent included
-		r.Typing.SetTyping(ctx, a.replyTo, true)
-	}
-	var meter gateway.Meter
-	if r.Usage != nil {
-		a.meter = r.newMeter(g)
-		meter = a.meter
-	}
-	if !g.IsMain {
-		if a.conf, err = r.confine(ctx, cfg, g, eff, &spec, p.session, meter); err != nil {
-			return false, err
-		}
-		defer a.conf.Finish()
-	} else {
-		relay, err := r.relayMain(cfg, eff, &spec, meter)
-		if err != nil {
-			return false, err
-		}
-		defer relay.Close()
-	}
-	a.resumed = session != ""
-	out, err := runner.Run(ctx, spec, a)
-	if testHookAgentExited != nil {
-		testHookAgentExited(a)
-	}
-	if a.conf != nil && a.conf.Exceeded() != "" {
-		err = runner.NoRetry(fmt.Errorf("the run was stopped: %s", a.conf.Exceeded()))
-	}
-	if err := r.Ledger.Unmark(context.WithoutCancel(ctx), a.mark); err != nil {
-		r.Log.Warn().Err(err).Msg("forget the agent's process group")
-	}
-	if out.NewSessionID != "" && a.useSession {
-		saved, err := r.Messages.SaveSession(context.WithoutCancel(ctx), g.Folder, out.NewSessionID, a.since)
-		if err != nil {
-			r.Log.Error().Err(err).Str("group", g.Folder).Msg("save session id")
-		} else if !saved {
-			r.Log.Info().Str("group", g.Folder).Msg("the session was reset during the run; the next run starts fresh")
-		}
-	}
-	var exitErr *runner.ExitError
-	if session != "" && !a.fresh && a.answered == 0 && failure.SessionGone(a.failure) && (err == nil || errors.As(err, &exitErr)) {
-		// The CLI prunes old transcripts: resuming a session it no longer
-		// has fails every time. Start a fresh one, once, for the same messages.
-		r.Log.Warn().Str("group", g.Folder).Str("session", session).Msg("the agent's saved session is gone; starting a fresh one")
-		r.Messages.ResetSession(context.WithoutCancel(ctx), g.Folder)
-		return true, nil
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if !g.IsMain && a.violations > 0 && a.sent == 0 {
-		a.queue(context.WithoutCancel(ctx), alerts.GroupNotice(cfg.AssistantName), outbox.KindNotice, 0)
-	}
-	if a.told {
-		if err == nil {
-			err = fmt.Errorf("agent reported an error: %s", a.failure)
-		}
-		err = &toldError{err}
-	}
-	if err != nil && a.meter != nil && a.meter.StoppedBy() != "" {
-		// Over budget or a refused credential: a retry would fail the same
-		// way (and ask again), so the run gives up at once.
-		return false, runner.NoRetry(fmt.Errorf("%s: %w", a.meter.StoppedBy(), err))
-	}
-	return false, err
 }
 
 // stopTyping ends what start showed in the chat.
