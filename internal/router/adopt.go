@@ -2,11 +2,15 @@ package router
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"sync"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/standby"
 )
 
@@ -124,4 +128,27 @@ func adopt(ctx context.Context, sb *standby.Standby[*agentRun], job runner.Job, 
 		}
 	}()
 	return sb.Wait()
+}
+
+// fingerprint sums up everything a run of g is started with but its
+// prompt: a standby is used only when it is still the same.
+func (r *Router) fingerprint(ctx context.Context, g groups.Group, useSession bool) (string, error) {
+	cfg := r.Config()
+	list, err := r.Groups.List(ctx)
+	if err != nil {
+		return "", err
+	}
+	eff := security.Resolve(cfg.HostSecurity, g.Policy(), cfg.SecurityHost(groups.Folders(list)))
+	session := ""
+	if useSession {
+		if session, err = r.Messages.Session(ctx, g.Folder); err != nil {
+			return "", err
+		}
+	}
+	b, err := json.Marshal([]any{eff, cfg.Agent, cfg.AssistantName, cfg.Timezone, g, session})
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
 }

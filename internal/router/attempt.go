@@ -14,6 +14,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/spec"
 )
 
 // One agent of a run: prepare readies what it is started with, the runner
@@ -69,9 +70,9 @@ func (a *agentRun) prepare(ctx context.Context, job runner.Job, prompt string, i
 			return p, err
 		}
 	}
-	dirs := pathsOf(cfg, g.Folder)
-	a.ipcDir = dirs.ipc
-	if err := r.prepareDirs(ctx, g, dirs); err != nil {
+	dirs := spec.DirsOf(cfg, g.Folder)
+	a.ipcDir = dirs.IPC
+	if err := spec.PrepareDirs(ctx, g, dirs, r.Reporter); err != nil {
 		return p, err
 	}
 	if r.Snapshots != nil {
@@ -94,7 +95,7 @@ func (a *agentRun) prepare(ctx context.Context, job runner.Job, prompt string, i
 			return p, err
 		}
 	}
-	p.spec, err = agentSpec(specInput{
+	p.spec, err = spec.For(spec.Input{
 		Group: g, Config: cfg, Policy: eff, Prompt: prompt, IsTask: isTask, Standby: a.standby && a.adopted == "",
 		Session: p.session, Token: token, Binary: r.Binary, Getenv: os.LookupEnv,
 	})
@@ -116,7 +117,7 @@ func (a *agentRun) prepare(ctx context.Context, job runner.Job, prompt string, i
 		meter = a.meter
 	}
 	if !g.IsMain {
-		if a.conf, err = r.confine(ctx, cfg, g, eff, &p.spec, dirs.session, meter); err != nil {
+		if a.conf, err = r.confine(ctx, cfg, g, eff, &p.spec, dirs.Session, meter); err != nil {
 			return p, err
 		}
 		p.release = append(p.release, a.conf.Finish)

@@ -1,9 +1,11 @@
 // Package router turns inbound messages into agent runs and their answers
 // into replies: sink.go takes what channels deliver, run.go does the
-// queue's jobs, agent.go is one agent process of a run, spec.go says what
-// an agent is started with, adopt.go hands a run an agent started ahead
-// (package standby keeps them). A run's sandbox is built by package
-// confine; the files messages bring are kept by package media.
+// queue's jobs, attempt.go readies, runs and settles one agent of a run
+// (package spec says what it is started with), agent.go handles what the
+// agent says, cursor.go keeps what it was handed and answered, adopt.go
+// hands a run an agent started ahead (package standby keeps them). A run's
+// sandbox is built by package confine; the files messages bring are kept
+// by package media; an agent's error is put in words by package failure.
 package router
 
 import (

@@ -1,9 +1,11 @@
-package router
+// Package spec says what an agent of a group is started with: its
+// command, working directory, environment and ContainerInput (For), the
+// directories of its run (DirsOf), and those directories made real
+// before it starts (PrepareDirs).
+package spec
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
@@ -16,21 +18,22 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
-// runPaths are the directories one run of a group uses.
-type runPaths struct {
-	group   string // the group's folder, the agent's working directory
-	ipc     string // its IPC directory
-	session string // the agent's session store
-	logs    string // the run logs
+// Dirs are the directories one run of a group uses.
+type Dirs struct {
+	Group   string // the group's folder, the agent's working directory
+	IPC     string // its IPC directory
+	Session string // the agent's session store
+	Logs    string // the run logs
 }
 
-func pathsOf(cfg *config.Config, folder string) runPaths {
+// DirsOf are the directories of folder's runs.
+func DirsOf(cfg *config.Config, folder string) Dirs {
 	l := cfg.Layout()
-	return runPaths{group: l.Group(folder), ipc: string(l.IPC(folder)), session: l.Session(folder), logs: l.GroupLogs(folder)}
+	return Dirs{Group: l.Group(folder), IPC: string(l.IPC(folder)), Session: l.Session(folder), Logs: l.GroupLogs(folder)}
 }
 
-// specInput is everything an agent is started with, as plain values.
-type specInput struct {
+// Input is everything an agent is started with, as plain values.
+type Input struct {
 	Group   groups.Group
 	Config  *config.Config
 	Policy  security.Effective
@@ -45,11 +48,11 @@ type specInput struct {
 	Getenv func(name string) (string, bool)
 }
 
-// agentSpec says what the runner starts for one run: the command, its
+// For says what the runner starts for one run: the command, its
 // directories, environment and first input. It only computes; the caller
 // makes the directories, issues the token, confines non-main runs and sets
 // Spec.Closing.
-func agentSpec(in specInput) (runner.Spec, error) {
+func For(in Input) (runner.Spec, error) {
 	g, cfg := in.Group, in.Config
 	sdk, err := json.Marshal(in.Policy.SDKOptions)
 	if err != nil {
@@ -63,9 +66,9 @@ func agentSpec(in specInput) (runner.Spec, error) {
 			return runner.Spec{}, fmt.Errorf("encode the policy of %s: %w", g.Folder, err)
 		}
 	}
-	p := pathsOf(cfg, g.Folder)
-	pe := protocol.Env{GroupFolder: g.Folder, ChatJID: g.JID, IsMain: g.IsMain, GroupDir: p.group, IPCDir: p.ipc,
-		IPCToken: in.Token, Bin: in.Binary, SessionDir: p.session}
+	p := DirsOf(cfg, g.Folder)
+	pe := protocol.Env{GroupFolder: g.Folder, ChatJID: g.JID, IsMain: g.IsMain, GroupDir: p.Group, IPCDir: p.IPC,
+		IPCToken: in.Token, Bin: in.Binary, SessionDir: p.Session}
 	if !g.IsMain {
 		pe.GlobalMemory = cfg.Layout().GlobalMemory()
 	}
@@ -82,7 +85,7 @@ func agentSpec(in specInput) (runner.Spec, error) {
 		env["TZ"] = cfg.Timezone // the agent's clock reads as the group's
 	}
 	return runner.Spec{
-		Command: cfg.Agent.Command, Dir: p.group, Env: env, IPCDir: p.ipc, LogDir: p.logs,
+		Command: cfg.Agent.Command, Dir: p.Group, Env: env, IPCDir: p.IPC, LogDir: p.Logs,
 		Timeout: cfg.Agent.Timeout.D(), IdleTimeout: cfg.Agent.IdleTimeout.D(),
 		Input: protocol.ContainerInput{
 			Prompt: in.Prompt, SessionID: in.Session, GroupFolder: g.Folder, ChatJID: g.JID, IsMain: g.IsMain,
@@ -92,22 +95,22 @@ func agentSpec(in specInput) (runner.Spec, error) {
 	}, nil
 }
 
-// prepareDirs makes the directories of a run that its group can write —
+// PrepareDirs makes the directories of a run that its group can write —
 // input/, logs/, the session directory and a confined run's HOME in it —
 // real directories, through groupfs: a link the group left in place of
 // one is removed and reported, never followed (the sandbox binds and the
 // daemon writes there next).
-func (r *Router) prepareDirs(ctx context.Context, g groups.Group, p runPaths) error {
-	for _, dir := range []string{layout.IPCDir(p.ipc).Input(), p.logs} {
-		d, err := groupfs.OpenSub(ctx, dir, g.Folder, 0o700, r.Reporter)
+func PrepareDirs(ctx context.Context, g groups.Group, p Dirs, reporter security.Reporter) error {
+	for _, dir := range []string{layout.IPCDir(p.IPC).Input(), p.Logs} {
+		d, err := groupfs.OpenSub(ctx, dir, g.Folder, 0o700, reporter)
 		if err != nil {
 			return fmt.Errorf("prepare %s: %w", dir, err)
 		}
 		d.Close()
 	}
-	session, err := groupfs.Open(p.session, g.Folder, 0o700, r.Reporter)
+	session, err := groupfs.Open(p.Session, g.Folder, 0o700, reporter)
 	if err != nil {
-		return fmt.Errorf("prepare %s: %w", p.session, err)
+		return fmt.Errorf("prepare %s: %w", p.Session, err)
 	}
 	defer session.Close()
 	if g.IsMain {
@@ -115,30 +118,7 @@ func (r *Router) prepareDirs(ctx context.Context, g groups.Group, p runPaths) er
 	}
 	home, err := session.Sub(ctx, layout.SessionHomeDir, 0o700)
 	if err != nil {
-		return fmt.Errorf("prepare %s: %w", p.session, err)
+		return fmt.Errorf("prepare %s: %w", p.Session, err)
 	}
 	return home.Close()
-}
-
-// fingerprint sums up everything a run of g is started with but its
-// prompt: a standby is used only when it is still the same.
-func (r *Router) fingerprint(ctx context.Context, g groups.Group, useSession bool) (string, error) {
-	cfg := r.Config()
-	list, err := r.Groups.List(ctx)
-	if err != nil {
-		return "", err
-	}
-	eff := security.Resolve(cfg.HostSecurity, g.Policy(), cfg.SecurityHost(groups.Folders(list)))
-	session := ""
-	if useSession {
-		if session, err = r.Messages.Session(ctx, g.Folder); err != nil {
-			return "", err
-		}
-	}
-	b, err := json.Marshal([]any{eff, cfg.Agent, cfg.AssistantName, cfg.Timezone, g, session})
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
 }

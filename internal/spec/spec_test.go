@@ -1,4 +1,4 @@
-package router
+package spec
 
 import (
 	"encoding/json"
@@ -48,28 +48,28 @@ func TestAgentSpec(t *testing.T) {
 	}
 	tests := []struct {
 		name        string
-		in          specInput
+		in          Input
 		env         map[string]string
 		security    bool // the policy goes along in the input (non-main groups)
 		session     string
 		task, stand bool
 	}{
-		{name: "group", in: specInput{Group: fam, Config: cfg, Policy: pol, Prompt: "hi"}, env: base, security: true},
+		{name: "group", in: Input{Group: fam, Config: cfg, Policy: pol, Prompt: "hi"}, env: base, security: true},
 		{name: "main has no global memory and no policy in its input",
-			in: specInput{Group: main, Config: cfg, Policy: mainPol, Prompt: "hi"},
+			in: Input{Group: main, Config: cfg, Policy: mainPol, Prompt: "hi"},
 			env: with(base, "GITHUB_TOKEN", "ghp-secret", "NANOCLAW_GROUP_FOLDER", "main", "NANOCLAW_CHAT_JID", "local:main", "NANOCLAW_IS_MAIN", "1",
 				"NANOCLAW_GROUP_DIR", "/g/main", "NANOCLAW_IPC_DIR", "/d/ipc/main", "NANOCLAW_SESSION_DIR", "/d/sessions/main",
 				"NANOCLAW_GLOBAL_MEMORY", "")},
-		{name: "timezone", in: specInput{Group: fam, Config: &withTZ, Policy: pol, Prompt: "hi"},
+		{name: "timezone", in: Input{Group: fam, Config: &withTZ, Policy: pol, Prompt: "hi"},
 			env: with(base, "TZ", "Europe/Berlin"), security: true},
-		{name: "resumed task", in: specInput{Group: fam, Config: cfg, Policy: pol, Prompt: "hi", IsTask: true, Session: "s1"},
+		{name: "resumed task", in: Input{Group: fam, Config: cfg, Policy: pol, Prompt: "hi", IsTask: true, Session: "s1"},
 			env: base, security: true, session: "s1", task: true},
-		{name: "standby", in: specInput{Group: fam, Config: cfg, Policy: pol, Standby: true}, env: base, security: true, stand: true},
+		{name: "standby", in: Input{Group: fam, Config: cfg, Policy: pol, Standby: true}, env: base, security: true, stand: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.in.Token, tt.in.Binary, tt.in.Getenv = "tok", "/bin/nanoclawd", getenv
-			spec, err := agentSpec(tt.in)
+			spec, err := For(tt.in)
 			if err != nil {
 				t.Fatal(err)
 			}
