@@ -131,29 +131,9 @@ func (r *Router) Pending(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// calls tells whether a message calls g's assistant: in the main group
-// every message does; elsewhere one from an allowed sender (the group's
-// senders, when it has any) that holds the trigger, unless the group needs
-// none. The rest stays context for the next call.
-func calls(g groups.Group, sender, text string) bool {
-	if g.IsMain {
-		return true
-	}
-	if g.Security != nil && len(g.Security.Senders) > 0 && !security.SenderAllowed(g.Security.Senders, sender) {
-		return false
-	}
-	return !g.RequiresTrigger || prompt.Triggers(text, g.Trigger)
-}
-
-// mayReset tells whether sender may start the group's conversation afresh:
-// who may call its assistant, whatever the trigger.
-func mayReset(g groups.Group, sender string) bool {
-	return g.IsMain || g.Security == nil || len(g.Security.Senders) == 0 || security.SenderAllowed(g.Security.Senders, sender)
-}
-
 func anyCalls(g groups.Group, msgs []messages.Stored) bool {
 	for _, m := range msgs {
-		if m.ReactTo == "" && calls(g, m.SenderJID, m.Text) {
+		if m.ReactTo == "" && g.Calls(m.SenderJID, m.Text) {
 			return true
 		}
 	}

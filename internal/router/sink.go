@@ -83,7 +83,7 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 		return nil // it may call the assistant once its text is there
 	}
 	cfg := r.Config()
-	if word := cfg.Agent.NewSessionCommand; word != "" && strings.EqualFold(strings.TrimSpace(m.Text), word) && mayReset(g, m.SenderJID) {
+	if word := cfg.Agent.NewSessionCommand; word != "" && strings.EqualFold(strings.TrimSpace(m.Text), word) && g.MayReset(m.SenderJID) {
 		return r.newSession(ctx, g, seq)
 	}
 	r.maybeRun(g, m.SenderJID, m.Text)
@@ -145,7 +145,7 @@ func (r *Router) maybeRun(g groups.Group, sender, text string) {
 		r.Log.Info().Str("group", g.Folder).Msg("group paused by the owner: the message waits for /resume")
 		return
 	}
-	if r.Queue.Running(g.Folder) || calls(g, sender, text) {
+	if r.Queue.Running(g.Folder) || g.Calls(sender, text) {
 		r.Queue.EnqueueMessages(g.Folder)
 	}
 }
