@@ -10,9 +10,9 @@ import (
 )
 
 // Notifier tells the owner about a scheduled backup that failed (the
-// daemon: a notice to the main chat).
+// outbox: a notice to the main chat).
 type Notifier interface {
-	Notice(ctx context.Context, text string)
+	TellMain(ctx context.Context, text string)
 }
 
 // Schedule makes a backup every Every into Dir, keeping Keep, while the
@@ -70,7 +70,7 @@ func (s *Schedule) Run(ctx context.Context) error {
 		}
 		if err != nil {
 			s.Log.Error().Err(err).Msg("scheduled backup failed")
-			s.Tell.Notice(ctx, fmt.Sprintf("[BACKUP FAILED] the scheduled backup into %s failed: %v. "+
+			s.Tell.TellMain(ctx, fmt.Sprintf("[BACKUP FAILED] the scheduled backup into %s failed: %v. "+
 				"Run `nanoclawd backup --verify` to try it by hand.", s.Dir, err))
 		} else {
 			s.Log.Info().Str("archive", res.Archive).Int64("bytes", res.Bytes).Strs("pruned", res.Pruned).Msg("backup made")

@@ -11,7 +11,7 @@ import (
 
 type notices chan string
 
-func (n notices) Notice(_ context.Context, text string) { n <- text }
+func (n notices) TellMain(_ context.Context, text string) { n <- text }
 
 // With no backup recorded the first is made at once, recorded, and the
 // next is due Every later; one that fails is recorded and told.

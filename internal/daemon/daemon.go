@@ -199,10 +199,10 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	}}
 	if cfg.Backup.Every > 0 {
 		d.backups = &backup.Schedule{Source: backup.NewSource(cfg.Layout(), cfg.File), Dir: cfg.Backup.Dir,
-			Every: cfg.Backup.Every.D(), Keep: cfg.Backup.Keep, Tell: mainNotice{d}, Log: log.With().Str("part", "backup").Logger()}
+			Every: cfg.Backup.Every.D(), Keep: cfg.Backup.Keep, Tell: d.outbox, Log: log.With().Str("part", "backup").Logger()}
 	}
 	if h, m, ok := cfg.Alerts.DailyAt(); ok {
-		d.daily = &summary.Daily{Hour: h, Minute: m, Loc: cfg.Location(), DB: d.db, Layout: cfg.Layout(), Tell: mainNotice{d}, Spend: d.usage,
+		d.daily = &summary.Daily{Hour: h, Minute: m, Loc: cfg.Location(), DB: d.db, Layout: cfg.Layout(), Tell: d.outbox, Spend: d.usage,
 			Log: log.With().Str("part", "summary").Logger()}
 		for _, ch := range d.channels {
 			if c, ok := ch.(summary.Connection); ok {

@@ -27,7 +27,7 @@ func (d *Daemon) proveSandbox(ctx context.Context) error {
 	d.proof.Set(err)
 	if err != nil {
 		d.log.Error().Err(err).Msg("security test")
-		d.tellMain(ctx, fmt.Sprintf("[SANDBOX ALERT] %s: %v. Run 'nanoclawd security test' and 'nanoclawd doctor'.", cfg.AssistantName, err))
+		d.outbox.TellMain(ctx, fmt.Sprintf("[SANDBOX ALERT] %s: %v. Run 'nanoclawd security test' and 'nanoclawd doctor'.", cfg.AssistantName, err))
 		return nil
 	}
 	d.log.Info().Msg("security test: every boundary of the sandbox holds")

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/nanoclawd/nanoclawd/internal/config"
-	"github.com/nanoclawd/nanoclawd/internal/outbox"
 )
 
 // watchConfig reloads the config file when it changes. A valid edit
@@ -37,7 +36,7 @@ func (d *Daemon) reload(ctx context.Context) {
 		for _, l := range lines {
 			d.log.Error().Str("problem", l).Msg("config edit is invalid; keeping the last good config")
 		}
-		d.tellMain(ctx, fmt.Sprintf("nanoclawd: the edit to %s is invalid, so the last good config stays in force:\n%s\nFix it (nanoclawd config check).", filepath.Base(old.File), strings.Join(lines, "\n")))
+		d.outbox.TellMain(ctx, fmt.Sprintf("nanoclawd: the edit to %s is invalid, so the last good config stays in force:\n%s\nFix it (nanoclawd config check).", filepath.Base(old.File), strings.Join(lines, "\n")))
 		d.configBad = true
 		return
 	}
@@ -45,7 +44,7 @@ func (d *Daemon) reload(ctx context.Context) {
 		// The owner was told of the error: the fix is news too.
 		d.configBad = false
 		d.log.Info().Msg("config OK again")
-		d.tellMain(ctx, fmt.Sprintf("nanoclawd: config OK again: %s is valid and in force.", filepath.Base(old.File)))
+		d.outbox.TellMain(ctx, fmt.Sprintf("nanoclawd: config OK again: %s is valid and in force.", filepath.Base(old.File)))
 	}
 	d.setPendingRestart(restart)
 	if len(changed) == 0 && len(restart) == 0 {
@@ -59,15 +58,3 @@ func (d *Daemon) reload(ctx context.Context) {
 	}
 	ev.Msg("config reloaded; changes apply to the next agent run")
 }
-
-// tellMain queues text for the main group's chat, if there is one.
-func (d *Daemon) tellMain(ctx context.Context, text string) {
-	if err := d.outbox.TellMain(ctx, text); err != nil && !errors.Is(err, outbox.ErrNoMain) {
-		d.log.Error().Err(err).Msg("tell the main group")
-	}
-}
-
-// mainNotice is tellMain for parts that tell the owner something.
-type mainNotice struct{ d *Daemon }
-
-func (n mainNotice) Notice(ctx context.Context, text string) { n.d.tellMain(ctx, text) }

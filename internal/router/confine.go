@@ -11,7 +11,6 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/confine"
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
-	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/security"
@@ -109,14 +108,7 @@ var errSandboxBroken = errors.New("the sandbox does not hold on this machine; th
 // started because its sandbox could not be built; the run is not retried.
 func (r *Router) failClosed(ctx context.Context, cfg *config.Config, g groups.Group, err error) error {
 	r.Log.Error().Err(err).Str("group", g.Folder).Msg("not starting the agent unconfined")
-	r.tellMain(ctx, fmt.Sprintf("[SANDBOX ALERT] %s: the agent of group %s was not started: %v. Run 'nanoclawd doctor'.",
+	r.Outbox.TellMain(ctx, fmt.Sprintf("[SANDBOX ALERT] %s: the agent of group %s was not started: %v. Run 'nanoclawd doctor'.",
 		cfg.AssistantName, g.Folder, err))
 	return runner.NoRetry(err)
-}
-
-// tellMain queues a notice for the main group's chat, if there is one.
-func (r *Router) tellMain(ctx context.Context, text string) {
-	if err := r.Outbox.TellMain(context.WithoutCancel(ctx), text); err != nil && !errors.Is(err, outbox.ErrNoMain) {
-		r.Log.Error().Err(err).Msg("tell the main group")
-	}
 }

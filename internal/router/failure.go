@@ -73,7 +73,7 @@ func (r *Router) failureNotice(ctx context.Context, g groups.Group, f failure.Fa
 		return fmt.Sprintf("%s could not answer: %s. %s\n(The agent said: %s)", name, f.What, f.Fix, detail)
 	}
 	if r.owner.first(f.Kind) && !ownerTold {
-		r.tellMain(ctx, fmt.Sprintf("nanoclawd: the assistant of %s (%s) could not answer: %s. %s\n(The agent said: %s)",
+		r.Outbox.TellMain(ctx, fmt.Sprintf("nanoclawd: the assistant of %s (%s) could not answer: %s. %s\n(The agent said: %s)",
 			g.Name, g.Folder, f.What, f.Fix, detail))
 	}
 	return fmt.Sprintf("%s could not answer: %s. The owner was told.", name, f.What)

@@ -36,9 +36,9 @@ type Connection interface {
 	Connection() (connected bool, since time.Time)
 }
 
-// Notifier queues a message for the main chat.
+// Notifier queues a message for the main chat (the outbox).
 type Notifier interface {
-	Notice(ctx context.Context, text string)
+	TellMain(ctx context.Context, text string)
 }
 
 // Daily sends the summary every day at Hour:Minute in Loc.
@@ -77,7 +77,7 @@ func (d *Daily) Run(ctx context.Context) error {
 			d.Log.Error().Err(err).Msg("daily summary")
 			continue
 		}
-		d.Tell.Notice(ctx, Text(f))
+		d.Tell.TellMain(ctx, Text(f))
 	}
 }
 

@@ -89,7 +89,7 @@ func (c *fakeClock) After(d time.Duration) <-chan time.Time {
 
 type notices chan string
 
-func (n notices) Notice(_ context.Context, text string) { n <- text }
+func (n notices) TellMain(_ context.Context, text string) { n <- text }
 
 type conn struct{ since time.Time }
 
