@@ -42,7 +42,9 @@ type Stored struct {
 }
 
 // RecordChat stores chat metadata for any chat, registered or not: a name
-// given replaces the old one, the last activity only moves forward.
+// given replaces the old one, the last activity only moves forward, and a
+// chat once known to be a group stays one (a message records its chat
+// with neither name nor kind).
 func (s *Store) RecordChat(ctx context.Context, c channel.Chat) error {
 	ms := c.Time.UnixMilli()
 	if c.Time.IsZero() {
@@ -54,7 +56,7 @@ func (s *Store) RecordChat(ctx context.Context, c channel.Chat) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO chats (jid, name, is_group, last_activity) VALUES (?, ?, ?, ?)
 		ON CONFLICT (jid) DO UPDATE SET
 			name = CASE WHEN excluded.name != '' THEN excluded.name ELSE chats.name END,
-			is_group = excluded.is_group,
+			is_group = max(chats.is_group, excluded.is_group),
 			last_activity = max(chats.last_activity, excluded.last_activity)`,
 			c.JID, c.Name, c.IsGroup, ms)
 		return err

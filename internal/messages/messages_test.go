@@ -169,3 +169,21 @@ func TestMediaQuotesAndReactions(t *testing.T) {
 		t.Errorf("Lookup of an unknown id = %v, %v", ok, err)
 	}
 }
+
+// A message records its chat by id and time only: a group a channel
+// reported stays a group with its name (the snapshot lists only groups).
+func TestChatStaysAGroup(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	now := time.Now()
+	if err := s.RecordChat(ctx, channel.Chat{JID: "g@g.us", Name: "Family", IsGroup: true, Time: now}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordChat(ctx, channel.Chat{JID: "g@g.us", Time: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	chats, err := s.ListChats(ctx)
+	if err != nil || len(chats) != 1 || !chats[0].IsGroup || chats[0].Name != "Family" {
+		t.Fatalf("chats %+v (%v), want Family still a group", chats, err)
+	}
+}
