@@ -169,6 +169,14 @@ func (s *Set) SetTyping(ctx context.Context, jid string, on bool) {
 	}
 }
 
+// NameOf names the channel that owns jid, "other" for none enabled.
+func (s *Set) NameOf(jid string) string {
+	if ch := s.owner(jid); ch != nil {
+		return ch.Name()
+	}
+	return "other"
+}
+
 func (s *Set) owner(jid string) Channel {
 	for _, ch := range *s {
 		if ch.Owns(jid) {

@@ -175,7 +175,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		Spend: spendToday{d},
 		Log:   log.With().Str("part", "approvals").Logger(),
 	}
-	d.metrics = metrics.New(metricsSource{d})
+	d.metrics = metrics.New(d.metricsParts())
 	d.router = &router.Router{
 		Messages: d.messages, Groups: d.reg, Config: d.Config, Queue: d.queue, Outbox: d.outbox, Reporter: d.reporter,
 		Tokens: d.tokens, Tasks: d.sched, Ledger: d.ledger, Typing: &d.channels, Binary: binary,
