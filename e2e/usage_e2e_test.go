@@ -163,6 +163,11 @@ func TestBudgetStopsAGroup(t *testing.T) {
 	if u := group(rep, "main").Usage; u.Over || u.Daily == nil || *u.Daily != 0.009 {
 		t.Errorf("main in status: %+v", u)
 	}
+	// The owner's /groups says the same.
+	in.Post("local:main", "Owner", "/groups")
+	in.WaitFor("local:main", func(s string) bool {
+		return strings.Contains(s, "- family (") && strings.Contains(s, "over budget")
+	})
 }
 
 // An upstream 401 tells the main chat once what to do, whichever groups'

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/alerts"
@@ -45,23 +44,13 @@ func loggedOutText(at time.Time) string {
 type spendToday struct{ d *Daemon }
 
 func (s spendToday) Today(ctx context.Context, folder string) (usage.Total, bool, error) {
-	cfg, now := s.d.Config(), time.Now()
+	cfg := s.d.Config()
 	g, err := s.d.reg.ByFolder(ctx, folder)
 	if err != nil {
 		return usage.Total{}, false, err
 	}
-	var spent usage.Total
-	totals, err := s.d.usage.Totals(ctx, usage.Today(now, cfg.Location()), now.Add(time.Second), folder)
-	if err != nil {
-		return spent, false, err
-	}
-	if len(totals) == 1 {
-		spent = totals[0]
-	}
-	b := security.EffectiveBudget(cfg.Agent.Budget, g.Security, g.IsMain)
-	standings, err := s.d.usage.Standings(ctx, folder, usage.Periods(now, cfg.Location(), b.Daily, b.Monthly))
-	over := slices.ContainsFunc(standings, func(s usage.Standing) bool { return s.Level == usage.Over })
-	return spent, over, err
+	spend, err := s.d.usage.Spending(ctx, []groups.Group{g}, cfg.Agent.Budget, time.Now(), cfg.Location())
+	return spend[folder].Today, spend[folder].Over, err
 }
 
 // runView is what g's runs can read, for the IPC watcher: a file a group
