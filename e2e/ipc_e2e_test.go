@@ -331,9 +331,7 @@ func TestIPCValidFiles(t *testing.T) {
 		h.sub(t)
 		name := h.drop("family", "messages", "own", ipcFile("type", "message", "chatJid", "local:family", "text", "hello from family", "token", famTok))
 		h.WaitFor("local:family", e2e.Equals("hello from family"))
-		if _, err := os.Lstat(filepath.Join(h.ipcDir("family", "messages"), name)); !os.IsNotExist(err) {
-			t.Errorf("handled file not removed: %v", err)
-		}
+		e2e.WaitGone(t, filepath.Join(h.ipcDir("family", "messages"), name)) // the handled file is removed
 	})
 	t.Run("main to another chat", func(t *testing.T) {
 		h.sub(t)
@@ -388,9 +386,7 @@ func TestIPCValidFiles(t *testing.T) {
 		if sentAt, _ := time.Parse(time.RFC3339Nano, got.Time); sentAt.Before(at) {
 			t.Errorf("the task answered at %v, before it was due at %v", sentAt, at)
 		}
-		if _, err := os.Lstat(filepath.Join(h.ipcDir("family", "tasks"), name)); !os.IsNotExist(err) {
-			t.Errorf("task file not removed: %v", err)
-		}
+		e2e.WaitGone(t, filepath.Join(h.ipcDir("family", "tasks"), name)) // the task file is removed
 	})
 }
 

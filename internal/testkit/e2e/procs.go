@@ -14,6 +14,22 @@ import (
 	"time"
 )
 
+// WaitGone waits until path no longer exists: a decided IPC file is
+// removed after the transaction that did its effect committed, so the
+// effect (a message sent) may be seen before the removal.
+func WaitGone(tb testing.TB, path string) {
+	tb.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, err := os.Lstat(path)
+		if os.IsNotExist(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s is still there (%v)", path, err)
+		}
+	}
+}
+
 // WaitFile waits until dir holds a file whose name contains sub.
 func WaitFile(tb testing.TB, dir, sub string) {
 	tb.Helper()
