@@ -45,7 +45,16 @@ func BenchmarkSDKColdVsBareSDK(b *testing.B) {
 		b.Fatal(err)
 	}
 	node := e2e.Node(b)
-	real, _ := filepath.EvalSymlinks(node)
+	// What the agent's process runs, to wait for its end: without it every
+	// sample after the first would find the agent still up, and measure a
+	// follow-up instead of a cold start.
+	real, err := exec.LookPath(node)
+	if err == nil {
+		real, err = filepath.EvalSymlinks(real)
+	}
+	if err != nil {
+		b.Fatalf("find the node the agents run on (%s): %v", node, err)
+	}
 	b.Logf("node: %s (%s)", node, real)
 	bareDir := b.TempDir()
 	bare := func(marker string) time.Duration {
