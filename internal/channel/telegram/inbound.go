@@ -28,25 +28,34 @@ func (c *Channel) handle(ctx context.Context, sink channel.Sink, u *models.Updat
 	case u.MyChatMember != nil:
 		// The bot was added to (or removed from) a chat: listed by
 		// 'telegram chats' before anyone writes there.
-		return c.seen(ctx, sink, u.MyChatMember.Chat, time.Unix(int64(u.MyChatMember.Date), 0))
+		return c.seen(ctx, sink, u.MyChatMember.Chat, time.Unix(int64(u.MyChatMember.Date), 0), false)
 	}
 	return nil
 }
 
-// seen records a chat the bot has heard of.
-func (c *Channel) seen(ctx context.Context, sink channel.Sink, chat models.Chat, at time.Time) error {
+// seen records a chat the bot has heard of, in the channel's own table
+// and with the sink — unless a message follows (withMessage) whose
+// OnMessage records the chat, and the sink knows its name and kind.
+func (c *Channel) seen(ctx context.Context, sink channel.Sink, chat models.Chat, at time.Time, withMessage bool) error {
 	if err := c.recordChat(ctx, chat, at); err != nil {
 		return err
 	}
-	return sink.OnChat(ctx, channel.Chat{JID: JID(chat.ID), Name: chatTitle(chat), IsGroup: isGroup(chat), Time: at})
+	ch := channel.Chat{JID: JID(chat.ID), Name: chatTitle(chat), IsGroup: isGroup(chat), Time: at}
+	if withMessage && c.told.Knows(ch) {
+		return nil
+	}
+	return c.told.Tell(ctx, sink, ch)
 }
 
 func (c *Channel) onMessage(ctx context.Context, sink channel.Sink, msg *models.Message, edited bool) error {
 	at := time.Unix(int64(msg.Date), 0)
-	if err := c.seen(ctx, sink, msg.Chat, at); err != nil {
+	m := c.message(ctx, msg)
+	// A service message (joined, pinned, title changed) has nothing to
+	// store: its chat is still heard.
+	service := m.Text == "" && m.Media == nil
+	if err := c.seen(ctx, sink, msg.Chat, at, !service); err != nil {
 		return err
 	}
-	m := c.message(ctx, msg)
 	if edited {
 		// Telegram keeps the id of an edited message; the edit is stored
 		// as a message of its own that replaces it.
@@ -54,8 +63,8 @@ func (c *Channel) onMessage(ctx context.Context, sink channel.Sink, msg *models.
 		m.ID = fmt.Sprintf("%d.edit%d", msg.ID, msg.EditDate)
 		m.Time = time.Unix(int64(msg.EditDate), 0)
 	}
-	if m.Text == "" && m.Media == nil {
-		return nil // a service message (joined, pinned, title changed): nothing to say
+	if service {
+		return nil
 	}
 	return sink.OnMessage(ctx, m)
 }
@@ -218,7 +227,7 @@ func (c *Channel) download(ctx context.Context, fileID string) ([]byte, error) {
 // update's, the same at every redelivery.
 func (c *Channel) onReaction(ctx context.Context, sink channel.Sink, updateID int64, r *models.MessageReactionUpdated) error {
 	at := time.Unix(int64(r.Date), 0)
-	if err := c.seen(ctx, sink, r.Chat, at); err != nil {
+	if err := c.seen(ctx, sink, r.Chat, at, true); err != nil {
 		return err
 	}
 	m := channel.Message{ID: "r" + strconv.FormatInt(updateID, 10), ChatJID: JID(r.Chat.ID), Time: at, ReactTo: strconv.Itoa(r.MessageID)}

@@ -77,6 +77,8 @@ type Channel struct {
 	me        atomic.Pointer[models.User] // the bot, once getMe answered
 	connected atomic.Bool
 
+	told channel.Told // what the sink knows of each chat: one chat record per message
+
 	mu         sync.Mutex
 	state      string               // the status line's reason when not connected
 	since      time.Time            // when state (or the connection) began

@@ -33,6 +33,7 @@ func newChannel(t *testing.T, bot *mocktelegram.Server, db *store.DB) *telegram.
 type sink struct {
 	mu       sync.Mutex
 	msgs     []channel.Message
+	chats    []channel.Chat // what OnChat was told
 	failures int
 	got      chan struct{}
 }
@@ -49,7 +50,12 @@ func (s *sink) OnMessage(_ context.Context, m channel.Message) error {
 	return nil
 }
 
-func (s *sink) OnChat(context.Context, channel.Chat) error { return nil }
+func (s *sink) OnChat(_ context.Context, c channel.Chat) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.chats = append(s.chats, c)
+	return nil
+}
 
 func (s *sink) next(t *testing.T) channel.Message {
 	t.Helper()
@@ -145,6 +151,15 @@ func TestInbound(t *testing.T) {
 	chats, err := telegram.ListChats(ctx, db)
 	if err != nil || len(chats) != 2 {
 		t.Fatalf("chats: %+v %v", chats, err)
+	}
+	// The sink's OnMessage records each message's chat: OnChat came only
+	// for what that does not tell — once per chat here, its name and kind
+	// (seven messages, a redelivery and a reaction among them).
+	s.mu.Lock()
+	told := s.chats
+	s.mu.Unlock()
+	if len(told) != 2 || told[0] != (channel.Chat{JID: "tg:-1001", Name: "Family", IsGroup: true, Time: told[0].Time}) || told[1].JID != "tg:8" {
+		t.Errorf("OnChat was told %+v; want Family once, then Bob's chat once", told)
 	}
 	if !c.Connected() || !strings.Contains(c.Status(), "@"+mocktelegram.BotUsername) {
 		t.Errorf("status: %s", c.Status())

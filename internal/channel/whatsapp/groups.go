@@ -32,34 +32,9 @@ func (c *Channel) noteGroup(jid types.JID, name string, at time.Time) {
 	if sink == nil {
 		return
 	}
-	if err := c.recordChat(ctx, sink, channel.Chat{JID: jid.String(), Name: name, IsGroup: true, Time: at}); err != nil {
+	if err := c.told.Tell(ctx, sink, channel.Chat{JID: jid.String(), Name: name, IsGroup: true, Time: at}); err != nil {
 		c.log.Warn().Err(err).Str("chat", jid.String()).Msg("could not store a WhatsApp group name")
 	}
-}
-
-// recordChat passes chat to the sink and remembers what it was told.
-func (c *Channel) recordChat(ctx context.Context, sink channel.Sink, chat channel.Chat) error {
-	if err := sink.OnChat(ctx, chat); err != nil {
-		return err
-	}
-	c.groupMu.Lock()
-	defer c.groupMu.Unlock()
-	t := c.told[chat.JID]
-	t.IsGroup = t.IsGroup || chat.IsGroup
-	if chat.Name != "" {
-		t.Name = chat.Name
-	}
-	c.told[chat.JID] = t
-	return nil
-}
-
-// toldOf says whether the sink already knows chat's name and that it is a
-// group (a message's own chat record has neither).
-func (c *Channel) toldOf(chat channel.Chat) bool {
-	c.groupMu.Lock()
-	defer c.groupMu.Unlock()
-	t := c.told[chat.JID]
-	return (chat.Name == "" || chat.Name == t.Name) && (!chat.IsGroup || t.IsGroup)
 }
 
 // syncGroups fetches every group we are in and records its name.

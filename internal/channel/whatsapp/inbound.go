@@ -135,8 +135,8 @@ func (c *Channel) onMessage(e *events.Message) error {
 		return nil
 	}
 	empty := m.Text == "" && m.Revokes == "" && m.Media == nil && m.ReactTo == ""
-	if empty || !c.toldOf(chat) {
-		if err := c.recordChat(ctx, sink, chat); err != nil {
+	if empty || !c.told.Knows(chat) {
+		if err := c.told.Tell(ctx, sink, chat); err != nil {
 			return fmt.Errorf("store chat %s: %w", chat.JID, err)
 		}
 	}

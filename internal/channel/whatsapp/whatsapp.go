@@ -101,11 +101,8 @@ type Channel struct {
 
 	groupMu      sync.Mutex
 	groupNames   map[types.JID]string
-	groupsSynced time.Time // last successful fetch of the group list
-	// told is what the sink was last told of each chat (name, kind), by
-	// JID: a message's chat is recorded by the sink's OnMessage, so
-	// OnChat is called beside it only for what the sink has not been told.
-	told map[string]channel.Chat
+	groupsSynced time.Time    // last successful fetch of the group list
+	told         channel.Told // what the sink knows of each chat: one chat record per message
 
 	sentMu    sync.Mutex
 	sentIDs   map[types.MessageID]struct{} // our own recent sends, to flag their echoes
@@ -135,7 +132,6 @@ func New(opts Options) *Channel {
 		terminal:   make(chan error, 1),
 		up:         make(chan struct{}, 1),
 		groupNames: map[types.JID]string{},
-		told:       map[string]channel.Chat{},
 		sentIDs:    map[types.MessageID]struct{}{},
 		delivered:  map[types.MessageID]struct{}{},
 		typing:     map[types.JID]chan struct{}{},
