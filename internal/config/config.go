@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/layout"
@@ -347,15 +348,25 @@ func (l Limits) SandboxLimits() sandbox.Limits {
 // DefaultTrigger is the trigger a group gets when none is given.
 func (c *Config) DefaultTrigger() string { return "@" + c.AssistantName }
 
+// locations are the time zones read so far, by name: timezone applies
+// only after a restart, so each is read from the zone database once, not
+// at every answer the relay meters or every status.
+var locations sync.Map
+
 // Location returns the configured time zone, or the system's.
 func (c *Config) Location() *time.Location {
 	if c.Timezone == "" {
 		return time.Local
 	}
-	if loc, err := time.LoadLocation(c.Timezone); err == nil {
-		return loc
+	if loc, ok := locations.Load(c.Timezone); ok {
+		return loc.(*time.Location)
 	}
-	return time.Local
+	loc, err := time.LoadLocation(c.Timezone)
+	if err != nil {
+		return time.Local
+	}
+	locations.Store(c.Timezone, loc)
+	return loc
 }
 
 // Layout names the files of this installation's data and groups dirs.

@@ -177,3 +177,18 @@ func TestRetentionDays(t *testing.T) {
 		t.Errorf("400 days written as %s", b)
 	}
 }
+
+// The configured time zone is read once, and an unknown or empty one is
+// the system's.
+func TestLocation(t *testing.T) {
+	c := &Config{Timezone: "Europe/Berlin"}
+	loc := c.Location()
+	if loc.String() != "Europe/Berlin" || c.Location() != loc || (&Config{Timezone: "Europe/Berlin"}).Location() != loc {
+		t.Errorf("Location = %v, then %p and %p; want Europe/Berlin, read once", loc, c.Location(), loc)
+	}
+	for _, tz := range []string{"", "Nowhere/Atlantis"} {
+		if got := (&Config{Timezone: tz}).Location(); got != time.Local {
+			t.Errorf("timezone %q: Location = %v, want the system's", tz, got)
+		}
+	}
+}
