@@ -37,9 +37,10 @@ type (
 		RecordTx(ctx context.Context, tx *store.Tx, v security.Violation, alert bool) error
 		Flush(ctx context.Context) error
 	}
-	// Spend is what a group spent today and whether it is over its budget.
+	// Spend is what each group spent today and this month, and whether
+	// its budget is spent.
 	Spend interface {
-		Today(ctx context.Context, folder string) (spent usage.Total, overBudget bool, err error)
+		Spending(ctx context.Context, gs []groups.Group) (map[string]usage.GroupSpend, error)
 	}
 	// Closer asks a group's running agent to finish its turn and stop.
 	Closer func(folder string) error
@@ -315,6 +316,12 @@ func (c *Commands) list(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	var spending map[string]usage.GroupSpend
+	if c.Spend != nil {
+		if spending, err = c.Spend.Spending(ctx, all); err != nil {
+			return "", err
+		}
+	}
 	var b strings.Builder
 	b.WriteString("Groups:")
 	for _, g := range all {
@@ -331,13 +338,9 @@ func (c *Commands) list(ctx context.Context) (string, error) {
 			state = append(state, "idle")
 		}
 		spend := "spend not counted"
-		if c.Spend != nil {
-			spent, over, err := c.Spend.Today(ctx, g.Folder)
-			if err != nil {
-				return "", err
-			}
-			spend = "today " + spent.Cost()
-			if over {
+		if sp, ok := spending[g.Folder]; ok {
+			spend = "today " + sp.Today.Cost()
+			if sp.Over {
 				state = append(state, "over budget")
 			}
 		}

@@ -39,18 +39,13 @@ func loggedOutText(at time.Time) string {
 		"Run `nanoclawd whatsapp login` on its machine to pair again; alerts wait until then.", at.Local().Format("2006-01-02 15:04"))
 }
 
-// spendToday is the usage store as /groups reads it: what a group spent
-// today and whether it is over its budget.
-type spendToday struct{ d *Daemon }
+// spending is the usage store as /groups reads it: each group's spend
+// and whether its budget is spent, as status shows them.
+type spending struct{ d *Daemon }
 
-func (s spendToday) Today(ctx context.Context, folder string) (usage.Total, bool, error) {
+func (s spending) Spending(ctx context.Context, gs []groups.Group) (map[string]usage.GroupSpend, error) {
 	cfg := s.d.Config()
-	g, err := s.d.reg.ByFolder(ctx, folder)
-	if err != nil {
-		return usage.Total{}, false, err
-	}
-	spend, err := s.d.usage.Spending(ctx, []groups.Group{g}, cfg.Agent.Budget, time.Now(), cfg.Location())
-	return spend[folder].Today, spend[folder].Over, err
+	return s.d.usage.Spending(ctx, gs, cfg.Agent.Budget, time.Now(), cfg.Location())
 }
 
 // runView is what g's runs can read, for the IPC watcher: a file a group

@@ -172,7 +172,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		Close: func(folder string) error {
 			return runner.Close(context.Background(), string(d.Config().Layout().IPC(folder)), d.reporter)
 		},
-		Spend: spendToday{d},
+		Spend: spending{d},
 		Log:   log.With().Str("part", "approvals").Logger(),
 	}
 	d.metrics = metrics.New(d.metricsParts())
