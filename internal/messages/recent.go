@@ -27,13 +27,3 @@ func (s *Store) Recent(ctx context.Context, chat string, n int) ([]Stored, error
 	}
 	return out, rows.Err()
 }
-
-// ReceivedByChat counts the stored messages from people, per chat (the
-// metrics' messages in).
-func (s *Store) ReceivedByChat(ctx context.Context) (map[string]int64, error) {
-	out, err := s.db.Counts(ctx, `SELECT chat_jid, count(*) FROM messages WHERE is_bot = 0 AND from_me = 0 GROUP BY chat_jid`)
-	if err != nil {
-		return nil, fmt.Errorf("count received messages: %w", err)
-	}
-	return out, nil
-}

@@ -15,6 +15,8 @@ var (
 		"Messages received and stored, by channel.", []string{"channel"}, nil)
 	descOut = prometheus.NewDesc("nanoclawd_messages_sent_total",
 		"Messages the outbox sent, by channel.", []string{"channel"}, nil)
+	descRuns = prometheus.NewDesc("nanoclawd_runs_total",
+		"Agent runs that ended, by outcome (ok or error).", []string{"outcome"}, nil)
 	descIPC = prometheus.NewDesc("nanoclawd_ipc_files_total",
 		"IPC request files the watcher decided, by verdict (handled or refused).", []string{"verdict"}, nil)
 	descViolations = prometheus.NewDesc("nanoclawd_violations_total",
@@ -24,19 +26,19 @@ var (
 	descStandbys = prometheus.NewDesc("nanoclawd_standby_agents",
 		"Agents started ahead, waiting for a message.", nil, nil)
 	descTokens = prometheus.NewDesc("nanoclawd_model_tokens_total",
-		"Model tokens counted at the relay, by group, model and type.", []string{"group", "model", "type"}, nil)
+		"Model tokens counted at the relay, by group, provider, model and type.", []string{"group", "provider", "model", "type"}, nil)
 	descCost = prometheus.NewDesc("nanoclawd_model_cost_usd_total",
-		"Cost of the model requests counted at the relay (USD at usage.prices), by group and model.", []string{"group", "model"}, nil)
+		"Cost of the model requests counted at the relay (USD at usage.prices), by group, provider and model.", []string{"group", "provider", "model"}, nil)
 	descConnected = prometheus.NewDesc("nanoclawd_channel_connected",
 		"1 while the channel is connected.", []string{"channel"}, nil)
 	descModelAPI = prometheus.NewDesc("nanoclawd_model_api_problem",
-		"1 while the model API has a standing problem of this kind (credential: refused; rate: limited).", []string{"kind"}, nil)
+		"1 while the model API has a standing problem of this kind (credential: refused; rate: limited; down: no upstream answers).", []string{"kind"}, nil)
 	descScrapeError = prometheus.NewDesc("nanoclawd_scrape_error",
 		"1 when the daemon's state could not be read for this scrape.", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descIn, descOut, descIPC, descViolations, descBacklog, descStandbys,
+	for _, d := range []*prometheus.Desc{descIn, descOut, descRuns, descIPC, descViolations, descBacklog, descStandbys,
 		descTokens, descCost, descConnected, descModelAPI, descScrapeError} {
 		ch <- d
 	}
@@ -61,6 +63,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counters(descIn, s.MessagesIn)
 	counters(descOut, s.MessagesOut)
+	counters(descRuns, s.Runs)
 	counters(descIPC, s.IPC)
 	counters(descViolations, s.Violations)
 	ch <- prometheus.MustNewConstMetric(descBacklog, prometheus.GaugeValue, s.Backlog)
@@ -70,9 +73,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			name string
 			v    float64
 		}{{"input", u.Input}, {"output", u.Output}, {"cache_write", u.CacheWrite}, {"cache_read", u.CacheRead}} {
-			ch <- prometheus.MustNewConstMetric(descTokens, prometheus.CounterValue, t.v, u.Group, u.Model, t.name)
+			ch <- prometheus.MustNewConstMetric(descTokens, prometheus.CounterValue, t.v, u.Group, u.Provider, u.Model, t.name)
 		}
-		ch <- prometheus.MustNewConstMetric(descCost, prometheus.CounterValue, u.Cost, u.Group, u.Model)
+		ch <- prometheus.MustNewConstMetric(descCost, prometheus.CounterValue, u.Cost, u.Group, u.Provider, u.Model)
 	}
 	gauges := func(d *prometheus.Desc, m map[string]bool) {
 		for k, on := range m {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -21,7 +22,7 @@ type source struct {
 
 func (s source) Snapshot(context.Context) (Snapshot, error) { return s.snapshot() }
 
-func scrape(t *testing.T, m *Metrics, token, auth string) (int, string) {
+func scrape(t testing.TB, m *Metrics, token, auth string) (int, string) {
 	t.Helper()
 	srv := httptest.NewServer(m.Handler(func() string { return token }))
 	defer srv.Close()
@@ -41,26 +42,41 @@ func scrape(t *testing.T, m *Metrics, token, auth string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// An idle daemon's scrape already has every series, at its baseline.
+// lint fails t for every problem promlint finds in a scrape's text.
+func lint(t testing.TB, text string) {
+	t.Helper()
+	problems, err := promlint.New(strings.NewReader(text)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// An idle daemon's scrape already has every series, at its baseline, and
+// passes promlint.
 func TestBaselineSeries(t *testing.T) {
 	m := New(source{func() (Snapshot, error) {
-		return Snapshot{MessagesIn: map[string]float64{"local": 0}, MessagesOut: map[string]float64{"local": 0},
+		return Snapshot{MessagesIn: map[string]float64{"local": 0}, MessagesOut: map[string]float64{"local": 0}, Runs: map[string]float64{"ok": 0, "error": 0},
 			IPC: map[string]float64{"handled": 0, "refused": 0}, Violations: map[string]float64{"network": 0},
-			Usage: []GroupModel{{Group: "family"}}, Connected: map[string]bool{"local": true}, ModelAPI: map[string]bool{"credential": false}}, nil
+			Usage: []Usage{{Group: "family"}}, Connected: map[string]bool{"local": true}, ModelAPI: map[string]bool{"credential": false}}, nil
 	}})
 	code, text := scrape(t, m, "tok", "Bearer tok")
 	if code != 200 {
 		t.Fatalf("%d %s", code, text)
 	}
+	lint(t, text)
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`nanoclawd_runs_total{outcome="ok"} 0`, `nanoclawd_runs_total{outcome="error"} 0`,
-		`nanoclawd_messages_received_total{channel="local"} 0`, `nanoclawd_model_cost_usd_total{group="family",model=""} 0`,
+		`nanoclawd_messages_received_total{channel="local"} 0`, `nanoclawd_model_cost_usd_total{group="family",model="",provider=""} 0`,
 		`nanoclawd_channel_connected{channel="local"} 1`, `nanoclawd_scrape_error 0`, `nanoclawd_run_duration_seconds_count 0`,
-		`nanoclawd_inbound_to_agent_start_seconds_count 0`} {
+		`nanoclawd_inbound_to_agent_start_seconds_count{start="cold"} 0`, `nanoclawd_inbound_to_agent_start_seconds_count{start="standby"} 0`,
+		`nanoclawd_inbound_to_agent_start_seconds_count{start="follow_up"} 0`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("no %s in\n%s", want, text)
 		}
@@ -69,10 +85,11 @@ func TestBaselineSeries(t *testing.T) {
 		t.Error("no Go runtime series")
 	}
 
-	m.RunDone(false, 3*time.Second)
-	m.AgentStarted(time.Second)
-	if _, text := scrape(t, m, "tok", "Bearer tok"); !strings.Contains(text, `nanoclawd_runs_total{outcome="error"} 1`) ||
-		!strings.Contains(text, `nanoclawd_inbound_to_agent_start_seconds_count 1`) {
+	m.RunDone(3 * time.Second)
+	m.AgentStarted(StartStandby, time.Second)
+	if _, text := scrape(t, m, "tok", "Bearer tok"); !strings.Contains(text, `nanoclawd_run_duration_seconds_count 1`) ||
+		!strings.Contains(text, `nanoclawd_inbound_to_agent_start_seconds_count{start="standby"} 1`) ||
+		!strings.Contains(text, `nanoclawd_inbound_to_agent_start_seconds_count{start="cold"} 0`) {
 		t.Errorf("a run and a start were not counted:\n%s", text)
 	}
 }

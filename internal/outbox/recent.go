@@ -40,12 +40,3 @@ func (o *Outbox) RecentTo(ctx context.Context, chat string, n int) ([]Recent, er
 	}
 	return out, rows.Err()
 }
-
-// SentByChat counts the messages sent, per chat (the metrics' messages out).
-func (o *Outbox) SentByChat(ctx context.Context) (map[string]int64, error) {
-	out, err := o.db.Counts(ctx, `SELECT coalesce(chat_jid, ''), count(*) FROM outbox WHERE sent_at IS NOT NULL GROUP BY chat_jid`)
-	if err != nil {
-		return nil, fmt.Errorf("outbox: count sent messages: %w", err)
-	}
-	return out, nil
-}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/metrics"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/standby"
@@ -76,7 +77,7 @@ func (a *agentRun) Early() bool {
 // adopt gives sb the job's prompt: it answers it like a run started for
 // it, and takes follow-ups and the request to finish from the job from
 // now on. It returns when the agent has ended.
-func adopt(ctx context.Context, sb *standby.Standby[*agentRun], job runner.Job, prompt string, top int64, stopFollow, followDone chan struct{}) error {
+func adopt(ctx context.Context, sb *standby.Standby[*agentRun], job runner.Job, prompt string, top int64, arrived time.Time, stopFollow, followDone chan struct{}) error {
 	a := sb.Agent
 	r := a.router
 	// The prompt goes as a follow-up, written and listed under mu (see
@@ -109,6 +110,7 @@ func adopt(ctx context.Context, sb *standby.Standby[*agentRun], job runner.Job, 
 		return err
 	}
 	close(a.prompted) // the turn limits start
+	r.observeStart(metrics.StartStandby, arrived)
 	r.Log.Debug().Str("group", a.group.Folder).Msg("a message for an agent started ahead")
 	if r.Typing != nil {
 		r.Typing.SetTyping(ctx, a.replyTo, true)

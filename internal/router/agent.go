@@ -11,6 +11,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
+	"github.com/nanoclawd/nanoclawd/internal/metrics"
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/prompt"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
@@ -55,6 +56,9 @@ type agentRun struct {
 	eff        security.Effective   // the run's policy
 	mark       int                  // the agent's process group, recorded in agent_marks
 	startedAt  time.Time            // when the agent process first started
+	// arrived is when a message run's batch came, until its agent started
+	// (OnStart tells Metrics, then clears it).
+	arrived time.Time
 }
 
 // startTime is when this run's agent started inside the queue's job; zero
@@ -183,6 +187,9 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 			a.cur.hand(top, file)
 		}
 		a.mu.Unlock()
+		if err == nil {
+			a.router.observeStart(metrics.StartFollowUp, a.router.arrived.of(a.group.JID, msgs))
+		}
 		if err != nil {
 			a.router.Log.Error().Err(err).Str("group", a.group.Folder).Msg("follow-up; it will come with the next run")
 		}
@@ -210,7 +217,10 @@ func (a *agentRun) OnStart(pid int) {
 	if a.startedAt.IsZero() {
 		a.startedAt = time.Now()
 	}
+	arrived := a.arrived
+	a.arrived = time.Time{} // a retry's agent takes the same batch: one start
 	a.mu.Unlock()
+	a.router.observeStart(metrics.StartCold, arrived)
 	mark, err := a.router.Ledger.Mark(context.Background(), a.group.Folder, pid)
 	if err != nil {
 		a.router.Log.Warn().Err(err).Msg("record agent process group")

@@ -102,13 +102,15 @@ type Router struct {
 	Usage *usage.Store
 	// Proof, if set, is waited for before each non-main run.
 	Proof Proof
-	// Metrics, if set, is told how long runs take (metrics.go).
+	// Metrics, if set, is told how long runs take and messages wait
+	// (metrics.go).
 	Metrics Observer
 
 	standbys  standbys      // agents started ahead (adopt.go)
 	owner     ownerNotes    // failures the main chat was told of (failure.go)
 	upstreams gateway.Board // model upstreams that failed lately, for every run's relay
 	unheard   unregistered  // messages from chats no group has (unregistered.go)
+	arrived   arrivals      // when each chat's newest message came (metrics.go)
 }
 
 // Pending lists the folders of groups with unanswered messages, so that a

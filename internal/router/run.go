@@ -62,7 +62,7 @@ func (r *Router) Run(ctx context.Context, job runner.Job) error {
 		r.Log.Warn().Err(rerr).Str("group", job.Folder).Msg("status will not show this run")
 	}
 	if r.Metrics != nil {
-		r.Metrics.RunDone(last.OK, last.Finished.Sub(last.Started))
+		r.Metrics.RunDone(last.Finished.Sub(last.Started))
 	}
 	if isTold(err) {
 		return nil // its chat has its answer: nothing to retry or report again
@@ -104,16 +104,16 @@ func (r *Router) runMessages(ctx context.Context, job runner.Job) (*agentRun, er
 		return nil, nil // context only; it comes along with the next trigger
 	}
 	prompt, top := r.promptOf(msgs)
+	arrived := r.arrived.of(g.JID, msgs)
 	var run *agentRun
-	defer r.observeStart(msgs[len(msgs)-1].Time, time.Now(), &run)
 	stopFollow := make(chan struct{})
 	followDone := make(chan struct{})
 	if sb := r.pool().Take(ctx, g); sb != nil {
 		run = sb.Agent
-		err = adopt(ctx, sb, job, prompt, top, stopFollow, followDone)
+		err = adopt(ctx, sb, job, prompt, top, arrived, stopFollow, followDone)
 	} else {
 		run = &agentRun{router: r, group: g, replyTo: g.JID, cur: startAt(top, ""), useSession: true,
-			started: make(chan struct{})}
+			started: make(chan struct{}), arrived: arrived}
 		go func() {
 			defer close(followDone)
 			run.follow(ctx, job.More, stopFollow)

@@ -29,8 +29,9 @@ func (r *Router) OnChat(ctx context.Context, c channel.Chat) error {
 // feeds the group's agent when m calls for it. It returns once m is
 // durable.
 func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
+	arrived := time.Now()
 	if m.Time.IsZero() {
-		m.Time = time.Now()
+		m.Time = arrived
 	}
 	if err := r.OnChat(ctx, channel.Chat{JID: m.ChatJID, Time: m.Time}); err != nil {
 		return fmt.Errorf("store chat: %w", err)
@@ -75,6 +76,7 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 		r.Media.Drop(m.ChatJID, file)
 		return err // nil for a redelivery, or our own reply echoed back
 	}
+	r.arrived.note(m.ChatJID, seq, arrived)
 	if m.ReactTo != "" {
 		return nil // a reaction is context for the next run, never a call
 	}

@@ -18,6 +18,10 @@ const (
 	HealthDown = "down"
 )
 
+// HealthKinds is every kind of trouble, for a series per kind from the
+// start (internal/metrics).
+var HealthKinds = []string{HealthCredential, HealthRate, HealthDown}
+
 // Health is a standing problem with the model API, kept until a request
 // succeeds.
 type Health struct {

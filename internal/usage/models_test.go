@@ -10,11 +10,12 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
-// Rows per group, provider and model, priced under provider/model first;
+// Rows per group, provider and model, priced under provider/model first
+// (AllTime's too, which pruning does not lower);
 // the agents' own estimate is kept beside ours, the last of a run standing.
 func TestTotalsByModelAndAgentCost(t *testing.T) {
 	ctx := context.Background()
-	s, _ := openStore(t)
+	s, db := openStore(t)
 	prices := usage.Prices{"claude-haiku-4-5": {Input: 1, Output: 5}, "local/qwen": {}}
 	at := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
 	for _, r := range []usage.Request{
@@ -36,16 +37,20 @@ func TestTotalsByModelAndAgentCost(t *testing.T) {
 		{Group: "family", Provider: "local", Model: "qwen", Requests: 1, Tokens: gateway.Tokens{Input: 5000, Output: 500}, Priced: true},
 		{Group: "work", Provider: "local", Model: "mystery", Requests: 1, Tokens: gateway.Tokens{Input: 7}},
 	}
-	if len(rows) != len(want) {
-		t.Fatalf("rows %+v", rows)
-	}
-	for i := range want {
-		got := rows[i]
-		if got.Group != want[i].Group || got.Provider != want[i].Provider || got.Model != want[i].Model || got.Requests != want[i].Requests ||
-			got.Tokens != want[i].Tokens || !near(got.CostUSD, want[i].CostUSD) || got.Priced != want[i].Priced {
-			t.Errorf("row %d: %+v, want %+v", i, got, want[i])
+	check := func(what string, rows []usage.ModelTotal) {
+		t.Helper()
+		if len(rows) != len(want) {
+			t.Fatalf("%s: rows %+v", what, rows)
+		}
+		for i := range want {
+			got := rows[i]
+			if got.Group != want[i].Group || got.Provider != want[i].Provider || got.Model != want[i].Model || got.Requests != want[i].Requests ||
+				got.Tokens != want[i].Tokens || !near(got.CostUSD, want[i].CostUSD) || got.Priced != want[i].Priced {
+				t.Errorf("%s: row %d: %+v, want %+v", what, i, got, want[i])
+			}
 		}
 	}
+	check("TotalsByModel", rows)
 	if err := s.RecordAgentCost(ctx, "family", "a", 0.001, at); err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +64,16 @@ func TestTotalsByModelAndAgentCost(t *testing.T) {
 	if totals[0].AgentCostUSD == nil || !near(*totals[0].AgentCostUSD, 0.003) || totals[1].AgentCostUSD != nil {
 		t.Errorf("agent estimates: %+v", totals)
 	}
+	// The totals since the start are the same sums, and stay so when
+	// retention has pruned every request.
+	if _, err := db.ExecContext(ctx, `DELETE FROM usage_requests`); err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.AllTime(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("AllTime after the requests were pruned", all)
 }
 
 // A group on a fallback: the main chat is told once after TellAfter, and

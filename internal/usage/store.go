@@ -202,10 +202,23 @@ func (t ModelTotal) MarshalJSON() ([]byte, error) {
 // TotalsByModel sums the requests in [since, until) per group, provider
 // and model (only group, if not "").
 func (s *Store) TotalsByModel(ctx context.Context, since, until time.Time, group string) ([]ModelTotal, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT group_folder, provider, model, count(*), sum(input_tokens), sum(output_tokens),
+	return s.modelTotals(ctx, `SELECT group_folder, provider, model, count(*), sum(input_tokens), sum(output_tokens),
 		sum(cache_write_tokens), sum(cache_read_tokens), sum(cost_usd), min(priced)
 		FROM usage_requests WHERE at >= ? AND at < ? AND (? = '' OR group_folder = ?)
 		GROUP BY group_folder, provider, model ORDER BY group_folder, provider, model`, since.UnixMilli(), until.UnixMilli(), group, group)
+}
+
+// AllTime is every request recorded since the database was made, per
+// group, provider and model: usage_totals, which a trigger adds each
+// request to, so pruning usage_requests lowers none of it, and reading it
+// costs a row per group and model however many requests there were.
+func (s *Store) AllTime(ctx context.Context) ([]ModelTotal, error) {
+	return s.modelTotals(ctx, `SELECT group_folder, provider, model, requests, input_tokens, output_tokens,
+		cache_write_tokens, cache_read_tokens, cost_usd, priced FROM usage_totals ORDER BY group_folder, provider, model`)
+}
+
+func (s *Store) modelTotals(ctx context.Context, query string, args ...any) ([]ModelTotal, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sum model usage by model: %w", err)
 	}
