@@ -187,11 +187,10 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 			a.cur.hand(top, file)
 		}
 		a.mu.Unlock()
-		if err == nil {
-			a.router.observeStart(metrics.StartFollowUp, a.router.arrived.of(a.group.JID, msgs))
-		}
 		if err != nil {
 			a.router.Log.Error().Err(err).Str("group", a.group.Folder).Msg("follow-up; it will come with the next run")
+		} else {
+			a.router.observeStart(metrics.StartFollowUp, a.router.arrived.of(a.group.JID, msgs))
 		}
 	}
 }
