@@ -18,7 +18,7 @@ import (
 )
 
 const (
-	tgToken = "123456:TEST-token"
+	tgToken = "123456:AAtest-token_test-token_test-tokenX"
 	tgOwner = 4242          // the owner's user id; their private chat is main
 	tgGroup = -100987654321 // a confined group
 )

@@ -70,6 +70,18 @@ type Media struct {
 	Fetch    func(ctx context.Context) ([]byte, error) // the decrypted bytes
 }
 
+// TooBigError is a Media.Fetch that refused a file larger than a limit:
+// the file is not saved, and the prompt says why. Size is 0 when only
+// "over Limit" is known.
+type TooBigError struct {
+	Size, Limit int64
+	Why         string // whose limit, e.g. "media.maxBytes"
+}
+
+func (e *TooBigError) Error() string {
+	return fmt.Sprintf("larger than the %d-byte limit (%s)", e.Limit, e.Why)
+}
+
 // Chat is metadata about a chat seen on a channel, registered or not.
 type Chat struct {
 	JID     string

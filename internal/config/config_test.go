@@ -192,3 +192,30 @@ func TestLocation(t *testing.T) {
 		}
 	}
 }
+
+// A Telegram token is checked in shape at load: the error names the key
+// and its place, says what is wrong, and never repeats the token.
+func TestTelegramTokenShape(t *testing.T) {
+	const secret = "AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawQ" // 35 characters
+	for _, tc := range []struct{ token, want string }{
+		{`123456789:` + secret + `\u0001`, "character 36 after the colon is not a letter, digit, _ or -"},
+		{`123456789:` + secret[1:], "the part after the colon is 34 characters long"},
+		{`123456789:AAHdqTcvCH1vGWJ\u0001fSeofSAs0K5PALDsaw`, "character 16 after the colon is not a letter, digit, _ or -"},
+		{secret, "it has no colon"},
+		{`12a:` + secret, "the part before the colon is not the bot's number"},
+	} {
+		_, err := load(t, `{"channels": {"telegram": {"enabled": true,`+"\n"+`"token": "`+tc.token+`"}}}`)
+		if err == nil {
+			t.Errorf("%q: loaded", tc.token)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, ":2:10: channels.telegram.token is not a bot token ("+tc.want+")") ||
+			!strings.Contains(msg, "@BotFather") || strings.Contains(msg, "AAHdqTcvCH1vGWJ") {
+			t.Errorf("%q: %v", tc.token, err)
+		}
+	}
+	cfg, err := load(t, `{"channels": {"telegram": {"token": "123456789:`+secret+`"}}}`)
+	if err != nil || cfg.Channels.Telegram.Token != "123456789:"+secret {
+		t.Errorf("a well-formed token: %v", err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-playground/validator/v10"
 
+	"github.com/nanoclawd/nanoclawd/internal/channel/telegram"
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
@@ -63,6 +64,11 @@ func Parse(file string, src []byte) (*Config, error) {
 	problems = append(problems, consoleProblems(cfg.Console)...)
 	for _, e := range append(problems, usageProblems(cfg.Usage)...) {
 		report(e.Key, "%s", e.Msg)
+	}
+	if tok := cfg.Channels.Telegram.Token; tok != "" {
+		if err := telegram.CheckToken(tok); err != nil {
+			report("channels.telegram.token", "channels.telegram.token %v", err)
+		}
 	}
 	if cfg.Backup.Every > 0 && cfg.Backup.Dir == "" {
 		report("backup.every", "backup.every is set but backup.dir is not: name the directory the archives go to, or remove backup.every")

@@ -9,6 +9,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/ipc"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
@@ -72,4 +73,24 @@ func (t groupTrigger) Of(ctx context.Context, jid string) string {
 		return ""
 	}
 	return g.Trigger
+}
+
+// skippedUpdates puts in the audit trail a Telegram update the channel
+// gave up storing: under its chat's group, else the main group's.
+type skippedUpdates struct{ d *Daemon }
+
+func (s skippedUpdates) Skipped(ctx context.Context, jid string, id int64, cause error) {
+	folder, _, _ := s.d.reg.MainChat(ctx)
+	if g, err := s.d.reg.ByJID(ctx, jid); err == nil {
+		folder = g.Folder
+	}
+	v := security.Violation{Time: time.Now(), Group: folder, Kind: "channel", Tool: "telegram", Target: fmt.Sprintf("update %d of %s", id, jid),
+		Detail: fmt.Sprintf("not stored after several tries, so skipped (the message is lost): %v", cause)}
+	err := s.d.db.Do(ctx, func(tx *store.Tx) error { return s.d.reporter.RecordTx(ctx, tx, v, false) })
+	if err == nil {
+		err = s.d.reporter.Flush(ctx)
+	}
+	if err != nil {
+		s.d.log.Error().Err(err).Int64("update_id", id).Str("chat", jid).Msg("audit a skipped Telegram update")
+	}
 }

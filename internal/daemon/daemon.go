@@ -136,7 +136,8 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 	if cfg.Channels.Telegram.Enabled {
 		tgc, err := telegram.New(telegram.Options{
 			Token: cfg.Channels.Telegram.BotToken(), APIURL: cfg.Channels.Telegram.APIURL, AssistantName: cfg.AssistantName,
-			DB: d.db, Trigger: groupTrigger{d.reg}.Of, Outbox: d.outbox, Logger: log.With().Str("part", "telegram").Logger(),
+			DB: d.db, Trigger: groupTrigger{d.reg}.Of, Outbox: d.outbox, Audit: skippedUpdates{d},
+			MaxBytes: func() int { return d.Config().Media.MaxBytes }, Logger: log.With().Str("part", "telegram").Logger(),
 		})
 		if err != nil {
 			return nil, err

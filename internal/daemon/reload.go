@@ -46,6 +46,13 @@ func (d *Daemon) reload(ctx context.Context) {
 		d.log.Info().Msg("config OK again")
 		d.outbox.TellMain(ctx, fmt.Sprintf("nanoclawd: config OK again: %s is valid and in force.", filepath.Base(old.File)))
 	}
+	// A channel stopped by what the owner fixes elsewhere (Telegram's 409:
+	// another program polled the bot) tries again at any valid save.
+	for _, ch := range d.channels {
+		if r, ok := ch.(interface{ Resume() }); ok {
+			r.Resume()
+		}
+	}
 	d.setPendingRestart(restart)
 	if len(changed) == 0 && len(restart) == 0 {
 		return

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/channel/telegram"
 	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/status"
 )
 
 // Telegram checks the bot token with getMe and, while no daemon of this
@@ -28,6 +29,14 @@ func Telegram(ctx context.Context, cfg *config.Config, daemonPID int) Result {
 		return fix("telegram", "%v", err)
 	}
 	if daemonPID > 0 {
+		// The running daemon is the poller: its own line says how that goes
+		// (a 409 stops it, with the fix).
+		rep, err := status.Fetch(ctx, cfg.DataDir)
+		for _, ch := range rep.Channels {
+			if err == nil && ch.Name == "telegram" && !ch.Connected {
+				return fix("telegram", "bot @%s; the running daemon: %s", me.Username, ch.State)
+			}
+		}
 		return ok("telegram", "bot @%s; the running daemon polls it", me.Username)
 	}
 	switch err := telegram.ProbePolling(ctx, token, t.APIURL); {

@@ -7,15 +7,19 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/doctor"
+	"github.com/nanoclawd/nanoclawd/internal/status"
 	"github.com/nanoclawd/nanoclawd/internal/testkit/mocktelegram"
 )
 
 // doctor's Telegram check against a mock Bot API: the bot's name from
-// getMe, a refused token, and another program polling (409 Conflict).
+// getMe, a refused token, another program polling (409 Conflict), and a
+// running daemon whose polling a 409 stopped.
 func TestTelegramCheck(t *testing.T) {
-	bot := mocktelegram.Start(t, "42:good")
+	const good = "42:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawQ"
+	bot := mocktelegram.Start(t, good)
 	cfg := config.Default()
-	cfg.Channels.Telegram = config.Telegram{Enabled: true, Token: "42:good", APIURL: bot.URL}
+	cfg.DataDir = t.TempDir()
+	cfg.Channels.Telegram = config.Telegram{Enabled: true, Token: good, APIURL: bot.URL}
 	ctx := context.Background()
 
 	if r := doctor.Telegram(ctx, &cfg, 0); !r.OK || !strings.Contains(r.Detail, "@"+mocktelegram.BotUsername) || !strings.Contains(r.Detail, "no other program") {
@@ -28,7 +32,20 @@ func TestTelegramCheck(t *testing.T) {
 	if r := doctor.Telegram(ctx, &cfg, 1234); !r.OK || !strings.Contains(r.Detail, "the running daemon polls it") {
 		t.Errorf("with the daemon running (it is the poller): %s", r)
 	}
-	cfg.Channels.Telegram.Token = "42:bad"
+	// The daemon's own line, when it says its Telegram is down.
+	ln, err := status.Listen(status.SocketPath(cfg.DataDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go status.Serve(sctx, ln, func(context.Context) (status.Report, error) {
+		return status.Report{Channels: []status.Channel{{Name: "telegram", State: "polling stopped since …: 409 Conflict: stop the other program"}}}, nil
+	})
+	if r := doctor.Telegram(ctx, &cfg, 1234); r.OK || !strings.Contains(r.Detail, "the running daemon: polling stopped since …: 409 Conflict: stop the other program") {
+		t.Errorf("with the daemon's polling stopped: %s", r)
+	}
+	cfg.Channels.Telegram.Token = "42:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawX" // well formed, not the bot's
 	if r := doctor.Telegram(ctx, &cfg, 0); r.OK || !strings.Contains(r.Detail, "refused the bot token") {
 		t.Errorf("a refused token: %s", r)
 	}

@@ -3,6 +3,7 @@ package media
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"mime"
 	"path"
@@ -75,21 +76,29 @@ func (in *Inbound) save(ctx context.Context, g groups.Group, m channel.Message) 
 	}
 	s := saved{marker: head, kind: kind}
 	limit := in.Config().Media.MaxBytes
-	tooBig := func(size int64) saved {
-		s.marker = fmt.Sprintf("%s%s%s: not downloaded, larger than the %s limit (media.maxBytes)", head, sep, humanSize(size), humanSize(int64(limit)))
+	tooBig := func(e *channel.TooBigError) saved {
+		s.marker = head + ": not downloaded"
+		if e.Size > 0 {
+			s.marker = head + sep + humanSize(e.Size) + ": not downloaded"
+		}
+		s.marker += fmt.Sprintf(", larger than the %s limit (%s)", humanSize(e.Limit), e.Why)
 		return s
 	}
 	if md.Size > int64(limit) {
-		return tooBig(md.Size)
+		return tooBig(&channel.TooBigError{Size: md.Size, Limit: int64(limit), Why: "media.maxBytes"})
 	}
 	data, err := md.Fetch(ctx)
+	if tb := (*channel.TooBigError)(nil); errors.As(err, &tb) {
+		in.Log.Warn().Err(err).Str("group", g.Folder).Str("id", m.ID).Str("kind", kind).Msg("media not downloaded: too big")
+		return tooBig(tb)
+	}
 	if err != nil {
 		in.Log.Warn().Err(err).Str("group", g.Folder).Str("id", m.ID).Str("kind", kind).Msg("media download failed")
 		s.marker = head + ": could not be downloaded (" + err.Error() + ")"
 		return s
 	}
 	if len(data) > limit {
-		return tooBig(int64(len(data)))
+		return tooBig(&channel.TooBigError{Size: int64(len(data)), Limit: int64(limit), Why: "media.maxBytes"})
 	}
 	rel := layout.MediaDir + "/" + unsafeID.ReplaceAllString(m.ID, "_") + extension(typ, md.Name)
 	if err := in.write(ctx, g, path.Base(rel), data); err != nil {

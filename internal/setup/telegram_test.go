@@ -17,9 +17,9 @@ import (
 // channel turned on in the config file, and the chat the one-time code
 // came from registered as main, its sender kept as the owner.
 func TestTelegramMainChat(t *testing.T) {
-	bot := mocktelegram.Start(t, "42:right")
+	bot := mocktelegram.Start(t, "42:AAright-right_right-right_right-riX")
 	env := map[string]string{}
-	g, out := newGuide(t, false, false, "2\n42:wrong\n42:right\n\n", env, "")
+	g, out := newGuide(t, false, false, "2\n42:wrong\n42:AAright-right_right-right_right-riX\n\n", env, "")
 	g.Config.Channels.Telegram.APIURL = bot.URL
 	g.TelegramCode = "nc-test1234"
 	db, err := store.Open(g.Config.DataDir)
@@ -43,7 +43,7 @@ func TestTelegramMainChat(t *testing.T) {
 	}
 	fi, err := os.Stat(g.Cred.EnvFile)
 	data, _ := os.ReadFile(g.Cred.EnvFile)
-	if err != nil || fi.Mode().Perm() != 0o600 || !strings.Contains(string(data), config.TelegramTokenEnv+"=42:right\n") {
+	if err != nil || fi.Mode().Perm() != 0o600 || !strings.Contains(string(data), config.TelegramTokenEnv+"=42:AAright-right_right-right_right-riX\n") {
 		t.Errorf("nanoclawd.env: %v %v %q", err, fi.Mode().Perm(), data)
 	}
 	cfg, err := config.Load(g.Config.File)

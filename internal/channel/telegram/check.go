@@ -31,7 +31,7 @@ func (c *Channel) getMe(ctx context.Context) (*models.User, error) {
 		// An unknown token is 401, a malformed one 404.
 		return nil, ErrTokenRefused
 	case err != nil:
-		return nil, fmt.Errorf("cannot ask %s who the bot is: %w", c.opts.APIURL, redact(err, c.opts.Token))
+		return nil, fmt.Errorf("cannot ask %s who the bot is: %w", c.opts.APIURL, c.redact.Err(err))
 	}
 	return me, nil
 }
@@ -60,16 +60,22 @@ func WaitForCode(ctx context.Context, token, apiURL, code string) (chat models.C
 	}
 	var offset int64
 	for {
+		if err := c.waitFlood(ctx); err != nil {
+			return chat, nil, err
+		}
 		updates, err := c.getUpdates(ctx, offset)
 		if ctx.Err() != nil {
 			return chat, nil, ctx.Err()
+		}
+		if c.flooded(err) {
+			continue
 		}
 		if err != nil {
 			return chat, nil, err
 		}
 		for _, u := range updates {
-			offset = u.ID + 1
-			if m := u.Message; m != nil && m.From != nil && strings.Contains(m.Text, code) {
+			offset = u.id + 1
+			if m := u.Message; u.err == nil && m != nil && m.From != nil && strings.Contains(m.Text, code) {
 				// Confirm it, so the daemon does not take the code for a message.
 				_, _ = c.getUpdatesNoWait(ctx, offset)
 				return m.Chat, m.From, nil
@@ -78,7 +84,7 @@ func WaitForCode(ctx context.Context, token, apiURL, code string) (chat models.C
 	}
 }
 
-func (c *Channel) getUpdatesNoWait(ctx context.Context, offset int64) ([]*models.Update, error) {
+func (c *Channel) getUpdatesNoWait(ctx context.Context, offset int64) ([]update, error) {
 	saved := c.opts.PollTimeout
 	c.opts.PollTimeout = 0
 	defer func() { c.opts.PollTimeout = saved }()

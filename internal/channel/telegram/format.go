@@ -143,27 +143,60 @@ func width(s string) int {
 func splitText(text string, max int) []string {
 	var parts []string
 	for rest := text; rest != ""; {
-		if width(rest) <= max {
-			parts = append(parts, rest)
-			break
+		var part string
+		part, rest = cutText(rest, max)
+		if part != "" {
+			parts = append(parts, part)
 		}
-		look := prefixWidth(rest, max)
-		cut := -1
+	}
+	return parts
+}
+
+// fenceClose ends a fenced code block that a cut left open.
+const fenceClose = "\n```"
+
+// cutText is the first part of text that splitText makes, and the rest. A
+// cut inside fenced code closes the fence at the end of the part and opens
+// it again (with its language) at the start of the rest, so that the next
+// part is not rendered inside out.
+func cutText(text string, max int) (part, rest string) {
+	if width(text) <= max {
+		return text, ""
+	}
+	for budget := max; ; budget = max - width(fenceClose) {
+		look := prefixWidth(text, budget)
+		cut := len(look)
 		for _, sep := range []string{"\n\n", "\n", " "} {
 			if i := strings.LastIndex(look, sep); i > 0 {
 				cut = i
 				break
 			}
 		}
-		if cut < 0 {
-			cut = len(look)
+		opener, inside := openFence(text[:cut])
+		if !inside {
+			return strings.TrimRight(text[:cut], " \n"), strings.TrimLeft(text[cut:], " \n")
 		}
-		if part := strings.TrimRight(rest[:cut], " \n"); part != "" {
-			parts = append(parts, part)
+		if budget < max {
+			// Inside code, spaces lead lines: only the line break goes.
+			return strings.TrimRight(text[:cut], "\n") + fenceClose, opener + "\n" + strings.TrimLeft(text[cut:], "\n")
 		}
-		rest = strings.TrimLeft(rest[cut:], " \n")
 	}
-	return parts
+}
+
+// openFence tells whether md ends inside fenced code, as ToHTML reads it,
+// and if so the line that opened it.
+func openFence(md string) (opener string, inside bool) {
+	for _, line := range strings.Split(md, "\n") {
+		switch {
+		case inside && strings.HasPrefix(strings.TrimSpace(line), "```"):
+			inside = false
+		case !inside:
+			if _, ok := fenceOpen(line); ok {
+				opener, inside = strings.TrimSpace(line), true
+			}
+		}
+	}
+	return opener, inside
 }
 
 // prefixWidth is the longest prefix of s at most n UTF-16 units wide.

@@ -2,9 +2,11 @@ package telegram
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/go-telegram/bot/models"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/prompt"
 )
 
 // handle hands one update to sink; nil means it is stored (or is nothing
@@ -103,8 +106,9 @@ func (c *Channel) message(ctx context.Context, msg *models.Message) channel.Mess
 	return m
 }
 
-// addressed tells whether a group message names the bot (@username) or
-// replies to one of its messages.
+// addressed tells whether a group message names the bot (@username, in
+// any case, with or without Telegram's mention entity; also a command
+// addressed to it, /cmd@username) or replies to one of its messages.
 func (c *Channel) addressed(msg *models.Message) bool {
 	me := c.me.Load()
 	if me == nil {
@@ -113,8 +117,13 @@ func (c *Channel) addressed(msg *models.Message) bool {
 	if r := msg.ReplyToMessage; r != nil && r.From != nil && r.From.ID == me.ID {
 		return true
 	}
-	text := msg.Text + " " + msg.Caption
-	return me.Username != "" && strings.Contains(strings.ToLower(text), "@"+strings.ToLower(me.Username))
+	return me.Username != "" && mentionRE(me.Username).MatchString(msg.Text+"\n"+msg.Caption)
+}
+
+// mentionRE finds @username as a whole name: "@nano_bot," yes,
+// "@nano_bots" and "mail@nano_bot" no, "/start@nano_bot" yes.
+func mentionRE(username string) *regexp.Regexp {
+	return regexp.MustCompile(`(?i)(?:^|[^A-Za-z0-9_@]|/[A-Za-z0-9_]+)@` + regexp.QuoteMeta(username) + `(?:$|[^A-Za-z0-9_])`)
 }
 
 // withTrigger puts the group's trigger in front of text that calls the
@@ -125,22 +134,14 @@ func (c *Channel) withTrigger(ctx context.Context, jid, text string) string {
 		return text
 	}
 	trigger := c.opts.Trigger(ctx, jid)
-	if trigger == "" || strings.HasPrefix(strings.ToLower(strings.TrimSpace(text)), strings.ToLower(trigger)) {
+	// As the router reads it: "@Andy" is not in "@andy_test_bot".
+	if trigger == "" || prompt.Triggers(text, trigger) {
 		return text
 	}
-	if me := c.me.Load(); me != nil {
-		if rest, ok := cutPrefixFold(strings.TrimSpace(text), "@"+me.Username); ok {
-			text = strings.TrimLeft(rest, " ,:")
-		}
+	if me := c.me.Load(); me != nil && prompt.Triggers(text, "@"+me.Username) {
+		text = strings.TrimLeft(strings.TrimSpace(text)[len(me.Username)+1:], " ,:")
 	}
 	return strings.TrimSpace(trigger + " " + text)
-}
-
-func cutPrefixFold(s, prefix string) (string, bool) {
-	if len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix) {
-		return s[len(prefix):], true
-	}
-	return s, false
 }
 
 // media describes the file msg carries, fetched only when the router
@@ -182,7 +183,7 @@ func (c *Channel) media(msg *models.Message) *channel.Media {
 	default:
 		return nil
 	}
-	md.Fetch = func(ctx context.Context) ([]byte, error) { return c.download(ctx, fileID) }
+	md.Fetch = func(ctx context.Context) ([]byte, error) { return c.download(ctx, fileID, md.Size) }
 	return &md
 }
 
@@ -193,34 +194,63 @@ func or(s, def string) string {
 	return s
 }
 
-// maxDownload bounds one download whatever a file claims to be; the
-// router compares the bytes with media.maxBytes. The Bot API itself
-// serves files up to 20 MB.
-const maxDownload = 64 << 20
+// botDownloadMax is the largest file the Bot API lets a bot download
+// (getFile refuses larger ones); maxBytes is the default of Options.MaxBytes.
+const (
+	botDownloadMax = 20 << 20
+	maxBytes       = 20 << 20
+)
 
 // download fetches a file: getFile names its path, which is then read
-// from {apiURL}/file/bot{token}/{path}.
-func (c *Channel) download(ctx context.Context, fileID string) ([]byte, error) {
+// from {apiURL}/file/bot{token}/{path}. A file over a limit is refused
+// with a TooBigError, never cut short and kept as if whole; size is what
+// the message announced (0: unknown).
+func (c *Channel) download(ctx context.Context, fileID string, size int64) ([]byte, error) {
+	limit := int64(maxBytes)
+	if c.opts.MaxBytes != nil {
+		limit = int64(c.opts.MaxBytes())
+	}
 	f, err := c.bot.GetFile(ctx, &tg.GetFileParams{FileID: fileID})
+	if errors.Is(err, tg.ErrorBadRequest) && size > botDownloadMax {
+		return nil, &channel.TooBigError{Size: size, Limit: botDownloadMax, Why: "Telegram lets a bot download files up to 20 MB"}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("telegram getFile: %w", redact(err, c.opts.Token))
+		return nil, fmt.Errorf("telegram getFile: %w", c.redact.Err(err))
 	}
 	if f.FilePath == "" {
 		return nil, fmt.Errorf("telegram getFile: no file_path (files over 20 MB cannot be downloaded by a bot)")
 	}
+	if f.FileSize > 0 {
+		size = f.FileSize
+	}
+	if size > limit {
+		return nil, &channel.TooBigError{Size: size, Limit: limit, Why: "media.maxBytes"}
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.opts.APIURL+"/file/bot"+c.opts.Token+"/"+f.FilePath, nil)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("telegram download: %w", c.redact.Err(err))
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("telegram download: %w", redact(err, c.opts.Token))
+		return nil, fmt.Errorf("telegram download: %w", c.redact.Err(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("telegram download: HTTP %d", resp.StatusCode)
 	}
-	return io.ReadAll(io.LimitReader(resp.Body, maxDownload))
+	if resp.ContentLength > limit {
+		return nil, &channel.TooBigError{Size: resp.ContentLength, Limit: limit, Why: "media.maxBytes"}
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("telegram download: %w", c.redact.Err(err))
+	case int64(len(data)) > limit:
+		return nil, &channel.TooBigError{Limit: limit, Why: "media.maxBytes"}
+	case size > 0 && int64(len(data)) != size:
+		return nil, fmt.Errorf("telegram download: %d of the file's %d bytes arrived", len(data), size)
+	}
+	return data, nil
 }
 
 // onReaction stores a reaction as a message of its own. Its id is the

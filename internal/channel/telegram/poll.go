@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
+	tg "github.com/go-telegram/bot"
 	"github.com/go-telegram/bot/models"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
@@ -23,34 +23,39 @@ var allowedUpdates = []string{
 	models.AllowedUpdateMessageReaction, models.AllowedUpdateMyChatMember,
 }
 
+// maxTries is how often an update is fetched and fails to be stored before
+// it is skipped: one update that can never be stored must not hold back
+// every message after it.
+const maxTries = 5
+
 // Run long-polls Telegram until ctx ends. Each update is handed to sink;
 // only when sink stored it does the next getUpdates carry an offset past
 // it, which is what tells Telegram it may forget the update. A daemon
-// killed in between gets it again; the store drops the repeat.
+// killed in between gets it again; the store drops the repeat. "Typing…"
+// lives as long as Run: none is sent once it returns.
 func (c *Channel) Run(ctx context.Context, sink channel.Sink) error {
-	var wait time.Duration
-	pause := func(reason string) bool {
-		c.down(reason)
-		wait = min(max(2*wait, time.Second), 30*time.Second)
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(wait):
-			return true
-		}
-	}
+	ctx, cancel := context.WithCancel(ctx)
+	c.typing.open(ctx)
+	defer c.http.CloseIdleConnections()
+	defer c.typing.close(cancel)
+	var reach backoff
 	for c.me.Load() == nil {
-		me, err := c.getMe(ctx)
-		if ctx.Err() != nil {
+		if c.waitFlood(ctx) != nil {
 			return nil
 		}
-		if errors.Is(err, ErrTokenRefused) {
+		me, err := c.getMe(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, ErrTokenRefused):
 			c.down(ErrTokenRefused.Error())
 			return ErrTokenRefused
-		}
-		if err != nil {
+		case c.flooded(err):
+			continue
+		case err != nil:
 			c.log.Warn().Err(err).Msg("Telegram getMe failed; trying again")
-			if !pause("cannot reach the Bot API: " + err.Error()) {
+			c.down("cannot reach the Bot API: " + err.Error())
+			if !reach.pause(ctx) {
 				return nil
 			}
 			continue
@@ -58,38 +63,150 @@ func (c *Channel) Run(ctx context.Context, sink channel.Sink) error {
 		c.me.Store(me)
 	}
 	c.log.Info().Str("bot", "@"+c.me.Load().Username).Msg("Telegram bot connected")
+	return c.poll(ctx, sink)
+}
+
+// poll is Run's loop once the bot knows who it is.
+func (c *Channel) poll(ctx context.Context, sink channel.Sink) error {
 	var offset int64
+	var reach, store backoff
+	tries := map[int64]int{} // failed stores of the update at the offset
 	for ctx.Err() == nil {
-		updates, err := c.getUpdates(ctx, offset)
-		if ctx.Err() != nil {
+		if c.waitFlood(ctx) != nil {
 			return nil
 		}
-		if err != nil {
-			c.log.Warn().Err(err).Msg("Telegram getUpdates failed; trying again")
-			if errors.Is(err, ErrTokenRefused) {
-				c.down(err.Error())
-				return err
+		updates, err := c.getUpdates(ctx, offset)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err == nil:
+		case errors.Is(err, ErrTokenRefused):
+			c.down(err.Error())
+			return err
+		case errors.Is(err, ErrConflict):
+			if !c.stop(ctx, err) {
+				return nil
 			}
-			if !pause(err.Error()) {
+			continue
+		case c.flooded(err):
+			continue // waited out at the top
+		default:
+			c.log.Warn().Err(err).Msg("Telegram getUpdates failed; trying again")
+			c.down(err.Error())
+			if !reach.pause(ctx) {
 				return nil
 			}
 			continue
 		}
-		wait = 0
-		c.up()
+		reach = 0
+		c.polling()
 		for _, u := range updates {
-			if err := c.handle(ctx, sink, u); err != nil {
+			err := u.err
+			if err == nil {
+				err = c.handle(ctx, sink, u.Update)
+			}
+			if err != nil && !c.skip(ctx, u, err, tries) {
 				// Not confirmed: the next getUpdates starts at this one.
-				c.log.Error().Err(err).Int64("update", u.ID).Msg("storing a Telegram update failed; it is fetched again")
-				if !pause("storing an update failed: " + err.Error()) {
+				if !store.pause(ctx) {
 					return nil
 				}
 				break
 			}
-			offset = u.ID + 1
+			delete(tries, u.id)
+			offset = u.id + 1
 		}
 	}
 	return nil
+}
+
+// skip counts a failed store of u and tells whether to give it up: at the
+// maxTries-th failure it is logged and audited, naming the update and its
+// chat, and the updates after it go on.
+func (c *Channel) skip(ctx context.Context, u update, err error, tries map[int64]int) bool {
+	tries[u.id]++
+	jid := ""
+	if u.chat != 0 {
+		jid = JID(u.chat)
+	}
+	ev := c.log.Error().Err(c.redact.Err(err)).Int64("update_id", u.id).Str("chat", jid)
+	if tries[u.id] < maxTries {
+		ev.Int("try", tries[u.id]).Msg("storing a Telegram update failed; it is fetched again")
+		c.down("storing an update failed: " + err.Error())
+		return false
+	}
+	ev.Int("tries", tries[u.id]).Msg("a Telegram update could not be stored and is skipped")
+	if c.opts.Audit != nil {
+		c.opts.Audit.Skipped(ctx, jid, u.id, c.redact.Err(err))
+	}
+	return true
+}
+
+// stop holds polling after a 409 until Resume (a config reload) or ctx
+// ends; the owner hears of it once per stop, however many retries meet
+// the 409 again.
+func (c *Channel) stop(ctx context.Context, err error) bool {
+	err = c.redact.Err(err)
+	c.mu.Lock()
+	again := c.stopped != nil
+	c.stopped = err
+	if !again {
+		c.stoppedAt = time.Now()
+	}
+	c.mu.Unlock()
+	if !again {
+		c.log.Error().Err(err).Msg("Telegram polling stopped; 'nanoclawd run' again or a config reload tries again")
+		if c.opts.Outbox != nil {
+			c.opts.Outbox.TellMain(ctx, fmt.Sprintf("[TELEGRAM] Polling stopped: %v. No Telegram message reaches the assistant until then; "+
+				"after that, run 'nanoclawd run' again, or save the config file to make the running daemon try again.", err))
+		}
+	}
+	select { // a nudge from before this stop is not an answer to it
+	case <-c.resume:
+	default:
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-c.resume:
+		c.log.Info().Msg("Telegram polling tries again")
+		return true
+	}
+}
+
+// Resume asks polling stopped by a 409 to try again: the daemon calls it on
+// a config reload.
+func (c *Channel) Resume() {
+	select {
+	case c.resume <- struct{}{}:
+	default:
+	}
+}
+
+// polling records that getUpdates works (again, after a 409).
+func (c *Channel) polling() {
+	c.mu.Lock()
+	was := c.stopped
+	c.stopped = nil
+	c.mu.Unlock()
+	if was != nil {
+		c.log.Info().Msg("Telegram polling works again")
+	}
+	c.up()
+}
+
+// backoff is the growing wait between failed attempts: 1 s, 2 s, … 30 s.
+type backoff time.Duration
+
+func (b *backoff) pause(ctx context.Context) bool {
+	*b = backoff(min(max(2*time.Duration(*b), time.Second), 30*time.Second))
+	t := time.NewTimer(time.Duration(*b))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // apiAnswer is the Bot API's envelope of every answer.
@@ -103,25 +220,36 @@ type apiAnswer struct {
 	} `json:"parameters"`
 }
 
+// update is one of getUpdates' results: its id, its chat when known, and
+// the update, or why it does not decode.
+type update struct {
+	id   int64
+	chat int64
+	*models.Update
+	err error
+}
+
 // getUpdates asks for the updates from offset on (0: every unconfirmed
-// one), waiting up to PollTimeout for the first.
-func (c *Channel) getUpdates(ctx context.Context, offset int64) ([]*models.Update, error) {
+// one), waiting up to PollTimeout for the first. Each update is decoded
+// on its own, so one that does not decode is one to skip, not a batch
+// that never passes.
+func (c *Channel) getUpdates(ctx context.Context, offset int64) ([]update, error) {
 	body, _ := json.Marshal(map[string]any{
 		"offset": offset, "timeout": int(c.opts.PollTimeout / time.Second), "allowed_updates": allowedUpdates,
 	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.opts.APIURL+"/bot"+c.opts.Token+"/getUpdates", bytes.NewReader(body))
 	if err != nil {
-		return nil, fmt.Errorf("getUpdates: %w", err)
+		return nil, fmt.Errorf("getUpdates: %w", c.redact.Err(err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("getUpdates: cannot reach %s: %w", c.opts.APIURL, redact(err, c.opts.Token))
+		return nil, fmt.Errorf("getUpdates: cannot reach %s: %w", c.opts.APIURL, c.redact.Err(err))
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return nil, fmt.Errorf("getUpdates: %w", err)
+		return nil, fmt.Errorf("getUpdates: %w", c.redact.Err(err))
 	}
 	var a apiAnswer
 	if err := json.Unmarshal(raw, &a); err != nil {
@@ -132,32 +260,53 @@ func (c *Channel) getUpdates(ctx context.Context, offset int64) ([]*models.Updat
 	case a.ErrorCode == http.StatusUnauthorized:
 		return nil, ErrTokenRefused
 	case a.ErrorCode == http.StatusConflict:
-		return nil, fmt.Errorf("%w (%s)", ErrConflict, a.Description)
+		return nil, fmt.Errorf("%w (Telegram: %s)", ErrConflict, a.Description)
 	case a.ErrorCode == http.StatusTooManyRequests:
-		c.floodWait(time.Duration(a.Parameters.RetryAfter) * time.Second)
-		return nil, fmt.Errorf("getUpdates: Telegram asks to wait %d s (429)", a.Parameters.RetryAfter)
+		return nil, &tg.TooManyRequestsError{Message: "getUpdates: " + a.Description, RetryAfter: a.Parameters.RetryAfter}
 	default:
 		return nil, fmt.Errorf("getUpdates: %d %s", a.ErrorCode, a.Description)
 	}
-	var updates []*models.Update
-	if err := json.Unmarshal(a.Result, &updates); err != nil {
-		return nil, fmt.Errorf("getUpdates: the updates do not decode: %w", err)
+	var raws []json.RawMessage
+	if err := json.Unmarshal(a.Result, &raws); err != nil {
+		return nil, fmt.Errorf("getUpdates: the result is not a list of updates: %w", err)
 	}
-	return updates, nil
+	out := make([]update, 0, len(raws))
+	for _, r := range raws {
+		u := decodeUpdate(r)
+		if u.id == 0 {
+			return nil, fmt.Errorf("getUpdates: an update without an update_id: %w", u.err)
+		}
+		out = append(out, u)
+	}
+	return out, nil
 }
 
-// redactedErr hides the bot token, which is part of every request's URL.
-type redactedErr struct {
-	msg string
-	err error
-}
-
-func (e redactedErr) Error() string { return e.msg }
-func (e redactedErr) Unwrap() error { return e.err }
-
-func redact(err error, token string) error {
-	if err == nil || token == "" {
-		return err
+// decodeUpdate decodes one update; one that does not decode still names
+// its id and, where it can be read, its chat.
+func decodeUpdate(raw json.RawMessage) update {
+	type chatOf struct {
+		Chat struct {
+			ID int64 `json:"id"`
+		} `json:"chat"`
 	}
-	return redactedErr{msg: strings.ReplaceAll(err.Error(), token, "<token>"), err: err}
+	var head struct {
+		ID              int64   `json:"update_id"`
+		Message         *chatOf `json:"message"`
+		EditedMessage   *chatOf `json:"edited_message"`
+		MessageReaction *chatOf `json:"message_reaction"`
+		MyChatMember    *chatOf `json:"my_chat_member"`
+	}
+	// Best effort: a field of the wrong type leaves the others read.
+	_ = json.Unmarshal(raw, &head)
+	u := update{id: head.ID}
+	for _, m := range []*chatOf{head.Message, head.EditedMessage, head.MessageReaction, head.MyChatMember} {
+		if m != nil && u.chat == 0 {
+			u.chat = m.Chat.ID
+		}
+	}
+	u.Update = new(models.Update)
+	if err := json.Unmarshal(raw, u.Update); err != nil {
+		u.err = fmt.Errorf("update %d does not decode: %w", u.id, err)
+	}
+	return u
 }

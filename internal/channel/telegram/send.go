@@ -1,6 +1,7 @@
 package telegram
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +37,10 @@ func (c *Channel) Send(ctx context.Context, m channel.Outgoing) error {
 	if err != nil {
 		return c.explain(m.ChatJID, err)
 	}
+	if m.ReactTo == "" {
+		// Telegram clears "typing…" at the bot's message: so does the channel.
+		c.typing.stop(m.ChatJID)
+	}
 	c.mu.Lock()
 	delete(c.blocked, m.ChatJID)
 	delete(c.delivered, m.ID)
@@ -43,15 +48,20 @@ func (c *Channel) Send(ctx context.Context, m channel.Outgoing) error {
 	return nil
 }
 
-// sendText sends the parts of text Telegram has not accepted yet (a retry
-// after a failure in the middle does not repeat the first parts).
+// sendText sends the parts of text Telegram has not accepted yet.
 func (c *Channel) sendText(ctx context.Context, chat int64, id, text string) error {
-	parts := splitText(text, maxText)
+	return c.sendParts(ctx, id, splitText(text, maxText), func(_ int, part string) error { return c.sendHTML(ctx, chat, part) })
+}
+
+// sendParts sends the parts of one outgoing message in order, each with
+// send (given its index), skipping those Telegram accepted before: a retry after a failure
+// in the middle does not repeat the first parts.
+func (c *Channel) sendParts(ctx context.Context, id string, parts []string, send func(i int, part string) error) error {
 	c.mu.Lock()
 	done := c.delivered[id]
 	c.mu.Unlock()
 	for i := done; i < len(parts); i++ {
-		if err := c.call(ctx, func() error { return c.sendHTML(ctx, chat, parts[i]) }); err != nil {
+		if err := c.call(ctx, func() error { return send(i, parts[i]) }); err != nil {
 			return err
 		}
 		c.mu.Lock()
@@ -71,43 +81,30 @@ func (c *Channel) sendHTML(ctx context.Context, chat int64, md string) error {
 	return err
 }
 
-// sendFile sends an image as a photo and anything else as a document; a
-// caption longer than Telegram takes follows as a message of its own.
+// sendFile sends an image as a photo and anything else as a document,
+// with as much of the text as a caption takes; the rest follows as
+// messages.
 func (c *Channel) sendFile(ctx context.Context, chat int64, m channel.Outgoing) error {
 	data, err := os.ReadFile(m.File.Path)
 	if err != nil {
 		return fmt.Errorf("the file to send is gone: %w: %w", err, channel.ErrUndeliverable)
 	}
-	caption, rest := m.Text, ""
-	if width(caption) > maxCaption {
-		caption, rest = "", m.Text
-	}
-	c.mu.Lock()
-	done := c.delivered[m.ID]
-	c.mu.Unlock()
-	if done == 0 {
-		photo := strings.HasPrefix(m.File.MIME, "image/") && m.File.MIME != "image/gif" && m.File.MIME != "image/svg+xml"
-		err = c.call(ctx, func() error {
-			upload := &models.InputFileUpload{Filename: m.File.Name, Data: strings.NewReader(string(data))}
-			var err error
-			if photo {
-				_, err = c.bot.SendPhoto(ctx, &tg.SendPhotoParams{ChatID: chat, Photo: upload, Caption: ToHTML(caption), ParseMode: models.ParseModeHTML})
-			} else {
-				_, err = c.bot.SendDocument(ctx, &tg.SendDocumentParams{ChatID: chat, Document: upload, Caption: ToHTML(caption), ParseMode: models.ParseModeHTML})
-			}
-			return err
-		})
-		if err != nil {
-			return err
+	caption, rest := cutText(m.Text, maxCaption)
+	parts := append([]string{caption}, splitText(rest, maxText)...)
+	photo := strings.HasPrefix(m.File.MIME, "image/") && m.File.MIME != "image/gif" && m.File.MIME != "image/svg+xml"
+	return c.sendParts(ctx, m.ID, parts, func(i int, part string) error {
+		if i > 0 {
+			return c.sendHTML(ctx, chat, part)
 		}
-		c.mu.Lock()
-		c.delivered[m.ID] = 1
-		c.mu.Unlock()
-	}
-	if rest == "" {
-		return nil
-	}
-	return c.call(ctx, func() error { return c.sendHTML(ctx, chat, rest) })
+		upload := &models.InputFileUpload{Filename: m.File.Name, Data: bytes.NewReader(data)} // one per try: read once
+		var err error
+		if photo {
+			_, err = c.bot.SendPhoto(ctx, &tg.SendPhotoParams{ChatID: chat, Photo: upload, Caption: ToHTML(part), ParseMode: models.ParseModeHTML})
+		} else {
+			_, err = c.bot.SendDocument(ctx, &tg.SendDocumentParams{ChatID: chat, Document: upload, Caption: ToHTML(part), ParseMode: models.ParseModeHTML})
+		}
+		return err
+	})
 }
 
 // react sets (or, with no emoji, clears) the bot's reaction.
@@ -136,20 +133,32 @@ func (c *Channel) call(ctx context.Context, f func() error) error {
 			return err
 		}
 		err := f()
-		var flood *tg.TooManyRequestsError
-		if !errors.As(err, &flood) {
+		if !c.flooded(err) {
 			if err == nil || !isNetErr(err) {
 				c.up()
 			}
 			return err
 		}
-		wait := time.Duration(max(flood.RetryAfter, 1)) * time.Second
-		c.log.Warn().Dur("retry_after", wait).Msg("Telegram flood control: waiting before sending again")
-		c.floodWait(wait)
-		if time.Now().Add(wait).After(deadline) {
-			return fmt.Errorf("Telegram asks to wait %s before sending (429): %w", wait, channel.ErrUnavailable)
+		c.mu.Lock()
+		until := c.floodUntil
+		c.mu.Unlock()
+		if until.After(deadline) {
+			return fmt.Errorf("Telegram asks to wait until %s before sending (429): %w", until.Format(time.TimeOnly), channel.ErrUnavailable)
 		}
 	}
+}
+
+// flooded tells whether err is Telegram's 429 (flood control), and if so
+// holds every request of the bot back for the retry_after it names.
+func (c *Channel) flooded(err error) bool {
+	var flood *tg.TooManyRequestsError
+	if !errors.As(err, &flood) {
+		return false
+	}
+	wait := time.Duration(max(flood.RetryAfter, 1)) * time.Second
+	c.log.Warn().Dur("retry_after", wait).Msg("Telegram flood control (429): no request until it has passed")
+	c.floodWait(wait)
+	return true
 }
 
 // floodWait holds every request back for d.
@@ -192,74 +201,23 @@ func (c *Channel) explain(jid string, err error) error {
 			c.blocked[jid] = time.Now()
 		}
 		c.mu.Unlock()
-		return fmt.Errorf("telegram: the bot was blocked or removed from %s (403: %s): %w", jid, redact(err, c.opts.Token), channel.ErrUndeliverable)
+		return fmt.Errorf("telegram: the bot was blocked or removed from %s (403: %s): %w", jid, c.redact.Err(err), channel.ErrUndeliverable)
 	case errors.As(err, &migrate):
 		return fmt.Errorf("telegram: %s became a supergroup: register it again as %s (nanoclawd groups add --jid %s …): %w",
 			jid, JID(int64(migrate.MigrateToChatID)), JID(int64(migrate.MigrateToChatID)), channel.ErrUndeliverable)
 	case errors.Is(err, tg.ErrorBadRequest), errors.Is(err, tg.ErrorNotFound):
-		return fmt.Errorf("telegram: %v: %w", redact(err, c.opts.Token), channel.ErrUndeliverable)
+		return fmt.Errorf("telegram: %v: %w", c.redact.Err(err), channel.ErrUndeliverable)
 	case errors.Is(err, tg.ErrorUnauthorized):
 		c.down(ErrTokenRefused.Error())
 		return fmt.Errorf("telegram: %w: %w", ErrTokenRefused, channel.ErrUnavailable)
 	case isNetErr(err):
-		c.down("cannot reach the Bot API: " + redact(err, c.opts.Token).Error())
-		return fmt.Errorf("telegram: %v: %w", redact(err, c.opts.Token), channel.ErrUnavailable)
+		c.down("cannot reach the Bot API: " + c.redact.String(err.Error()))
+		return fmt.Errorf("telegram: %v: %w", c.redact.Err(err), channel.ErrUnavailable)
 	}
-	return fmt.Errorf("telegram: %w", redact(err, c.opts.Token))
+	return fmt.Errorf("telegram: %w", c.redact.Err(err))
 }
 
 // isNetErr tells a request that never got the Bot API's answer.
 func isNetErr(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "error do request")
-}
-
-// typingEvery renews "typing…": Telegram shows it for 5 s or until the
-// next message.
-const typingEvery = 4 * time.Second
-
-// SetTyping implements channel.Channel: "typing…" is renewed until turned
-// off.
-func (c *Channel) SetTyping(ctx context.Context, jid string, on bool) error {
-	chat, err := ChatID(jid)
-	if err != nil {
-		return err
-	}
-	c.typingMu.Lock()
-	defer c.typingMu.Unlock()
-	if stop, ok := c.typing[jid]; ok {
-		if on {
-			return nil
-		}
-		close(stop)
-		delete(c.typing, jid)
-		return nil
-	}
-	if !on {
-		return nil
-	}
-	stop := make(chan struct{})
-	c.typing[jid] = stop
-	go func() {
-		t := time.NewTicker(typingEvery)
-		defer t.Stop()
-		for {
-			c.mu.Lock()
-			flooded := time.Now().Before(c.floodUntil)
-			c.mu.Unlock()
-			if !flooded { // under flood control the replies go first
-				rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				_, err := c.bot.SendChatAction(rctx, &tg.SendChatActionParams{ChatID: chat, Action: models.ChatActionTyping})
-				cancel()
-				if err != nil {
-					c.log.Debug().Err(redact(err, c.opts.Token)).Str("chat", jid).Msg("typing")
-				}
-			}
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return nil
 }

@@ -40,7 +40,8 @@ var (
 	// ErrTokenRefused: Telegram says the token is not a bot's (401).
 	ErrTokenRefused = errors.New("Telegram refused the bot token (401 Unauthorized): copy it again from @BotFather (/token) into TELEGRAM_BOT_TOKEN in nanoclawd.env and restart")
 	// ErrConflict: another program polls the same bot (409).
-	ErrConflict = errors.New("another program is polling this bot (409 Conflict): stop it (a second nanoclawd, a webhook, another bot framework) or give this install its own bot")
+	ErrConflict = errors.New("another program is polling this bot (409 Conflict): stop the other program using this bot token " +
+		"(a second nanoclawd, another bot framework, a webhook), or give each its own bot")
 )
 
 // Options configures a Channel.
@@ -53,9 +54,14 @@ type Options struct {
 	// there is none or it needs none): a message that names the bot or
 	// replies to it gets it in front, so it calls the assistant.
 	Trigger func(ctx context.Context, jid string) string
-	// Outbox is told when sending works again. Nil: nobody.
-	Outbox Notifier
-	Logger zerolog.Logger
+	// Outbox is told when sending works again, and carries what the owner
+	// must hear (polling stopped by a 409). Nil: nobody.
+	Outbox Outbox
+	// Audit records an update given up after maxTries (nil: the log only).
+	Audit Audit
+	// MaxBytes is the largest file downloaded (media.maxBytes); nil: 20 MiB.
+	MaxBytes func() int
+	Logger   zerolog.Logger
 	// PollTimeout is how long one getUpdates waits for news (50 s when 0).
 	PollTimeout time.Duration
 	// MaxWait bounds how long one Send waits out Telegram's flood control
@@ -64,8 +70,17 @@ type Options struct {
 	MaxWait time.Duration
 }
 
-// Notifier is told that sending may work again (the daemon's outbox).
-type Notifier interface{ Notify() }
+// Outbox is the daemon's outbox as the channel uses it: told that sending
+// may work again, and queueing a notice for the main chat.
+type Outbox interface {
+	Notify()
+	TellMain(ctx context.Context, text string)
+}
+
+// Audit records an update that could not be stored and was skipped.
+type Audit interface {
+	Skipped(ctx context.Context, chatJID string, updateID int64, cause error)
+}
 
 // Channel is the Telegram channel; it implements channel.Channel.
 type Channel struct {
@@ -74,8 +89,11 @@ type Channel struct {
 	http *http.Client
 	bot  *tg.Bot
 
+	redact redactor // hides the token in every error shown
+
 	me        atomic.Pointer[models.User] // the bot, once getMe answered
 	connected atomic.Bool
+	resume    chan struct{} // Resume's nudge to polling stopped by a 409
 
 	told channel.Told // what the sink knows of each chat: one chat record per message
 
@@ -85,9 +103,10 @@ type Channel struct {
 	blocked    map[string]time.Time // chats that answered 403, since when
 	floodUntil time.Time            // no request before this (a 429's retry_after)
 	delivered  map[string]int       // parts of split messages Telegram accepted, by outbox ID
+	stopped    error                // why polling stopped (a 409) until Resume; nil while it runs
+	stoppedAt  time.Time
 
-	typingMu sync.Mutex
-	typing   map[string]chan struct{}
+	typing typing // the chats shown "typing…" (typing.go)
 }
 
 var (
@@ -99,6 +118,9 @@ var (
 func New(opts Options) (*Channel, error) {
 	if strings.TrimSpace(opts.Token) == "" {
 		return nil, ErrNoToken
+	}
+	if err := CheckToken(opts.Token); err != nil {
+		return nil, fmt.Errorf("telegram: the token (channels.telegram.token, or TELEGRAM_BOT_TOKEN in nanoclawd.env) %w", err)
 	}
 	if opts.PollTimeout <= 0 {
 		opts.PollTimeout = 50 * time.Second
@@ -112,12 +134,12 @@ func New(opts Options) (*Channel, error) {
 		// A long poll holds its request open PollTimeout; the margin is
 		// for the answer to arrive.
 		http:    &http.Client{Timeout: opts.PollTimeout + 20*time.Second},
-		blocked: map[string]time.Time{}, delivered: map[string]int{}, typing: map[string]chan struct{}{},
-		state: "starting", since: time.Now(),
+		blocked: map[string]time.Time{}, delivered: map[string]int{}, redact: newRedactor(opts.Token),
+		state: "starting", since: time.Now(), resume: make(chan struct{}, 1),
 	}
 	b, err := tg.New(opts.Token, tg.WithServerURL(opts.APIURL), tg.WithSkipGetMe(),
 		tg.WithHTTPClient(opts.PollTimeout, c.http), tg.WithErrorsHandler(func(err error) {
-			c.log.Debug().Err(err).Msg("bot api")
+			c.log.Debug().Err(c.redact.Err(err)).Msg("bot api")
 		}))
 	if err != nil {
 		return nil, fmt.Errorf("telegram: %w", err)
@@ -135,8 +157,13 @@ func (c *Channel) Owns(jid string) bool {
 	return err == nil
 }
 
-// Connected implements channel.Channel: the last request to Telegram worked.
-func (c *Channel) Connected() bool { return c.connected.Load() }
+// Connected implements channel.Channel: the last request to Telegram
+// worked, and polling was not stopped by a 409.
+func (c *Channel) Connected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.connected.Load() && c.stopped == nil
+}
 
 // ChatID is the Telegram chat id of jid ("tg:-100123" → -100123).
 func ChatID(jid string) (int64, error) {
@@ -168,6 +195,7 @@ func (c *Channel) up() {
 
 // down records why Telegram cannot be reached.
 func (c *Channel) down(reason string) {
+	reason = c.redact.String(reason)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.connected.Swap(false) || c.state != reason {
@@ -182,7 +210,10 @@ func (c *Channel) Status() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var line string
-	if me := c.me.Load(); c.connected.Load() && me != nil {
+	if c.stopped != nil {
+		line = fmt.Sprintf("polling stopped since %s: %v; then 'nanoclawd run' again, or save the config file to make the running daemon try again",
+			c.stoppedAt.Local().Format("2006-01-02 15:04:05"), c.stopped)
+	} else if me := c.me.Load(); c.connected.Load() && me != nil {
 		line = fmt.Sprintf("connected as @%s since %s", me.Username, c.since.Local().Format("2006-01-02 15:04:05"))
 	} else {
 		line = fmt.Sprintf("not connected since %s: %s", c.since.Local().Format("2006-01-02 15:04:05"), c.state)

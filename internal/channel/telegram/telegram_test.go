@@ -16,7 +16,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/testkit/mocktelegram"
 )
 
-const token = "99:unit"
+const token = "99:AAunit-unit_unit-unit_unit-unit_uni"
 
 func newChannel(t *testing.T, bot *mocktelegram.Server, db *store.DB) *telegram.Channel {
 	t.Helper()

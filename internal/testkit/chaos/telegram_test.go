@@ -30,7 +30,7 @@ func TestChaosTelegram(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, seed))
 	t.Logf("telegram chaos: %d cycles, seed %d (CHAOS_SEED=%d replays it)", cycles, seed, seed)
 
-	const token, group = "777:chaos", -100777
+	const token, group = "777:AAchaos-chaos_chaos-chaos_chaos-chX", -100777
 	bot := mocktelegram.Start(t, token)
 	in := e2e.New(t, e2e.Options{
 		Channels: `"whatsapp": {"enabled": false}, "telegram": {"enabled": true, "token": ` + e2e.Quote(token) + `, "apiURL": ` + e2e.Quote(bot.URL) + `}`,

@@ -2,6 +2,11 @@
 // HTTP, the Bot API's JSON (and multipart uploads), one bot. A test pushes
 // updates, which getUpdates serves until an offset past them confirms them
 // — as Telegram does — and reads back every request the bot made.
+//
+// It is as strict as Telegram where a client can go wrong: after a 429 it
+// answers every request 429 until retry_after has passed; it refuses text
+// over 4096 and captions over 1024 characters (UTF-16, as shown after the
+// HTML is parsed), HTML it cannot parse, and getFile of a file over 20 MB.
 package mocktelegram
 
 import (
@@ -19,10 +24,18 @@ import (
 	"time"
 )
 
-// Bot is who the mock's getMe says the bot is.
+// Bot is who the mock's getMe says the bot is (SetUsername changes the
+// name).
 const (
 	BotID       = 7000001
 	BotUsername = "nano_test_bot"
+)
+
+// Telegram's limits.
+const (
+	MaxText     = 4096     // a message's text
+	MaxCaption  = 1024     // a file's caption
+	MaxDownload = 20 << 20 // what getFile serves a bot
 )
 
 // Request is one call the bot made, its parameters as strings (nested
@@ -63,6 +76,9 @@ type Server struct {
 	changed  chan struct{} // closed and replaced on every change
 	fetched  chan int64    // update ids as getUpdates hands them out
 	conflict bool
+	username string
+	polls    []Request // every getUpdates
+	flood    time.Time // every request before this is answered 429
 }
 
 // Start serves the mock until the test ends.
@@ -72,7 +88,7 @@ func Start(tb testing.TB, token string) *Server {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &Server{URL: "http://" + ln.Addr().String(), Token: token, nextID: 100, nextMsg: 5000,
+	s := &Server{URL: "http://" + ln.Addr().String(), Token: token, nextID: 100, nextMsg: 5000, username: BotUsername,
 		fail: map[string][]Failure{}, files: map[string][]byte{}, changed: make(chan struct{}), fetched: make(chan int64, 100)}
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
@@ -94,6 +110,20 @@ func (s *Server) WaitFetched(tb testing.TB, id int64, d time.Duration) {
 			tb.Fatalf("mocktelegram: update %d was not fetched within %s (offsets asked: %v)", id, d, s.Offsets())
 		}
 	}
+}
+
+// SetUsername changes the bot's @username (getMe, the bot's messages).
+func (s *Server) SetUsername(name string) {
+	s.mu.Lock()
+	s.username = name
+	s.mu.Unlock()
+}
+
+// Polls is every getUpdates so far (Params: offset, timeout, …).
+func (s *Server) Polls() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.polls...)
 }
 
 // Conflict makes every getUpdates answer 409, as when another program polls the bot.
@@ -173,6 +203,31 @@ func (s *Server) WaitFor(tb testing.TB, method string, d time.Duration, ok func(
 	}
 }
 
+// failure is the error answer req gets instead of a success, if any: a
+// getUpdates while another program polls (Conflict) gets 409; a request before a 429's retry_after has passed gets another 429, as
+// Telegram answers one that did not wait; else the next of FailNext; else
+// a refusal of text Telegram would not take.
+func (s *Server) failure(req *Request) *Failure {
+	var f *Failure
+	if req.Method == "getUpdates" && s.conflict {
+		f = &Failure{Code: 409, Description: "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"}
+	} else if wait := time.Until(s.flood); wait > 0 {
+		secs := int((wait + time.Second - 1) / time.Second)
+		f = &Failure{Code: 429, Description: fmt.Sprintf("Too Many Requests: retry after %d", secs), RetryAfter: secs}
+	} else if q := s.fail[req.Method]; len(q) > 0 {
+		f, s.fail[req.Method] = &q[0], q[1:]
+		if f.Code == 429 && f.RetryAfter > 0 {
+			s.flood = req.Time.Add(time.Duration(f.RetryAfter) * time.Second)
+		}
+	} else {
+		f = refuseText(*req)
+	}
+	if f != nil {
+		req.Answered = f.Code
+	}
+	return f
+}
+
 func (s *Server) changedLocked() {
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -194,15 +249,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	var f *Failure
-	if q := s.fail[method]; len(q) > 0 {
-		f, s.fail[method] = &q[0], q[1:]
-		req.Answered = f.Code
-	}
-	if method != "getUpdates" {
+	f := s.failure(&req)
+	if method == "getUpdates" {
+		offset, _ := strconv.ParseInt(req.Params["offset"], 10, 64)
+		s.offsets = append(s.offsets, offset)
+		s.polls = append(s.polls, req)
+	} else {
 		s.requests = append(s.requests, req)
-		s.changedLocked()
 	}
+	s.changedLocked()
+	username := s.username
 	s.mu.Unlock()
 	if f != nil {
 		answer(w, nil, f)
@@ -210,18 +266,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch method {
 	case "getMe":
-		answer(w, map[string]any{"id": BotID, "is_bot": true, "first_name": "Nano", "username": BotUsername}, nil)
+		answer(w, map[string]any{"id": BotID, "is_bot": true, "first_name": "Nano", "username": username}, nil)
 	case "getUpdates":
 		s.getUpdates(w, r, req)
 	case "getFile":
 		s.mu.Lock()
-		_, ok := s.files[req.Params["file_id"]]
+		data, ok := s.files[req.Params["file_id"]]
 		s.mu.Unlock()
-		if !ok {
+		switch {
+		case !ok:
 			answer(w, nil, &Failure{Code: 400, Description: "Bad Request: invalid file_id"})
-			return
+		case len(data) > MaxDownload:
+			answer(w, nil, &Failure{Code: 400, Description: "Bad Request: file is too big"})
+		default:
+			answer(w, map[string]any{"file_id": req.Params["file_id"], "file_unique_id": "u" + req.Params["file_id"],
+				"file_size": len(data), "file_path": "files/" + req.Params["file_id"]}, nil)
 		}
-		answer(w, map[string]any{"file_id": req.Params["file_id"], "file_unique_id": "u" + req.Params["file_id"], "file_path": "files/" + req.Params["file_id"]}, nil)
 	case "sendMessage", "sendPhoto", "sendDocument":
 		chat, _ := strconv.ParseInt(req.Params["chat_id"], 10, 64)
 		s.mu.Lock()
@@ -229,7 +289,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id := s.nextMsg
 		s.mu.Unlock()
 		answer(w, map[string]any{"message_id": id, "date": time.Now().Unix(), "chat": map[string]any{"id": chat, "type": "group"},
-			"from": map[string]any{"id": BotID, "is_bot": true, "first_name": "Nano", "username": BotUsername}, "text": req.Params["text"]}, nil)
+			"from": map[string]any{"id": BotID, "is_bot": true, "first_name": "Nano", "username": username}, "text": req.Params["text"]}, nil)
 	case "setMessageReaction", "sendChatAction":
 		answer(w, true, nil)
 	default:
@@ -244,12 +304,6 @@ func (s *Server) getUpdates(w http.ResponseWriter, r *http.Request, req Request)
 	timeout, _ := strconv.Atoi(req.Params["timeout"])
 	deadline := time.After(time.Duration(min(timeout, 2)) * time.Second)
 	s.mu.Lock()
-	s.offsets = append(s.offsets, offset)
-	if s.conflict {
-		s.mu.Unlock()
-		answer(w, nil, &Failure{Code: 409, Description: "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"})
-		return
-	}
 	for offset > 0 && len(s.ids) > 0 && s.ids[0] < offset {
 		s.ids, s.updates = s.ids[1:], s.updates[1:]
 	}
