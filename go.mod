@@ -21,6 +21,7 @@ require (
 	github.com/rs/zerolog v1.35.1
 	github.com/tailscale/hujson v0.0.0-20260727124030-b80ff77dac4f
 	go.mau.fi/whatsmeow v0.0.0-20260919103545-0057a822e79a
+	go.uber.org/goleak v1.3.0
 	golang.org/x/net v0.60.0
 	golang.org/x/sys v0.49.0
 	google.golang.org/protobuf v1.36.12

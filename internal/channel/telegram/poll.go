@@ -31,14 +31,12 @@ const maxTries = 5
 // Run long-polls Telegram until ctx ends. Each update is handed to sink;
 // only when sink stored it does the next getUpdates carry an offset past
 // it, which is what tells Telegram it may forget the update. A daemon
-// killed in between gets it again; the store drops the repeat. "Typing…"
-// lives as long as Run: none is sent once it returns.
+// killed in between gets it again; the store drops the repeat. Once Run
+// has returned, no "typing…" is sent: the channel is done.
 func (c *Channel) Run(ctx context.Context, sink channel.Sink) error {
-	ctx, cancel := context.WithCancel(ctx)
-	c.typing.open(ctx)
 	defer c.http.CloseIdleConnections()
-	defer c.typing.close(cancel)
-	var reach backoff
+	defer c.typing.close()
+	reach := backoff{first: time.Second}
 	for c.me.Load() == nil {
 		if c.waitFlood(ctx) != nil {
 			return nil
@@ -69,7 +67,7 @@ func (c *Channel) Run(ctx context.Context, sink channel.Sink) error {
 // poll is Run's loop once the bot knows who it is.
 func (c *Channel) poll(ctx context.Context, sink channel.Sink) error {
 	var offset int64
-	var reach, store backoff
+	reach, store := backoff{first: time.Second}, backoff{first: c.opts.StoreRetry}
 	tries := map[int64]int{} // failed stores of the update at the offset
 	for ctx.Err() == nil {
 		if c.waitFlood(ctx) != nil {
@@ -98,7 +96,7 @@ func (c *Channel) poll(ctx context.Context, sink channel.Sink) error {
 			}
 			continue
 		}
-		reach = 0
+		reach.reset()
 		c.polling()
 		for _, u := range updates {
 			err := u.err
@@ -113,6 +111,7 @@ func (c *Channel) poll(ctx context.Context, sink channel.Sink) error {
 				break
 			}
 			delete(tries, u.id)
+			store.reset()
 			offset = u.id + 1
 		}
 	}
@@ -194,12 +193,15 @@ func (c *Channel) polling() {
 	c.up()
 }
 
-// backoff is the growing wait between failed attempts: 1 s, 2 s, … 30 s.
-type backoff time.Duration
+// backoff is the growing wait between failed attempts: first, twice
+// that, … at most 30 s.
+type backoff struct{ first, wait time.Duration }
+
+func (b *backoff) reset() { b.wait = 0 }
 
 func (b *backoff) pause(ctx context.Context) bool {
-	*b = backoff(min(max(2*time.Duration(*b), time.Second), 30*time.Second))
-	t := time.NewTimer(time.Duration(*b))
+	b.wait = min(max(2*b.wait, b.first), 30*time.Second)
+	t := time.NewTimer(b.wait)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

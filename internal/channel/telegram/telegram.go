@@ -64,6 +64,9 @@ type Options struct {
 	Logger   zerolog.Logger
 	// PollTimeout is how long one getUpdates waits for news (50 s when 0).
 	PollTimeout time.Duration
+	// StoreRetry is the first wait after an update failed to be stored,
+	// doubled at each further failure (1 s when 0).
+	StoreRetry time.Duration
 	// MaxWait bounds how long one Send waits out Telegram's flood control
 	// (retry_after) before handing the message back to the outbox (5 min
 	// when 0).
@@ -106,7 +109,7 @@ type Channel struct {
 	stopped    error                // why polling stopped (a 409) until Resume; nil while it runs
 	stoppedAt  time.Time
 
-	typing typing // the chats shown "typing…" (typing.go)
+	typing *typing // the chats shown "typing…" (typing.go)
 }
 
 var (
@@ -125,6 +128,9 @@ func New(opts Options) (*Channel, error) {
 	if opts.PollTimeout <= 0 {
 		opts.PollTimeout = 50 * time.Second
 	}
+	if opts.StoreRetry <= 0 {
+		opts.StoreRetry = time.Second
+	}
 	if opts.MaxWait <= 0 {
 		opts.MaxWait = 5 * time.Minute
 	}
@@ -135,7 +141,7 @@ func New(opts Options) (*Channel, error) {
 		// for the answer to arrive.
 		http:    &http.Client{Timeout: opts.PollTimeout + 20*time.Second},
 		blocked: map[string]time.Time{}, delivered: map[string]int{}, redact: newRedactor(opts.Token),
-		state: "starting", since: time.Now(), resume: make(chan struct{}, 1),
+		state: "starting", since: time.Now(), resume: make(chan struct{}, 1), typing: newTyping(),
 	}
 	b, err := tg.New(opts.Token, tg.WithServerURL(opts.APIURL), tg.WithSkipGetMe(),
 		tg.WithHTTPClient(opts.PollTimeout, c.http), tg.WithErrorsHandler(func(err error) {

@@ -18,10 +18,12 @@ import (
 
 const token = "99:AAunit-unit_unit-unit_unit-unit_uni"
 
-func newChannel(t *testing.T, bot *mocktelegram.Server, db *store.DB) *telegram.Channel {
+// newChannel is a channel polling bot; opts adds to what it is given.
+func newChannel(t *testing.T, bot *mocktelegram.Server, db *store.DB, opts telegram.Options) *telegram.Channel {
 	t.Helper()
-	c, err := telegram.New(telegram.Options{Token: token, APIURL: bot.URL, AssistantName: "Andy", DB: db, PollTimeout: time.Second,
-		Trigger: func(_ context.Context, jid string) string { return "@Andy" }})
+	opts.Token, opts.APIURL, opts.AssistantName, opts.DB, opts.PollTimeout = token, bot.URL, "Andy", db, time.Second
+	opts.Trigger = func(_ context.Context, jid string) string { return "@Andy" }
+	c, err := telegram.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +83,7 @@ func TestInbound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	c := newChannel(t, bot, db)
+	c := newChannel(t, bot, db, telegram.Options{})
 	s := &sink{failures: 1, got: make(chan struct{}, 10)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -171,7 +173,7 @@ func TestInbound(t *testing.T) {
 // 403 is undeliverable and shown in the status line.
 func TestSend(t *testing.T) {
 	bot := mocktelegram.Start(t, token)
-	c := newChannel(t, bot, nil)
+	c := newChannel(t, bot, nil, telegram.Options{})
 	ctx := context.Background()
 	chat := "tg:-1002"
 

@@ -19,27 +19,27 @@ const (
 )
 
 // typing is the chats shown "typing…", each renewed by a goroutine of its
-// own. They live inside Run: open gives them Run's context, close ends
-// them all and waits, so none outlives the channel.
+// own. They live as long as the channel: from New until Run returns,
+// when close ends them all and waits, so none outlives it.
 type typing struct {
-	mu    sync.Mutex
-	ctx   context.Context // nil outside Run: nothing is shown then
-	chats map[string]chan struct{}
-	wg    sync.WaitGroup
+	mu     sync.Mutex
+	ctx    context.Context // nil once closed: nothing is shown then
+	cancel context.CancelFunc
+	chats  map[string]chan struct{}
+	wg     sync.WaitGroup
 }
 
-func (t *typing) open(ctx context.Context) {
-	t.mu.Lock()
-	t.ctx, t.chats = ctx, map[string]chan struct{}{}
-	t.mu.Unlock()
+func newTyping() *typing {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &typing{ctx: ctx, cancel: cancel, chats: map[string]chan struct{}{}}
 }
 
-// close stops every renewal (cancel is Run's) and waits for them.
-func (t *typing) close(cancel context.CancelFunc) {
+// close stops every renewal and waits for them.
+func (t *typing) close() {
 	t.mu.Lock()
 	t.ctx = nil
 	t.mu.Unlock()
-	cancel()
+	t.cancel()
 	t.wg.Wait()
 }
 
@@ -75,7 +75,7 @@ func (c *Channel) SetTyping(_ context.Context, jid string, on bool) error {
 		c.typing.stop(jid)
 		return nil
 	}
-	t := &c.typing
+	t := c.typing
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.chats[jid]; ok || t.ctx == nil {
