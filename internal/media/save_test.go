@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,6 +59,11 @@ func TestSaveMedia(t *testing.T) {
 		{"huge image", "B1", file("image", "image/png", "", 0, 0, big, nil), "[image 5.0 MB, media/B1.png, too large for the model to view (over 5.0 MB)]", big},
 		{"announced too big", "T1", file("video", "video/mp4", "", 7<<20, 0, nil, errors.New("fetched")), "[video 7.0 MB: not downloaded, larger than the 6.0 MB limit (media.maxBytes)]", nil},
 		{"too big after all", "T2", file("document", "application/pdf", "x.pdf", 10, 0, make([]byte, 6<<20+1), nil), "[document x.pdf, 6.0 MB: not downloaded, larger than the 6.0 MB limit (media.maxBytes)]", nil},
+		{"refused by the channel", "T3", file("document", "application/zip", "a.zip", 0, 0, nil, fmt.Errorf("telegram: %w",
+			&channel.TooBigError{Size: 21 << 20, Limit: 20 << 20, Why: "Telegram lets a bot download files up to 20 MB"})),
+			"[document a.zip, 21.0 MB: not downloaded, larger than the 20.0 MB limit (Telegram lets a bot download files up to 20 MB)]", nil},
+		{"refused by the channel, size unknown", "T4", file("document", "", "", 0, 0, nil, &channel.TooBigError{Limit: 6 << 20, Why: "media.maxBytes"}),
+			"[document: not downloaded, larger than the 6.0 MB limit (media.maxBytes)]", nil},
 		{"download failed", "F1", file("voice note", "audio/ogg", "", 10, 3, nil, errors.New("media expired (410)")), "[voice note: could not be downloaded (media expired (410))]", nil},
 	} {
 		s := in.save(context.Background(), g, channel.Message{ID: tc.id, Media: tc.media})
