@@ -17,7 +17,7 @@ import (
 // The Telegram channel under faults: messages arrive through a mock Bot
 // API while the daemon is killed with kill -9 at random moments, and the
 // mock refuses calls now and then (a 500 on getUpdates or sendMessage, a
-// 429 with retry_after). Each message is its own sender ("tok-C-N") and
+// 429 with retry_after on either, which the mock enforces). Each message is its own sender ("tok-C-N") and
 // says "prompt", so every reply shows which messages it answered. Checked
 // at the end: every message answered, none answered twice unless a kill
 // fell between Telegram accepting the reply and the second copy (the Bot
@@ -46,13 +46,15 @@ func TestChaosTelegram(t *testing.T) {
 	n := 0
 	for c := range cycles {
 		p := in.Start()
-		switch rng.IntN(4) {
+		switch rng.IntN(5) {
 		case 0:
 			bot.FailNext("sendMessage", mocktelegram.Failure{Code: 429, Description: "Too Many Requests: retry after 1", RetryAfter: 1})
 		case 1:
 			bot.FailNext("getUpdates", mocktelegram.Failure{Code: 500, Description: "Internal Server Error"})
 		case 2:
 			bot.FailNext("sendMessage", mocktelegram.Failure{Code: 500, Description: "Internal Server Error"})
+		case 3:
+			bot.FailNext("getUpdates", mocktelegram.Failure{Code: 429, Description: "Too Many Requests: retry after 1", RetryAfter: 1})
 		}
 		for range 1 + rng.IntN(3) {
 			n++
