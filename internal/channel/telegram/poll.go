@@ -144,19 +144,18 @@ func (c *Channel) skip(ctx context.Context, u update, err error, tries map[int64
 // ends; the owner hears of it once per stop, however many retries meet
 // the 409 again.
 func (c *Channel) stop(ctx context.Context, err error) bool {
-	err = c.redact.Err(err)
 	c.mu.Lock()
 	again := c.stopped != nil
-	c.stopped = err
+	c.stopped = ErrConflict // status says it as such: Telegram's own words go to the log
 	if !again {
 		c.stoppedAt = time.Now()
 	}
 	c.mu.Unlock()
 	if !again {
-		c.log.Error().Err(err).Msg("Telegram polling stopped; 'nanoclawd run' again or a config reload tries again")
+		c.log.Error().Err(c.redact.Err(err)).Msg("Telegram polling stopped; 'nanoclawd run' again or a config reload tries again")
 		if c.opts.Outbox != nil {
 			c.opts.Outbox.TellMain(ctx, fmt.Sprintf("[TELEGRAM] Polling stopped: %v. No Telegram message reaches the assistant until then; "+
-				"after that, run 'nanoclawd run' again, or save the config file to make the running daemon try again.", err))
+				"after that, run 'nanoclawd run' again, or save the config file to make the running daemon try again.", ErrConflict))
 		}
 	}
 	select { // a nudge from before this stop is not an answer to it
