@@ -54,8 +54,8 @@ func (c *Channel) sendText(ctx context.Context, chat int64, id, text string) err
 }
 
 // sendParts sends the parts of one outgoing message in order, each with
-// send (given its index), skipping those Telegram accepted before: a retry after a failure
-// in the middle does not repeat the first parts.
+// send (given its index), skipping those Telegram accepted before: a
+// retry after a failure in the middle does not repeat the first parts.
 func (c *Channel) sendParts(ctx context.Context, id string, parts []string, send func(i int, part string) error) error {
 	c.mu.Lock()
 	done := c.delivered[id]
