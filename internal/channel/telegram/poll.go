@@ -103,6 +103,9 @@ func (c *Channel) poll(ctx context.Context, sink channel.Sink) error {
 			if err == nil {
 				err = c.handle(ctx, sink, u.Update)
 			}
+			if err != nil && ctx.Err() != nil {
+				return nil // cut short by the shutdown, not a failure of the update
+			}
 			if err != nil && !c.skip(ctx, u, err, tries) {
 				// Not confirmed: the next getUpdates starts at this one.
 				if !store.pause(ctx) {
