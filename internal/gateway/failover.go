@@ -128,6 +128,7 @@ func (r *Gateway) attempt(in *http.Request, t Target, real string, body []byte, 
 	}
 	out.Header = in.Header.Clone()
 	keepHeaders(out.Header)
+	out.Header.Set("Accept-Encoding", identity) // the meter reads the answer (decode.go)
 	credentialFor(out.Header, t, real)
 	timer := time.AfterFunc(timeout, cancel)
 	resp, err := upstreamTransport.RoundTrip(out)
@@ -139,6 +140,10 @@ func (r *Gateway) attempt(in *http.Request, t Target, real string, body []byte, 
 			return nil, nil, nil, errSilent{"response headers", timeout}
 		}
 		return nil, nil, nil, shortErr(err)
+	}
+	if enc := decode(resp); enc != "" {
+		r.cfg.Log.Warn().Str("group", r.cfg.Group).Str("upstream", t.Key()).Str("encoding", enc).
+			Msg("the model upstream compressed its answer in a way the relay cannot read; it goes to the agent as it came, and its usage is not counted")
 	}
 	if failoverStatus[resp.StatusCode] {
 		timer.Stop()

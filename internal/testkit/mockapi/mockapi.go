@@ -1,9 +1,10 @@
 // Package mockapi is a local stand-in for the Anthropic Messages API, for
 // tests that run the real Claude Agent SDK (and the claude CLI it starts)
 // against scripted model turns. It streams server-sent events the way the
-// real API does, records every request body so a test can prove a secret
-// never left the machine, and answers the side requests the CLI makes
-// (token counting, session titles) with something sane.
+// real API does, compressed when the request allows it (encoding.go),
+// records every request body so a test can prove a secret never left the
+// machine, and answers the side requests the CLI makes (token counting,
+// session titles) with something sane.
 package mockapi
 
 import (
@@ -45,6 +46,8 @@ type Request struct {
 	Header http.Header
 	Body   []byte
 	At     time.Time // when it arrived
+	// Encoding is how the mock encodes its answer ("" = not compressed).
+	Encoding string
 }
 
 // Server is a running mock. Its URL goes into ANTHROPIC_BASE_URL.
@@ -61,6 +64,7 @@ type Server struct {
 	usage    Usage
 	failure  *failure
 	hang     chan struct{} // non-nil: Messages requests get no answer until it closes
+	encoding string        // SetEncoding's
 }
 
 // Usage is what every answer reports it used; the default is 10 input
@@ -223,8 +227,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	enc := s.encodingFor(r.Header)
 	s.mu.Lock()
-	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, At: time.Now()})
+	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, At: time.Now(), Encoding: enc})
 	fail, hang := s.failure, s.hang
 	s.mu.Unlock()
 	if hang != nil && strings.HasPrefix(r.URL.Path, "/v1/messages") {
@@ -234,6 +239,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	w, done := encoded(w, enc)
+	defer done()
 	if fail != nil && strings.HasPrefix(r.URL.Path, "/v1/messages") {
 		if fail.retryAfter != "" {
 			w.Header().Set("Retry-After", fail.retryAfter)
