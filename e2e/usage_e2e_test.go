@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -66,6 +67,23 @@ func usageJSON(t *testing.T, in *e2e.Install, args ...string) map[string]usage.T
 	return m
 }
 
+// assertCompressed fails unless the mock answered each request so far in
+// the encodings given, each asked for as it is (identity): otherwise the
+// test did not meter what it says it did.
+func assertCompressed(t *testing.T, mock *mockapi.Server, encodings ...string) {
+	t.Helper()
+	var got []string
+	for i, r := range mock.Log() {
+		got = append(got, r.Encoding)
+		if ae := r.Header.Get("Accept-Encoding"); ae != "identity" {
+			t.Errorf("request %d asked the API for %q, not identity", i, ae)
+		}
+	}
+	if !slices.Equal(got, encodings) {
+		t.Fatalf("the mock answered in %q, want %q", got, encodings)
+	}
+}
+
 func countMessages(in *e2e.Install, chat, prefix string) int {
 	n := 0
 	for _, m := range e2e.InChat(in.AllSent(), chat) {
@@ -79,16 +97,21 @@ func countMessages(in *e2e.Install, chat, prefix string) int {
 // Every request of a confined group and of the main group passes the
 // relay, which counts exactly the tokens the model API reported — the
 // final output count, not added to message_start's — at the configured
-// price; the main group's agent holds a placeholder, not the key.
+// price, also when the API compresses its answers although the relay asked
+// for them as they are (gzip for family, br for main); the main group's
+// agent holds a placeholder, not the key.
 func TestUsageCountedAtTheRelay(t *testing.T) {
 	mock := mockapi.New(t)
 	mock.SetUsage(mockUsage)
 	in, realKey := usageInstall(t, mock, "")
 
+	mock.SetEncoding("gzip")
 	in.Post("local:family", "Ann", "api 2")
 	in.WaitFor("local:family", func(s string) bool { return strings.HasPrefix(s, "api 2 ok") })
+	mock.SetEncoding("br")
 	in.Post("local:main", "Owner", "api 1")
 	in.WaitFor("local:main", func(s string) bool { return strings.HasPrefix(s, "api 1 ok") })
+	assertCompressed(t, mock, "gzip", "gzip", "br")
 
 	got := usageJSON(t, in)
 	for group, n := range map[string]int64{"family": 2, "main": 1} {
@@ -131,6 +154,7 @@ func TestUsageCountedAtTheRelay(t *testing.T) {
 func TestBudgetStopsAGroup(t *testing.T) {
 	mock := mockapi.New(t)
 	mock.SetUsage(mockUsage)
+	mock.SetEncoding("gzip") // an unkind upstream: metered all the same
 	in, _ := usageInstall(t, mock, `, "budget": {"daily": 0.005}`)
 	override := filepath.Join(t.TempDir(), "main.json")
 	os.WriteFile(override, []byte(`{"budget": {"daily": 0.009}}`), 0o600)
@@ -151,6 +175,7 @@ func TestBudgetStopsAGroup(t *testing.T) {
 	if n := len(mock.Log()); n != 1 {
 		t.Errorf("the model API got %d requests, want 1: the group's budget was spent after the first", n)
 	}
+	assertCompressed(t, mock, "gzip")
 	// The main group spends past agent.budget's $0.005 (not its limit) and
 	// is warned at 80 % of its own $0.009.
 	in.Post("local:main", "Owner", "api 1")
