@@ -26,10 +26,8 @@ func modelsInstall(t *testing.T, w *world, p1URL, p2URL string) *e2e.Install {
 // messagesModels are the models of the Messages requests s received.
 func messagesModels(s *mockapi.Server) []string {
 	var out []string
-	for _, r := range s.Log() {
-		if r.Path == "/v1/messages" {
-			out = append(out, r.Model())
-		}
+	for _, r := range messagesRequests(s) {
+		out = append(out, r.Model())
 	}
 	return out
 }
