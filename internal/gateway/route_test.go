@@ -249,7 +249,7 @@ func TestRelayKeepsServerToolsFromConfinedGroups(t *testing.T) {
 		up := newUpstream(t, "ok")
 		rep := &reports{}
 		run, client := open(t, Config{Group: "family", Self: "127.0.0.1:3128", Reporter: rep, Tools: c.tools,
-			Upstream: up.URL, Secrets: map[string]string{"ANTHROPIC_API_KEY": "sk"}})
+			AllowedDomains: []string{"evil.example"}, Upstream: up.URL, Secrets: map[string]string{"ANTHROPIC_API_KEY": "sk"}})
 		if status, body := ask(t, client, run.Env()["ANTHROPIC_API_KEY"], req, beta); status != 200 {
 			t.Fatalf("%d %s", status, body)
 		}

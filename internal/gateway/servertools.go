@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -14,7 +15,9 @@ import (
 // key, so the relay takes them out of the request unless the group's
 // tools name them ("web_search", "web_fetch", "code_execution", a
 // tool's type such as "web_search_20250305", or "mcp_servers"), and
-// audits what it took out.
+// audits what it took out. What it lets through is held to the group's
+// network policy (fence.go): URL sources and MCP servers by host, web
+// search and fetch by their allowed_domains.
 
 // betaFeatures maps a beta header's prefix to the name that allows it.
 var betaFeatures = map[string]string{
@@ -35,7 +38,13 @@ func (r *Gateway) modelOnly(w http.ResponseWriter, req *http.Request, body []byt
 	allowed := func(names ...string) bool {
 		return slices.ContainsFunc(names, func(n string) bool { return n != "" && slices.Contains(r.cfg.Tools, n) })
 	}
+	if refused := r.unreachables(m, allowed("mcp_servers")); len(refused) > 0 {
+		r.refuseUnreachable(w, req, refused)
+		return nil, false
+	}
 	var removed []string
+	var unfenced []unreachable // web tools' own allowed_domains beyond the group's reach
+	var unheld []string        // web tools the group's domains cannot bound
 	if raw, ok := m["tools"]; ok {
 		var tools []map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &tools); err != nil {
@@ -44,21 +53,34 @@ func (r *Gateway) modelOnly(w http.ResponseWriter, req *http.Request, body []byt
 		}
 		kept := tools[:0]
 		var dropped []string
+		fenced := false
 		for _, t := range tools {
 			typ, name := str(t["type"]), str(t["name"])
-			if typ == "" || typ == "custom" || allowed(name, typ, family(typ)) {
+			server := typ != "" && typ != "custom"
+			if !server || allowed(name, typ, family(typ)) {
+				if server && webTools[family(typ)] {
+					bad, ok := r.fenceWebTool(t)
+					unfenced, fenced = append(unfenced, bad...), true
+					if !ok {
+						unheld = append(unheld, typ)
+						dropped = append(dropped, name)
+						continue
+					}
+				}
 				kept = append(kept, t)
 				continue
 			}
 			removed = append(removed, "server tool "+typ)
 			dropped = append(dropped, name)
 		}
-		if len(dropped) > 0 {
+		if fenced || len(dropped) > 0 {
 			if len(kept) == 0 {
 				delete(m, "tools")
 			} else {
 				m["tools"], _ = json.Marshal(kept)
 			}
+		}
+		if len(dropped) > 0 {
 			var choice struct{ Name string }
 			if json.Unmarshal(m["tool_choice"], &choice) == nil && (slices.Contains(dropped, choice.Name) || len(kept) == 0) {
 				delete(m, "tool_choice")
@@ -85,6 +107,14 @@ func (r *Gateway) modelOnly(w http.ResponseWriter, req *http.Request, body []byt
 		if len(keep) > 0 {
 			req.Header.Set("Anthropic-Beta", strings.Join(keep, ","))
 		}
+	}
+	for _, u := range unfenced {
+		r.report(req.Context(), u.target, fmt.Sprintf("%s %s: %s named %s, which this group may not reach (%s): left out of the tool's domains",
+			req.Method, req.URL.Path, u.what, u.target, u.ref.why), u.ref.rule)
+	}
+	if len(unheld) > 0 {
+		r.report(req.Context(), target, target+": the model-API relay removed "+strings.Join(unheld, ", ")+
+			": this group's network.allowedDomains names no domain the API's allowed_domains could hold it to; add the domains it may reach there", "relay")
 	}
 	if len(removed) > 0 {
 		r.report(req.Context(), target, target+": the model-API relay removed what would make the API act on the network for this group ("+
