@@ -30,6 +30,8 @@
 //	HOSTILE_MEMFD   hold this many MiB in a memfd, then wait to be stopped
 //	HOSTILE_ESCAPE  a command line: try to leave something behind that runs
 //	                as someone else, and to widen the kernel surface (escape.go)
+//	HOSTILE_API     Messages request bodies, one per line, sent through the
+//	                model-API relay with the run's placeholder (api.go)
 package main
 
 import (
@@ -73,6 +75,9 @@ func main() {
 	if strings.Contains(string(input), "plant links") {
 		// First, so that the report's size cap never cuts these lines.
 		plantLinks(lines(os.Getenv("HOSTILE_LINK")), say)
+	}
+	if bodies := lines(os.Getenv("HOSTILE_API")); len(bodies) > 0 {
+		askAPI(bodies, say) // before the reads, which may fill the report
 	}
 	say("ENV %s", strings.Join(os.Environ(), " "))
 	targets := lines(os.Getenv("HOSTILE_READ"))
