@@ -16,7 +16,8 @@
 //     group's provider and model, fails over to the next upstream before
 //     the answer began, bounds a silent one (failover.go, route.go), and
 //     keeps the API's own network reach from a confined group
-//     (servertools.go).
+//     (servertools.go, fence.go); it meters each answer as the upstream
+//     sent it, decoded should it come compressed (meter.go, decode.go).
 //
 // Every refusal is reported as a network violation. The agent's own
 // process never holds the real API key or OAuth token.
