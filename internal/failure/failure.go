@@ -13,7 +13,7 @@ import (
 
 // Failure is what an agent's error says, in words for people.
 type Failure struct {
-	Kind string // "credential", "request", "overloaded", "unreachable", "other"
+	Kind string // "credential", "request", "overloaded", "unreachable", "budget", "fenced", "other"
 	What string // what failed, for the chat: no detail, nothing secret
 	Fix  string // what the owner can do
 	// Final: a retry fails the same way, so the run ends.
@@ -68,6 +68,10 @@ var unansweredRE = regexp.MustCompile(`(?i)nanoclaw relay: (no model upstream an
 func Classify(errText string) Failure {
 	if m := budgetRE.FindString(errText); m != "" {
 		return Failure{"budget", "the " + m, "The owner can raise it: agent.budget in the config, or budget in the group's override.", true}
+	}
+	if gateway.Fenced(errText) {
+		return Failure{"fenced", "it asked the model API to fetch from where this group may not reach",
+			"The [SANDBOX ALERT] names the host: /allow with its code, or add it to the group's network.allowedDomains.", true}
 	}
 	if unansweredRE.MatchString(errText) && gateway.Limited(errText) {
 		return Failure{"overloaded", "the model API is overloaded or over its rate limit",

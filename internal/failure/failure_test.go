@@ -26,6 +26,7 @@ func TestClassify(t *testing.T) {
 		{"API Error: 429 rate_limit_error", "overloaded", false},
 		{`API Error: 400 {"type":"error","error":{"type":"invalid_request_error","message":"nanoclaw relay: no model upstream answered (p1/x: no response headers within 60s; p2/y: HTTP 529, Overloaded)"}}`, "unreachable", true},
 		{`API Error: 400 {"type":"error","error":{"type":"invalid_request_error","message":"nanoclaw relay: no model upstream answered (anthropic: HTTP 429, slow down; local/qwen: HTTP 529)"}}`, "overloaded", true},
+		{`API Error: 400 {"type":"error","error":{"type":"invalid_request_error","message":"nanoclaw sandbox: this request was not sent: it would have the model API fetch from where group family may not reach: image source at evil.example (not in network.allowedDomains)."}}`, "fenced", true},
 		{"error_max_turns", "other", false},
 		{"", "other", false},
 	} {

@@ -114,11 +114,18 @@ func (r *Gateway) refuseUnreachable(w http.ResponseWriter, req *http.Request, re
 		lines = append(lines, fmt.Sprintf("%s at %s (%s)", u.what, u.target, u.ref.why))
 	}
 	apiError(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf(
-		"nanoclaw sandbox: this request was not sent: it would have the model API fetch from where group %s may not reach: %s. "+
+		fencedText+": it would have the model API fetch from where group %s may not reach: %s. "+
 			"The owner can allow a host with the /allow code of the alert they were sent, or by adding it to the group's network.allowedDomains; "+
 			"until then, send the content itself (base64) instead of its URL.",
 		r.cfg.Group, strings.Join(lines, "; ")))
 }
+
+// fencedText begins the agent's error for a request refused so.
+const fencedText = "nanoclaw sandbox: this request was not sent"
+
+// Fenced tells whether an agent's error is the relay's refusal of a
+// request the API would have fetched for beyond the group's reach.
+func Fenced(errText string) bool { return strings.Contains(errText, fencedText) }
 
 // webTools are the server tools the API's own allowed_domains bounds.
 var webTools = map[string]bool{"web_search": true, "web_fetch": true}
