@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,38 +33,47 @@ type unreachable struct {
 
 // unreachables checks every URL the API would fetch or connect to for m;
 // mcp_servers only when they go upstream at all (mcp: the group's tools
-// name them).
+// name them). Each member of m is re-encoded from the tree it checked, so
+// the upstream reads exactly that: a key written twice, or "URL" beside
+// "url", cannot mean one thing here and another there.
 func (r *Gateway) unreachables(m map[string]json.RawMessage, mcp bool) []unreachable {
 	var out []unreachable
-	check := func(what, raw string) {
-		target, ref := r.reach(raw)
+	check := func(what string, raw any) {
+		u, _ := raw.(string)
+		target, ref := r.reach(u)
 		if ref != nil && !slices.ContainsFunc(out, func(u unreachable) bool { return u.target == target }) {
 			out = append(out, unreachable{what, target, ref}) // once a host: one violation, one /allow
 		}
 	}
-	for _, raw := range m {
+	for k, raw := range m {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber() // numbers go on as written
 		var v any
-		if json.Unmarshal(raw, &v) == nil {
-			sources(v, func(typ, u string) { check(strings.TrimSpace(typ+" source"), u) })
+		if dec.Decode(&v) != nil {
+			continue // not JSON: the upstream refuses it as we would
 		}
-	}
-	if mcp {
-		var servers []struct{ Name, URL string }
-		json.Unmarshal(m["mcp_servers"], &servers)
-		for _, s := range servers {
-			check("MCP server "+s.Name, s.URL)
+		sources(v, func(typ string, u any) { check(strings.TrimSpace(typ+" source"), u) })
+		if servers, ok := v.([]any); ok && k == "mcp_servers" && mcp {
+			for _, s := range servers {
+				if s, ok := s.(map[string]any); ok {
+					name, _ := s["name"].(string)
+					check("MCP server "+name, s["url"])
+				}
+			}
 		}
+		m[k], _ = json.Marshal(v)
 	}
 	return out
 }
 
 // sources calls fn for each object of a decoded JSON tree whose "source"
-// is an object with a "url": the object's type and the URL.
-func sources(v any, fn func(typ, url string)) {
+// is an object with a "url": the object's type and the URL (a string, or
+// anything else the API would refuse).
+func sources(v any, fn func(typ string, url any)) {
 	switch x := v.(type) {
 	case map[string]any:
 		if src, ok := x["source"].(map[string]any); ok {
-			if u, ok := src["url"].(string); ok {
+			if u, ok := src["url"]; ok {
 				typ, _ := x["type"].(string)
 				fn(typ, u)
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/mockapi"
 )
 
 // withContent is a request whose first user message holds block.
@@ -50,23 +51,30 @@ func TestRelayFencesWhatTheAPIWouldFetch(t *testing.T) {
 			[]string{"mcp_servers"}, []string{"mcp.evil.example"}},
 		{"mcp server allowed", `{"model":"m","messages":[],"mcp_servers":[{"type":"url","url":"https://mcp.example.org/sse","name":"near"}]}`,
 			[]string{"mcp_servers"}, nil},
+		{"mcp server behind a key in another case", `{"model":"m","messages":[],"mcp_servers":[{"type":"url","url":"https://mcp.evil.example/sse","URL":"https://mcp.example.org/sse"}]}`,
+			[]string{"mcp_servers"}, []string{"mcp.evil.example"}},
+		{"a key written twice goes on as checked", withContent(`{"type":"image","source":{"type":"url","url":"https://evil.example/x.png","url":"https://img.example.org/x.png"}}`),
+			nil, nil},
 		{"mcp servers not allowed at all: removed, not refused", `{"model":"m","messages":[],"mcp_servers":[{"type":"url","url":"https://mcp.evil.example/sse"}]}`,
 			nil, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			up := newUpstream(t, "ok")
+			up := mockapi.New(t) // keeps each request's bytes as they came
 			rep := &reports{}
 			run, client := open(t, Config{Group: "family", Self: "127.0.0.1:3128", Reporter: rep, Tools: c.tools,
 				AllowedDomains: allowed, DeniedDomains: denied, Upstream: up.URL, Secrets: map[string]string{"ANTHROPIC_API_KEY": "sk"}})
 			status, body := ask(t, client, run.Env()["ANTHROPIC_API_KEY"], c.body, "")
 			if c.refused == nil {
-				if status != 200 || len(up.requests()) != 1 {
+				if status != 200 || len(up.Log()) != 1 {
 					t.Fatalf("refused: %d %s", status, body)
+				}
+				if up.Contains("evil.example") {
+					t.Errorf("the upstream read a host the group may not reach: %s", up.Log()[0].Body)
 				}
 				return
 			}
-			if status != 400 || len(up.requests()) != 0 {
-				t.Fatalf("%d %s; the upstream got %d requests", status, body, len(up.requests()))
+			if status != 400 || len(up.Log()) != 0 {
+				t.Fatalf("%d %s; the upstream got %d requests", status, body, len(up.Log()))
 			}
 			var e struct {
 				Error struct{ Type, Message string }
