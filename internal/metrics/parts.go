@@ -37,7 +37,7 @@ type Parts struct {
 // violation kind, registered group and model API problem.
 func (src Parts) Snapshot(ctx context.Context) (Snapshot, error) {
 	s := Snapshot{MessagesIn: map[string]float64{}, MessagesOut: map[string]float64{}, Runs: map[string]float64{"ok": 0, "error": 0},
-		IPC: map[string]float64{"handled": 0, "refused": 0},
+		IPC:        map[string]float64{"handled": 0, "refused": 0},
 		Violations: map[string]float64{}, Connected: map[string]bool{}, ModelAPI: map[string]bool{}}
 	for _, ch := range *src.Channels {
 		s.MessagesIn[ch.Name()], s.MessagesOut[ch.Name()] = 0, 0
