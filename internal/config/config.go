@@ -45,8 +45,9 @@ type Config struct {
 	// Providers are upstreams that speak the Messages API, by name
 	// (models.go); "anthropic" is built in.
 	Providers map[string]Provider `json:"providers"`
-	// Console is the owner's web console and its /metrics.
-	Console Console `json:"console" reload:"restart"`
+	// Console is the owner's web console and its /metrics (its address
+	// and TLS apply at a restart, metricsToken at once).
+	Console Console `json:"console"`
 	// Retention: how long the database keeps what it records (read at
 	// each daily pruning, so an edit applies from the next one).
 	Retention Retention `json:"retention"`
@@ -68,9 +69,9 @@ type Telegram struct {
 	// Token is the bot's token from @BotFather; "" means the environment's
 	// TELEGRAM_BOT_TOKEN, read when the channel starts, so that a token in
 	// nanoclawd.env (loaded after the config) counts.
-	Token string `json:"token" reload:"restart"`
+	Token string `json:"token" reload:"restart" secret:"true"`
 	// APIURL is the Bot API server: methods at {APIURL}/bot{token}/{method}.
-	APIURL string `json:"apiURL" validate:"required,http_url" reload:"restart"`
+	APIURL string `json:"apiURL" validate:"required,http_url" reload:"restart" secret:"url"`
 }
 
 // TelegramTokenEnv is where the bot token comes from when the config
@@ -158,8 +159,8 @@ type Media struct {
 // and Model). Neither set: voice notes reach the agent untranscribed.
 type Transcribe struct {
 	Command []string `json:"command" validate:"omitempty,dive,required"`
-	URL     string   `json:"url" validate:"omitempty,http_url"`
-	APIKey  string   `json:"apiKey"`
+	URL     string   `json:"url" validate:"omitempty,http_url" secret:"url"`
+	APIKey  string   `json:"apiKey" secret:"true"`
 	Model   string   `json:"model" validate:"required"`
 	Timeout Duration `json:"timeout" validate:"gt=0"`
 }

@@ -8,13 +8,14 @@ import (
 
 // Console is the owner's console the daemon serves (internal/console).
 type Console struct {
-	Enabled bool `json:"enabled"`
+	Enabled bool `json:"enabled" reload:"restart"`
 	// Listen is host:port; port 0 takes any free port (tests), which
 	// `nanoclawd status` and `nanoclawd console --url` then name.
-	Listen string `json:"listen"`
+	Listen string `json:"listen" reload:"restart"`
 	// MetricsToken is the bearer token GET /metrics wants; "" = no /metrics.
-	MetricsToken string     `json:"metricsToken"`
-	TLS          ConsoleTLS `json:"tls"`
+	// It is read at each scrape, so an edit applies at once.
+	MetricsToken string     `json:"metricsToken" secret:"true"`
+	TLS          ConsoleTLS `json:"tls" reload:"restart"`
 }
 
 // ConsoleTLS is the certificate a console on a non-loopback address

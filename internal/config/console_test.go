@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -28,5 +29,20 @@ func TestConsoleListen(t *testing.T) {
 		case c.want != "" && strings.Count(err.Error(), "\n") > 0:
 			t.Errorf("%s: want one line, got %q", c.src, err)
 		}
+	}
+}
+
+// A new console.metricsToken applies at the reload (each scrape reads the
+// config in force); the address and TLS wait for a restart.
+func TestConsoleMetricsTokenReloadsLive(t *testing.T) {
+	old, next := Default(), Default()
+	next.Console.MetricsToken, next.Console.Listen = "new-token", "127.0.0.1:7000"
+	live, restart := Diff(&old, &next)
+	if !slices.Equal(live, []string{"console.metricsToken"}) || !slices.Equal(restart, []string{"console.listen"}) {
+		t.Errorf("live %v, restart %v", live, restart)
+	}
+	next.KeepRestartOnly(&old)
+	if next.Console.MetricsToken != "new-token" || next.Console.Listen != DefaultConsoleListen {
+		t.Errorf("after the reload: token %q, listen %q", next.Console.MetricsToken, next.Console.Listen)
 	}
 }

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"net/url"
@@ -15,23 +14,13 @@ import (
 // Provider is an upstream that speaks the Messages API (providers.NAME):
 // another account, a proxy, or a local model server.
 type Provider struct {
-	URL        string `json:"url"`
-	Credential string `json:"credential"`
+	URL        string `json:"url" secret:"url"`
+	Credential string `json:"credential" secret:"true"`
 	// Auth: "x-api-key" (the default) or "bearer" (Authorization: Bearer
 	// and no X-Api-Key).
 	Auth string `json:"auth"`
 	// Models maps our name of a model to the provider's.
 	Models map[string]string `json:"models"`
-}
-
-// MarshalJSON writes p with its credential hidden: the config in force
-// is shown by status.
-func (p Provider) MarshalJSON() ([]byte, error) {
-	type plain Provider
-	if p.Credential != "" {
-		p.Credential = "(set)"
-	}
-	return json.Marshal(plain(p))
 }
 
 // Fallback is one entry of agent.fallback.

@@ -72,7 +72,7 @@ func TestRoute(t *testing.T) {
 	if def := cfg.Route(security.Effective{}, ""); def.Targets[0].URL != gateway.DefaultUpstream || !def.Targets[0].Builtin {
 		t.Errorf("the default route %+v", def.Targets[0])
 	}
-	b, _ := json.Marshal(cfg)
+	b, _ := json.Marshal(cfg.Masked())
 	if strings.Contains(string(b), "sk-work") {
 		t.Errorf("the config as status prints it shows a provider's credential: %s", b)
 	}

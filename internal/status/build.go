@@ -187,7 +187,7 @@ func Build(ctx context.Context, s Sources) (Report, error) {
 	if r.ModelAPI, err = usage.HealthOf(ctx, s.DB); err != nil {
 		return r, err
 	}
-	if r.Config, err = json.Marshal(cfg); err != nil {
+	if r.Config, err = json.Marshal(cfg.Masked()); err != nil {
 		return r, err
 	}
 	r.Console = s.Console

@@ -38,7 +38,7 @@ type Report struct {
 	NextTasks      []Task          `json:"nextTasks"`
 	Violations24h  []Violations    `json:"violations24h"`
 	ModelAPI       []usage.Health  `json:"modelApi"`       // standing problems: a refused credential, a rate limit
-	Config         json.RawMessage `json:"config"`         // the config in force
+	Config         json.RawMessage `json:"config"`         // the config in force, its secrets masked (config.Masked)
 	PendingRestart []string        `json:"pendingRestart"` // keys edited in the file that apply only after a restart
 	// Backup is the last backup's outcome (nil: none recorded yet) and
 	// when the next scheduled one is due (nil: none scheduled).
