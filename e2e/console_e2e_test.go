@@ -7,10 +7,9 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"os"
-	"os/exec"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
@@ -26,22 +25,21 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/testkit/mockapi"
 )
 
-// ScreenshotEnv, set to a path, makes TestConsoleInABrowser save its
-// screenshot of the overview there (docs/console.png is made so).
-const ScreenshotEnv = "NANOCLAWD_CONSOLE_SCREENSHOT"
+// ScreenshotEnv, set to a directory, makes TestConsoleInABrowser save its
+// screenshots there: console.png (the overview), console-group.png and
+// console-usage.png (docs/ has them so).
+const ScreenshotEnv = "NANOCLAWD_CONSOLE_SCREENSHOTS"
 
 // The owner's console, from outside: nothing without a session (also
 // from loopback), a login URL that works once, in a real headless
 // Chromium: every group and the spend chart, a pause through the page
 // that holds the group's next message and is audited as the chat's
 // /pause, a violation that appears without a reload; POSTs without the
-// console's Origin or CSRF token refused; /metrics only with its token,
-// in Prometheus text.
+// console's Origin or CSRF token refused; pages as an owner reads them
+// (cents, one time format, sentences, the live column after a reload, the
+// policy as a table); /metrics only with its token, in Prometheus text.
+// console_session_e2e_test.go attacks the session.
 func TestConsoleInABrowser(t *testing.T) {
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatal("this test drives Debian's chromium: run 'apt-get install chromium' (make deps says so)")
-	}
 	// Agents that call a mock model API through the relay, so work has
 	// spent something by the time the owner looks.
 	mock := mockapi.New(t)
@@ -58,17 +56,22 @@ func TestConsoleInABrowser(t *testing.T) {
 	in.Start()
 	in.Post("local:work", "Bob", "api 2")
 	in.WaitFor("local:work", func(s string) bool { return strings.HasPrefix(s, "api 2 ok") })
+	// Some turns cost a fraction of a cent, which the console shows.
+	in.Post("local:family", "Eve", "api 1")
+	in.WaitFor("local:family", func(s string) bool { return strings.HasPrefix(s, "api 1 ok") })
 
 	login := strings.TrimSpace(in.CLI("console", "--url"))
-	if !regexp.MustCompile(`^http://127\.0\.0\.1:\d+/login\?token=[A-Za-z0-9_-]{40,}$`).MatchString(login) {
+	if !regexp.MustCompile(`^http://nanoclawd\.localhost:\d+/login\?token=[A-Za-z0-9_-]{40,}$`).MatchString(login) {
 		t.Fatalf("console --url printed %q", login)
 	}
 	u, _ := url.Parse(login)
 	origin := u.Scheme + "://" + u.Host
+	byAddr := "http://127.0.0.1:" + u.Port() // Prometheus scrapes the address
+	anon := localClient()
 
 	t.Run("nothing without a session", func(t *testing.T) {
 		for _, p := range []string{"/", "/groups/family", "/usage", "/violations", "/events", "/assets/console.js", "/metrics"} {
-			resp, err := http.Get(origin + p)
+			resp, err := anon.Get(origin + p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +84,7 @@ func TestConsoleInABrowser(t *testing.T) {
 				t.Errorf("GET %s without a session shows a group: %s", p, b)
 			}
 		}
-		resp, err := http.Post(origin+"/api/groups/family/pause", "application/json", nil)
+		resp, err := anon.Post(origin+"/api/groups/family/pause", "application/json", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,16 +94,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		}
 	})
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.WindowSize(1280, 1000))
-	if os.Geteuid() == 0 {
-		// Chromium's own sandbox needs user namespaces it will not use as
-		// root; the page it shows here is our own console.
-		opts = append(opts, chromedp.NoSandbox)
-	}
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
+	ctx := chromium(t, 3*time.Minute)
 	wait := chromedp.WithPollingTimeout(90 * time.Second)
 
 	if err := chromedp.Do(ctx, chromedp.Navigate(login), chromedp.WaitVisible("#groups")); err != nil {
@@ -121,18 +115,22 @@ func TestConsoleInABrowser(t *testing.T) {
 	// work's spend today is a bar of the chart, and its line says it
 	// against its budget.
 	bars, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll("svg.chart rect title")].map(t => t.textContent).join("\n")`))
-	if err != nil || !strings.Contains(bars, "work ") || !strings.Contains(bars, "$0.02") {
-		t.Errorf("the chart has no bar of work's $0.02: %q %v", bars, err)
+	if err != nil || !strings.Contains(bars, "work ") || !strings.Contains(bars, "$0.02") || !strings.Contains(bars, "0.81¢") {
+		t.Errorf("the chart has no bar of work's $0.02 and family's 0.81¢: %q %v", bars, err)
 	}
-	if !strings.Contains(table, "$0.02 of $1.00") {
-		t.Errorf("the overview does not show work's spend against its budget:\n%s", table)
+	// The axis reads real values: cents up to the round value above work's bar.
+	if axis, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll("svg.chart text[data-axis]")].map(t => t.textContent).join(" ")`)); err != nil || axis != "2.5¢ 1.25¢ 0¢" {
+		t.Errorf("the spend axis reads %q, want 2.5¢ 1.25¢ 0¢ (%v)", axis, err)
+	}
+	if !strings.Contains(table, "$0.02 of $1.00") || !strings.Contains(table, "0.81¢ of $1.00") {
+		t.Errorf("the overview does not show work's and family's spend against their budget:\n%s", table)
 	}
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("live").textContent === "live"`, wait)); err != nil {
 		t.Fatalf("the page's event stream did not open: %v", err)
 	}
 
 	t.Run("the URL works once", func(t *testing.T) {
-		resp, err := http.Get(login)
+		resp, err := anon.Get(login)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -273,8 +271,15 @@ func TestConsoleInABrowser(t *testing.T) {
 				t.Errorf("the group page of work does not show %q", want)
 			}
 		}
-		// Its policy is what security show prints (less the sandbox plan).
-		m := regexp.MustCompile(`(?s)<pre>(.*)</pre>`).FindStringSubmatch(page)
+		// Its policy reads as a table of what it may read, write and
+		// reach, and behind a disclosure is what security show prints
+		// (less the sandbox plan).
+		for _, want := range []string{"<th>May read</th>", "<th>May write</th>", "<th>May reach</th>", "no network", "<details>"} {
+			if !strings.Contains(page, want) {
+				t.Errorf("the group page's policy table lacks %q", want)
+			}
+		}
+		m := regexp.MustCompile(`(?s)<details>.*<pre>(.*)</pre>`).FindStringSubmatch(page)
 		var shown, cli map[string]any
 		if m == nil || json.Unmarshal([]byte(html.UnescapeString(m[1])), &shown) != nil {
 			t.Fatalf("no policy on the group page:\n%s", page)
@@ -286,25 +291,45 @@ func TestConsoleInABrowser(t *testing.T) {
 		if !reflect.DeepEqual(shown, cli) {
 			t.Errorf("the group page's policy differs from security show:\n%v\n%v", shown, cli)
 		}
-		if u := get("/usage"); strings.Count(u, `<svg class="chart"`) != 2 {
-			t.Errorf("the usage page has not its two charts:\n%s", u)
+		if u := get("/usage"); strings.Count(u, `<svg class="chart"`) != 2 || !strings.Contains(u, "<th>Provider</th>") ||
+			!strings.Contains(u, "<td>work</td><td>anthropic</td><td>claude-sonnet-4-5") {
+			t.Errorf("the usage page has not its two charts and its rows by provider and model:\n%s", u)
 		}
 		if v := get("/violations"); !strings.Contains(v, "evil.example.com") || !strings.Contains(v, "paused-by-owner") {
 			t.Errorf("the violations page lacks the violation or the pause:\n%s", v)
 		}
 	})
 
-	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil || !strings.HasPrefix(string(shot), "\x89PNG") {
-		t.Errorf("screenshot: %v", err)
-	} else if p := os.Getenv(ScreenshotEnv); p != "" {
-		if err := os.WriteFile(p, shot, 0o644); err != nil {
-			t.Error(err)
+	// After a reload the live column still shows what happened, newest
+	// first, in the one time format (24 h, no AM/PM anywhere).
+	if err := chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible("#groups")); err != nil {
+		t.Fatal(err)
+	}
+	lines, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#events li")].map(li => li.textContent)`))
+	if err != nil || len(lines) == 0 || len(lines) > 20 || !strings.Contains(strings.Join(lines, "\n"), "evil.example.com") {
+		t.Errorf("the live column after a reload: %q %v", lines, err)
+	}
+	for _, l := range lines {
+		if !regexp.MustCompile(`^[A-Z][a-z]{2} \d{1,2} \d{2}:\d{2}:\d{2} `).MatchString(l) {
+			t.Errorf("a live line does not start with the time: %q", l)
 		}
+		if strings.Contains(l, "network network") {
+			t.Errorf("a violation does not read as a sentence: %q", l)
+		}
+	}
+	screenshot(t, ctx, "console.png")
+	for _, p := range []struct{ path, file string }{{"/groups/work", "console-group.png"}, {"/usage", "console-usage.png"}} {
+		if err := chromedp.Do(ctx, chromedp.Navigate(origin+p.path), chromedp.WaitVisible("#events")); err != nil {
+			t.Fatal(err)
+		}
+		if s := bodyText(t, ctx); regexp.MustCompile(`\d (AM|PM)\b`).MatchString(s) {
+			t.Errorf("%s shows a 12-hour time:\n%s", p.path, s)
+		}
+		screenshot(t, ctx, p.file)
 	}
 
 	t.Run("metrics", func(t *testing.T) {
-		req, _ := http.NewRequest("GET", origin+"/metrics", nil)
+		req, _ := http.NewRequest("GET", byAddr+"/metrics", nil)
 		req.Header.Set("Authorization", "Bearer wrong")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -375,12 +400,24 @@ func hasSample(f *dto.MetricFamily, labels map[string]string, want float64) bool
 	return false
 }
 
+// screenshot saves the page as name in $NANOCLAWD_CONSOLE_SCREENSHOTS.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil || !strings.HasPrefix(string(shot), "\x89PNG") {
+		t.Errorf("screenshot: %v", err)
+	} else if dir := os.Getenv(ScreenshotEnv); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, name), shot, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
 // consoleClient logs a plain HTTP client in with a fresh login URL and
 // returns it with its session's CSRF token.
 func consoleClient(t *testing.T, in *e2e.Install) (*http.Client, string) {
 	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar}
+	c := localClient()
 	resp, err := c.Get(strings.TrimSpace(in.CLI("console", "--url")))
 	if err != nil {
 		t.Fatal(err)

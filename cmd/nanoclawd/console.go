@@ -25,25 +25,29 @@ func (c consoleCommand) Run(ctx context.Context, g *globals, args []string) erro
 	if err != nil {
 		return err
 	}
-	url, err := status.ConsoleLogin(ctx, cfg.DataDir)
+	opener := ""
+	if !*onlyURL {
+		opener = browser()
+	}
+	login, err := status.ConsoleLogin(ctx, cfg.DataDir, opener != "")
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(g.stdout, url)
-	if *onlyURL {
+	fmt.Fprintln(g.stdout, login.URL)
+	if opener == "" {
 		return nil
 	}
-	if opener := browser(); opener != "" {
-		// The URL goes to the browser as an argument, never through a shell.
-		if err := exec.Command(opener, url).Start(); err != nil {
-			fmt.Fprintf(g.stderr, "nanoclawd: could not open a browser (%v): open the URL above yourself, within 10 minutes\n", err)
-		}
+	// The browser is given the daemon's private page that opens the URL,
+	// never the URL: a command line is readable by every user (ps,
+	// /proc/PID/cmdline). The daemon removes the page once it is used.
+	if err := exec.Command(opener, login.File).Start(); err != nil {
+		fmt.Fprintf(g.stderr, "nanoclawd: could not open a browser (%v): open the URL above yourself, within 10 minutes\n", err)
 	}
 	return nil
 }
 
-// browser is the program that opens a URL on this desktop, "" for none
-// (a server without a display: the printed URL is enough).
+// browser is the program that opens a file in the desktop's browser, ""
+// for none (a server without a display: the printed URL is enough).
 func browser() string {
 	if runtime.GOOS == "darwin" {
 		return "open"

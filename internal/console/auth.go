@@ -2,9 +2,8 @@ package console
 
 import (
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/base64"
-	"net/http"
+	"os"
 	"sync"
 	"time"
 )
@@ -13,29 +12,43 @@ import (
 // `nanoclawd console` printed (it asks the daemon over the control socket,
 // which only the daemon's user can reach). The URL's token works once and
 // for TokenTTL; it becomes a session cookie (HttpOnly: no script reads it;
-// SameSite=Strict: no other site's page sends it). Sessions live in memory,
-// so a restart asks for a new login.
+// SameSite=Strict: no other site's page sends it; host-only on the
+// console's own name, so no server on another port of 127.0.0.1 gets it).
+// A session ends after SessionTTL, after SessionIdle without a request,
+// or at logout. Sessions live in memory, so a restart asks for a new login.
 const (
 	TokenTTL    = 10 * time.Minute
-	SessionTTL  = 24 * time.Hour
-	cookieName  = "nanoclawd_session"
-	maxFailures = 10 // failed logins a minute; more are refused unread
+	SessionTTL  = 12 * time.Hour
+	SessionIdle = time.Hour
+	// maxFailures is how many refused logins a minute one peer gets
+	// answered and logged; more are answered 429 unlogged. A valid token
+	// is let in whatever the count: tokens are 256 random bits, so the
+	// limit keeps a hostile page from filling the log, not from guessing.
+	maxFailures = 10
 )
 
 type session struct {
-	csrf    string
+	id, csrf      string
+	started, seen time.Time
+}
+
+// token is a login token not used yet; page is the private directory of
+// the page that opens it (Server.Login), removed when the token is used
+// or expires.
+type token struct {
 	expires time.Time
+	page    string
 }
 
 type auth struct {
 	mu       sync.Mutex
-	tokens   map[string]time.Time // login token → expiry
-	sessions map[string]session   // cookie value → session
-	failures []time.Time          // failed logins of the last minute
+	tokens   map[string]token
+	sessions map[string]*session
+	failures map[string][]time.Time // refused logins of the last minute, per peer address
 }
 
 func newAuth() *auth {
-	return &auth{tokens: map[string]time.Time{}, sessions: map[string]session{}}
+	return &auth{tokens: map[string]token{}, sessions: map[string]*session{}, failures: map[string][]time.Time{}}
 }
 
 func random() string {
@@ -44,123 +57,120 @@ func random() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func (a *auth) newToken(now time.Time) string {
+// newToken makes a login token valid until now+TokenTTL.
+func (a *auth) newToken(now time.Time, page string) string {
 	t := random()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for k, exp := range a.tokens {
-		if now.After(exp) {
-			delete(a.tokens, k)
-		}
-	}
-	a.tokens[t] = now.Add(TokenTTL)
+	a.prune(now)
+	a.tokens[t] = token{expires: now.Add(TokenTTL), page: page}
 	return t
 }
 
-// redeem trades a login token for a new session, once. limited is true
-// when the failures of the last minute are used up: the token is not even
-// looked at.
-func (a *auth) redeem(token string, now time.Time) (id string, s session, ok, limited bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	recent := a.failures[:0]
-	for _, t := range a.failures {
-		if now.Sub(t) < time.Minute {
-			recent = append(recent, t)
+// prune forgets expired tokens (removing their pages) and ended sessions.
+func (a *auth) prune(now time.Time) {
+	for k, t := range a.tokens {
+		if now.After(t.expires) {
+			a.dropToken(k)
 		}
 	}
-	a.failures = recent
-	if len(a.failures) >= maxFailures {
-		return "", s, false, true
-	}
-	exp, found := a.tokens[token]
-	if !found || now.After(exp) {
-		a.failures = append(a.failures, now)
-		return "", s, false, false
-	}
-	delete(a.tokens, token)
-	for k, old := range a.sessions {
-		if now.After(old.expires) {
+	for k, s := range a.sessions {
+		if !s.live(now) {
 			delete(a.sessions, k)
 		}
 	}
-	id, s = random(), session{csrf: random(), expires: now.Add(SessionTTL)}
-	a.sessions[id] = s
-	return id, s, true, false
 }
 
-func (a *auth) lookup(id string, now time.Time) (session, bool) {
+func (a *auth) dropToken(k string) {
+	if p := a.tokens[k].page; p != "" {
+		os.RemoveAll(p)
+	}
+	delete(a.tokens, k)
+}
+
+// sweep forgets what has expired by now.
+func (a *auth) sweep(now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.prune(now)
+}
+
+// dropAll forgets every token and removes its page (the console stops).
+func (a *auth) dropAll() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k := range a.tokens {
+		a.dropToken(k)
+	}
+}
+
+// valid tells whether tok is a login token that can still be used.
+func (a *auth) valid(tok string, now time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t, ok := a.tokens[tok]
+	return ok && !now.After(t.expires)
+}
+
+// redeem trades a valid login token for a new session, once.
+func (a *auth) redeem(tok string, now time.Time) (session, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.prune(now)
+	if _, ok := a.tokens[tok]; !ok {
+		return session{}, false
+	}
+	a.dropToken(tok)
+	s := &session{id: random(), csrf: random(), started: now, seen: now}
+	a.sessions[s.id] = s
+	return *s, true
+}
+
+// refused counts a refused login from peer and tells whether the peer is
+// past its limit this minute.
+func (a *auth) refused(peer string, now time.Time) (limited bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for p, ts := range a.failures {
+		recent := ts[:0]
+		for _, t := range ts {
+			if now.Sub(t) < time.Minute {
+				recent = append(recent, t)
+			}
+		}
+		if len(recent) == 0 {
+			delete(a.failures, p)
+		} else {
+			a.failures[p] = recent
+		}
+	}
+	a.failures[peer] = append(a.failures[peer], now)
+	return len(a.failures[peer]) > maxFailures
+}
+
+func (s *session) live(now time.Time) bool {
+	return now.Sub(s.started) < SessionTTL && now.Sub(s.seen) < SessionIdle
+}
+
+// lookup finds a live session; a request of the owner's (touch) counts as
+// activity, the event stream's ticks do not.
+func (a *auth) lookup(id string, now time.Time, touch bool) (session, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s, ok := a.sessions[id]
-	if !ok || now.After(s.expires) {
+	if !ok || !s.live(now) {
+		delete(a.sessions, id)
 		return session{}, false
 	}
-	return s, true
-}
-
-// login is GET /login?token=…: a good token sets the session cookie and
-// goes to the overview; anything else shows nothing of the install.
-func (s *Server) login(w http.ResponseWriter, r *http.Request) {
-	id, _, ok, limited := s.auth.redeem(r.URL.Query().Get("token"), time.Now())
-	switch {
-	case limited:
-		s.o.Log.Warn().Str("from", r.RemoteAddr).Msg("console: too many failed logins this minute; refusing more")
-		plain(w, http.StatusTooManyRequests, "Too many failed logins this minute. Wait, then run 'nanoclawd console' for a new URL.")
-		return
-	case !ok:
-		plain(w, http.StatusForbidden, "This login URL is used, expired or wrong. Run 'nanoclawd console' on the daemon's machine for a new one.")
-		return
+	if touch {
+		s.seen = now
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/", HttpOnly: true, Secure: s.tls,
-		SameSite: http.SameSiteStrictMode, MaxAge: int(SessionTTL / time.Second)})
-	s.o.Log.Info().Str("from", r.RemoteAddr).Msg("console: the owner logged in")
-	http.Redirect(w, r, "/", http.StatusSeeOther)
+	return *s, true
 }
 
-type ctxKey struct{}
-
-// session lets a request with a live session cookie through.
-func (s *Server) session(next http.HandlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := r.Cookie(cookieName)
-		if err != nil {
-			plain(w, http.StatusUnauthorized, "Not logged in. Run 'nanoclawd console' on the daemon's machine for a login URL.")
-			return
-		}
-		sess, ok := s.auth.lookup(c.Value, time.Now())
-		if !ok {
-			plain(w, http.StatusUnauthorized, "The session has ended. Run 'nanoclawd console' for a new login URL.")
-			return
-		}
-		next(w, r.WithContext(contextWith(r, sess)))
-	})
-}
-
-// sameOrigin lets a POST through only from a page of this console: its
-// Origin header is ours and it carries the session's CSRF token.
-func (s *Server) sameOrigin(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		origin := r.Header.Get("Origin")
-		scheme := "http://"
-		if s.tls {
-			scheme = "https://"
-		}
-		if origin == "" || (origin != s.origin && origin != scheme+r.Host) {
-			plain(w, http.StatusForbidden, "Refused: a change must come from the console's own page (Origin "+s.origin+").")
-			return
-		}
-		sess := sessionOf(r)
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-CSRF-Token")), []byte(sess.csrf)) != 1 {
-			plain(w, http.StatusForbidden, "Refused: the request has no valid X-CSRF-Token; reload the page.")
-			return
-		}
-		next(w, r)
-	}
-}
-
-func plain(w http.ResponseWriter, code int, text string) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(code)
-	w.Write([]byte(text + "\n"))
+// end ends a session (logout).
+func (a *auth) end(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.sessions, id)
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -61,17 +62,25 @@ type Options struct {
 type Server struct {
 	o      Options
 	auth   *auth
-	origin string // scheme://host:port of the bound address, set by Listen
+	hub    *hub
+	origin string // scheme://host:port the owner's browser uses, set by Listen
 	port   string // the bound port
 	tls    bool
+	named  bool // origin's host is Name, the bound address a loopback one
 }
+
+// Name is the console's own host name on loopback. Browsers resolve every
+// name under .localhost to the loopback address without asking DNS, and a
+// host-only cookie of this name reaches no server on another port of
+// 127.0.0.1 (cookies ignore ports, not names).
+const Name = "nanoclawd.localhost"
 
 // New is the console over o; Listen binds it, Serve serves it.
 func New(o Options) *Server {
 	if o.EventsEvery <= 0 {
 		o.EventsEvery = time.Second
 	}
-	return &Server{o: o, auth: newAuth()}
+	return &Server{o: o, auth: newAuth(), hub: newHub()}
 }
 
 // Listen binds console.listen. A port already taken is an error the
@@ -93,7 +102,10 @@ func (s *Server) Listen(c config.Console) (net.Listener, error) {
 	}
 	addr := ln.Addr().(*net.TCPAddr)
 	host := addr.IP.String()
-	if addr.IP.IsUnspecified() {
+	switch {
+	case !s.tls && (addr.IP.Equal(net.IPv4(127, 0, 0, 1)) || addr.IP.Equal(net.IPv6loopback)):
+		host, s.named = Name, true
+	case addr.IP.IsUnspecified():
 		host = "127.0.0.1" // the login URL is opened on this machine
 	}
 	s.port = fmt.Sprint(addr.Port)
@@ -101,21 +113,18 @@ func (s *Server) Listen(c config.Console) (net.Listener, error) {
 	return ln, nil
 }
 
-// Origin is the console's own origin, e.g. http://127.0.0.1:7457.
+// Origin is the console's own origin, e.g. http://nanoclawd.localhost:7457.
 func (s *Server) Origin() string { return s.origin }
-
-// LoginURL makes a new one-time login token and returns its URL.
-func (s *Server) LoginURL() string {
-	return s.origin + "/login?token=" + s.auth.newToken(time.Now())
-}
 
 // Serve answers on ln until ctx ends.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
+	go s.watch(ctx)
 	go func() {
 		<-ctx.Done()
 		srv.Close()
+		s.auth.dropAll() // no login page outlives the console
 	}()
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
@@ -128,6 +137,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /login", s.login)
+	mux.HandleFunc("POST /login", s.login)
 	if s.o.Metrics != nil {
 		mux.Handle("GET /metrics", s.o.Metrics)
 	} else {
@@ -145,12 +155,15 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /api/allow", post(s.allow))
 	mux.Handle("POST /api/undo", post(s.undo))
 	mux.Handle("POST /api/tasks/{id}/{op}", post(s.taskAction))
+	mux.Handle("POST /logout", post(s.logout))
 	return s.headers(mux)
 }
 
 // headers are on every answer: a policy that lets a page load only what
 // this server serves, run no inline script or style, and be framed by no
-// one; no referrer, so a login URL never leaves in one.
+// one; a referrer only to the console itself, so a login URL never
+// leaves in one (with none at all, a browser sends a form's POST with
+// Origin: null, and the console could not tell its own forms).
 func (s *Server) headers(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -158,27 +171,60 @@ func (s *Server) headers(next http.Handler) http.Handler {
 			"frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Referrer-Policy", "same-origin")
 		h.Set("Cache-Control", "no-store")
-		if !s.hostAllowed(r.Host) {
+		switch s.host(r.Host) {
+		case ours:
+		case loopbackAddress:
+			// The console's port under a loopback address: /metrics is
+			// served (Prometheus scrapes 127.0.0.1), a page is sent to
+			// the console's name, where its cookie lives; nothing else.
+			switch {
+			case r.URL.Path == "/metrics":
+			case r.Method == http.MethodGet || r.Method == http.MethodHead:
+				http.Redirect(w, r, s.origin+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+				return
+			default:
+				plain(w, http.StatusMisdirectedRequest, "This console answers at "+s.origin+".")
+				return
+			}
+		default:
 			// Another name that resolves here (DNS rebinding) is not us.
-			http.Error(w, "this console answers only at "+s.origin, http.StatusMisdirectedRequest)
+			plain(w, http.StatusMisdirectedRequest, "This console answers only at "+s.origin+".")
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// hostAllowed: on loopback only the loopback names of our port; elsewhere
-// (TLS) any name, as certificates decide who the server is.
-func (s *Server) hostAllowed(host string) bool {
+type hostKind int
+
+const (
+	other hostKind = iota
+	ours
+	loopbackAddress
+)
+
+// host sorts a request's Host: the console's own (its name on loopback;
+// any name with TLS, as the certificate decides who the server is), a
+// loopback address or "localhost" with the console's port, or another.
+func (s *Server) host(hostport string) hostKind {
 	if s.o.Config == nil || !s.o.Config().Console.Loopback() {
-		return true
+		return ours
 	}
-	h, port, err := net.SplitHostPort(host)
-	if err != nil {
-		return false
+	h, port, err := net.SplitHostPort(hostport)
+	if err != nil || port != s.port {
+		return other
 	}
 	ip := net.ParseIP(h)
-	return port == s.port && (h == "localhost" || (ip != nil && ip.IsLoopback()))
+	loopback := h == "localhost" || (ip != nil && ip.IsLoopback())
+	switch {
+	case s.named && strings.EqualFold(h, Name):
+		return ours
+	case s.named && loopback:
+		return loopbackAddress
+	case !s.named && loopback:
+		return ours
+	}
+	return other
 }

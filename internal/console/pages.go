@@ -32,30 +32,42 @@ var pages = map[string]*template.Template{}
 
 func init() {
 	funcs := template.FuncMap{
-		"clock": func(t time.Time) string { return t.Local().Format("Jan 2 15:04:05") },
+		"clock": func(t time.Time) string { return t.Format(timeLayout) }, // render: in the configured zone
 		"since": func(a, b time.Time) string { return b.Sub(a).Round(time.Second).String() },
-		"usd":   func(v float64) string { return fmt.Sprintf("$%.2f", v) },
+		"money": money,
+		// toggle and rows hand the shared templates of layout.html their data.
+		"toggle": func(folder, state string) map[string]string {
+			return map[string]string{"Folder": folder, "State": state}
+		},
+		"rows": func(group string, rows []violationRow) any {
+			return struct {
+				Group string
+				Rows  []violationRow
+			}{group, rows}
+		},
 	}
 	for _, p := range []string{"overview", "group", "usage", "violations"} {
 		pages[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+p+".html"))
 	}
 }
 
-// render writes page p with data; the layout adds the CSRF token.
+// render writes page p with data; the layout adds the CSRF token, the
+// logout button and the live column's newest events.
 func (s *Server) render(w http.ResponseWriter, r *http.Request, p, title string, data any) {
-	// Times in the install's timezone (the config's), not the process's.
-	loc := s.o.Config().Location()
 	t, err := pages[p].Clone()
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	t.Funcs(template.FuncMap{"clock": func(t time.Time) string { return t.In(loc).Format("Jan 2 15:04:05") }})
+	t.Funcs(template.FuncMap{"clock": s.clock})
+	live, after := s.hub.page()
 	var b strings.Builder
 	err = t.ExecuteTemplate(&b, "layout", struct {
 		Title, CSRF string
+		Live        []event
+		After       int64
 		D           any
-	}{title, sessionOf(r).csrf, data})
+	}{title, sessionOf(r).csrf, live, after, data})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -110,13 +122,13 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 			row.Today, row.Month = spendText(u.Today.CostUSD, u.Daily), spendText(u.Month.CostUSD, u.Monthly)
 		}
 		if last, err := s.o.Messages.Recent(ctx, g.JID, 1); err == nil && len(last) > 0 {
-			row.LastMessage = last[0].Time.In(s.o.Config().Location()).Format("Jan 2 15:04") + " " + last[0].SenderName + ": " + last[0].Text
+			row.LastMessage = s.clock(last[0].Time) + " " + last[0].SenderName + ": " + last[0].Text
 		}
 		rows = append(rows, row)
 	}
 	backup := "none recorded yet"
 	if b := rep.LastBackup; b != nil {
-		at := b.Time.In(s.o.Config().Location()).Format("Jan 2 15:04")
+		at := s.clock(b.Time)
 		backup = fmt.Sprintf("%s: ok, %s (%d bytes)", at, b.Archive, b.Bytes)
 		if !b.OK {
 			backup = fmt.Sprintf("%s: FAILED: %s", at, b.Error)
@@ -143,12 +155,12 @@ func stateOf(g status.Group) string {
 func spendText(spent *float64, limit *float64) string {
 	text := "unpriced" // no request of the span had a price: unknown, never $0
 	if spent != nil {
-		text = fmt.Sprintf("$%.2f", *spent)
+		text = money(*spent)
 	}
 	if limit == nil {
 		return text
 	}
-	return fmt.Sprintf("%s of $%.2f", text, *limit)
+	return text + " of " + money(*limit)
 }
 
 // channelOf names the channel a chat JID belongs to.
@@ -212,8 +224,9 @@ type groupData struct {
 	State, Channel, Model string
 	In, Out, Runs, Tasks  any
 	LastRun               *status.LastRun
-	Violations            []alerts.Recorded
-	Policy                string
+	Violations            []violationRow
+	Policy                []policyRow
+	PolicyJSON            string
 }
 
 func (s *Server) groupData(ctx context.Context, g groups.Group) (groupData, error) {
@@ -239,9 +252,11 @@ func (s *Server) groupData(ctx context.Context, g groups.Group) (groupData, erro
 		return d, err
 	}
 	d.Tasks = tasks
-	if d.Violations, err = alerts.Newest(ctx, s.o.DB, g.Folder, 50); err != nil {
+	vs, err := alerts.Newest(ctx, s.o.DB, g.Folder, 50)
+	if err != nil {
 		return d, err
 	}
+	d.Violations = s.violationRows(vs)
 	// The same inputs `security show` and the router resolve with.
 	cfg := s.o.Config()
 	list, err := s.o.Groups.List(ctx)
@@ -249,8 +264,9 @@ func (s *Server) groupData(ctx context.Context, g groups.Group) (groupData, erro
 		return d, err
 	}
 	eff := security.Resolve(cfg.HostSecurity, g.Policy(), cfg.SecurityHost(groups.Folders(list)))
+	d.Policy = policyRows(eff, cfg.Layout().Group(g.Folder))
 	b, _ := json.MarshalIndent(eff, "", "  ")
-	d.Policy = string(b)
+	d.PolicyJSON = string(b)
 	return d, nil
 }
 
@@ -260,5 +276,13 @@ func (s *Server) violationsPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.render(w, r, "violations", "Violations", struct{ Violations []alerts.Recorded }{vs})
+	s.render(w, r, "violations", "Violations", struct{ Violations []violationRow }{s.violationRows(vs)})
+}
+
+func (s *Server) violationRows(vs []alerts.Recorded) []violationRow {
+	out := make([]violationRow, len(vs))
+	for i, v := range vs {
+		out[i] = s.violationRow(v)
+	}
+	return out
 }

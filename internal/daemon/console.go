@@ -52,8 +52,9 @@ func (d *Daemon) startConsole(goRun func(string, func(context.Context) error)) {
 	goRun("console", func(ctx context.Context) error { return d.console.Serve(ctx, ln) })
 }
 
-// consoleLogin answers the control socket's request for a login URL.
-func (d *Daemon) consoleLogin(w http.ResponseWriter, _ *http.Request) {
+// consoleLogin answers the control socket's request for a login URL
+// (and, with ?page=1, the private page that opens it).
+func (d *Daemon) consoleLogin(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	d.mu.Lock()
 	st := d.consoleState
@@ -66,7 +67,13 @@ func (d *Daemon) consoleLogin(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusConflict)
 		json.NewEncoder(w).Encode(map[string]string{"error": st.Error})
 	default:
-		json.NewEncoder(w).Encode(map[string]string{"url": d.console.LoginURL()})
+		url, file, err := d.console.Login(r.URL.Query().Get("page") == "1")
+		if err != nil {
+			w.WriteHeader(http.StatusInternalServerError)
+			json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+			return
+		}
+		json.NewEncoder(w).Encode(status.Login{URL: url, File: file})
 	}
 }
 

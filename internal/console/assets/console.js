@@ -1,6 +1,7 @@
 // The console's only script, served from the binary (no inline script):
 // buttons and forms POST to the console's own API with the page's CSRF
-// token, and /events (server-sent events) updates the page live.
+// token, and /events (server-sent events) updates the page live. Times
+// and sentences come written from the daemon, so every page reads alike.
 "use strict";
 (function () {
   const csrf = document.querySelector('meta[name="csrf-token"]').content;
@@ -30,45 +31,54 @@
   });
 
   const events = document.getElementById("events");
-  function log(cls, text) {
+  function log(e) {
+    const none = document.getElementById("events-none");
+    if (none) none.remove();
     const li = document.createElement("li");
-    li.className = cls;
-    li.textContent = new Date().toLocaleTimeString() + " " + text;
+    li.className = e.class;
+    const when = document.createElement("span");
+    when.className = "when";
+    when.textContent = e.time;
+    li.append(when, " " + e.text);
     events.prepend(li);
+    while (events.children.length > 20) events.lastElementChild.remove();
   }
   const live = document.getElementById("live");
-  const es = new EventSource("/events");
+  const es = new EventSource("/events?after=" + encodeURIComponent(events.dataset.after));
   es.onopen = function () { live.textContent = "live"; };
-  es.onerror = function () { live.textContent = "live: reconnecting…"; };
+  es.onerror = function () {
+    live.textContent = es.readyState === EventSource.CLOSED ? "not live: reload the page" : "live: reconnecting…";
+  };
+  es.addEventListener("ended", function () {
+    es.close();
+    live.textContent = "the session has ended: run 'nanoclawd console' for a new login URL";
+  });
   es.addEventListener("violation", function (m) {
-    const v = JSON.parse(m.data);
-    if (v.action.endsWith("-by-owner")) {
-      log("state", v.detail);
-    } else {
-      log("violation", v.group + ": " + v.kind + " " + v.tool + " " + v.target + " (" + v.action + ")");
-    }
+    const e = JSON.parse(m.data);
+    log(e);
     document.querySelectorAll("[data-live-violations]").forEach(function (tb) {
+      if (tb.dataset.liveViolations && tb.dataset.liveViolations !== e.row.group) return;
       const tr = document.createElement("tr");
-      [new Date(v.time).toLocaleString(), v.group, v.kind, v.tool, v.target, v.action, v.detail].forEach(function (s) {
+      [e.row.time, e.row.group, e.row.what, e.row.action, e.row.detail || ""].forEach(function (s) {
         const td = document.createElement("td"); td.textContent = s; tr.appendChild(td);
       });
       tb.prepend(tr);
     });
   });
+  // A group's state, and the one action that applies to it, change in place.
   es.addEventListener("state", function (m) {
-    const s = JSON.parse(m.data);
-    log("state", s.group + " is " + s.state);
-    document.querySelectorAll('[data-state-of="' + CSS.escape(s.group) + '"]').forEach(function (el) {
-      el.textContent = s.state;
-      el.className = "state state-" + s.state;
+    const e = JSON.parse(m.data);
+    log(e);
+    document.querySelectorAll('[data-state-of="' + CSS.escape(e.group) + '"]').forEach(function (el) {
+      el.textContent = e.state;
+      el.className = "state state-" + e.state;
+    });
+    const action = e.state === "paused" ? "resume" : "pause";
+    document.querySelectorAll('button[data-toggle-of="' + CSS.escape(e.group) + '"]').forEach(function (b) {
+      b.dataset.post = "/api/groups/" + encodeURIComponent(e.group) + "/" + action;
+      b.textContent = action === "resume" ? "Resume" : "Pause";
     });
   });
-  es.addEventListener("channel", function (m) {
-    const c = JSON.parse(m.data);
-    log("channel", c.name + (c.connected ? " connected" : " disconnected") + ": " + c.state);
-  });
-  es.addEventListener("alert", function (m) {
-    const a = JSON.parse(m.data);
-    log("violation", "model API " + a.kind + ": " + a.detail);
-  });
+  es.addEventListener("channel", function (m) { log(JSON.parse(m.data)); });
+  es.addEventListener("alert", function (m) { log(JSON.parse(m.data)); });
 })();
