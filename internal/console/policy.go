@@ -15,20 +15,20 @@ type policyRow struct {
 }
 
 // shownValues is how many values a row shows before "and N more".
-const shownValues = 8
+const shownValues = 12
 
 // Shown and More split a long row (denyRead holds every file of the data
 // directory) into what is shown and what is behind a disclosure.
 func (r policyRow) Shown() []string { return r.Values[:min(len(r.Values), shownValues)] }
 func (r policyRow) More() []string  { return r.Values[min(len(r.Values), shownValues):] }
 
-// own names the group's folder among paths.
+// own is paths with the group's folder first, named so: a confined run
+// may always read and write it, whether the policy lists it or not.
 func own(paths []string, dir string) []string {
-	out := make([]string, len(paths))
-	for i, p := range paths {
-		out[i] = p
-		if p == dir {
-			out[i] += " (its folder)"
+	out := []string{dir + " (its folder)"}
+	for _, p := range paths {
+		if p != dir {
+			out = append(out, p)
 		}
 	}
 	return out
