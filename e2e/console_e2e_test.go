@@ -378,6 +378,40 @@ func TestConsoleInABrowser(t *testing.T) {
 			}
 		}
 	})
+
+	// A new console.metricsToken applies at the config's reload, without
+	// a restart: the old one is refused, the new one answered.
+	t.Run("metrics token reloads", func(t *testing.T) {
+		b, err := os.ReadFile(in.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(in.Config, []byte(strings.Replace(string(b), `"m-token"`, `"m-token-2"`, 1)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		scrape := func(token string) int {
+			req, _ := http.NewRequest("GET", byAddr+"/metrics", nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		for deadline := time.Now().Add(60 * time.Second); scrape("m-token-2") != 200; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the new metrics token was not taken at the reload")
+			}
+		}
+		if code := scrape("m-token"); code != 403 {
+			t.Errorf("the old metrics token after the reload: %d, want 403", code)
+		}
+		var st struct{ PendingRestart []string }
+		if err := json.Unmarshal([]byte(in.CLI("status", "--json")), &st); err != nil || len(st.PendingRestart) != 0 {
+			t.Errorf("status says a restart is pending for %v (%v)", st.PendingRestart, err)
+		}
+	})
 }
 
 // hasSample tells whether f has a sample with labels whose value is
