@@ -162,7 +162,9 @@ func scraper(t *testing.T, in *e2e.Install) func() map[string]*dto.MetricFamily 
 	}
 	return func() map[string]*dto.MetricFamily {
 		t.Helper()
-		req, _ := http.NewRequest("GET", u.Scheme+"://"+u.Host+"/metrics", nil)
+		// The login URL's host is the console's name under .localhost,
+		// which Go does not resolve; Prometheus scrapes the address.
+		req, _ := http.NewRequest("GET", u.Scheme+"://127.0.0.1:"+u.Port()+"/metrics", nil)
 		req.Header.Set("Authorization", "Bearer m-token")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

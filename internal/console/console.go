@@ -60,13 +60,14 @@ type Options struct {
 
 // Server is the console of one daemon.
 type Server struct {
-	o      Options
-	auth   *auth
-	hub    *hub
-	origin string // scheme://host:port the owner's browser uses, set by Listen
-	port   string // the bound port
-	tls    bool
-	named  bool // origin's host is Name, the bound address a loopback one
+	o       Options
+	auth    *auth
+	hub     *hub
+	origin  string // scheme://host:port the owner's browser uses, set by Listen
+	address string // scheme://ip:port of the bound socket
+	port    string // the bound port
+	tls     bool
+	named   bool // origin's host is Name, the bound address a loopback one
 }
 
 // Name is the console's own host name on loopback. Browsers resolve every
@@ -102,19 +103,24 @@ func (s *Server) Listen(c config.Console) (net.Listener, error) {
 	}
 	addr := ln.Addr().(*net.TCPAddr)
 	host := addr.IP.String()
-	switch {
-	case !s.tls && (addr.IP.Equal(net.IPv4(127, 0, 0, 1)) || addr.IP.Equal(net.IPv6loopback)):
-		host, s.named = Name, true
-	case addr.IP.IsUnspecified():
+	if addr.IP.IsUnspecified() {
 		host = "127.0.0.1" // the login URL is opened on this machine
 	}
 	s.port = fmt.Sprint(addr.Port)
-	s.origin = scheme + "://" + net.JoinHostPort(host, s.port)
+	s.address = scheme + "://" + net.JoinHostPort(host, s.port)
+	s.origin = s.address
+	if !s.tls && (addr.IP.Equal(net.IPv4(127, 0, 0, 1)) || addr.IP.Equal(net.IPv6loopback)) {
+		s.origin, s.named = scheme+"://"+net.JoinHostPort(Name, s.port), true
+	}
 	return ln, nil
 }
 
 // Origin is the console's own origin, e.g. http://nanoclawd.localhost:7457.
 func (s *Server) Origin() string { return s.origin }
+
+// Address is where the console listens, e.g. http://127.0.0.1:7457: what
+// status shows and Prometheus scrapes (its pages go on to Origin).
+func (s *Server) Address() string { return s.address }
 
 // Serve answers on ln until ctx ends.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {

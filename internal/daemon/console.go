@@ -41,14 +41,14 @@ func (d *Daemon) startConsole(goRun func(string, func(context.Context) error)) {
 	if err != nil {
 		d.consoleState = &status.Console{Error: err.Error()}
 	} else {
-		d.consoleState = &status.Console{URL: d.console.Origin()}
+		d.consoleState = &status.Console{URL: d.console.Address()}
 	}
 	d.mu.Unlock()
 	if err != nil {
 		d.log.Error().Err(err).Msg("the console is not served; the daemon runs on without it")
 		return
 	}
-	d.log.Info().Str("url", d.console.Origin()).Msg("console listening")
+	d.log.Info().Str("url", d.console.Origin()).Str("address", d.console.Address()).Msg("console listening")
 	goRun("console", func(ctx context.Context) error { return d.console.Serve(ctx, ln) })
 }
 

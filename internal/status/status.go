@@ -55,7 +55,7 @@ type Report struct {
 
 // Console is where the console listens, or why it does not.
 type Console struct {
-	URL   string `json:"url,omitempty"`   // its origin, e.g. http://127.0.0.1:7457 (the port bound, also for port 0)
+	URL   string `json:"url,omitempty"`   // where it listens, e.g. http://127.0.0.1:7457 (the port bound, also for port 0); pages go on to http://nanoclawd.localhost:PORT
 	Error string `json:"error,omitempty"` // why it is not served (a busy port)
 }
 
