@@ -76,7 +76,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	tok := r.URL.Query().Get("token")
 	if r.Method == http.MethodPost {
 		tok = r.PostFormValue("token")
-		if r.Header.Get("Origin") != s.origin {
+		if !s.ownOrigin(r) {
 			nav = embedded
 		}
 	}
@@ -85,7 +85,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, now, "Refused: a login URL works only when the browser opens it as a page.")
 		return
 	case !s.auth.valid(tok, now):
-		s.refuse(w, r, now, "This login URL is used, expired or wrong. Run 'nanoclawd console' on the daemon's machine for a new one.")
+		s.refuse(w, r, now, badToken)
 		return
 	case nav == fromElsewhere:
 		// Opened from a file (as `nanoclawd console` does) or another
@@ -97,7 +97,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	sess, ok := s.auth.redeem(tok, now)
 	if !ok {
-		s.refuse(w, r, now, "This login URL is used, expired or wrong. Run 'nanoclawd console' on the daemon's machine for a new one.")
+		s.refuse(w, r, now, badToken)
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: s.cookieName(), Value: sess.id, Path: "/", HttpOnly: true, Secure: s.tls,
@@ -105,6 +105,8 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	s.o.Log.Info().Str("from", r.RemoteAddr).Msg("console: the owner logged in")
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
+
+const badToken = "This login URL is used, expired or wrong. Run 'nanoclawd console' on the daemon's machine for a new one."
 
 var confirmPage = template.Must(template.New("confirm").Parse(`<!doctype html>
 <meta charset="utf-8"><title>Log in · nanoclawd</title>
@@ -168,12 +170,7 @@ func (s *Server) session(next http.HandlerFunc) http.Handler {
 // X-CSRF-Token header of the page's script, or the csrf field of a form).
 func (s *Server) sameOrigin(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		origin := r.Header.Get("Origin")
-		scheme := "http://"
-		if s.tls {
-			scheme = "https://"
-		}
-		if origin == "" || (origin != s.origin && origin != scheme+r.Host) {
+		if !s.ownOrigin(r) {
 			plain(w, http.StatusForbidden, "Refused: a change must come from the console's own page (Origin "+s.origin+").")
 			return
 		}
@@ -187,6 +184,17 @@ func (s *Server) sameOrigin(next http.HandlerFunc) http.HandlerFunc {
 		}
 		next(w, r)
 	}
+}
+
+// ownOrigin tells whether a request's Origin is the console's own (with
+// TLS, any name the certificate serves it under).
+func (s *Server) ownOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	scheme := "http://"
+	if s.tls {
+		scheme = "https://"
+	}
+	return origin != "" && (origin == s.origin || origin == scheme+r.Host)
 }
 
 func plain(w http.ResponseWriter, code int, text string) {
