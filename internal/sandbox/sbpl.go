@@ -66,27 +66,28 @@ func Profile(p Plan) string {
 	}
 	rule("(allow file-read* file-write-data", "literal", macDevices, " (regex #\"^/dev/fd/[0-9]+$\"))")
 	rule("(allow file-read*", "subpath", macSystem, ")")
-	rule("(deny file-read*", "subpath", homebrewPrefixes, ") ; Homebrew and /usr/local: only the agent runtime's own parts, below")
-	for _, m := range p.Mounts {
-		switch m.Mode {
-		case ReadOnly:
-			w("(allow file-read* (%s %s)) ; %s", pathKind(m), q(m.Path), m.Why)
-		case ReadWrite:
-			w("(allow file-read* file-write* (%s %s)) ; %s", pathKind(m), q(m.Path), m.Why)
-		case Private:
-			w("; no shared /tmp: TMPDIR is the run's own, inside its session directory")
-		}
-	}
+	rule("(deny file-read*", "subpath", homebrewPrefixes, ") ; Homebrew and /usr/local: only the agent runtime's own parts")
 	for _, r := range homebrewRuntime(p) {
 		w("(allow file-read* (%s %s)) ; the agent command's runtime (Homebrew)", r.kind, q(r.path))
 	}
+	// The mounts in the plan's order, which is bubblewrap's: a later one
+	// covers an earlier one, as the last matching rule wins here (a
+	// writable folder inside a read-only home, a cut-out inside that
+	// folder). Linux's system runtime is not granted: macSystem is the
+	// Mac's, and its /usr would open /usr/local again.
 	for _, m := range p.Mounts {
 		switch {
+		case m.Why == whySystem:
+		case m.Mode == ReadOnly:
+			w("(allow file-read* (%s %s)) ; %s", pathKind(m), q(m.Path), m.Why)
+			// Also what does not exist yet, or lies in a writable dir.
+			w("(deny file-write* (%s %s))", pathKind(m), q(m.Path))
+		case m.Mode == ReadWrite:
+			w("(allow file-read* file-write* (%s %s)) ; %s", pathKind(m), q(m.Path), m.Why)
 		case m.Mode == Hidden:
 			w("(deny file-read* file-write* (%s %s)) ; %s", pathKind(m), q(m.Path), m.Why)
-		case m.Mode == ReadOnly:
-			// Also what lies inside a writable dir, or does not exist yet.
-			w("(deny file-write* (%s %s))", pathKind(m), q(m.Path))
+		case m.Mode == Private:
+			w("; no shared /tmp: TMPDIR is the run's own, inside its session directory")
 		}
 	}
 	if p.Workdir != "" {
