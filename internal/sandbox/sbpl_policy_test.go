@@ -115,17 +115,20 @@ func TestMacProfileHoldsThePolicy(t *testing.T) {
 		return mode
 	}
 	// deniedAfterAllow: an allow covers path, and a later deny takes it back.
+	// Under /tmp (and so /private/tmp, macOS's real path) both are checked.
 	deniedAfterAllow := func(op, path, why string) {
 		t.Helper()
-		ok, by := decide(t, rs, op, path)
-		allowed := lastAllow(op, path)
-		switch {
-		case ok:
-			t.Errorf("%s %s: allowed by %s; %s", op, path, rs[by].text, why)
-		case allowed < 0:
-			t.Errorf("%s %s: no allow covers it, so its deny proves nothing; the test's world is wrong", op, path)
-		case by < allowed:
-			t.Errorf("%s %s: denied by %s before the allow %s", op, path, rs[by].text, rs[allowed].text)
+		for _, path := range withPrivatePath(path) {
+			ok, by := decide(t, rs, op, path)
+			allowed := lastAllow(op, path)
+			switch {
+			case ok:
+				t.Errorf("%s %s: allowed by %s; %s", op, path, rs[by].text, why)
+			case allowed < 0:
+				t.Errorf("%s %s: no allow covers it, so its deny proves nothing; the test's world is wrong", op, path)
+			case by < allowed:
+				t.Errorf("%s %s: denied by %s before the allow %s", op, path, rs[by].text, rs[allowed].text)
+			}
 		}
 	}
 
@@ -134,16 +137,18 @@ func TestMacProfileHoldsThePolicy(t *testing.T) {
 	// except what the policy says no group may write.
 	refused := []string{filepath.Join(group, ".git"), mcpJSON, l.DataDir, filepath.Join(home, ".ssh"), other}
 	writable := append(slices.Clone(eff.AllowWrite), l.Session("family"), string(l.IPC("family")), socket)
+	var writableAll []string
 	for _, w := range writable {
+		writableAll = append(writableAll, withPrivatePath(w)...)
 		if slices.Contains(refused, w) {
 			continue
 		}
-		if ok, by := write(w); !ok {
-			t.Errorf("allowWrite %s is not writable (rule %d)", w, by)
-		}
-		if w != socket {
-			if ok, _ := write(filepath.Join(w, "new", "file.txt")); !ok {
-				t.Errorf("a new file under allowWrite %s is not writable", w)
+		for _, path := range withPrivatePath(w) {
+			if ok, by := write(path); !ok {
+				t.Errorf("allowWrite %s is not writable (rule %d)", path, by)
+			}
+			if ok, _ := write(filepath.Join(path, "new", "file.txt")); !ok && w != socket {
+				t.Errorf("a new file under allowWrite %s is not writable", path)
 			}
 		}
 	}
@@ -158,7 +163,7 @@ func TestMacProfileHoldsThePolicy(t *testing.T) {
 		}
 		for _, f := range r.filters {
 			arg := f.items[len(f.items)-1].atom
-			if !slices.Contains(writable, arg) && !slices.Contains(macDevices, arg) && arg != `^/dev/fd/[0-9]+$` {
+			if !slices.Contains(writableAll, arg) && !slices.Contains(macDevices, arg) && arg != `^/dev/fd/[0-9]+$` {
 				t.Errorf("%s lets the run write %s, which the policy does not name", r.text, arg)
 			}
 		}
@@ -238,6 +243,16 @@ func TestMacProfileHoldsThePolicy(t *testing.T) {
 			t.Errorf("read %s: allowed = %v (rule %d), want %v", path, ok, by, want)
 		}
 	}
+	// A runtime resolving a path (realpath) looks at each directory above
+	// it: their metadata is readable, their listing not.
+	for _, dir := range append([]string{"/", "/private", "/var", "/tmp", "/etc", "/dev"}, ancestors([]Mount{{Path: group, Mode: ReadWrite}})...) {
+		if ok, _ := decide(t, rs, "file-read-metadata", dir); !ok {
+			t.Errorf("the metadata of %s is not readable: realpath fails", dir)
+		}
+		if ok, _ := read(dir); ok && !under(dir, []string{home}) {
+			t.Errorf("%s can be listed", dir)
+		}
+	}
 	if ok, _ := write("/dev/null"); !ok {
 		t.Error("/dev/null is not writable")
 	}
@@ -256,9 +271,11 @@ func TestMacProfileHoldsThePolicy(t *testing.T) {
 	// sandbox-init, nothing else.
 	_, port, _ := net.SplitHostPort(p.Listen)
 	want := map[string]bool{
-		`(allow network-bind network-inbound (local ip "localhost:` + port + `"))`:           true,
-		`(allow network-outbound (remote ip "localhost:` + port + `"))`:                      true,
-		`(allow network-outbound (remote unix-socket (path-literal ` + `"` + socket + `")))`: true,
+		`(allow network-bind network-inbound (local ip "localhost:` + port + `"))`: true,
+		`(allow network-outbound (remote ip "localhost:` + port + `"))`:            true,
+	}
+	for _, sock := range withPrivatePath(socket) {
+		want[`(allow network-outbound (remote unix-socket (path-literal "`+sock+`")))`] = true
 	}
 	for _, r := range rs {
 		if !slices.ContainsFunc(r.ops, func(op string) bool { return strings.HasPrefix(op, "network") }) {

@@ -132,6 +132,9 @@ func rules(t *testing.T, profile string) []sbRule {
 	if err != nil {
 		t.Fatalf("the profile does not read as S-expressions: %v\n%s", err, profile)
 	}
+	if len(exprs) == 0 || exprs[0].String() != "(version 1)" {
+		t.Errorf("the profile does not start with (version 1), which sandbox-exec requires")
+	}
 	var out []sbRule
 	for i, e := range exprs {
 		if e.kind != '(' || len(e.items) == 0 || e.items[0].kind != 's' {
