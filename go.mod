@@ -27,6 +27,7 @@ require (
 	golang.org/x/net v0.60.0
 	golang.org/x/sys v0.49.0
 	google.golang.org/protobuf v1.36.12
+	howett.net/plist v1.0.1
 )
 
 require (

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +26,9 @@ import (
 // the canary must not exist. The same hook in a repository the owner made
 // does write it, so the probe works.
 func TestConfinedRunLeavesNothingThatRunsAsSomeoneElse(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("needs Linux: the kernel surface of a bubblewrap run (seccomp, user namespaces, /dev)")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("runs are another user than the daemon's only when it runs as root (agent.runAs)")
 	}
@@ -129,6 +133,9 @@ func TestConfinedRunLeavesNothingThatRunsAsSomeoneElse(t *testing.T) {
 // limits; it and doctor flag an allowWrite path the run's user could not
 // write.
 func TestSecurityShowNamesTheRunUserAndItsKernelSurface(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("needs Linux: the kernel surface of a bubblewrap run (seccomp, user namespaces, /dev)")
+	}
 	locked := filepath.Join(t.TempDir(), "owners-only")
 	if err := os.MkdirAll(locked, 0o755); err != nil {
 		t.Fatal(err)

@@ -40,6 +40,9 @@ func (c securityTest) Run(ctx context.Context, g *globals, args []string) error 
 		for _, b := range rep.Boundaries {
 			fmt.Fprintln(g.stdout, strings.TrimSpace(fmt.Sprintf("%-10s %-6s  %s", b.Boundary, b.Status, b.Detail)))
 		}
+		for _, w := range rep.Weaker {
+			fmt.Fprintln(g.stdout, "weaker:", w)
+		}
 	}
 	if broken := rep.Broken(nil); len(broken) > 0 {
 		names := make([]string, len(broken))

@@ -13,14 +13,17 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/service"
 )
 
-func serviceManager(g *globals, system bool) (*service.Manager, error) {
+func serviceManager(g *globals, system bool, goos string) (*service.Manager, error) {
 	owner, err := serviceOwner(system)
 	if err != nil {
 		return nil, err
 	}
 	uid, _ := strconv.Atoi(owner.Uid)
-	return &service.Manager{GOOS: runtime.GOOS, Home: owner.HomeDir, UID: uid, Out: g.stdout, System: system}, nil
+	return &service.Manager{GOOS: goos, Home: owner.HomeDir, UID: uid, Out: g.stdout, Notes: g.stderr, System: system}, nil
 }
+
+// servicePlatforms are the names --for takes, and their GOOS.
+var servicePlatforms = map[string]string{"macos": "darwin", "linux": "linux"}
 
 // serviceOwner is the account the service runs as: this user, or with
 // --system under sudo the user who ran sudo (a LaunchDaemon is installed
@@ -52,20 +55,33 @@ func serviceOwner(system bool) (*user.User, error) {
 // serviceInstall is 'nanoclawd service install'.
 type serviceInstall struct{}
 
-func (serviceInstall) Usage() string { return "service install [--dry-run] [--system]" }
+func (serviceInstall) Usage() string {
+	return "service install [--dry-run] [--for macos|linux] [--system]"
+}
 
 func (c serviceInstall) Run(ctx context.Context, g *globals, args []string) error {
 	fs := g.flags()
-	dry := fs.Bool("dry-run", false, "print the service file and the commands that would load it, and change nothing")
+	dry := fs.Bool("dry-run", false, "print the service file (alone on stdout; where it goes and the commands that would load it on stderr), and change nothing")
+	target := fs.String("for", "", "with --dry-run: the platform whose file is printed, macos (the launchd plist) or linux (the systemd user unit); default this one")
 	system := fs.Bool("system", false, "macOS: a LaunchDaemon that starts at boot, before anyone logs in, as you (run with sudo); replaces the LaunchAgent")
 	if _, err := g.parse(c, fs, args, 0); err != nil {
 		return err
+	}
+	goos := runtime.GOOS
+	if *target != "" {
+		var known bool
+		if goos, known = servicePlatforms[*target]; !known {
+			return g.usageError(c, "--for %q: name macos or linux", *target)
+		}
+		if goos != runtime.GOOS && !*dry {
+			return g.usageError(c, "--for %s only prints a file (add --dry-run): install writes this machine's service", *target)
+		}
 	}
 	cfg, err := g.loadConfig()
 	if err != nil {
 		return err
 	}
-	m, err := serviceManager(g, *system)
+	m, err := serviceManager(g, *system, goos)
 	if err != nil {
 		return err
 	}
@@ -101,7 +117,7 @@ func (c serviceUninstall) Run(ctx context.Context, g *globals, args []string) er
 	if _, err := g.parse(c, fs, args, 0); err != nil {
 		return err
 	}
-	m, err := serviceManager(g, *system)
+	m, err := serviceManager(g, *system, runtime.GOOS)
 	if err != nil {
 		return err
 	}
@@ -120,7 +136,7 @@ func (c serviceStatus) Run(ctx context.Context, g *globals, args []string) error
 	if _, err := g.parse(c, fs, args, 0); err != nil {
 		return err
 	}
-	m, err := serviceManager(g, *system)
+	m, err := serviceManager(g, *system, runtime.GOOS)
 	if err != nil {
 		return err
 	}

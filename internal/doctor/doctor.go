@@ -256,7 +256,9 @@ func Sandbox(ctx context.Context, env Env, user sandbox.User) Result {
 		if _, err := env.LookPath("sandbox-exec"); err != nil {
 			return fix("sandbox", "sandbox-exec not found: it ships with macOS in /usr/bin; put /usr/bin on PATH (non-main groups cannot run without it)")
 		}
-		return ok("sandbox", "sandbox-exec (the profile of a group: nanoclawd security show FOLDER)")
+		r := ok("sandbox", "sandbox-exec (the profile of a group: nanoclawd security show FOLDER)")
+		r.More = sandbox.Weaker(env.GOOS) // what it lacks against Linux, one line each
+		return r
 	case "linux":
 	default:
 		return fix("sandbox", "nanoclawd has no sandbox on %s: non-main groups cannot run here; use macOS or Linux", env.GOOS)

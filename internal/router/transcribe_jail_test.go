@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +22,9 @@ import (
 // starting, and the transcriber tries to read the secret itself; the
 // transcript holds the note's own bytes, never the secret.
 func TestTranscriberReadsOnlyTheNoteItWasGiven(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("needs Linux (bubblewrap): macOS does not confine a transcriber (docs/security.md)")
+	}
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Skip("bwrap is not installed (apt-get install bubblewrap)")
 	}

@@ -24,6 +24,9 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
+// whySystem is the reason of the system runtime's mounts.
+const whySystem = "system runtime"
+
 // Mount modes.
 const (
 	ReadOnly  = "ro"
@@ -176,10 +179,12 @@ func New(in Input) Plan {
 
 	p.Mounts = append(p.Mounts, Mount{Path: "/tmp", Mode: Private, Why: "private /tmp", Dir: true})
 	for _, s := range System {
-		add(s, ReadOnly, "system runtime")
+		add(s, ReadOnly, whySystem)
 	}
 	for _, f := range commandFiles(in.Command) {
-		if !under(f, System) {
+		// Homebrew's /usr/local is inside /usr, but the macOS profile
+		// grants it only for the agent command's own files.
+		if !under(f, System) || under(f, homebrewPrefixes) {
 			add(f, ReadOnly, "agent.command")
 		}
 	}
@@ -192,15 +197,19 @@ func New(in Input) Plan {
 	}
 	// Read-only trees first, then what is cut out of them, then the
 	// writable dirs (which may lie inside a cut-out: the group's own IPC
-	// dir under the data dir), then what is cut out of those.
-	n := len(p.Mounts)
+	// dir under the data dir), then what is cut out of those. A later
+	// mount covers an earlier one (bubblewrap's mounts, and Seatbelt's
+	// last matching rule), so a cut-out a writable tree would cover is
+	// made again after it.
 	writable := append([]string{in.GroupDir, in.SessionDir, in.IPCDir}, in.AllowWrite...)
-	p.hide(in, roots(p.Mounts), writable)
+	p.hide(in, roots(p.Mounts), writable, 0)
+	n := len(p.Mounts)
 	// The run's own dirs are made before it starts; `security show` lists
 	// them before they exist.
-	for _, d := range []struct{ path, why string }{
+	own := []struct{ path, why string }{
 		{in.GroupDir, "the group's folder"}, {in.SessionDir, "the group's agent session"}, {in.IPCDir, "the group's IPC directory"},
-	} {
+	}
+	for _, d := range own {
 		if add(d.path, ReadWrite, d.why); !slices.ContainsFunc(p.Mounts, func(m Mount) bool { return m.Path == d.path }) {
 			p.Mounts = append(p.Mounts, Mount{Path: d.path, Mode: ReadWrite, Why: d.why, Dir: true})
 		}
@@ -209,7 +218,19 @@ func New(in Input) Plan {
 		add(w, ReadWrite, "allowWrite")
 	}
 	add(in.Socket, ReadWrite, "the egress gateway")
-	p.hide(in, roots(p.Mounts[n:]), writable)
+	cut := len(p.Mounts)
+	p.hide(in, roots(p.Mounts[n:cut]), writable, n)
+	// A cut-out of an allowWrite tree (the data dir's IPC root) may hold
+	// one of the run's own dirs or its socket: they come back over it.
+	var cutOuts []string
+	for _, m := range p.Mounts[cut:] {
+		cutOuts = append(cutOuts, m.Path)
+	}
+	for _, d := range append(own, struct{ path, why string }{in.Socket, "the egress gateway"}) {
+		if i := slices.IndexFunc(p.Mounts, func(m Mount) bool { return m.Path == d.path && m.Mode == ReadWrite }); i >= 0 && under(d.path, cutOuts) {
+			p.Mounts = append(p.Mounts, p.Mounts[i])
+		}
+	}
 	for _, pr := range Protected {
 		path := filepath.Join(in.GroupDir, pr.Name)
 		fi, err := os.Lstat(path)
@@ -246,10 +267,11 @@ func New(in Input) Plan {
 }
 
 // hide adds a Hidden mount for every denied path that would show inside
-// one of roots; "**/name" globs apply in the run's own folder too. A walk
-// of a read-only tree passes over the writable trees inside it (walked on
-// their own), so what a group writes never uses up that walk.
-func (p *Plan) hide(in Input, roots, writable []string) {
+// one of roots, unless p.Mounts[since:] cuts it out already; "**/name"
+// globs apply in the run's own folder too. A walk of a read-only tree
+// passes over the writable trees inside it (walked on their own), so what
+// a group writes never uses up that walk.
+func (p *Plan) hide(in Input, roots, writable []string, since int) {
 	var globs, literal []string
 	for _, d := range in.DenyRead {
 		if name, ok := strings.CutPrefix(d, "**/"); ok {
@@ -263,7 +285,7 @@ func (p *Plan) hide(in Input, roots, writable []string) {
 		if slices.Contains(own, d) || !under(d, roots) {
 			continue
 		}
-		p.hideOne(d, "denyRead")
+		p.hideOne(d, since)
 	}
 	for _, root := range roots {
 		if under(root, System) || len(globs) == 0 {
@@ -278,7 +300,7 @@ func (p *Plan) hide(in Input, roots, writable []string) {
 			p.partial = append(p.partial, root)
 		}
 		for _, f := range found {
-			p.hideOne(f, "denyRead")
+			p.hideOne(f, since)
 		}
 	}
 }
@@ -308,12 +330,12 @@ func (p *Plan) dropUnreachableCutOuts(u User) {
 	})
 }
 
-func (p *Plan) hideOne(path, why string) {
+func (p *Plan) hideOne(path string, since int) {
 	fi, err := os.Lstat(path)
-	if err != nil || slices.ContainsFunc(p.Mounts, func(m Mount) bool { return m.Path == path && m.Mode == Hidden }) {
+	if err != nil || slices.ContainsFunc(p.Mounts[since:], func(m Mount) bool { return m.Path == path && m.Mode == Hidden }) {
 		return
 	}
-	p.Mounts = append(p.Mounts, Mount{Path: path, Mode: Hidden, Why: why, Dir: fi.IsDir()})
+	p.Mounts = append(p.Mounts, Mount{Path: path, Mode: Hidden, Why: "denyRead", Dir: fi.IsDir()})
 }
 
 // placeholder tells whether fi looks like what a run's sandbox leaves

@@ -39,6 +39,7 @@ var macDevices = []string{"/dev/null", "/dev/zero", "/dev/random", "/dev/urandom
 // (p.Listen, where sandbox-init serves the gateway) and the gateway
 // socket, nothing else. docs/security.md gives the reason for each rule.
 func Profile(p Plan) string {
+	p.Mounts = withPrivate(p.Mounts)
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	q := func(s string) string { return fmt.Sprintf("%q", s) }
@@ -66,41 +67,78 @@ func Profile(p Plan) string {
 	}
 	rule("(allow file-read* file-write-data", "literal", macDevices, " (regex #\"^/dev/fd/[0-9]+$\"))")
 	rule("(allow file-read*", "subpath", macSystem, ")")
-	rule("(deny file-read*", "subpath", homebrewPrefixes, ") ; Homebrew and /usr/local: only the agent runtime's own parts, below")
-	for _, m := range p.Mounts {
-		switch m.Mode {
-		case ReadOnly:
-			w("(allow file-read* (%s %s)) ; %s", pathKind(m), q(m.Path), m.Why)
-		case ReadWrite:
-			w("(allow file-read* file-write* (%s %s)) ; %s", pathKind(m), q(m.Path), m.Why)
-		case Private:
-			w("; no shared /tmp: TMPDIR is the run's own, inside its session directory")
-		}
-	}
+	rule("(deny file-read*", "subpath", homebrewPrefixes, ") ; Homebrew and /usr/local: only the agent runtime's own parts")
 	for _, r := range homebrewRuntime(p) {
 		w("(allow file-read* (%s %s)) ; the agent command's runtime (Homebrew)", r.kind, q(r.path))
 	}
+	// The mounts in the plan's order, which is bubblewrap's: a later one
+	// covers an earlier one, as the last matching rule wins here (a
+	// writable folder inside a read-only home, a cut-out inside that
+	// folder). Linux's system runtime is not granted: macSystem is the
+	// Mac's, and its /usr would open /usr/local again.
 	for _, m := range p.Mounts {
 		switch {
+		case m.Why == whySystem:
+		case m.Mode == ReadOnly:
+			w("(allow file-read* (%s %s)) ; %s", pathKind(m), q(m.Path), m.Why)
+			// Also what does not exist yet, or lies in a writable dir.
+			w("(deny file-write* (%s %s))", pathKind(m), q(m.Path))
+		case m.Mode == ReadWrite:
+			w("(allow file-read* file-write* (%s %s)) ; %s", pathKind(m), q(m.Path), m.Why)
 		case m.Mode == Hidden:
 			w("(deny file-read* file-write* (%s %s)) ; %s", pathKind(m), q(m.Path), m.Why)
-		case m.Mode == ReadOnly:
-			// Also what lies inside a writable dir, or does not exist yet.
-			w("(deny file-write* (%s %s))", pathKind(m), q(m.Path))
+		case m.Mode == Private:
+			w("; no shared /tmp: TMPDIR is the run's own, inside its session directory")
 		}
 	}
-	if p.Workdir != "" {
-		w("(deny file-write* (regex #\"^%s/(.*/)?\\.git(/|$)\")) ; no repository anywhere in the group's folder: git run by the owner there must not run what the group wrote", sbplRegexQuote(p.Workdir))
+	for _, dir := range withPrivatePath(p.Workdir) {
+		w("(deny file-write* (regex #\"^%s/(.*/)?\\.git(/|$)\")) ; no repository anywhere in the group's folder: git run by the owner there must not run what the group wrote", sbplRegexQuote(dir))
 	}
 	w("(deny file-write-setugid) ; no file the run makes keeps a setuid or setgid bit")
 	if _, port, err := net.SplitHostPort(p.Listen); err == nil && port != "0" {
 		w("(allow network-bind network-inbound (local ip \"localhost:%s\")) ; sandbox-init offers the gateway here", port)
 		w("(allow network-outbound (remote ip \"localhost:%s\")) ; the gateway, and nothing else on this host", port)
 	}
-	if p.Socket != "" {
-		w("(allow network-outbound (remote unix-socket (path-literal %s))) ; the egress gateway", q(p.Socket))
+	for _, sock := range withPrivatePath(p.Socket) {
+		w("(allow network-outbound (remote unix-socket (path-literal %s))) ; the egress gateway", q(sock))
 	}
 	return b.String()
+}
+
+// macLinks are macOS's own symbolic links into /private. Seatbelt matches
+// the path a file really has, so a rule over /var/folders/… (where TMPDIR
+// and so every test's directories are) also names /private/var/folders/….
+// Only these fixed links are followed: a link a group planted never widens
+// its profile.
+var macLinks = []string{"/var", "/tmp", "/etc"}
+
+// withPrivatePath is path, and its real path when it goes through one of
+// macLinks ("" gives nothing).
+func withPrivatePath(path string) []string {
+	if path == "" {
+		return nil
+	}
+	if under(path, macLinks) {
+		return []string{path, "/private" + path}
+	}
+	return []string{path}
+}
+
+// withPrivate follows each mount through one of macLinks with the same
+// mount at its real path, in the same place of the order.
+func withPrivate(ms []Mount) []Mount {
+	var out []Mount
+	for _, m := range ms {
+		if m.Mode == Private {
+			out = append(out, m) // the run's own /tmp holds nothing of the host's
+			continue
+		}
+		for _, path := range withPrivatePath(m.Path) {
+			m.Path = path
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 func pathKind(m Mount) string {

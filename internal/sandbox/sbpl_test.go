@@ -21,9 +21,10 @@ func TestMacProfile(t *testing.T) {
 	receipt("libuv/1.49.0", ``)
 	receipt("xz/5.6.3", ``)
 	receipt("postgresql@16/16.4", ``) // installed, not needed by the runtime
-	old := homebrewPrefixes
+	old, oldLinks := homebrewPrefixes, macLinks
 	homebrewPrefixes = []string{brew, "/usr/local"}
-	defer func() { homebrewPrefixes = old }()
+	macLinks = nil // the temporary directory may lie in /tmp or /var: the golden text is the same
+	defer func() { homebrewPrefixes, macLinks = old, oldLinks }()
 
 	p := Plan{
 		Workdir: "/Users/o/nanoclaw/groups/family",
@@ -89,5 +90,37 @@ func TestMacProfile(t *testing.T) {
 		if re.MatchString(path) != denied {
 			t.Errorf("%s: denied = %v, want %v", path, !denied, denied)
 		}
+	}
+}
+
+// Seatbelt matches the path a file really has: a path through macOS's own
+// links into /private (/var/folders, where TMPDIR is; /tmp) is named at
+// both, in the same place of the order; another path only as it is.
+func TestMacProfileNamesRealPaths(t *testing.T) {
+	p := Plan{
+		Workdir: "/var/folders/xy/T/nc/groups/family",
+		Socket:  "/var/folders/xy/T/nc/data/gw/1.sock",
+		Mounts: []Mount{
+			{Path: "/var/folders/xy/T/nc/groups/family", Mode: ReadWrite, Dir: true, Why: "the group's folder"},
+			{Path: "/var/folders/xy/T/nc/groups/family/.env", Mode: Hidden, Why: "denyRead"},
+			{Path: "/Users/o/docs", Mode: ReadOnly, Dir: true, Why: "allowRead"},
+		},
+	}
+	profile := Profile(p)
+	for _, want := range []string{
+		"(allow file-read* file-write* (subpath \"/var/folders/xy/T/nc/groups/family\")) ; the group's folder\n" +
+			"(allow file-read* file-write* (subpath \"/private/var/folders/xy/T/nc/groups/family\")) ; the group's folder\n" +
+			"(deny file-read* file-write* (literal \"/var/folders/xy/T/nc/groups/family/.env\")) ; denyRead\n" +
+			"(deny file-read* file-write* (literal \"/private/var/folders/xy/T/nc/groups/family/.env\")) ; denyRead\n",
+		`(deny file-write* (regex #"^/private/var/folders/xy/T/nc/groups/family/(.*/)?\.git(/|$)"))`,
+		`(remote unix-socket (path-literal "/private/var/folders/xy/T/nc/data/gw/1.sock"))`,
+		`(literal "/private/var/folders/xy/T/nc")`, // its parents' metadata
+	} {
+		if !strings.Contains(profile, want) {
+			t.Errorf("profile lacks %s:\n%s", want, profile)
+		}
+	}
+	if strings.Contains(profile, "/private/Users") {
+		t.Errorf("a path without a link into /private got one:\n%s", profile)
 	}
 }

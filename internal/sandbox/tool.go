@@ -35,7 +35,7 @@ func ToolPlan(argv, readOnly []string, workdir string, l Limits) Plan {
 		p.Mounts = append(p.Mounts, m)
 	}
 	for _, s := range System {
-		add(s, "system runtime")
+		add(s, whySystem)
 	}
 	for _, f := range commandFiles(argv) {
 		if !under(f, System) {

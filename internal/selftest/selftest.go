@@ -63,6 +63,9 @@ type Report struct {
 	OS         string   `json:"os"`
 	OK         bool     `json:"ok"`
 	Boundaries []Result `json:"boundaries"`
+	// Weaker is what this OS's confinement lacks against Linux's
+	// (sandbox.Weaker), one line each; none on Linux.
+	Weaker []string `json:"weaker,omitempty"`
 }
 
 // Broken lists the boundaries that did not hold, but those in except.
@@ -222,7 +225,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	rep := Report{OS: runtime.GOOS, OK: true}
+	rep := Report{OS: runtime.GOOS, OK: true, Weaker: sandbox.Weaker(runtime.GOOS)}
 	verdict := func(name, broken string) {
 		r := Result{Boundary: name, Status: "held"}
 		if broken != "" {

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+
+	"howett.net/plist"
 
 	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
@@ -38,11 +41,14 @@ func TestServiceCLI(t *testing.T) {
 		"ExecStart=" + e2e.Nanoclawd(t) + " run --config " + config,
 		"WorkingDirectory=" + work,
 		"EnvironmentFile=-" + filepath.Join(work, "nanoclawd.env"),
-		"systemctl --user enable --now nanoclawd.service",
-		"agent.env names ANTHROPIC_API_KEY",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run lacks %q:\n%s", want, out)
+		}
+	}
+	for _, want := range []string{"systemctl --user enable --now nanoclawd.service", "agent.env names ANTHROPIC_API_KEY"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("dry run's notes lack %q:\n%s", want, stderr)
 		}
 	}
 	if _, err := os.Stat(unit); err == nil {
@@ -80,5 +86,73 @@ func TestServiceCLI(t *testing.T) {
 	_, stderr, code = run("service", "install", "--bogus")
 	if code == 0 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
 		t.Errorf("bad flag: exit %d, %q", code, stderr)
+	}
+}
+
+// --dry-run --for prints another platform's service file on any OS: alone
+// on stdout, so a plist reader reads it whole; where it goes, the
+// commands and the secrets' note on stderr. Without --for, this OS's.
+func TestServiceDryRunFor(t *testing.T) {
+	home, work := t.TempDir(), t.TempDir()
+	config := filepath.Join(work, "nanoclaw.config.jsonc")
+	os.WriteFile(config, []byte(`{"agent": {"env": ["ANTHROPIC_API_KEY"]}}`), 0o600)
+	env := []string{"HOME=" + home, "PATH=/usr/bin:/bin", "ANTHROPIC_API_KEY=sk-never-written"}
+	run := func(args ...string) (string, string, int) { return e2e.Run(t, work, env, args...) }
+	bin := e2e.Nanoclawd(t)
+	logs := filepath.Join(work, "data", "logs")
+
+	for _, system := range []bool{false, true} {
+		args := []string{"service", "install", "--dry-run", "--for", "macos"}
+		label, file := "com.nanoclawd.agent", filepath.Join(home, "Library/LaunchAgents/com.nanoclawd.agent.plist")
+		if system {
+			args, label, file = append(args, "--system"), "com.nanoclawd.daemon", "/Library/LaunchDaemons/com.nanoclawd.daemon.plist"
+		}
+		out, stderr, code := run(args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		var d map[string]any
+		if _, err := plist.Unmarshal([]byte(out), &d); err != nil {
+			t.Fatalf("%v: stdout is not a plist: %v\n%s", args, err, out)
+		}
+		argv, _ := d["ProgramArguments"].([]any)
+		if d["Label"] != label || len(argv) != 4 || argv[0] != bin || argv[3] != config || d["StandardErrorPath"] != filepath.Join(logs, "stderr.log") ||
+			d["WorkingDirectory"] != work {
+			t.Errorf("%v: plist %#v", args, d)
+		}
+		if _, hasUser := d["UserName"]; hasUser != system {
+			t.Errorf("%v: UserName %v", args, d["UserName"])
+		}
+		if strings.Contains(out, "sk-never-written") || strings.Contains(out, "ANTHROPIC_API_KEY") {
+			t.Errorf("%v: the plist names the secret:\n%s", args, out)
+		}
+		for _, want := range []string{"# " + file + " (dry run: nothing written)", "launchctl bootstrap", "agent.env names ANTHROPIC_API_KEY: launchd"} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("%v: stderr lacks %q:\n%s", args, want, stderr)
+			}
+		}
+	}
+
+	out, stderr, code := run("service", "install", "--dry-run", "--for", "linux")
+	if code != 0 || !strings.HasPrefix(out, "# Written by 'nanoclawd service install'") || !strings.Contains(out, "\nExecStart="+bin+" run --config "+config+"\n") ||
+		!strings.Contains(stderr, "systemctl --user enable --now nanoclawd.service") {
+		t.Errorf("--for linux: exit %d\n%s\n%s", code, out, stderr)
+	}
+	// This OS's own file without --for.
+	mine, _, _ := run("service", "install", "--dry-run")
+	if runtime.GOOS == "darwin" != strings.HasPrefix(mine, "<?xml") {
+		t.Errorf("service install --dry-run on %s printed:\n%s", runtime.GOOS, mine)
+	}
+
+	// Bad input: one line, non-zero, nothing written.
+	other := map[string]string{"darwin": "linux", "linux": "macos"}[runtime.GOOS]
+	for _, args := range [][]string{{"--dry-run", "--for", "windows"}, {"--for", other}, {"--system", "--for", "linux", "--dry-run"}} {
+		_, stderr, code := run(append([]string{"service", "install"}, args...)...)
+		if code == 0 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("%v: exit %d, %q", args, code, stderr)
+		}
+	}
+	if entries, _ := os.ReadDir(home); len(entries) != 0 {
+		t.Errorf("a dry run wrote into the home: %v", entries)
 	}
 }

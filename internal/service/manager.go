@@ -30,6 +30,10 @@ type Manager struct {
 	Home string // the owner's home
 	UID  int    // the owner's uid
 	Out  io.Writer
+	// Notes, when set, takes what a dry run says besides the file (where
+	// it goes, the commands, how to give it secrets), so that Out holds
+	// the file alone: `service install --dry-run > x.plist`.
+	Notes io.Writer
 	// System manages the LaunchDaemon (macOS only): it starts at boot,
 	// without a login, as the owner (Spec.User). Installing it needs root.
 	System bool
@@ -119,11 +123,17 @@ func (m *Manager) Install(ctx context.Context, s Spec, secrets []string, dryRun 
 		}
 	}
 	if dryRun {
-		fmt.Fprintf(m.Out, "# %s (dry run: nothing written)\n%s\n# then it would run:\n", file, body)
-		for _, c := range cmds {
-			fmt.Fprintln(m.Out, strings.Join(c, " "))
+		notes := m.Out
+		if m.Notes != nil {
+			notes = m.Notes
 		}
-		m.secretsNote(s, secrets)
+		fmt.Fprintf(notes, "# %s (dry run: nothing written)\n", file)
+		m.Out.Write(body)
+		fmt.Fprintln(notes, "# then it would run:")
+		for _, c := range cmds {
+			fmt.Fprintln(notes, strings.Join(c, " "))
+		}
+		m.secretsNote(notes, s, secrets)
 		return nil
 	}
 	if _, err := exec.LookPath(tool); err != nil {
@@ -172,14 +182,14 @@ func (m *Manager) Install(ctx context.Context, s Spec, secrets []string, dryRun 
 	} else {
 		fmt.Fprintf(m.Out, "systemd runs nanoclawd now and at every login; it restarts it after a crash, not after a clean exit\nlogs: %s and journalctl --user -u %s\nto keep it running while you are logged out: loginctl enable-linger %s\n", filepath.Join(s.LogDir, "nanoclawd.log"), Unit, userName())
 	}
-	m.secretsNote(s, secrets)
+	m.secretsNote(m.Out, s, secrets)
 	return nil
 }
 
 // secretsNote says how to give the service the variables agent.env names:
 // the service manager starts the daemon without the shell's environment,
 // and `nanoclawd run` reads them from the env file beside the config.
-func (m *Manager) secretsNote(s Spec, secrets []string) {
+func (m *Manager) secretsNote(w io.Writer, s Spec, secrets []string) {
 	if len(secrets) == 0 {
 		return
 	}
@@ -188,7 +198,7 @@ func (m *Manager) secretsNote(s Spec, secrets []string) {
 	if m.launchd() {
 		restart, manager = "launchctl kickstart -k "+m.service(), "launchd"
 	}
-	fmt.Fprintf(m.Out, "agent.env names %s: %s does not read your shell profile and the service file holds no secrets, so put them in %s (one NAME=value a line, chmod 600; nanoclawd reads it at start), then run: %s\n",
+	fmt.Fprintf(w, "agent.env names %s: %s does not read your shell profile and the service file holds no secrets, so put them in %s (one NAME=value a line, chmod 600; nanoclawd reads it at start), then run: %s\n",
 		strings.Join(secrets, ", "), manager, s.EnvFile, restart)
 }
 

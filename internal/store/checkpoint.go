@@ -8,8 +8,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/mattn/go-sqlite3"
-
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
@@ -49,23 +47,7 @@ func OpenWithCheckpointer(dataDir string) (*DB, *Checkpointer, error) {
 	}
 	path := layout.New(dataDir, "").DB()
 	c := &Checkpointer{wal: path + "-wal", commits: make(chan struct{}, 1)}
-	drv := &sqlite3.SQLiteDriver{ConnectHook: func(conn *sqlite3.SQLiteConn) error {
-		if _, err := conn.Exec("PRAGMA wal_autocheckpoint = 0", nil); err != nil {
-			return err
-		}
-		if _, err := conn.Exec(fmt.Sprintf("PRAGMA journal_size_limit = %d", walLimit), nil); err != nil {
-			return err
-		}
-		conn.RegisterCommitHook(func() int {
-			select {
-			case c.commits <- struct{}{}:
-			default:
-			}
-			return 0 // go on with the commit
-		})
-		return nil
-	}}
-	c.db = sql.OpenDB(connector{drv, DSN(path)})
+	c.db = sql.OpenDB(connector{checkpointDriver(c), DSN(path)})
 	if err := migrate(c.db, path); err != nil {
 		return nil, nil, err
 	}
@@ -120,7 +102,7 @@ func (c *Checkpointer) truncate(ctx context.Context) error {
 // connector opens connections of one DSN through drv, so that a DB gets
 // the ConnectHook without a globally registered driver name.
 type connector struct {
-	drv *sqlite3.SQLiteDriver
+	drv driver.Driver
 	dsn string
 }
 

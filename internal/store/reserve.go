@@ -15,7 +15,6 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/mattn/go-sqlite3"
 	"golang.org/x/sys/unix"
 )
 
@@ -54,12 +53,8 @@ func (r *Reserve) Hold() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("disk reserve %s: %w", r.Path, err)
 	}
-	// fallocate gives the file real blocks (a sparse file would hold
-	// nothing back); where it is missing, zeros are written.
-	err = unix.Fallocate(int(f.Fd()), 0, 0, r.Size)
-	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
-		_, err = f.Write(make([]byte, r.Size))
-	}
+	// The file needs real blocks: a sparse file would hold nothing back.
+	err = allocate(f, r.Size)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -113,9 +108,5 @@ func dirOf(path string) string {
 // Full tells whether err is the disk (or the database's file system) being
 // full.
 func Full(err error) bool {
-	var se sqlite3.Error
-	if errors.As(err, &se) && se.Code == sqlite3.ErrFull {
-		return true
-	}
-	return errors.Is(err, syscall.ENOSPC) || (err != nil && strings.Contains(err.Error(), "database or disk is full"))
+	return sqliteFull(err) || errors.Is(err, syscall.ENOSPC) || (err != nil && strings.Contains(err.Error(), "database or disk is full"))
 }

@@ -1,3 +1,7 @@
+//go:build cgo
+
+// The test needs a real database, which go-sqlite3 has only with cgo.
+
 package store
 
 import (

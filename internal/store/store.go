@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mattn/go-sqlite3" // also the database/sql driver "sqlite3"
+	_ "github.com/mattn/go-sqlite3" // the database/sql driver "sqlite3"
 
 	"github.com/nanoclawd/nanoclawd/migrations"
 
@@ -42,8 +42,7 @@ func DSN(path string) string {
 // _txlock=immediate that happens at BEGIN, before anything is written, so
 // the same transaction may simply be tried again.
 func Busy(err error) bool {
-	var se sqlite3.Error
-	return errors.As(err, &se) && (se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked)
+	return sqliteBusy(err)
 }
 
 // Open opens (creating if needed) the database in dataDir and applies any

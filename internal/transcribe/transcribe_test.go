@@ -3,12 +3,15 @@ package transcribe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,17 +92,20 @@ func TestCommandTimeout(t *testing.T) {
 		t.Fatalf("error %v, want the timeout named", err)
 	}
 	b, _ := os.ReadFile(pidFile)
-	pid := strings.TrimSpace(string(b))
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("the transcriber's child wrote no pid (%v), so nothing is proven", err)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := os.Stat("/proc/" + pid); pid == "" || err != nil {
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
 			break
 		}
-		if st, _ := os.ReadFile("/proc/" + pid + "/stat"); strings.Contains(string(st), ") Z ") {
-			break // a zombie: killed, waiting for its reaper
+		if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); strings.Contains(string(st), ") Z ") {
+			break // a zombie (Linux): killed, waiting for its reaper
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the transcriber's child %s outlived the timeout", pid)
+			t.Fatalf("the transcriber's child %d outlived the timeout", pid)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

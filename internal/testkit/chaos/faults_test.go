@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -17,13 +15,9 @@ import (
 
 // killAnAgent kills one running agent with SIGKILL.
 func killAnAgent(path string) bool {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && exe == path {
-			pid, _ := strconv.Atoi(e.Name())
-			if p, err := os.FindProcess(pid); err == nil && p.Kill() == nil {
-				return true
-			}
+	for _, pid := range e2e.Pids(path) {
+		if p, err := os.FindProcess(pid); err == nil && p.Kill() == nil {
+			return true
 		}
 	}
 	return false

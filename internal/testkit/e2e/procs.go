@@ -4,8 +4,11 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,14 +52,40 @@ func WaitFile(tb testing.TB, dir, sub string) {
 // CountProcs counts running processes whose executable is path.
 func CountProcs(path string) int { return len(Pids(path)) }
 
-// Pids lists the running processes whose executable is path.
+// Pids lists the running processes whose executable is path: from /proc
+// on Linux, from ps on macOS, which has no /proc (a count of none there
+// would let every "no agent left" check pass unseen).
 func Pids(path string) []int {
+	if runtime.GOOS != "linux" {
+		return psPids(path)
+	}
 	var pids []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
 		if pid, perr := strconv.Atoi(e.Name()); perr == nil && err == nil && exe == path {
 			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// psPids is Pids from `ps`: the executable of each process (comm, which
+// macOS's ps gives as the path it was started from), at path or at its
+// real path (/var/folders is /private/var/folders). A ps that fails fails
+// the caller's wait, never a silent none.
+func psPids(path string) []int {
+	real, _ := filepath.EvalSymlinks(path)
+	out, err := exec.Command("ps", "-axww", "-o", "pid=,comm=").Output()
+	if err != nil {
+		panic(fmt.Sprintf("e2e: ps -ax: %v", err))
+	}
+	var pids []int
+	for _, line := range strings.Split(string(out), "\n") {
+		pid, exe, _ := strings.Cut(strings.TrimSpace(line), " ")
+		exe = strings.TrimSpace(exe)
+		if n, err := strconv.Atoi(pid); err == nil && (exe == path || exe == real) {
+			pids = append(pids, n)
 		}
 	}
 	return pids
