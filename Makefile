@@ -74,6 +74,7 @@ deps: rundeps
 # unit tests; what starts the real daemon, the real SDK or the chaos suite
 # skips under -short.
 check:
+	@f=$$(gofmt -l cmd internal e2e *.go); [ -z "$$f" ] || { echo "not gofmt'ed (run gofmt -w): $$f"; exit 1; }
 	$(GO) vet $(TAGS) ./...
 	$(DARWIN_VET)
 	$(GO) run $(ACTIONLINT)
