@@ -36,6 +36,9 @@ type Options struct {
 	Upstream   string // the model API ("" = api.anthropic.com)
 	Reporter   security.Reporter
 	Meter      gateway.Meter // nil: the run's model requests are not metered
+	// Unanswered hears when the run's relay gives up on its upstreams
+	// (gateway.Config); nil: nobody ends the attempt for it.
+	Unanswered chan<- string
 	// Route is where the relay sends the run's model requests (the
 	// group's provider and model, the fallbacks); empty: Upstream as the
 	// agent asks.
@@ -119,7 +122,7 @@ func New(o Options) (*Confinement, error) {
 	gw, err := gateway.Open(socket, gateway.Config{
 		Group: o.Policy.Group, AllowedDomains: o.Policy.Network.AllowedDomains, DeniedDomains: o.Policy.Network.DeniedDomains,
 		Upstream: o.Upstream, Secrets: takeCredentials(spec.Env), Self: listen, Reporter: o.Reporter, Log: o.Log,
-		Meter: o.Meter, Route: o.Route, Routes: o.Routes, Tools: o.Policy.Tools,
+		Meter: o.Meter, Route: o.Route, Routes: o.Routes, Tools: o.Policy.Tools, Unanswered: o.Unanswered,
 	})
 	if err != nil {
 		return nil, err

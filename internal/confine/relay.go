@@ -9,12 +9,13 @@ import (
 // budget like every other group's, and its agent holds placeholders, not
 // the daemon's credentials. It is not held to network rules, so it has no
 // forward proxy; of o it takes the policy's group, the spec, the upstream,
-// the meter and the log. The caller closes the relay when the run has
+// the meter, Unanswered and the log. The caller closes the relay when the run has
 // ended.
 func Relay(o Options) (*gateway.Gateway, error) {
 	spec := o.Spec
 	gw, err := gateway.OpenLoopback(gateway.Config{
 		Group: o.Policy.Group, Upstream: o.Upstream, Secrets: takeCredentials(spec.Env), Meter: o.Meter, Log: o.Log, Route: o.Route, Routes: o.Routes,
+		Unanswered: o.Unanswered,
 	})
 	if err != nil {
 		return nil, err

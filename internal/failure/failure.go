@@ -48,6 +48,12 @@ var failures = []struct {
 var NoCredential = Failure{"credential", "no model credential is set: the daemon has no API key or OAuth token to give the model API",
 	"Put ANTHROPIC_API_KEY=… (or CLAUDE_CODE_OAUTH_TOKEN=… from 'claude setup-token') in nanoclawd.env beside the config and add its name to agent.env, or run 'nanoclawd setup'; 'nanoclawd doctor' checks it.", true}
 
+// NotSent is a credential failure the agent reports when no upstream
+// refused anything (none answered 401 or 403): its request never reached
+// the model API with a credential the relay knows.
+var NotSent = Failure{"credential", "the agent's request did not reach the model API with a credential",
+	"'nanoclawd doctor' shows the credential the daemon gives agents; a provider's own is providers.NAME.credential in the config.", true}
+
 // sdkHintRE finds the Claude CLI's advice to its own users ("· Please
 // run /login"): nanoclawd has no /login, so a chat must never be told it.
 var sdkHintRE = regexp.MustCompile(`(?i)\s*[·•.,;:-]?\s*(please\s+)?(run\s+)?/login\b\.?`)

@@ -17,9 +17,9 @@ import (
 // upstream, and when it fails before a byte of its answer reached the
 // agent (a failover status, a refused connection, no headers or no first
 // bytes within the timeout) to each fallback in turn, never twice to one.
-// When none answered, the agent gets an error the SDK does not retry,
-// naming each failure, so the run ends with one plain sentence instead of
-// minutes of retries.
+// When none answered, the relay gives up on the run (outage.go): its owner
+// ends the attempt, and the agent gets an error naming each failure. A
+// single upstream's transient failure goes to the agent as it came.
 func (r *Gateway) send(w http.ResponseWriter, req *http.Request, real string, body []byte) {
 	rt := r.cfg.Route
 	if r.cfg.Routes != nil {
@@ -27,10 +27,15 @@ func (r *Gateway) send(w http.ResponseWriter, req *http.Request, real string, bo
 			rt = next
 		}
 	}
-	var fails []string
-	for _, t := range rt.order(time.Now()) {
+	asked := askedOf(body)
+	targets := rt.order(time.Now(), asked.Model)
+	var (
+		fails []string
+		last  statusError
+	)
+	for i, t := range targets {
 		served := Served{Target: t, Fallback: t.Key() != rt.Targets[0].Key()}
-		resp, first, cancel, err := r.attempt(req, t, real, body, rt.timeout())
+		resp, first, cancel, err := r.attempt(req, t, real, body, rt.timeout(), asked.Stream)
 		if req.Context().Err() != nil {
 			if err == nil {
 				resp.Body.Close()
@@ -39,21 +44,26 @@ func (r *Gateway) send(w http.ResponseWriter, req *http.Request, real string, bo
 			return // the agent went away: nobody to answer
 		}
 		if err != nil {
-			var se statusError
-			if errors.As(err, &se) && r.cfg.Meter != nil {
+			last = statusError{}
+			if errors.As(err, &last) && r.cfg.Meter != nil {
 				// The meter keeps what the API said of its limits (retry-after).
-				r.cfg.Meter.Answered(se.status, se.header, served)
+				r.cfg.Meter.Answered(last.status, last.header, served)
 			}
 			fails = append(fails, t.Key()+": "+err.Error())
-			if rt.Board != nil {
-				rt.Board.Failed(t.Key(), time.Now())
+			var local errLocal
+			if rt.Board != nil && !errors.As(err, &local) {
+				rt.Board.Failed(memoryKey(t, asked.Model), time.Now())
 			}
-			r.cfg.Log.Warn().Str("group", r.cfg.Group).Str("upstream", t.Key()).Bool("fallback", served.Fallback).
-				Msg("the model upstream failed; trying the next: " + err.Error())
+			msg := "the model upstream failed: "
+			if i < len(targets)-1 {
+				msg = "the model upstream failed; trying the next: "
+			}
+			r.cfg.Log.Warn().Str("group", r.cfg.Group).Str("upstream", t.Key()).Bool("fallback", served.Fallback).Msg(msg + err.Error())
 			continue
 		}
+		r.outage.answered()
 		if rt.Board != nil {
-			rt.Board.Succeeded(t.Key())
+			rt.Board.Succeeded(memoryKey(t, asked.Model))
 		}
 		if served.Fallback {
 			r.cfg.Log.Info().Str("group", r.cfg.Group).Str("upstream", t.Key()).Msg("a model request served by a fallback")
@@ -62,12 +72,57 @@ func (r *Gateway) send(w http.ResponseWriter, req *http.Request, real string, bo
 		return
 	}
 	why := "nanoclaw relay: no model upstream answered (" + strings.Join(fails, "; ") + ")"
+	if len(targets) == 1 && last.status != 0 && r.outage.transient(why, rt.timeout(), r.giveUp) {
+		// As the API itself answered: the SDK backs off and asks again.
+		passOn(w, last)
+		return
+	}
+	r.giveUp(why)
+	r.answerOutage(w, why)
+}
+
+// giveUp ends the run's model requests: the meter and the run's owner hear
+// why, once.
+func (r *Gateway) giveUp(why string) {
+	if !r.outage.giveUp(why) {
+		return
+	}
+	r.cfg.Log.Warn().Str("group", r.cfg.Group).Msg("no model upstream answers; the run's attempt is ended: " + why)
 	if r.cfg.Meter != nil {
 		r.cfg.Meter.Failed(why)
 	}
-	// 400 is what the SDK and the CLI give up on at once (they retry
-	// 408, 409, 429 and 5xx); X-Should-Retry says the same.
+}
+
+// answerOutage answers a request of a run the relay gave up on.
+func (r *Gateway) answerOutage(w http.ResponseWriter, why string) {
+	// 400 is what the SDK and the CLI are least eager to retry (they
+	// retry 408, 409, 429 and 5xx); X-Should-Retry says the same. The
+	// daemon ends the attempt whatever they do.
 	apiError(w, http.StatusBadRequest, "invalid_request_error", why)
+}
+
+// passOn answers the agent with an upstream's failure as it came.
+func passOn(w http.ResponseWriter, se statusError) {
+	h := w.Header()
+	for k, v := range se.header {
+		if !hopHeaders[k] && k != "Content-Length" {
+			h[k] = v
+		}
+	}
+	w.WriteHeader(se.status)
+	w.Write(se.body)
+}
+
+// asked is what a request asks for that the relay routes by.
+type asked struct {
+	Model  string `json:"model"`
+	Stream bool   `json:"stream"`
+}
+
+func askedOf(body []byte) asked {
+	var a asked
+	json.Unmarshal(body, &a)
+	return a
 }
 
 // limitedRE finds, in the relay's "no model upstream answered (…)", each
@@ -97,10 +152,17 @@ func Limited(why string) bool {
 type statusError struct {
 	status int
 	header http.Header
-	msg    string // ", the API's message" or ""
+	body   []byte // the start of the answer
 }
 
-func (e statusError) Error() string { return fmt.Sprintf("HTTP %d%s", e.status, e.msg) }
+func (e statusError) Error() string { return fmt.Sprintf("HTTP %d%s", e.status, apiMessage(e.body)) }
+
+// errLocal is a request the relay could not make at all (a provider's
+// URL it cannot use): not the upstream's failure.
+type errLocal struct{ err error }
+
+func (e errLocal) Error() string { return e.err.Error() }
+func (e errLocal) Unwrap() error { return e.err }
 
 // errSilent is an upstream that said nothing within the timeout.
 type errSilent struct {
@@ -110,21 +172,22 @@ type errSilent struct {
 
 func (e errSilent) Error() string { return fmt.Sprintf("no %s within %s", e.what, e.d) }
 
-// attempt sends the request to t and waits for its headers and the first
-// bytes of its body, each within the timeout. A failover status or no
-// answer is an error; any other answer is returned with its first chunk
-// read, and the cancel that ends it.
-func (r *Gateway) attempt(in *http.Request, t Target, real string, body []byte, timeout time.Duration) (*http.Response, []byte, context.CancelFunc, error) {
+// attempt sends the request to t and waits, within the timeout, for its
+// headers and the first bytes of its body (a streamed request) or its
+// whole body (any other). A failover status or no answer is an error; any
+// other answer is returned with what was read of it, and the cancel that
+// ends it.
+func (r *Gateway) attempt(in *http.Request, t Target, real string, body []byte, timeout time.Duration, streamed bool) (*http.Response, []byte, context.CancelFunc, error) {
 	u, err := targetURL(t, in.URL.Path, in.URL.RawQuery)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, errLocal{err}
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(in.Context()))
 	stopOnLeave := context.AfterFunc(in.Context(), cancel) // the agent went away
 	out, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(withModel(body, t)))
 	if err != nil {
 		cancel()
-		return nil, nil, nil, err
+		return nil, nil, nil, errLocal{err}
 	}
 	out.Header = in.Header.Clone()
 	keepHeaders(out.Header)
@@ -147,23 +210,30 @@ func (r *Gateway) attempt(in *http.Request, t Target, real string, body []byte, 
 	}
 	if failoverStatus[resp.StatusCode] {
 		timer.Stop()
-		msg := apiMessage(resp.Body)
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 		resp.Body.Close()
 		cancel()
 		stopOnLeave()
-		return nil, nil, nil, statusError{resp.StatusCode, resp.Header, msg}
+		return nil, nil, nil, statusError{resp.StatusCode, resp.Header, b}
 	}
 	// The first bytes decide too: a stream that opens and then says
 	// nothing has not yet given the agent a byte, so another may answer.
+	// An answer that is not streamed comes whole or not at all.
+	what := "answer"
 	buf := make([]byte, 32<<10)
 	n, rerr := resp.Body.Read(buf)
-	if n == 0 && rerr != nil && rerr != io.EOF {
+	if !streamed {
+		what = "whole answer"
+		buf, rerr = readWhole(resp.Body, buf[:n], rerr)
+		n = len(buf)
+	}
+	if (n == 0 || !streamed) && rerr != nil && rerr != io.EOF {
 		fired := !timer.Stop()
 		resp.Body.Close()
 		cancel()
 		stopOnLeave()
 		if fired && in.Context().Err() == nil {
-			return nil, nil, nil, errSilent{"answer", timeout}
+			return nil, nil, nil, errSilent{what, timeout}
 		}
 		return nil, nil, nil, shortErr(rerr)
 	}
@@ -173,12 +243,30 @@ func (r *Gateway) attempt(in *http.Request, t Target, real string, body []byte, 
 		resp.Body.Close()
 		cancel()
 		stopOnLeave()
-		return nil, nil, nil, errSilent{"answer", timeout}
+		return nil, nil, nil, errSilent{what, timeout}
 	}
 	if rerr != nil {
 		resp.Body = eofBody{resp.Body, rerr}
 	}
 	return resp, buf[:n], func() { cancel(); stopOnLeave() }, nil
+}
+
+// maxWhole bounds what the relay holds of an answer that is not streamed;
+// past it, the rest flows on as it comes.
+const maxWhole = 64 << 20
+
+// readWhole reads the rest of an answer that is not streamed after its
+// first chunk (got, and how its read ended).
+func readWhole(body io.Reader, got []byte, err error) ([]byte, error) {
+	for err == nil && len(got) < maxWhole {
+		if len(got) == cap(got) {
+			got = append(got, 0)[:len(got)]
+		}
+		var n int
+		n, err = body.Read(got[len(got):cap(got)])
+		got = got[:len(got)+n]
+	}
+	return got, err
 }
 
 // eofBody ends at once: the first read already saw the end.
@@ -291,8 +379,7 @@ func credentialFor(h http.Header, t Target, real string) {
 
 // apiMessage reads the API's error message from a failed answer, for the
 // log and the agent (", message" or "").
-func apiMessage(body io.Reader) string {
-	b, _ := io.ReadAll(io.LimitReader(body, 4<<10))
+func apiMessage(b []byte) string {
 	var e struct {
 		Error struct{ Message string } `json:"error"`
 	}

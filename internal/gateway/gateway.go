@@ -48,6 +48,10 @@ import (
 // credential. A confined agent gets a placeholder in their place.
 var Credentials = security.ModelCredentials
 
+// KeylessVar is the credential variable an agent is given when its
+// providers need none of the daemon's.
+const KeylessVar = "ANTHROPIC_API_KEY"
+
 // DefaultUpstream is the model API when the daemon's ANTHROPIC_BASE_URL is unset.
 const DefaultUpstream = "https://api.anthropic.com"
 
@@ -80,6 +84,10 @@ type Config struct {
 	// Meter, if set, is asked before each model request and told about
 	// each answer (meter.go).
 	Meter Meter
+	// Unanswered, if set, is sent the relay's error, once, when the run's
+	// model requests found no upstream that answers (outage.go): the
+	// run's owner ends the attempt. A buffer of one is enough.
+	Unanswered chan<- string
 	// RelayOnly serves the relay and no forward proxy (an unconfined
 	// run's relay: it is not held to network rules).
 	RelayOnly bool
@@ -98,6 +106,7 @@ type Gateway struct {
 	env          map[string]string // variable → placeholder
 	closed       chan struct{}
 	closeOnce    sync.Once
+	outage       outage
 	dialer       *net.Dialer
 	lookup       func(ctx context.Context, host string) ([]netip.Addr, error)
 }
@@ -128,7 +137,7 @@ func serve(ln net.Listener, socket string, u *url.URL, cfg Config) *Gateway {
 		cfg.Route.Targets = []Target{{Provider: BuiltinProvider, URL: u.String(), Builtin: true}}
 	}
 	r := &Gateway{cfg: cfg, socket: socket, ln: ln, placeholders: map[string]string{}, env: map[string]string{},
-		closed: make(chan struct{})}
+		closed: make(chan struct{}), outage: outage{tell: cfg.Unanswered}}
 	for name, real := range cfg.Secrets {
 		if real == "" {
 			continue
@@ -136,6 +145,15 @@ func serve(ln net.Listener, socket string, u *url.URL, cfg Config) *Gateway {
 		ph := placeholder(name)
 		r.placeholders[ph] = real
 		r.env[name] = ph
+	}
+	if len(r.env) == 0 && !cfg.Route.usesOwn() {
+		// Every upstream takes its provider's credential, or none (a local
+		// model server): the daemon needs no key of its own, but the SDK
+		// sends nothing without one. The agent gets a placeholder that
+		// stands for none.
+		ph := placeholder(KeylessVar)
+		r.placeholders[ph] = ""
+		r.env[KeylessVar] = ph
 	}
 	r.dialer = &net.Dialer{Timeout: 15 * time.Second, ControlContext: r.checkAddr}
 	r.lookup = cfg.Lookup
@@ -157,6 +175,7 @@ func (r *Gateway) Env() map[string]string { return r.env }
 // open tunnels end.
 func (r *Gateway) Close() error {
 	r.closeOnce.Do(func() { close(r.closed) })
+	r.outage.close()
 	err := r.srv.Close()
 	if r.socket != "" {
 		os.Remove(r.socket)

@@ -52,6 +52,10 @@ func (r *Gateway) relay(w http.ResponseWriter, req *http.Request) {
 		r.refuseRelay(w, req, target, http.StatusUnauthorized, "authentication_error", "the request carries no credential of a running agent")
 		return
 	}
+	if why := r.outage.over(); why != "" {
+		r.answerOutage(w, why) // the run is being ended: nothing goes upstream again
+		return
+	}
 	if r.refused(w, req) {
 		return
 	}
@@ -114,6 +118,7 @@ func (r *Gateway) credential(h http.Header) (string, bool) {
 		return "", true
 	}
 	for _, v := range []string{h.Get("X-Api-Key"), strings.TrimPrefix(h.Get("Authorization"), "Bearer ")} {
+		// real is "" for a keyless run's placeholder: no credential goes on.
 		if real, ok := r.placeholders[v]; ok && v != "" {
 			return real, true
 		}

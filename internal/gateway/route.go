@@ -53,9 +53,20 @@ type Route struct {
 	// first bytes, and any silence of its stream after that
 	// (agent.apiTimeout; 0 = 60s).
 	Timeout time.Duration
-	// Board is shared by every run: it remembers which targets failed
-	// lately, so the next request does not wait on them again.
+	// Board is shared by every run: it remembers which provider and model
+	// failed lately, so the next request for it does not wait on it again.
 	Board *Board
+}
+
+// usesOwn reports whether a target of the route takes the daemon's own
+// credential (the built-in provider's).
+func (rt Route) usesOwn() bool {
+	for _, t := range rt.Targets {
+		if t.Builtin {
+			return true
+		}
+	}
+	return false
 }
 
 // DefaultTimeout is agent.apiTimeout's default.
@@ -76,7 +87,11 @@ var failoverStatus = map[int]bool{429: true, 500: true, 502: true, 503: true, 50
 // others: the next request after that tries it first again.
 const skipFor = time.Minute
 
-// Board remembers when each target last failed. Its zero value is ready.
+// Board remembers when each provider and model last failed (memoryKey):
+// one model overloaded or a request slow on it moves nobody off another.
+// Only the upstream's own failures count (a failover status, no answer,
+// a refused connection); an answer that refuses the request itself is
+// the request's fault. Its zero value is ready.
 type Board struct {
 	mu     sync.Mutex
 	failed map[string]time.Time
@@ -99,10 +114,20 @@ func (b *Board) Succeeded(key string) {
 	delete(b.failed, key)
 }
 
-// order is the targets in the order one request tries them: those that
-// did not fail in the last minute in their configured order, then those
-// that did (so a request still reaches one of them when all failed lately).
-func (rt Route) order(now time.Time) []Target {
+// memoryKey names t on the board for a request asking for model: its
+// provider and model, the one the request asks for when t keeps it.
+func memoryKey(t Target, model string) string {
+	if t.Model != "" || model == "" {
+		return t.Key()
+	}
+	return t.Provider + "/" + model
+}
+
+// order is the targets in the order a request for model tries them: those
+// that did not fail in the last minute in their configured order, then
+// those that did (so a request still reaches one of them when all failed
+// lately).
+func (rt Route) order(now time.Time, model string) []Target {
 	if rt.Board == nil {
 		return rt.Targets
 	}
@@ -110,7 +135,7 @@ func (rt Route) order(now time.Time) []Target {
 	defer rt.Board.mu.Unlock()
 	var fresh, lately []Target
 	for _, t := range rt.Targets {
-		if at, ok := rt.Board.failed[t.Key()]; ok && now.Sub(at) < skipFor {
+		if at, ok := rt.Board.failed[memoryKey(t, model)]; ok && now.Sub(at) < skipFor {
 			lately = append(lately, t)
 			continue
 		}

@@ -49,6 +49,7 @@ type agentRun struct {
 	lastText   string
 	failure    string // the last error frame
 	told       bool   // the chat was told of an error result (failure.go)
+	unanswered string // the relay's error when it gave up on the upstreams (unanswered.go)
 	ipcDir     string
 	started    chan struct{}        // closed once the agent process runs; a retry's start replaces it
 	conf       *confine.Confinement // the OS sandbox of a non-main run
@@ -249,6 +250,9 @@ func (a *agentRun) OnResult(res runner.Result) {
 		}
 	}
 	if res.Status != "success" {
+		if a.unanswered != "" {
+			return // the agent's own word of the failure its chat was told of
+		}
 		a.onError(ctx, res.Error)
 		return
 	}
@@ -288,8 +292,12 @@ func (a *agentRun) onError(ctx context.Context, errText string) {
 		return // start runs it again with a fresh session
 	}
 	f := failure.Classify(errText)
-	if f.Kind == "credential" && a.builtinProvider() && !security.CredentialSet(a.router.Config().Agent.Env, os.Getenv) {
-		f = failure.NoCredential
+	if f.Kind == "credential" && (a.meter == nil || !a.meter.CredentialRefused()) {
+		// No upstream answered 401 or 403: nothing was refused.
+		f = failure.NotSent
+		if a.builtinProvider() && !security.CredentialSet(a.router.Config().Agent.Env, os.Getenv) {
+			f = failure.NoCredential
+		}
 	}
 	a.told = true
 	// Over budget or a refused credential: the relay told the main chat itself.

@@ -26,6 +26,9 @@ type prepared struct {
 	spec    runner.Spec
 	session string   // the saved session it resumes; "" starts a fresh one
 	release []func() // what ends with the agent (the IPC token, its sandbox or relay), in reverse
+	// unanswered hears from the agent's relay when no model upstream
+	// answers: the attempt is ended then (unanswered.go).
+	unanswered chan string
 }
 
 // close releases what prepare took, the last first.
@@ -44,7 +47,15 @@ func (a *agentRun) attempt(ctx context.Context, job runner.Job, prompt string, i
 		return false, err
 	}
 	a.resumed = p.session != ""
-	out, err := runner.Run(ctx, p.spec, a)
+	actx, end := context.WithCancel(ctx)
+	defer end()
+	go a.endWhenUnanswered(actx, p.unanswered, end)
+	out, err := runner.Run(actx, p.spec, a)
+	if why := a.unansweredWhy(); why != "" {
+		// The relay gave up and the chat was told: not the agent's failure,
+		// and a retry would wait on the same upstreams again.
+		err = runner.NoRetry(errors.New(why))
+	}
 	if testHookAgentExited != nil {
 		testHookAgentExited(a)
 	}
@@ -58,7 +69,7 @@ func (a *agentRun) attempt(ctx context.Context, job runner.Job, prompt string, i
 func (a *agentRun) prepare(ctx context.Context, job runner.Job, prompt string, isTask bool) (*prepared, error) {
 	r, g := a.router, a.group
 	cfg := r.Config()
-	p := &prepared{}
+	p := &prepared{unanswered: make(chan string, 1)}
 	list, err := r.Groups.List(ctx)
 	if err != nil {
 		return p, err
@@ -117,13 +128,13 @@ func (a *agentRun) prepare(ctx context.Context, job runner.Job, prompt string, i
 		meter = a.meter
 	}
 	if !g.IsMain {
-		if a.conf, err = r.confine(ctx, cfg, g, eff, &p.spec, dirs.Session, meter); err != nil {
+		if a.conf, err = r.confine(ctx, cfg, g, eff, &p.spec, dirs.Session, meter, p.unanswered); err != nil {
 			return p, err
 		}
 		p.release = append(p.release, a.conf.Finish)
 		return p, nil
 	}
-	relay, err := r.relayMain(cfg, eff, &p.spec, meter)
+	relay, err := r.relayMain(cfg, eff, &p.spec, meter, p.unanswered)
 	if err != nil {
 		return p, err
 	}

@@ -25,7 +25,7 @@ var errShuttingDown = errors.New("nanoclawd is shutting down")
 // model requests metered by meter, and readies the watch on its limits.
 // If the sandbox cannot be built, or the start-time proof found a boundary
 // broken, the run fails closed and the main group is told.
-func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group, eff security.Effective, spec *runner.Spec, sessionDir string, meter gateway.Meter) (*confine.Confinement, error) {
+func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group, eff security.Effective, spec *runner.Spec, sessionDir string, meter gateway.Meter, unanswered chan<- string) (*confine.Confinement, error) {
 	user := cfg.Agent.RunAs.User()
 	if err := sandbox.Probe(ctx, user); err != nil {
 		return nil, r.failClosed(ctx, cfg, g, err)
@@ -44,6 +44,7 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 	c, err := confine.New(confine.Options{
 		Config: cfg, Policy: eff, Spec: spec, SessionDir: sessionDir, Binary: r.Binary,
 		Upstream: os.Getenv("ANTHROPIC_BASE_URL"), Reporter: r.Reporter, Meter: meter, Log: r.Log, Route: r.route(cfg, eff), Routes: r.routes(g.Folder),
+		Unanswered: unanswered,
 	})
 	if errors.Is(err, sandbox.ErrUnavailable) {
 		return nil, r.failClosed(ctx, cfg, g, err)
@@ -69,8 +70,9 @@ func (r *Router) meterSettings() usage.Settings {
 
 // relayMain gives the main group's run, which is not confined, a relay of
 // its own (confine.Relay).
-func (r *Router) relayMain(cfg *config.Config, eff security.Effective, spec *runner.Spec, meter gateway.Meter) (*gateway.Gateway, error) {
-	return confine.Relay(confine.Options{Policy: eff, Spec: spec, Upstream: os.Getenv("ANTHROPIC_BASE_URL"), Meter: meter, Log: r.Log, Route: r.route(cfg, eff), Routes: r.routes(eff.Group)})
+func (r *Router) relayMain(cfg *config.Config, eff security.Effective, spec *runner.Spec, meter gateway.Meter, unanswered chan<- string) (*gateway.Gateway, error) {
+	return confine.Relay(confine.Options{Policy: eff, Spec: spec, Upstream: os.Getenv("ANTHROPIC_BASE_URL"), Meter: meter, Log: r.Log,
+		Route: r.route(cfg, eff), Routes: r.routes(eff.Group), Unanswered: unanswered})
 }
 
 // route is where the group's model requests go, with the failures every

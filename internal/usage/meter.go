@@ -30,6 +30,7 @@ type Meter struct {
 
 	mu      sync.Mutex
 	stopped string // why the relay refused or the API rejected this run's requests
+	refused bool   // an upstream answered 401 or 403 to this run
 }
 
 // MeterEnv is what a run's meter reads and tells outside this package.
@@ -76,6 +77,14 @@ func (m *Meter) StoppedBy() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.stopped
+}
+
+// CredentialRefused reports whether an upstream answered 401 or 403 to a
+// request of this run: only then was a credential refused.
+func (m *Meter) CredentialRefused() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.refused
 }
 
 func (m *Meter) stop(why string) {
@@ -168,6 +177,9 @@ func (m *Meter) Answered(status int, h http.Header, s gateway.Served) {
 		m.served(ctx, s)
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		m.stop(fmt.Sprintf("the model API refused the credential (HTTP %d)", status))
+		m.mu.Lock()
+		m.refused = true
+		m.mu.Unlock()
 		detail := fmt.Sprintf("the model API refused nanoclawd's credential (HTTP %d)", status)
 		text := fmt.Sprintf("[CREDENTIAL] The model API refused nanoclawd's credential (HTTP %d, first seen in group %s): the token has expired or the key was revoked, so no agent can answer. "+
 			"To fix it: run 'claude setup-token' and put the token in nanoclawd.env as CLAUDE_CODE_OAUTH_TOKEN=…, or put a new ANTHROPIC_API_KEY=… there; then restart nanoclawd (or run 'nanoclawd setup'). "+
