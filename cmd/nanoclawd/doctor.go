@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 
 	"github.com/nanoclawd/nanoclawd/internal/doctor"
-	"github.com/nanoclawd/nanoclawd/internal/service"
 )
 
 // doctorCommand is 'nanoclawd doctor'.
@@ -19,13 +17,7 @@ func (c doctorCommand) Run(ctx context.Context, g *globals, args []string) error
 		return err
 	}
 	failed := 0
-	// The credential may be in nanoclawd.env, as the daemon reads it.
-	if abs, err := filepath.Abs(g.configPath); err == nil {
-		if _, err := loadEnvFile(filepath.Join(filepath.Dir(abs), service.EnvFileName)); err != nil {
-			fmt.Fprintln(g.stdout, doctor.Result{Check: "env file", Detail: err.Error()})
-			failed++
-		}
-	}
+	// The config check reads nanoclawd.env first, as the daemon does.
 	for _, r := range doctor.Run(ctx, g.configPath, doctor.System()) {
 		fmt.Fprintln(g.stdout, r)
 		if !r.OK {

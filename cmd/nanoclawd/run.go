@@ -5,12 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"slices"
 	"time"
-
-	"github.com/joho/godotenv"
 
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
@@ -43,10 +39,8 @@ func (c runCommand) Run(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer closeLog()
-	fromFile, err := loadEnvFile(envFilePath(cfg))
-	if err != nil {
-		return err
-	}
+	// loadConfig read nanoclawd.env first; the watcher reads it again.
+	fromFile := config.FromEnvFile()
 	if len(fromFile) > 0 {
 		log.Info().Strs("variables", fromFile).Msg("read " + service.EnvFileName)
 	}
@@ -143,33 +137,4 @@ func (w minLevel) WriteLevel(l zerolog.Level, p []byte) (int, error) {
 		return len(p), nil
 	}
 	return w.LevelWriter.WriteLevel(l, p)
-}
-
-// loadEnvFile sets the variables of the env file beside the config (for
-// secrets a service manager does not pass, such as ANTHROPIC_API_KEY) that
-// the environment does not already set. A file others can read is refused.
-func loadEnvFile(path string) ([]string, error) {
-	fi, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%s holds secrets but others may read it (mode %v): run chmod 600 %s", path, fi.Mode().Perm(), path)
-	}
-	vars, err := godotenv.Read(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w (write one NAME=value a line)", path, err)
-	}
-	var set []string
-	for name, v := range vars {
-		if _, ok := os.LookupEnv(name); !ok {
-			os.Setenv(name, v)
-			set = append(set, name)
-		}
-	}
-	slices.Sort(set)
-	return set, nil
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/channel/whatsapp"
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
-	"github.com/nanoclawd/nanoclawd/internal/service"
 	"github.com/nanoclawd/nanoclawd/internal/setup"
 	"github.com/nanoclawd/nanoclawd/internal/status"
 )
@@ -35,11 +34,7 @@ func (c setupCommand) Run(ctx context.Context, g *globals, args []string) error 
 		return err
 	}
 	defer db.Close()
-	fromFile, err := loadEnvFile(envFilePath(cfg))
-	if err != nil {
-		return err
-	}
-	guide := g.guide(cfg, reg, fromFile)
+	guide := g.guide(cfg, reg, config.FromEnvFile())
 	guide.DB = db
 	if err := guide.Run(ctx, false); err != nil {
 		return err
@@ -118,9 +113,7 @@ func typed(cfg *config.Config) string {
 	return name
 }
 
-func envFilePath(cfg *config.Config) string {
-	return filepath.Join(filepath.Dir(cfg.File), service.EnvFileName)
-}
+func envFilePath(cfg *config.Config) string { return config.EnvFile(cfg.File) }
 
 // interactive reports whether a person is at this process's terminal:
 // stdin and stdout both are one.

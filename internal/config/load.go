@@ -19,10 +19,19 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
-// Load reads the config at path. A missing file means all defaults. The
-// returned error is Errors (one FILE:LINE:COL line per problem) for
+// Load reads the env file beside the config at path (LoadEnv: a ${VAR}
+// may come from it), then the config. A missing file means all defaults.
+// The returned error is Errors (one FILE:LINE:COL line per problem) for
 // problems in the file, or a plain error when it cannot be read.
 func Load(path string) (*Config, error) {
+	if _, err := LoadEnv(path); err != nil {
+		return nil, err
+	}
+	return read(path)
+}
+
+// read reads the config at path, as Load does, without the env file.
+func read(path string) (*Config, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("config path %s: %w", path, err)

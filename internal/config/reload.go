@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/fswatch"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
 // Keys tagged reload:"restart" (assistantName, dataDir, …) are read only
@@ -15,22 +16,29 @@ import (
 // the daemon reports stays true, and names them as waiting for a restart;
 // every other key applies to the next agent run.
 
-// Watch returns a channel that receives when file has changed and
-// settled (editors write in bursts). Reload it then.
+// Watch returns a channel that receives when file, or the env file beside
+// it, has changed and settled (editors write in bursts). Reload it then.
 func Watch(ctx context.Context, file string) (<-chan struct{}, error) {
-	return fswatch.File(ctx, file, 100*time.Millisecond)
+	return fswatch.Files(ctx, 100*time.Millisecond, file, EnvFile(file))
 }
 
-// Reload loads old.File again. The result keeps old's restart-only
-// values; live lists the dotted keys whose new values apply now, restart
-// those that changed in the file but wait for a restart. On error old
-// stays in force.
+// Reload loads the env file and old.File again. The result keeps old's
+// restart-only values; live lists the dotted keys whose new values apply
+// now, and each variable of the env file that changed as "nanoclawd.env
+// NAME" (from the next agent run on); restart lists the keys that changed
+// in the file but wait for a restart. On error old stays in force.
 func Reload(old *Config) (cfg *Config, live, restart []string, err error) {
-	cfg, err = Load(old.File)
+	vars, err := LoadEnv(old.File)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if cfg, err = read(old.File); err != nil {
+		return nil, nil, nil, err
+	}
 	live, restart = Diff(old, cfg)
+	for _, name := range vars {
+		live = append(live, layout.EnvFile+" "+name)
+	}
 	cfg.KeepRestartOnly(old)
 	return cfg, live, restart, nil
 }

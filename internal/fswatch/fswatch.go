@@ -1,4 +1,4 @@
-// Package fswatch tells when one file changes. Editors and tools replace
+// Package fswatch tells when a file changes. Editors and tools replace
 // files in many ways (write in place, rename over, remove and create), and
 // a watch on a file is lost when it is replaced, so the file's directory
 // is watched, not the file.
@@ -19,14 +19,24 @@ import (
 // overflow of the kernel's event queue counts as a change, since dropped
 // events never come back. The channel closes when ctx ends.
 func File(ctx context.Context, path string, settle time.Duration) (<-chan struct{}, error) {
-	path = filepath.Clean(path)
+	return Files(ctx, settle, path)
+}
+
+// Files is File for any of paths: a change to one or more of them is one
+// receive.
+func Files(ctx context.Context, settle time.Duration, paths ...string) (<-chan struct{}, error) {
 	fsw, err := fsnotify.NewWatcher()
 	if err != nil {
-		return nil, fmt.Errorf("watch %s: %w", path, err)
+		return nil, fmt.Errorf("watch %s: %w", paths[0], err)
 	}
-	if err := fsw.Add(filepath.Dir(path)); err != nil {
-		fsw.Close()
-		return nil, fmt.Errorf("watch %s: %w (does its directory exist?)", path, err)
+	watched := map[string]bool{}
+	for _, p := range paths {
+		p = filepath.Clean(p)
+		watched[p] = true
+		if err := fsw.Add(filepath.Dir(p)); err != nil {
+			fsw.Close()
+			return nil, fmt.Errorf("watch %s: %w (does its directory exist?)", p, err)
+		}
 	}
 	out := make(chan struct{}, 1)
 	go func() {
@@ -47,7 +57,7 @@ func File(ctx context.Context, path string, settle time.Duration) (<-chan struct
 			case <-fsw.Errors:
 				changed()
 			case ev := <-fsw.Events:
-				if filepath.Clean(ev.Name) == path && !ev.Has(fsnotify.Chmod) {
+				if watched[filepath.Clean(ev.Name)] && !ev.Has(fsnotify.Chmod) {
 					changed()
 				}
 			case <-quiet:

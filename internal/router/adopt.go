@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"os"
 	"sync"
 	"time"
 
@@ -147,7 +148,13 @@ func (r *Router) fingerprint(ctx context.Context, g groups.Group, useSession boo
 			return "", err
 		}
 	}
-	b, err := json.Marshal([]any{eff, cfg.Agent, cfg.AssistantName, cfg.Timezone, g, session})
+	// The values agent.env hands on too: a key changed in nanoclawd.env
+	// replaces an agent started with the old one (hashed, never shown).
+	env := map[string]string{}
+	for _, name := range cfg.Agent.Env {
+		env[name] = os.Getenv(name)
+	}
+	b, err := json.Marshal([]any{eff, cfg.Agent, cfg.AssistantName, cfg.Timezone, g, session, env})
 	if err != nil {
 		return "", err
 	}

@@ -77,6 +77,7 @@ type failure struct {
 	status     int
 	kind, msg  string
 	retryAfter string
+	left       int // requests still to fail; 0: every one
 }
 
 // SetUsage makes every answer from now on report u: a streamed one in
@@ -98,6 +99,14 @@ func (s *Server) Fail(status int, kind, msg, retryAfter string) {
 	if status != 0 {
 		s.failure = &failure{status: status, kind: kind, msg: msg, retryAfter: retryAfter}
 	}
+}
+
+// FailNext makes only the next n Messages requests fail as Fail says;
+// the ones after are answered again.
+func (s *Server) FailNext(n int, status int, kind, msg, retryAfter string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failure = &failure{status: status, kind: kind, msg: msg, retryAfter: retryAfter, left: n}
 }
 
 // Hang makes every Messages request from now on get no answer at all (the
@@ -231,6 +240,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, At: time.Now(), Encoding: enc})
 	fail, hang := s.failure, s.hang
+	if fail != nil && fail.left > 0 && strings.HasPrefix(r.URL.Path, "/v1/messages") {
+		if fail.left--; fail.left == 0 {
+			s.failure = nil
+		}
+	}
 	s.mu.Unlock()
 	if hang != nil && strings.HasPrefix(r.URL.Path, "/v1/messages") {
 		select {
