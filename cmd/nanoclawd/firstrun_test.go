@@ -24,6 +24,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/status"
 	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 	"github.com/nanoclawd/nanoclawd/internal/testkit/mock"
+	"github.com/nanoclawd/nanoclawd/internal/testkit/mockapi"
 )
 
 // fakeNanoclawdEnv makes the test binary run as nanoclawd (see TestMain).
@@ -340,10 +341,12 @@ func runAsNanoclawd(t *testing.T, dir string, env []string, args ...string) (std
 }
 
 // TestSetupWhileDaemonRuns: setup done beside a running daemon registers
-// the main chat in it at once, and says that a daemon that started
-// unpaired connects with the new pairing by itself.
+// the main chat in it at once, says that a daemon that started unpaired
+// connects with the new pairing by itself, and that the key it saves is
+// the running daemon's from its next run on, which it is.
 func TestSetupWhileDaemonRuns(t *testing.T) {
-	in := e2e.New(t, e2e.Options{Channels: `"whatsapp": {"enabled": true}`, Home: t.TempDir()})
+	api := mockapi.New(t)
+	in := e2e.New(t, e2e.Options{Channels: `"whatsapp": {"enabled": true}`, Home: t.TempDir(), Env: []string{"ANTHROPIC_BASE_URL=" + api.URL}})
 	in.Start()
 	setupTerm := startTerminal(t, "nanoclawd setup", in.Dir, in.Env, "setup", "--config", in.Config)
 	setupTerm.Expect("Pair WhatsApp now")
@@ -351,13 +354,33 @@ func TestSetupWhileDaemonRuns(t *testing.T) {
 	setupTerm.Expect("Choice [1]: ")
 	setupTerm.Type("2")
 	setupTerm.Expect("Press Enter to skip: ")
-	setupTerm.Type("")
-	setupTerm.Expect("✗ model credential: none (skipped)")
+	const key = "sk-ant-api03-saved-while-running"
+	setupTerm.Type(key)
+	setupTerm.Expect("ANTHROPIC_API_KEY saved in")
+	setupTerm.Expect("uses a key saved here from its next agent run on")
 	setupTerm.Expect("started before the pairing: it connects WhatsApp with it within a few seconds")
 	if code := setupTerm.Exit(); code != 0 {
 		t.Fatalf("setup: exit %d", code)
 	}
-	// The running daemon has the new main chat.
-	in.Post("local:main", "Owner", "echo hi")
-	in.WaitFor("local:main", e2e.Equals("echo: hi"))
+	if strings.Contains(setupTerm.text(), "Start the daemon") {
+		t.Errorf("setup asks to start the daemon that runs:\n%s", setupTerm.text())
+	}
+	// The running daemon has the new main chat, and the key once its
+	// watcher has read nanoclawd.env again.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var rep status.Report
+		json.Unmarshal([]byte(in.CLI("status", "--json")), &rep)
+		if rep.Credential.Name == "ANTHROPIC_API_KEY" && rep.Credential.FromEnvFile {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the running daemon never took the key: %+v", rep.Credential)
+		}
+	}
+	in.Post("local:main", "Owner", "api 1")
+	in.WaitFor("local:main", func(s string) bool { return strings.HasPrefix(s, "api 1 ok") })
+	if log := api.Log(); len(log) == 0 || log[len(log)-1].Header.Get("X-Api-Key") != key {
+		t.Errorf("the model API did not get the key setup saved: %d requests", len(log))
+	}
 }

@@ -36,11 +36,14 @@ func (c setupCommand) Run(ctx context.Context, g *globals, args []string) error 
 	defer db.Close()
 	guide := g.guide(cfg, reg, config.FromEnvFile())
 	guide.DB = db
+	rep, err := status.Fetch(ctx, cfg.DataDir)
+	if err == nil {
+		guide.Running = rep.PID
+	}
 	if err := guide.Run(ctx, false); err != nil {
 		return err
 	}
-	rep, err := status.Fetch(ctx, cfg.DataDir)
-	if err != nil {
+	if guide.Running == 0 {
 		return nil // no daemon runs: the next one starts with all of it
 	}
 	// A daemon that started before the pairing waits for one and connects

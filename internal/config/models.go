@@ -179,6 +179,14 @@ func (c *Config) target(provider, model, upstream string) gateway.Target {
 	return t
 }
 
+// OwnCredential reports whether a group on provider (its override's; "" =
+// agent.provider) needs the daemon's own model credential: the built-in
+// provider without a credential of its own in providers. Any other takes
+// its provider's, or none (a local model server).
+func (c *Config) OwnCredential(provider string) bool {
+	return c.target(cmpOr(provider, c.Agent.Provider), "", "").Builtin
+}
+
 func cmpOr(a, b string) string {
 	if a != "" {
 		return a

@@ -118,7 +118,7 @@ func Run(ctx context.Context, configPath string, env Env) []Result {
 	sb := Sandbox(ctx, env, cfg.Agent.RunAs.User())
 	out = append(out, Node(ctx, env, nodeProgram(cfg.Agent.Command)), res, SDK(script), sb, Confinement(cfg), SecurityTest(ctx, env, cfg, sb.OK))
 	pid, daemonRes := Daemon(cfg.DataDir)
-	out = append(out, WhatsApp(ctx, cfg, pid, mainJID(ctx, db, cfg.GroupsDir)), Telegram(ctx, cfg, pid), MainGroup(ctx, db, cfg.GroupsDir), Credentials(ctx, env, cfg), ModelAPI(ctx, db), daemonRes)
+	out = append(out, WhatsApp(ctx, cfg, pid, mainJID(ctx, db, cfg.GroupsDir)), Telegram(ctx, cfg, pid), MainGroup(ctx, db, cfg.GroupsDir), Credential(ctx, env, cfg, db), ModelAPI(ctx, db), daemonRes)
 	if env.GOOS == "darwin" {
 		out = append(out, Mac(ctx, RealMac(), cfg)...)
 	}

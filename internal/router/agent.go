@@ -8,7 +8,6 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/confine"
 	"github.com/nanoclawd/nanoclawd/internal/failure"
-	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/metrics"
@@ -268,15 +267,15 @@ func (a *agentRun) OnResult(res runner.Result) {
 	a.queue(ctx, text, outbox.KindReply, a.cur.answer())
 }
 
-// builtinProvider reports whether the group's requests go to the daemon's
-// own model API, whose credential comes from agent.env (another
-// provider's is in the config, and "no credential is set" is not its case).
-func (a *agentRun) builtinProvider() bool {
-	p := a.router.Config().Agent.Provider
-	if o := a.group.Security; o != nil && o.Provider != "" {
+// ownCredential reports whether the group's requests take the daemon's
+// own credential, from agent.env (another provider's is in the config,
+// and "no credential is set" is not its case).
+func (a *agentRun) ownCredential() bool {
+	p := ""
+	if o := a.group.Security; o != nil {
 		p = o.Provider
 	}
-	return p == "" || p == gateway.BuiltinProvider
+	return a.router.Config().OwnCredential(p)
 }
 
 // onError answers an error result (failure.go): the chat gets one plain
@@ -295,7 +294,7 @@ func (a *agentRun) onError(ctx context.Context, errText string) {
 	if f.Kind == "credential" && (a.meter == nil || !a.meter.CredentialRefused()) {
 		// No upstream answered 401 or 403: nothing was refused.
 		f = failure.NotSent
-		if a.builtinProvider() && !security.CredentialSet(a.router.Config().Agent.Env, os.Getenv) {
+		if a.ownCredential() && !security.CredentialSet(a.router.Config().Agent.Env, os.Getenv) {
 			f = failure.NoCredential
 		}
 	}

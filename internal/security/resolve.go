@@ -1,6 +1,8 @@
 package security
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -279,12 +281,27 @@ var ModelCredentials = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CL
 // the credential variables is set in the daemon's environment and named
 // in agent.env.
 func CredentialSet(agentEnv []string, getenv func(string) string) bool {
-	for _, name := range ModelCredentials {
-		if slices.Contains(agentEnv, name) && getenv(name) != "" {
-			return true
+	name, _ := CredentialInUse(agentEnv, getenv)
+	return name != ""
+}
+
+// CredentialInUse is the credential agents get: the first credential
+// variable set in the daemon's environment and named in agent.env, and
+// its value ("", "" if none).
+func CredentialInUse(agentEnv []string, getenv func(string) string) (name, value string) {
+	for _, n := range ModelCredentials {
+		if v := getenv(n); v != "" && slices.Contains(agentEnv, n) {
+			return n, v
 		}
 	}
-	return false
+	return "", ""
+}
+
+// Fingerprint names a secret without telling it: the start of its
+// SHA-256, to compare two copies (the running daemon's, a file's).
+func Fingerprint(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:4])
 }
 
 // alwaysSecret are held by every agent process and never given to the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
 	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
 )
 
 // The credential variables the Claude Agent SDK authenticates with.
@@ -42,6 +43,22 @@ func (c Credentials) Set() string {
 		}
 	}
 	return ""
+}
+
+// CredentialNeeded reports whether agents need the daemon's own model
+// credential: a group of list (or, with none, every group to come) is on
+// the built-in provider (config.OwnCredential).
+func CredentialNeeded(cfg *config.Config, list []groups.Group) bool {
+	if len(list) == 0 {
+		return cfg.OwnCredential("")
+	}
+	return slices.ContainsFunc(list, func(g groups.Group) bool {
+		p := ""
+		if g.Security != nil {
+			p = g.Security.Provider
+		}
+		return cfg.OwnCredential(p)
+	})
 }
 
 // Verdicts of Check.

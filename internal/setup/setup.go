@@ -55,6 +55,10 @@ type Guide struct {
 	DB           *store.DB
 	TelegramCode string
 
+	// Running is the PID of a daemon that runs on this install already
+	// (0: none): it reads a key saved here again by itself.
+	Running int
+
 	// NoEcho, on a terminal, stops it echoing what is typed until the
 	// returned func is called (for a pasted secret); nil on other input.
 	NoEcho func() (restore func())
@@ -73,6 +77,7 @@ type state struct {
 	own      string // the paired WhatsApp account, "" if none
 	main     *groups.Group
 	credName string // the credential variable that is set, "" if none
+	keyless  bool   // no group needs the daemon's own credential (CredentialNeeded)
 }
 
 // cmd is a command line for the owner to type: nanoclawd as they type it,
@@ -106,8 +111,12 @@ func (g *Guide) look(ctx context.Context) (state, []Item, error) {
 	if s.main == nil {
 		items = append(items, Item{"main chat", fmt.Sprintf("no main chat is chosen: run '%s', or '%s'", g.cmd("setup"), g.cmd("groups add --main --jid JID --name NAME --folder main"))})
 	}
-	s.credName = g.Cred.Set()
-	if s.credName == "" {
+	list, err := g.Groups.List(ctx)
+	if err != nil {
+		return s, nil, err
+	}
+	s.credName, s.keyless = g.Cred.Set(), !CredentialNeeded(cfg, list)
+	if s.credName == "" && !s.keyless {
 		items = append(items, Item{"credential", fmt.Sprintf("no model credential: set ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN from 'claude setup-token') in the environment or in %s, or run '%s'", g.Cred.EnvFile, g.cmd("setup"))})
 	}
 	return s, items, nil
@@ -184,7 +193,9 @@ func (g *Guide) Run(ctx context.Context, daemonNext bool) error {
 	}
 
 	// 3. The model credential.
-	if s.credName, err = g.credential(ctx, s.credName); err != nil {
+	if s.credName == "" && s.keyless {
+		fmt.Fprintln(g.Out, "- model credential: none needed (every group's provider has its own, or takes none)")
+	} else if s.credName, err = g.credential(ctx, s.credName); err != nil {
 		return err
 	}
 
@@ -194,7 +205,9 @@ func (g *Guide) Run(ctx context.Context, daemonNext bool) error {
 		return nil
 	}
 	fmt.Fprintln(g.Out)
-	if !daemonNext {
+	if g.Running > 0 {
+		fmt.Fprintf(g.Out, "The daemon running now (PID %d) uses a key saved here from its next agent run on. Then:\n", g.Running)
+	} else if !daemonNext {
 		fmt.Fprintf(g.Out, "Start the daemon with 'make run' (or '%s'; as a service: '%s'). Then:\n", g.cmd("run"), g.cmd("service install"))
 	}
 	fmt.Fprintln(g.Out, g.firstAnswer(*s.main, s.own))

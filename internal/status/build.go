@@ -187,6 +187,9 @@ func Build(ctx context.Context, s Sources) (Report, error) {
 	if r.ModelAPI, err = usage.HealthOf(ctx, s.DB); err != nil {
 		return r, err
 	}
+	if name, v := security.CredentialInUse(cfg.Agent.Env, os.Getenv); name != "" {
+		r.Credential = Credential{Name: name, FromEnvFile: slices.Contains(config.FromEnvFile(), name), Fingerprint: security.Fingerprint(v)}
+	}
 	if r.Config, err = json.Marshal(cfg.Masked()); err != nil {
 		return r, err
 	}

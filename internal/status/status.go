@@ -38,6 +38,7 @@ type Report struct {
 	NextTasks      []Task          `json:"nextTasks"`
 	Violations24h  []Violations    `json:"violations24h"`
 	ModelAPI       []usage.Health  `json:"modelApi"`       // standing problems: a refused credential, a rate limit
+	Credential     Credential      `json:"credential"`     // the model credential agents get now
 	Config         json.RawMessage `json:"config"`         // the config in force, its secrets masked (config.Masked)
 	PendingRestart []string        `json:"pendingRestart"` // keys edited in the file that apply only after a restart
 	// Backup is the last backup's outcome (nil: none recorded yet) and
@@ -51,6 +52,14 @@ type Report struct {
 	// Unregistered is the chats no group has that sent messages since
 	// the daemon started: nothing answers them.
 	Unregistered []Unheard `json:"unregisteredChats"`
+}
+
+// Credential is the model credential the daemon hands its agents now, as
+// it read it (nanoclawd.env is read again when it changes).
+type Credential struct {
+	Name        string `json:"name"`        // the variable; "" = none
+	FromEnvFile bool   `json:"fromEnvFile"` // read from nanoclawd.env, not the daemon's own environment
+	Fingerprint string `json:"fingerprint"` // security.Fingerprint of it: to compare, never the key
 }
 
 // Console is where the console listens, or why it does not.

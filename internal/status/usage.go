@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
+	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
@@ -61,6 +62,7 @@ func usageSection(p func(string, ...any), r Report) {
 		}
 		p("  %s\t%s\t%s\t%s", g.Folder, spendText(u.Today), spendText(u.Month), budgetText(u))
 	}
+	p("\nModel credential: %s", r.Credential)
 	if len(r.ModelAPI) == 0 {
 		p("\nModel API: no problem seen")
 		return
@@ -80,6 +82,19 @@ func usageSection(p func(string, ...any), r Report) {
 			p("  %s (HTTP %d) since %s ago, %s", h.Detail, h.Status, ago(r.Time, h.Since), retry)
 		}
 	}
+}
+
+// String says which credential agents get, where it came from, and its
+// fingerprint.
+func (c Credential) String() string {
+	if c.Name == "" {
+		return "none (agents on the built-in provider cannot answer)"
+	}
+	from := "the daemon's environment"
+	if c.FromEnvFile {
+		from = layout.EnvFile
+	}
+	return fmt.Sprintf("%s from %s (fingerprint %s)", c.Name, from, c.Fingerprint)
 }
 
 func spendText(s Spend) string {
