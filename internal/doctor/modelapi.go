@@ -21,7 +21,7 @@ func ModelAPI(ctx context.Context, db *store.DB) Result {
 	}
 	for _, h := range hs {
 		if h.Kind == usage.HealthCredential {
-			return fix("model api", "%s since %s: run 'claude setup-token' and put the token in nanoclawd.env as CLAUDE_CODE_OAUTH_TOKEN=…, or put a new ANTHROPIC_API_KEY=… there; then restart nanoclawd (or run 'nanoclawd setup')",
+			return fix("model api", "%s since %s: run 'claude setup-token' and put the token in nanoclawd.env as CLAUDE_CODE_OAUTH_TOKEN=…, or put a new ANTHROPIC_API_KEY=… there (the running daemon reads it again by itself; or run 'nanoclawd setup')",
 				h.Detail, h.Since.Local().Format(time.DateTime))
 		}
 	}

@@ -71,7 +71,7 @@ func usageSection(p func(string, ...any), r Report) {
 	for _, h := range r.ModelAPI {
 		switch h.Kind {
 		case usage.HealthCredential:
-			p("  %s since %s ago: run 'claude setup-token' (CLAUDE_CODE_OAUTH_TOKEN) or set a new ANTHROPIC_API_KEY in nanoclawd.env, then restart; shown until a request succeeds", h.Detail, ago(r.Time, h.Since))
+			p("  %s since %s ago: run 'claude setup-token' (CLAUDE_CODE_OAUTH_TOKEN) or set a new ANTHROPIC_API_KEY in nanoclawd.env (read again at once); shown until a request succeeds", h.Detail, ago(r.Time, h.Since))
 		case usage.HealthDown:
 			p("  %s (since %s ago; shown until a request succeeds)", h.Detail, ago(r.Time, h.Since))
 		default:

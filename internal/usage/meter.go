@@ -182,7 +182,7 @@ func (m *Meter) Answered(status int, h http.Header, s gateway.Served) {
 		m.mu.Unlock()
 		detail := fmt.Sprintf("the model API refused nanoclawd's credential (HTTP %d)", status)
 		text := fmt.Sprintf("[CREDENTIAL] The model API refused nanoclawd's credential (HTTP %d, first seen in group %s): the token has expired or the key was revoked, so no agent can answer. "+
-			"To fix it: run 'claude setup-token' and put the token in nanoclawd.env as CLAUDE_CODE_OAUTH_TOKEN=…, or put a new ANTHROPIC_API_KEY=… there; then restart nanoclawd (or run 'nanoclawd setup'). "+
+			"To fix it: run 'claude setup-token' and put the token in nanoclawd.env as CLAUDE_CODE_OAUTH_TOKEN=…, or put a new ANTHROPIC_API_KEY=… there: nanoclawd uses it from the next run on, no restart (or run 'nanoclawd setup'). "+
 			"'nanoclawd status' shows this until a request succeeds.", status, m.group)
 		if s.Provider != gateway.BuiltinProvider {
 			// An owner's provider: its own credential, in the config.
@@ -195,7 +195,7 @@ func (m *Meter) Answered(status int, h http.Header, s gateway.Served) {
 			detail = fmt.Sprintf("no model credential is set (the model API answered HTTP %d to a request without one)", status)
 			text = fmt.Sprintf("[CREDENTIAL] No model credential is set, so no agent can answer (first seen in group %s). "+
 				"To fix it: put ANTHROPIC_API_KEY=… (or CLAUDE_CODE_OAUTH_TOKEN=… from 'claude setup-token') in nanoclawd.env beside the config, "+
-				"add its name to agent.env, then restart nanoclawd (or run 'nanoclawd setup').", m.group)
+				"add its name to agent.env (nanoclawd reads both again by itself), or run 'nanoclawd setup'.", m.group)
 		}
 		h := Health{Kind: HealthCredential, Status: status, Detail: detail, Since: time.Now()}
 		if _, err := m.env.Store.Problem(ctx, h, m.mainNotice(text)); err != nil {
