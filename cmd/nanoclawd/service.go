@@ -62,7 +62,7 @@ func (serviceInstall) Usage() string {
 func (c serviceInstall) Run(ctx context.Context, g *globals, args []string) error {
 	fs := g.flags()
 	dry := fs.Bool("dry-run", false, "print the service file (alone on stdout; where it goes and the commands that would load it on stderr), and change nothing")
-	target := fs.String("for", "", "with --dry-run: the platform whose file is printed, macos (the launchd plist) or linux (the systemd user unit); default this one")
+	target := fs.String("for", "", "with --dry-run: the `OS` whose file is printed, macos (the launchd plist) or linux (the systemd user unit); default this one")
 	system := fs.Bool("system", false, "macOS: a LaunchDaemon that starts at boot, before anyone logs in, as you (run with sudo); replaces the LaunchAgent")
 	if _, err := g.parse(c, fs, args, 0); err != nil {
 		return err
