@@ -79,9 +79,10 @@ func TestAgentErrorReachesTheChat(t *testing.T) {
 
 // With no credential set, the Claude CLI says "Not logged in · Please run
 // /login": the chat hears that a credential is missing, and neither that
-// one was refused nor the CLI's /login.
+// one was refused nor the CLI's /login. The owner hears only the step
+// still missing: agent.env already lists the key, so not to add it there.
 func TestNoCredentialSaysSo(t *testing.T) {
-	in := e2e.New(t, e2e.Options{})
+	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "env": ["ANTHROPIC_API_KEY"]`, Home: t.TempDir()})
 	in.AddGroup("local:main", "main", "--main")
 	in.AddGroup("local:family", "family", "--no-trigger")
 	in.Start()
@@ -90,7 +91,8 @@ func TestNoCredentialSaysSo(t *testing.T) {
 	in.WaitFor("local:family", e2e.Equals(want))
 	in.Post("local:main", "Owner", "fail Not logged in · Please run /login")
 	main := in.WaitNext("local:main", func(s string) bool { return strings.HasPrefix(s, "Andy could not answer") }).Text
-	if !strings.Contains(main, "no model credential is set") || !strings.Contains(main, "nanoclawd.env") {
+	if !strings.Contains(main, "no model credential is set") || !strings.Contains(main, "agent.env lists ANTHROPIC_API_KEY, but it is set nowhere: put ANTHROPIC_API_KEY=… in nanoclawd.env") ||
+		strings.Contains(main, "add its name") {
 		t.Errorf("the main chat's answer does not name the missing credential and its fix: %q", main)
 	}
 	for _, m := range in.AllSent() {

@@ -5,10 +5,13 @@
 package failure
 
 import (
+	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
+	"github.com/nanoclawd/nanoclawd/internal/security"
 )
 
 // Failure is what an agent's error says, in words for people.
@@ -44,9 +47,31 @@ var failures = []struct {
 }
 
 // NoCredential is a credential failure when the daemon gives agents no
-// credential at all: nothing was refused, one is missing.
-var NoCredential = Failure{"credential", "no model credential is set: the daemon has no API key or OAuth token to give the model API",
-	"Put ANTHROPIC_API_KEY=… (or CLAUDE_CODE_OAUTH_TOKEN=… from 'claude setup-token') in nanoclawd.env beside the config and add its name to agent.env, or run 'nanoclawd setup'; 'nanoclawd doctor' checks it.", true}
+// credential at all (agent.env and the daemon's environment, getenv):
+// nothing was refused, one is missing, and Fix names the step still to do.
+func NoCredential(agentEnv []string, getenv func(string) string) Failure {
+	return Failure{"credential", "no model credential is set: the daemon has no API key or OAuth token to give the model API",
+		MissingCredential(agentEnv, getenv) + "; 'nanoclawd doctor' checks it.", true}
+}
+
+// MissingCredential says the one step still missing before agents get a
+// model credential: naming a variable that is set in agent.env, setting
+// one that agent.env names, or both.
+func MissingCredential(agentEnv []string, getenv func(string) string) string {
+	var listed []string
+	for _, name := range security.ModelCredentials {
+		switch in := slices.Contains(agentEnv, name); {
+		case in:
+			listed = append(listed, name)
+		case getenv(name) != "":
+			return fmt.Sprintf("%s is set, but agents get only what agent.env lists: add %q to agent.env in the config", name, name)
+		}
+	}
+	if len(listed) > 0 {
+		return fmt.Sprintf("agent.env lists %s, but it is set nowhere: put %s=… in nanoclawd.env beside the config, or run 'nanoclawd setup'", strings.Join(listed, " and "), listed[0])
+	}
+	return "put ANTHROPIC_API_KEY=… (or CLAUDE_CODE_OAUTH_TOKEN=… from 'claude setup-token') in nanoclawd.env beside the config and add its name to agent.env, or run 'nanoclawd setup'"
+}
 
 // NotSent is a credential failure the agent reports when no upstream
 // refused anything (none answered 401 or 403): its request never reached

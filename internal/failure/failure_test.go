@@ -1,6 +1,7 @@
 package failure
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -56,5 +57,37 @@ func TestWithoutSDKHints(t *testing.T) {
 		if got := WithoutSDKHints(in); got != want {
 			t.Errorf("WithoutSDKHints(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A missing credential's fix names only the step still to do, as
+// agent.env and the environment stand.
+func TestMissingCredential(t *testing.T) {
+	env := func(set ...string) func(string) string {
+		return func(k string) string {
+			if slices.Contains(set, k) {
+				return "x"
+			}
+			return ""
+		}
+	}
+	for _, tt := range []struct {
+		agentEnv []string
+		getenv   func(string) string
+		want     string
+		not      string
+	}{
+		{[]string{"ANTHROPIC_API_KEY"}, env(), "agent.env lists ANTHROPIC_API_KEY, but it is set nowhere: put ANTHROPIC_API_KEY=… in nanoclawd.env", "add"},
+		{[]string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"}, env(), "agent.env lists ANTHROPIC_API_KEY and CLAUDE_CODE_OAUTH_TOKEN, but it is set nowhere", "add"},
+		{nil, env("CLAUDE_CODE_OAUTH_TOKEN"), `CLAUDE_CODE_OAUTH_TOKEN is set, but agents get only what agent.env lists: add "CLAUDE_CODE_OAUTH_TOKEN" to agent.env`, "nanoclawd.env"},
+		{[]string{"GH_TOKEN"}, env(), "put ANTHROPIC_API_KEY=… (or CLAUDE_CODE_OAUTH_TOKEN=… from 'claude setup-token') in nanoclawd.env beside the config and add its name to agent.env", "lists"},
+	} {
+		got := MissingCredential(tt.agentEnv, tt.getenv)
+		if !strings.Contains(got, tt.want) || strings.Contains(got, tt.not) {
+			t.Errorf("MissingCredential(%v) = %q, want %q and not %q", tt.agentEnv, got, tt.want, tt.not)
+		}
+	}
+	if f := NoCredential([]string{"ANTHROPIC_API_KEY"}, env()); f.Kind != "credential" || !f.Final || !strings.HasPrefix(f.Fix, "agent.env lists ANTHROPIC_API_KEY") {
+		t.Errorf("NoCredential = %+v", f)
 	}
 }

@@ -294,8 +294,8 @@ func (a *agentRun) onError(ctx context.Context, errText string) {
 	if f.Kind == "credential" && (a.meter == nil || !a.meter.CredentialRefused()) {
 		// No upstream answered 401 or 403: nothing was refused.
 		f = failure.NotSent
-		if a.ownCredential() && !security.CredentialSet(a.router.Config().Agent.Env, os.Getenv) {
-			f = failure.NoCredential
+		if env := a.router.Config().Agent.Env; a.ownCredential() && !security.CredentialSet(env, os.Getenv) {
+			f = failure.NoCredential(env, os.Getenv)
 		}
 	}
 	a.told = true

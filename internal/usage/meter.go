@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/failure"
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/security"
@@ -190,12 +191,11 @@ func (m *Meter) Answered(status int, h http.Header, s gateway.Served) {
 			text = fmt.Sprintf("[CREDENTIAL] Provider %s refused its credential (HTTP %d, first seen in group %s), so the groups it serves get no answers from it. "+
 				"To fix it: put a valid key in providers.%s.credential in the config (a ${VAR} from nanoclawd.env is best). "+
 				"'nanoclawd status' shows this until a request succeeds.", s.Provider, status, m.group, s.Provider)
-		} else if !security.CredentialSet(m.env.Settings().AgentEnv, os.Getenv) {
+		} else if env := m.env.Settings().AgentEnv; !security.CredentialSet(env, os.Getenv) {
 			// Nothing was refused: there was nothing to send.
 			detail = fmt.Sprintf("no model credential is set (the model API answered HTTP %d to a request without one)", status)
 			text = fmt.Sprintf("[CREDENTIAL] No model credential is set, so no agent can answer (first seen in group %s). "+
-				"To fix it: put ANTHROPIC_API_KEY=… (or CLAUDE_CODE_OAUTH_TOKEN=… from 'claude setup-token') in nanoclawd.env beside the config, "+
-				"add its name to agent.env (nanoclawd reads both again by itself), or run 'nanoclawd setup'.", m.group)
+				"To fix it: %s (nanoclawd reads the config and nanoclawd.env again by itself).", m.group, failure.MissingCredential(env, os.Getenv))
 		}
 		h := Health{Kind: HealthCredential, Status: status, Detail: detail, Since: time.Now()}
 		if _, err := m.env.Store.Problem(ctx, h, m.mainNotice(text)); err != nil {
