@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel/whatsapp"
+	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/doctor"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/messages"
@@ -50,6 +52,16 @@ func (c whatsappLogin) Run(ctx context.Context, g *globals, args []string) error
 	default:
 		fmt.Fprintf(g.stdout, "paired as %s\n", own)
 	}
+	restart := ""
+	if !cfg.Channels.WhatsApp.Enabled {
+		// Pairing is choosing WhatsApp (setup turned it off when the owner
+		// chose another channel): a daemon started next connects it.
+		if cfg, err = config.Set(cfg.File, "channels.whatsapp.enabled", true); err != nil {
+			return fmt.Errorf("turn the WhatsApp channel on: %w", err)
+		}
+		fmt.Fprintf(g.stdout, "WhatsApp: on in %s\n", cfg.File)
+		restart = "a running daemon started without WhatsApp: restart it to connect"
+	}
 	// The main group, when there is none yet: with --owner (the assistant
 	// has a number of its own) the owner's chat with it; on a shared number
 	// the owner's "message yourself" chat. With ownNumber and no --owner,
@@ -82,7 +94,7 @@ func (c whatsappLogin) Run(ctx context.Context, g *globals, args []string) error
 	case existing.JID != main.JID && ownerChat != "":
 		fmt.Fprintf(g.stdout, "a main group is already registered (%s, %s); to make %s main, remove it first with 'nanoclawd groups remove %s'\n", existing.Folder, existing.JID, ownerChat, existing.Folder)
 	}
-	fmt.Fprintln(g.stdout, "a running daemon connects with the new pairing by itself; otherwise start it with 'nanoclawd run'")
+	fmt.Fprintln(g.stdout, cmp.Or(restart, "a running daemon connects with the new pairing by itself")+"; otherwise start it with 'nanoclawd run'")
 	return nil
 }
 

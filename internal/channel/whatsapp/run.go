@@ -42,8 +42,7 @@ func (c *Channel) Run(ctx context.Context, sink channel.Sink) error {
 	}
 	defer container.Close()
 	if device.ID == nil {
-		c.setStatus(stateNotPaired, "")
-		c.log.Warn().Msg("WhatsApp is not paired, so nanoclawd runs without it for now: run `nanoclawd whatsapp login`; the daemon connects as soon as the pairing is done")
+		c.setStatus(stateNotPaired, "") // logs how to pair
 		if device, err = c.waitForPairing(ctx, container); err != nil || device == nil {
 			return err
 		}

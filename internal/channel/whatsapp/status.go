@@ -78,7 +78,12 @@ func (c *Channel) setStatus(state, detail string) {
 	c.status = status{State: state, Since: since, Detail: detail, PID: os.Getpid()}
 	s := c.status
 	c.statusMu.Unlock()
-	c.log.Info().Str("state", state).Msg("WhatsApp " + s.String())
+	if state == stateNotPaired {
+		// The one line an enabled, unpaired WhatsApp gets at each start.
+		c.log.Warn().Str("state", state).Msg("WhatsApp " + s.String() + "; nanoclawd runs without it and connects as soon as the pairing is done")
+	} else {
+		c.log.Info().Str("state", state).Msg("WhatsApp " + s.String())
+	}
 	if c.opts.DataDir == "" {
 		return
 	}
