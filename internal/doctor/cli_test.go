@@ -44,7 +44,7 @@ func newInstall(t *testing.T) *install {
 	in := &install{t: t, dir: dir, config: filepath.Join(dir, "nanoclaw.config.jsonc"),
 		env: []string{"PATH=" + bin + ":/usr/bin:/bin", "HOME=" + dir}}
 	// The agents' node by path: a bare "node" would be the bin/node beside the built nanoclawd.
-	in.write(`{"channels": {"whatsapp": {"enabled": false}}, "agent": {"command": ["fakebin/node", "agent-runner/dist/index.js"], "env": ["ANTHROPIC_API_KEY"]}}`)
+	in.write(`{"channels": {"whatsapp": {"enabled": false}, "local": {"enabled": true}}, "agent": {"command": ["fakebin/node", "agent-runner/dist/index.js"], "env": ["ANTHROPIC_API_KEY"]}}`)
 	return in
 }
 
@@ -162,8 +162,12 @@ func TestDoctorOnATempInstall(t *testing.T) {
 	})
 	os.Remove(filepath.Join(in.dir, "nanoclawd.env"))
 
-	// WhatsApp on but never paired; bwrap that cannot sandbox.
+	// WhatsApp on but never paired, with a group on it; the main chat's
+	// local channel off; bwrap that cannot sandbox.
 	in.write(`{"agent": {"env": ["ANTHROPIC_API_KEY"]}}`)
+	if _, stderr, code := in.run("groups", "add", "--jid", "120363@g.us", "--name", "Family", "--folder", "family"); code != 0 {
+		t.Fatal(stderr)
+	}
 	os.WriteFile(filepath.Join(in.dir, "fakebin", "bwrap"), []byte("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"), 0o755)
 	out, _, code = in.run("doctor")
 	if code != 1 {
@@ -171,6 +175,7 @@ func TestDoctorOnATempInstall(t *testing.T) {
 	}
 	expect(t, lines(out), map[string]string{
 		"whatsapp":      "FIX  whatsapp: not paired: run 'nanoclawd whatsapp login'",
+		"main group":    "FIX  main group: main (local:main) is a local chat, but that channel is off: set channels.local.enabled to true in " + in.config,
 		"sandbox":       "FIX  sandbox: bwrap is installed but cannot build an agent's sandbox (bwrap: No permissions to create new namespace)",
 		"security test": "FIX  security test: not run until the sandbox check passes",
 	})

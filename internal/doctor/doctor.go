@@ -118,7 +118,7 @@ func Run(ctx context.Context, configPath string, env Env) []Result {
 	sb := Sandbox(ctx, env, cfg.Agent.RunAs.User())
 	out = append(out, Node(ctx, env, nodeProgram(cfg.Agent.Command)), res, SDK(script), sb, Confinement(cfg), SecurityTest(ctx, env, cfg, sb.OK))
 	pid, daemonRes := Daemon(cfg.DataDir)
-	out = append(out, WhatsApp(ctx, cfg, pid, mainJID(ctx, db, cfg.GroupsDir)), Telegram(ctx, cfg, pid), MainGroup(ctx, db, cfg.GroupsDir), Credential(ctx, env, cfg, db), ModelAPI(ctx, db), daemonRes)
+	out = append(out, WhatsApp(ctx, cfg, pid, registered(ctx, db, cfg.GroupsDir)), Telegram(ctx, cfg, pid), MainGroup(ctx, db, cfg), Credential(ctx, env, cfg, db), ModelAPI(ctx, db), daemonRes)
 	if env.GOOS == "darwin" {
 		out = append(out, Mac(ctx, RealMac(), cfg)...)
 	}
@@ -323,30 +323,30 @@ func Confinement(cfg *config.Config) Result {
 	return r
 }
 
-// mainJID is the main group's chat, "" when none is registered or the
-// database cannot tell.
-func mainJID(ctx context.Context, db *store.DB, groupsDir string) string {
+// registered is the registered groups, none when the database cannot
+// tell (MainGroup says why).
+func registered(ctx context.Context, db *store.DB, groupsDir string) []groups.Group {
 	if db == nil {
-		return ""
+		return nil
 	}
-	g, err := groups.New(db, groupsDir).Main(ctx)
-	if err != nil {
-		return ""
-	}
-	return g.JID
+	list, _ := groups.New(db, groupsDir).List(ctx)
+	return list
 }
 
-// MainGroup checks that a main group is registered.
-func MainGroup(ctx context.Context, db *store.DB, groupsDir string) Result {
+// MainGroup checks that a main group is registered, on a channel that is on.
+func MainGroup(ctx context.Context, db *store.DB, cfg *config.Config) Result {
 	if db == nil {
 		return fix("main group", "not checked: the database cannot be opened (see sqlite)")
 	}
-	g, err := groups.New(db, groupsDir).Main(ctx)
+	g, err := groups.New(db, cfg.GroupsDir).Main(ctx)
 	if errors.Is(err, groups.ErrNotFound) {
 		return fix("main group", "none registered: run 'nanoclawd setup' to choose one, or 'nanoclawd groups add --main --jid JID --name NAME --folder main'")
 	}
 	if err != nil {
 		return fix("main group", "%v", err)
+	}
+	if net := setup.Network(g.JID); !setup.ChannelOn(cfg, g.JID) {
+		return fix("main group", "%s (%s) is a %s chat, but that channel is off: set channels.%s.enabled to true in %s", g.Folder, g.JID, net, net, cfg.File)
 	}
 	return ok("main group", "%s (%s)", g.Folder, g.JID)
 }

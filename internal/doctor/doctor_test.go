@@ -232,13 +232,16 @@ func TestSQLiteAndMainGroup(t *testing.T) {
 	if n != 0 {
 		t.Error("probe table left behind")
 	}
-	groupsDir := t.TempDir()
-	check(t, MainGroup(ctx, db, groupsDir), false, "none registered")
-	if err := groups.New(db, groupsDir).Add(ctx, groups.Group{JID: "local:main", Name: "Main", Folder: "main", IsMain: true}); err != nil {
+	cfg := &config.Config{File: "/etc/nc.jsonc", GroupsDir: t.TempDir()}
+	check(t, MainGroup(ctx, db, cfg), false, "none registered")
+	if err := groups.New(db, cfg.GroupsDir).Add(ctx, groups.Group{JID: "local:main", Name: "Main", Folder: "main", IsMain: true}); err != nil {
 		t.Fatal(err)
 	}
-	check(t, MainGroup(ctx, db, groupsDir), true, "main (local:main)")
-	check(t, MainGroup(ctx, nil, groupsDir), false, "not checked")
+	// A main chat on a channel that is off gets no answer.
+	check(t, MainGroup(ctx, db, cfg), false, "main (local:main) is a local chat, but that channel is off: set channels.local.enabled to true in /etc/nc.jsonc")
+	cfg.Channels.Local.Enabled = true
+	check(t, MainGroup(ctx, db, cfg), true, "main (local:main)")
+	check(t, MainGroup(ctx, nil, cfg), false, "not checked")
 
 	// A dataDir that cannot be a directory.
 	file := filepath.Join(t.TempDir(), "file")
@@ -253,14 +256,22 @@ func TestSQLiteAndMainGroup(t *testing.T) {
 func TestWhatsApp(t *testing.T) {
 	ctx := context.Background()
 	cfg := &config.Config{DataDir: t.TempDir()}
-	check(t, WhatsApp(ctx, cfg, 0, ""), true, "disabled")
+	local := groups.Group{JID: "local:main", IsMain: true}
+	check(t, WhatsApp(ctx, cfg, 0, nil), true, "disabled")
 	cfg.Channels.WhatsApp.Enabled = true
-	check(t, WhatsApp(ctx, cfg, 0, ""), false, "not paired: run 'nanoclawd whatsapp login'")
-	check(t, WhatsApp(ctx, cfg, 0, "120363@g.us"), false, "not paired: run 'nanoclawd whatsapp login'")
-	// A main chat on the local channel answers without WhatsApp, as setup says.
-	check(t, WhatsApp(ctx, cfg, 0, "local:main"), false, "not paired: run 'nanoclawd whatsapp login'")
-	cfg.Channels.Local.Enabled = true
-	check(t, WhatsApp(ctx, cfg, 0, "local:main"), true, "not paired, and not needed")
+	// No main chat yet: pairing is the first way to one, as setup offers.
+	check(t, WhatsApp(ctx, cfg, 0, nil), false, "not paired: run 'nanoclawd whatsapp login'")
+	check(t, WhatsApp(ctx, cfg, 0, []groups.Group{{JID: "120363@g.us", IsMain: true}}), false, "not paired: run 'nanoclawd whatsapp login'")
+	// A group on WhatsApp needs it, wherever the main chat is.
+	check(t, WhatsApp(ctx, cfg, 0, []groups.Group{local, {JID: "120363@g.us"}}), false, "not paired: run 'nanoclawd whatsapp login'")
+	// Nothing registered is on WhatsApp: nothing to fix, a word to turn it off.
+	for _, main := range []groups.Group{local, {JID: "tg:-100555", IsMain: true}} {
+		r := WhatsApp(ctx, cfg, 0, []groups.Group{main, {JID: "tg:42"}})
+		check(t, r, true, "not paired, and no registered chat is on WhatsApp")
+		if !r.Warn {
+			t.Errorf("an enabled WhatsApp nothing uses is not a WARN: %s", r)
+		}
+	}
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, "whatsapp.db")); err == nil {
 		t.Error("the check created whatsapp.db")
 	}

@@ -9,20 +9,22 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/channel/whatsapp"
 	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/setup"
 )
 
 // WhatsApp checks pairing; when a daemon runs (daemonPID > 0) it adds the
 // connection state the daemon last wrote. Unpaired is something to fix
-// only when the main chat (mainJID, "" if none) needs WhatsApp: as setup
-// says, a main chat on another channel answers without it.
-func WhatsApp(ctx context.Context, cfg *config.Config, daemonPID int, mainJID string) Result {
+// only when the registered groups need WhatsApp (setup.NeedsWhatsApp): a
+// main chat on another channel answers without it.
+func WhatsApp(ctx context.Context, cfg *config.Config, daemonPID int, registered []groups.Group) Result {
 	if !cfg.Channels.WhatsApp.Enabled {
 		return ok("whatsapp", "disabled (channels.whatsapp.enabled is false)")
 	}
-	notPaired := fix("whatsapp", "not paired: run 'nanoclawd whatsapp login' or 'nanoclawd setup' (or set channels.whatsapp.enabled to false to use only the local channel)")
-	if setup.MainOffWhatsApp(cfg, mainJID) {
-		notPaired = ok("whatsapp", "not paired, and not needed: the main chat (%s) is on the local channel; pair any time with 'nanoclawd whatsapp login'", mainJID)
+	notPaired := fix("whatsapp", "not paired: run 'nanoclawd whatsapp login' or 'nanoclawd setup' (or set channels.whatsapp.enabled to false to use only the local channel or Telegram)")
+	if !setup.NeedsWhatsApp(registered) {
+		notPaired = ok("whatsapp", "not paired, and no registered chat is on WhatsApp: set channels.whatsapp.enabled to false, or pair with 'nanoclawd whatsapp login'")
+		notPaired.Warn = true // the daemon warns about it at every start
 	}
 	// Pairing lives in whatsapp.db; without it there is nothing to open
 	// (and opening would create it).

@@ -135,7 +135,9 @@ func (c Credentials) Save(name, value string) error {
 }
 
 // credential checks the credential that is set (name), or asks for one.
-func (g *Guide) credential(ctx context.Context, name string) (string, error) {
+// It returns the variable that holds it, and missing: why agents still
+// have no usable one and the command that fixes it ("" when they have).
+func (g *Guide) credential(ctx context.Context, name string) (_, missing string, err error) {
 	c := g.Cred
 	if name != "" {
 		from := "the environment"
@@ -149,8 +151,7 @@ func (g *Guide) credential(ctx context.Context, name string) (string, error) {
 		case errors.Is(err, ErrRejected):
 			fmt.Fprintf(g.Out, "✗ model credential: %s from %s: %v\n", name, from, err)
 			if from == "the environment" {
-				fmt.Fprintf(g.Out, "  The environment wins over %s: fix or unset %s there.\n", c.EnvFile, name)
-				return name, nil
+				return name, fmt.Sprintf("the API refuses %s, and the environment wins over %s: unset %s there (or put a working one in it), then run '%s'", name, c.EnvFile, name, g.cmd("setup")), nil
 			}
 			name = ""
 		default: // set, but nobody could say whether it works
@@ -165,11 +166,11 @@ func (g *Guide) credential(ctx context.Context, name string) (string, error) {
 		fmt.Fprintf(g.Out, "The model credential: paste an Anthropic API key (sk-ant-api…) or a Claude OAuth token (sk-ant-oat…, from 'claude setup-token').\nIt is saved in %s, readable only by you. Press Enter to skip: ", c.EnvFile)
 		value, err := g.ask(ctx, "")
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
 		if value == "" {
-			fmt.Fprintln(g.Out, "✗ model credential: none (skipped); agents cannot answer without one")
-			return "", nil
+			fmt.Fprintln(g.Out, "✗ model credential: none (skipped)")
+			return "", fmt.Sprintf("agents have no model credential, so they cannot answer: run '%s' and paste an API key or OAuth token", g.cmd("setup")), nil
 		}
 		n := NameFor(value)
 		err = c.Check(ctx, n, value)
@@ -178,10 +179,10 @@ func (g *Guide) credential(ctx context.Context, name string) (string, error) {
 			continue
 		}
 		if err := c.Save(n, value); err != nil {
-			return "", err
+			return "", "", err
 		}
 		if err := c.Setenv(n, value); err != nil {
-			return "", err
+			return "", "", err
 		}
 		name = n
 		if err == nil {
@@ -194,10 +195,10 @@ func (g *Guide) credential(ctx context.Context, name string) (string, error) {
 		// Agents get only the variables agent.env lists.
 		cfg, err := config.Set(g.Config.File, "agent.env", append(slices.Clone(g.Config.Agent.Env), name))
 		if err != nil {
-			return "", fmt.Errorf("hand %s to agents: %w", name, err)
+			return "", "", fmt.Errorf("hand %s to agents: %w", name, err)
 		}
 		*g.Config = *cfg
 		fmt.Fprintf(g.Out, "✓ agent.env: agents are handed %s (%s)\n", name, g.Config.File)
 	}
-	return name, nil
+	return name, "", nil
 }

@@ -12,8 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
+	"github.com/nanoclawd/nanoclawd/internal/channel/local"
+	"github.com/nanoclawd/nanoclawd/internal/channel/telegram"
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/store"
@@ -76,8 +79,13 @@ func (i Item) String() string { return i.Step + ": " + i.Problem }
 type state struct {
 	own      string // the paired WhatsApp account, "" if none
 	main     *groups.Group
+	onWA     bool   // a registered group is a WhatsApp chat
+	needWA   bool   // a first answer waits for WhatsApp (NeedsWhatsApp)
 	credName string // the credential variable that is set, "" if none
 	keyless  bool   // no group needs the daemon's own credential (CredentialNeeded)
+	// noCred, once the credential step ran, says why agents still have no
+	// usable credential and the command that fixes it ("" = they have one).
+	noCred string
 }
 
 // cmd is a command line for the owner to type: nanoclawd as they type it,
@@ -90,13 +98,16 @@ func (g *Guide) look(ctx context.Context) (state, []Item, error) {
 	var s state
 	var items []Item
 	cfg := g.Config
-	m, err := g.Groups.Main(ctx)
-	switch {
-	case err == nil:
-		s.main = &m
-	case !errors.Is(err, groups.ErrNotFound):
+	list, err := g.Groups.List(ctx)
+	if err != nil {
 		return s, nil, err
 	}
+	for _, gr := range list {
+		if gr.IsMain {
+			s.main = &gr
+		}
+	}
+	s.onWA, s.needWA = onWhatsApp(list), NeedsWhatsApp(list)
 	if cfg.Channels.WhatsApp.Enabled {
 		own, ok, err := g.Pairer.Paired(ctx)
 		if err != nil {
@@ -104,35 +115,70 @@ func (g *Guide) look(ctx context.Context) (state, []Item, error) {
 		}
 		if ok {
 			s.own = own
-		} else if !s.localMain(cfg) {
-			items = append(items, Item{"whatsapp", fmt.Sprintf("WhatsApp is not paired: run '%s' (or '%s'), or choose the local channel there", g.cmd("setup"), g.cmd("whatsapp login"))})
+		} else if s.needWA {
+			items = append(items, Item{"whatsapp", fmt.Sprintf("WhatsApp is not paired: run '%s' (or '%s'), or choose the local channel or Telegram there", g.cmd("setup"), g.cmd("whatsapp login"))})
 		}
 	}
 	if s.main == nil {
 		items = append(items, Item{"main chat", fmt.Sprintf("no main chat is chosen: run '%s', or '%s'", g.cmd("setup"), g.cmd("groups add --main --jid JID --name NAME --folder main"))})
 	}
-	list, err := g.Groups.List(ctx)
-	if err != nil {
-		return s, nil, err
-	}
 	s.credName, s.keyless = g.Cred.Set(), !CredentialNeeded(cfg, list)
-	if s.credName == "" && !s.keyless {
+	switch {
+	case s.keyless:
+	case s.credName == "":
 		items = append(items, Item{"credential", fmt.Sprintf("no model credential: set ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN from 'claude setup-token') in the environment or in %s, or run '%s'", g.Cred.EnvFile, g.cmd("setup"))})
+	case !slices.Contains(cfg.Agent.Env, s.credName):
+		items = append(items, Item{"credential", fmt.Sprintf("%s is set, but agents get only what agent.env lists: add %q to agent.env in %s, or run '%s'", s.credName, s.credName, cfg.File, g.cmd("setup"))})
 	}
 	return s, items, nil
 }
 
-// localMain tells whether the main chat is on the local channel, which is
-// on: then a first answer needs no WhatsApp.
-func (s state) localMain(cfg *config.Config) bool {
-	return s.main != nil && MainOffWhatsApp(cfg, s.main.JID)
+// NeedsWhatsApp tells whether a first answer waits for WhatsApp, given
+// the registered groups gs: none is main yet (pairing is the first way to
+// a main chat), or one is a WhatsApp chat. An unpaired WhatsApp nothing
+// uses stands in no one's way; setup and doctor agree on it through this.
+func NeedsWhatsApp(gs []groups.Group) bool {
+	return !slices.ContainsFunc(gs, func(g groups.Group) bool { return g.IsMain }) || onWhatsApp(gs)
 }
 
-// MainOffWhatsApp tells whether the main chat mainJID is on a channel
-// other than WhatsApp that is on, so that a first answer needs no
-// WhatsApp pairing (setup and doctor agree on it through this).
-func MainOffWhatsApp(cfg *config.Config, mainJID string) bool {
-	return strings.HasPrefix(mainJID, "local:") && cfg.Channels.Local.Enabled
+// onWhatsApp tells whether any of gs is a WhatsApp chat.
+func onWhatsApp(gs []groups.Group) bool {
+	return slices.ContainsFunc(gs, func(g groups.Group) bool { return Network(g.JID) == "whatsapp" })
+}
+
+// Network names the chat network a JID is on, as the config names its
+// channel: "local", "telegram" or "whatsapp".
+func Network(jid string) string {
+	switch {
+	case strings.HasPrefix(jid, local.Prefix):
+		return "local"
+	case strings.HasPrefix(jid, telegram.Prefix):
+		return "telegram"
+	}
+	return "whatsapp"
+}
+
+// ChannelOn tells whether the channel of the chat jid is on in cfg; its
+// key is channels.<Network(jid)>.enabled.
+func ChannelOn(cfg *config.Config, jid string) bool {
+	switch Network(jid) {
+	case "local":
+		return cfg.Channels.Local.Enabled
+	case "telegram":
+		return cfg.Channels.Telegram.Enabled
+	}
+	return cfg.Channels.WhatsApp.Enabled
+}
+
+// networkName is how the guide names a chat network in a sentence.
+func networkName(jid string) string {
+	switch Network(jid) {
+	case "local":
+		return "the local channel"
+	case "telegram":
+		return "Telegram"
+	}
+	return "WhatsApp"
 }
 
 // Missing lists what stands between this install and a first answer,
@@ -163,8 +209,8 @@ func (g *Guide) Run(ctx context.Context, daemonNext bool) error {
 
 	// 1. WhatsApp.
 	switch {
-	case cfg.Channels.WhatsApp.Enabled && s.own == "" && s.localMain(cfg):
-		fmt.Fprintf(g.Out, "- WhatsApp: not paired; the main chat is on the local channel (pair any time with '%s')\n", g.cmd("whatsapp login"))
+	case cfg.Channels.WhatsApp.Enabled && s.own == "" && !s.needWA:
+		fmt.Fprintf(g.Out, "- WhatsApp: not paired, and not needed: the main chat is on %s (pair any time with '%s')\n", networkName(s.main.JID), g.cmd("whatsapp login"))
 	case cfg.Channels.WhatsApp.Enabled:
 		if s.own == "" {
 			if s.own, err = g.pair(ctx); err != nil {
@@ -182,7 +228,7 @@ func (g *Guide) Run(ctx context.Context, daemonNext bool) error {
 
 	// 2. The main chat.
 	if s.main == nil {
-		if s.main, err = g.chooseMain(ctx, s.own); err != nil {
+		if s.main, err = g.chooseMain(ctx, s.own, s.onWA); err != nil {
 			return err
 		}
 	}
@@ -195,13 +241,14 @@ func (g *Guide) Run(ctx context.Context, daemonNext bool) error {
 	// 3. The model credential.
 	if s.credName == "" && s.keyless {
 		fmt.Fprintln(g.Out, "- model credential: none needed (every group's provider has its own, or takes none)")
-	} else if s.credName, err = g.credential(ctx, s.credName); err != nil {
+	} else if s.credName, s.noCred, err = g.credential(ctx, s.credName); err != nil {
 		return err
 	}
 
-	// What to do for a first answer: the last line.
-	if s.main == nil {
-		fmt.Fprintf(g.Out, "\nNo first answer yet without a main chat: run '%s' again when you are ready.\n", g.cmd("setup"))
+	// What to do for a first answer: the last line. A first answer that
+	// cannot come is never offered: the guide says what is missing.
+	if why := g.noAnswer(s); why != "" {
+		fmt.Fprintf(g.Out, "\nNo first answer yet: %s.\n", why)
 		return nil
 	}
 	fmt.Fprintln(g.Out)
@@ -214,6 +261,20 @@ func (g *Guide) Run(ctx context.Context, daemonNext bool) error {
 	return nil
 }
 
+// noAnswer says what still stands between this install and a first
+// answer, with the one command that fixes it; "" when nothing does.
+func (g *Guide) noAnswer(s state) string {
+	switch {
+	case s.main == nil:
+		return fmt.Sprintf("no main chat is chosen: run '%s' again when you are ready", g.cmd("setup"))
+	case !ChannelOn(g.Config, s.main.JID):
+		return fmt.Sprintf("the main chat is on %s, which is off: set channels.%s.enabled to true in %s", networkName(s.main.JID), Network(s.main.JID), g.Config.File)
+	case Network(s.main.JID) == "whatsapp" && s.own == "":
+		return fmt.Sprintf("the main chat is on WhatsApp, which is not paired: run '%s'", g.cmd("whatsapp login"))
+	}
+	return s.noCred
+}
+
 // firstAnswer tells the owner what to send for a first answer in the main
 // chat. For a local chat its last line is the command to run.
 func (g *Guide) firstAnswer(main groups.Group, own string) string {
@@ -221,12 +282,13 @@ func (g *Guide) firstAnswer(main groups.Group, own string) string {
 	if main.RequiresTrigger && !main.IsMain {
 		hello = main.Trigger + " hello"
 	}
-	switch {
-	case strings.HasPrefix(main.JID, "local:"):
+	switch Network(main.JID) {
+	case "local":
 		return fmt.Sprintf("For a first answer, run this in a second terminal, then type: %s\n%s", hello, g.cmd("chat --chat "+main.JID))
-	case strings.HasPrefix(main.JID, "tg:"):
+	case "telegram":
 		return fmt.Sprintf("For a first answer, send this in the Telegram chat %q: %s", main.Name, hello)
-	case own != "" && main.JID == own:
+	}
+	if own != "" && main.JID == own {
 		return fmt.Sprintf("For a first answer, message yourself on WhatsApp (the chat with your own number, +%s): %s", userOf(own), hello)
 	}
 	return fmt.Sprintf("For a first answer, send this in the WhatsApp chat %q: %s", main.Name, hello)
@@ -263,7 +325,10 @@ func (g *Guide) pair(ctx context.Context) (string, error) {
 	}
 }
 
-func (g *Guide) chooseMain(ctx context.Context, own string) (*groups.Group, error) {
+// chooseMain asks which chat is main and registers it. A channel the
+// owner did not choose is turned off: an unpaired WhatsApp that no
+// registered chat (onWA) uses.
+func (g *Guide) chooseMain(ctx context.Context, own string, onWA bool) (*groups.Group, error) {
 	cfg := g.Config
 	type option struct {
 		label string
@@ -311,8 +376,13 @@ func (g *Guide) chooseMain(ctx context.Context, own string) (*groups.Group, erro
 			}
 			m = *tm
 		}
-		if strings.HasPrefix(m.JID, "local:") && !cfg.Channels.Local.Enabled {
+		if Network(m.JID) == "local" && !cfg.Channels.Local.Enabled {
 			if err := g.enableLocal(); err != nil {
+				return nil, err
+			}
+		}
+		if Network(m.JID) != "whatsapp" && own == "" && !onWA && cfg.Channels.WhatsApp.Enabled {
+			if err := g.disableWhatsApp(m.JID); err != nil {
 				return nil, err
 			}
 		}
@@ -337,6 +407,19 @@ func (g *Guide) enableLocal() error {
 	*g.Config = *cfg // the file is what the daemon runs with (made from the template if it was missing)
 	g.LocalOnNow = true
 	fmt.Fprintf(g.Out, "✓ local channel: on in %s (socket %s)\n", g.Config.File, g.Config.Channels.Local.Socket)
+	return nil
+}
+
+// disableWhatsApp turns the unpaired WhatsApp channel off in the config
+// file when the main chat (mainJID) is elsewhere: a daemon would only
+// warn about it at every start. 'whatsapp login' turns it on again.
+func (g *Guide) disableWhatsApp(mainJID string) error {
+	cfg, err := config.Set(g.Config.File, "channels.whatsapp.enabled", false)
+	if err != nil {
+		return fmt.Errorf("turn the WhatsApp channel off: %w", err)
+	}
+	*g.Config = *cfg
+	fmt.Fprintf(g.Out, "✓ WhatsApp: off in %s, since the main chat is on %s ('%s' pairs it and turns it on)\n", g.Config.File, networkName(mainJID), g.cmd("whatsapp login"))
 	return nil
 }
 

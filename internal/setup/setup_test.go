@@ -73,10 +73,15 @@ func TestLocalMainChatWhenWhatsAppIsDisabled(t *testing.T) {
 	if err != nil || m.JID != "local:main" || m.Folder != "main" {
 		t.Fatalf("main: %+v %v\n%s", m, err, out)
 	}
-	for _, want := range []string{"- WhatsApp: disabled", "1) a chat on the local channel, local:main", "✗ model credential: none (skipped)", "nanoclawd chat --chat local:main"} {
+	for _, want := range []string{"- WhatsApp: disabled", "1) a chat on the local channel, local:main", "✗ model credential: none (skipped)\n",
+		"\nNo first answer yet: agents have no model credential, so they cannot answer: run 'nanoclawd setup' and paste an API key or OAuth token.\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("lacks %q:\n%s", want, out)
 		}
+	}
+	// Without a credential no first answer can come: none is offered.
+	if strings.Contains(out.String(), "For a first answer") || strings.Contains(out.String(), "chat --chat") {
+		t.Errorf("offered a first answer that cannot come:\n%s", out)
 	}
 	if missing, _ := g.Missing(ctx); len(missing) != 1 {
 		t.Errorf("after setup, missing: %v", missing)
@@ -84,18 +89,20 @@ func TestLocalMainChatWhenWhatsAppIsDisabled(t *testing.T) {
 }
 
 // WhatsApp skipped, the local channel off and no config file yet: the
-// guide offers a local main chat, turns the channel on in a config made
-// from the template, and ends with the command to chat. Run again, it asks
-// for nothing about WhatsApp: the first answer does not need it.
+// guide offers a local main chat, turns the channel on and the unpaired
+// WhatsApp off in a config made from the template (its comments kept),
+// and ends with the command to chat. Run again, it asks for nothing about
+// WhatsApp: the first answer does not need it.
 func TestLocalChannelOfferedWhenWhatsAppIsSkipped(t *testing.T) {
-	g, out := newGuide(t, true, false, "s\n\n\n", map[string]string{}, "")
+	g, out := newGuide(t, true, false, "s\n\n", map[string]string{setup.APIKeyVar: "sk-ant-api03-x"}, "")
 	g.Command = "bin/nanoclawd"
 	ctx := context.Background()
 	if err := g.Run(ctx, true); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"✗ WhatsApp: not paired (skipped)", "1) a chat on the local channel, local:main: talk to it in a terminal on this machine (this turns the local channel on in " + g.Config.File + ")",
-		"✓ local channel: on in " + g.Config.File, "✓ main chat: Main (local) (local:main)"} {
+		"✓ local channel: on in " + g.Config.File, "✓ WhatsApp: off in " + g.Config.File + ", since the main chat is on the local channel ('bin/nanoclawd whatsapp login' pairs it and turns it on)",
+		"✓ main chat: Main (local) (local:main)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("lacks %q:\n%s", want, out)
 		}
@@ -103,11 +110,13 @@ func TestLocalChannelOfferedWhenWhatsAppIsSkipped(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); lines[len(lines)-1] != "bin/nanoclawd chat --chat local:main" {
 		t.Errorf("the last line is %q, want the command to chat", lines[len(lines)-1])
 	}
-	if cfg, err := config.Load(g.Config.File); err != nil || !cfg.Channels.Local.Enabled || !g.Config.Channels.Local.Enabled {
+	if cfg, err := config.Load(g.Config.File); err != nil || !cfg.Channels.Local.Enabled || !g.Config.Channels.Local.Enabled || cfg.Channels.WhatsApp.Enabled {
 		t.Errorf("the config file: %+v, %v; in force: %v", cfg, err, g.Config.Channels.Local.Enabled)
 	}
-	missing, err := g.Missing(ctx)
-	if err != nil || len(missing) != 1 || missing[0].Step != "credential" || !strings.Contains(missing[0].Problem, "run 'bin/nanoclawd setup'") {
+	if b, _ := os.ReadFile(g.Config.File); !strings.Contains(string(b), "// Connect to WhatsApp (pair first with `nanoclawd whatsapp login`).\n      \"enabled\": false,") {
+		t.Errorf("WhatsApp is not turned off in place, its comment kept:\n%s", b)
+	}
+	if missing, err := g.Missing(ctx); err != nil || len(missing) != 0 {
 		t.Errorf("missing after setup: %v %v", missing, err)
 	}
 	out.Reset()
@@ -115,14 +124,14 @@ func TestLocalChannelOfferedWhenWhatsAppIsSkipped(t *testing.T) {
 	if err := g.Run(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "- WhatsApp: not paired; the main chat is on the local channel (pair any time with 'bin/nanoclawd whatsapp login')") ||
+	if !strings.Contains(out.String(), "- WhatsApp: disabled (channels.whatsapp.enabled is false)") ||
 		strings.Contains(out.String(), "Pair WhatsApp now") || !strings.Contains(out.String(), "Start the daemon with 'make run' (or 'bin/nanoclawd run'") {
 		t.Errorf("run again:\n%s", out)
 	}
 }
 
 func TestPairingFailsThenWorks(t *testing.T) {
-	g, out := newGuide(t, true, false, "x\np\n+49 170 1234567\nq\n1\n\n", map[string]string{}, "")
+	g, out := newGuide(t, true, false, "x\np\n+49 170 1234567\nq\n1\n", map[string]string{setup.APIKeyVar: "sk-ant-api03-x"}, "")
 	calls := 0
 	g.Pairer = &mock.Pairer{
 		PairedFn: func(context.Context) (string, bool, error) { return "", false, nil },
@@ -194,12 +203,13 @@ func TestCredentialFromEnvironmentRejected(t *testing.T) {
 	}))
 	defer api.Close()
 	env := map[string]string{setup.APIKeyVar: "sk-ant-api03-revoked"}
-	g, out := newGuide(t, false, true, "s\n", env, api.URL)
+	g, out := newGuide(t, false, true, "\n", env, api.URL)
 	if err := g.Run(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "✗ model credential: ANTHROPIC_API_KEY from the environment: the API rejected it (401 Unauthorized") ||
-		!strings.Contains(out.String(), "fix or unset ANTHROPIC_API_KEY there") {
+		!strings.Contains(out.String(), "\nNo first answer yet: the API refuses ANTHROPIC_API_KEY, and the environment wins over "+g.Cred.EnvFile+": unset ANTHROPIC_API_KEY there") ||
+		strings.Contains(out.String(), "For a first answer") {
 		t.Errorf("output:\n%s", out)
 	}
 	if _, err := os.Stat(g.Cred.EnvFile); err == nil {

@@ -18,8 +18,8 @@ import (
 // came from registered as main, its sender kept as the owner.
 func TestTelegramMainChat(t *testing.T) {
 	bot := mocktelegram.Start(t, "42:AAright-right_right-right_right-riX")
-	env := map[string]string{}
-	g, out := newGuide(t, false, false, "2\n42:wrong\n42:AAright-right_right-right_right-riX\n\n", env, "")
+	env := map[string]string{"ANTHROPIC_API_KEY": "sk-ant-api03-x"}
+	g, out := newGuide(t, false, false, "2\n42:wrong\n42:AAright-right_right-right_right-riX\n", env, "")
 	g.Config.Channels.Telegram.APIURL = bot.URL
 	g.TelegramCode = "nc-test1234"
 	db, err := store.Open(g.Config.DataDir)
@@ -47,8 +47,8 @@ func TestTelegramMainChat(t *testing.T) {
 		t.Errorf("nanoclawd.env: %v %v %q", err, fi.Mode().Perm(), data)
 	}
 	cfg, err := config.Load(g.Config.File)
-	if err != nil || !cfg.Channels.Telegram.Enabled {
-		t.Errorf("the config file does not turn Telegram on: %v", err)
+	if err != nil || !cfg.Channels.Telegram.Enabled || cfg.Channels.WhatsApp.Enabled {
+		t.Errorf("the config file does not turn Telegram on and the unchosen WhatsApp off: %v", err)
 	}
 	for _, want := range []string{"That token does not work", "the token is the bot @" + mocktelegram.BotUsername, "nc-test1234", `send this in the Telegram chat "Owners"`} {
 		if !strings.Contains(out.String(), want) {
