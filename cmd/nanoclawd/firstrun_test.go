@@ -321,6 +321,11 @@ func TestFirstRunOffTerminal(t *testing.T) {
 	if strings.Contains(log, "Pair WhatsApp now") {
 		t.Errorf("asked for input off a terminal:\n%s", log)
 	}
+	// The channel says it once, at any level (the file has them all).
+	file, err := os.ReadFile(in.Layout().DaemonLog())
+	if n := strings.Count(string(file), `"channel":"whatsapp"`); err != nil || n != 1 || !strings.Contains(string(file), "WhatsApp not paired: run `nanoclawd whatsapp login`; nanoclawd runs without it") {
+		t.Errorf("%d lines of the WhatsApp channel, want one saying how to pair (%v):\n%s", n, err, file)
+	}
 }
 
 // runAsNanoclawd runs this test binary as nanoclawd off a terminal.
