@@ -103,6 +103,31 @@ func TestCleanShutdownIsNotAFailure(t *testing.T) {
 	}
 }
 
+// Ctrl-C while the main group's agent started ahead (agent.warm) answers:
+// the daemon's stop ends that agent too, and status says the run was
+// stopped, not that it failed with "context canceled".
+func TestCtrlCStopsATakenStandbyCleanly(t *testing.T) {
+	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "warm": 1`, StopSignal: syscall.SIGINT})
+	in.AddGroup("local:main", "main", "--main")
+	p := in.Start()
+	in.Post("local:main", "Owner", "echo hi")
+	in.WaitFor("local:main", e2e.Equals("echo: hi"))
+	statusUntil(t, in, "a standby", func(r status.Report) bool { return group(r, "main").Agent == "standby" })
+	in.Post("local:main", "Owner", "sleep 30")
+	statusUntil(t, in, "the standby answering", func(r status.Report) bool { return group(r, "main").Agent == "running" })
+	p.Stop()
+
+	in.Start()
+	rep := statusUntil(t, in, "main's last run", func(r status.Report) bool { return group(r, "main").LastRun != nil })
+	if l := group(rep, "main").LastRun; !l.Stopped || !l.OK || l.Error != "" {
+		t.Errorf("main's last run after Ctrl-C: %+v, want stopped", l)
+	}
+	text := in.CLI("status")
+	if !strings.Contains(text, "stopped") || strings.Contains(text, "failed") || strings.Contains(text, "context canceled") {
+		t.Errorf("status after Ctrl-C:\n%s", text)
+	}
+}
+
 // A message to a chat no group has is not lost in silence: the POST says
 // "registered": false, the log says once how to register the chat, and
 // status lists it with its count; status shows each group's trigger.

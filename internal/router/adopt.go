@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"time"
@@ -58,8 +60,15 @@ func (s starter) New(g groups.Group) *agentRun {
 		started: make(chan struct{}), prompted: make(chan struct{})}
 }
 
+// Run runs a standby until it ends. Its ctx ends only when the pool
+// stops it, and a standby a run took only when the daemon stops: that end
+// is errShuttingDown, so the run it answered is not recorded as failed.
 func (starter) Run(ctx context.Context, a *agentRun, closing <-chan struct{}) error {
-	return a.start(ctx, runner.Job{Folder: a.group.Folder, Closing: closing}, "", false)
+	err := a.start(ctx, runner.Job{Folder: a.group.Folder, Closing: closing}, "", false)
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%w (%w)", errShuttingDown, err)
+	}
+	return err
 }
 
 func (s starter) Fingerprint(ctx context.Context, g groups.Group) (string, error) {

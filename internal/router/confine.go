@@ -17,8 +17,9 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/usage"
 )
 
-// errShuttingDown is a run that did not start because the daemon is
-// stopping: not a failure of the run, the agent or the sandbox.
+// errShuttingDown is a run that did not start, or an agent that was
+// stopped, because the daemon is stopping: not a failure of the run, the
+// agent or the sandbox.
 var errShuttingDown = errors.New("nanoclawd is shutting down")
 
 // confine puts a non-main run in its OS sandbox (package confine), its

@@ -43,23 +43,26 @@ func (r *Router) Run(ctx context.Context, job runner.Job) error {
 	if run == nil && err == nil {
 		return nil // nothing to answer: not a run to show
 	}
-	if err != nil && (ctx.Err() != nil || errors.Is(err, errShuttingDown)) {
-		// A clean shutdown cut it short: not a failure, and its messages
-		// are answered after the restart.
+	// A clean shutdown that cut it short is no failure (status says
+	// "stopped"), and its messages are answered after the restart.
+	stopped := err != nil && (ctx.Err() != nil || errors.Is(err, errShuttingDown))
+	if stopped {
 		r.Log.Info().Str("group", job.Folder).Msg("run stopped by the shutdown; its messages are answered after the next start")
-		return err
 	}
-	last := runner.LastRun{Folder: job.Folder, Started: t0, Finished: time.Now(), OK: err == nil, TaskID: job.TaskID}
+	last := runner.LastRun{Folder: job.Folder, Started: t0, Finished: time.Now(), OK: err == nil || stopped, Stopped: stopped, TaskID: job.TaskID}
 	if run != nil {
 		if s := run.startTime(); !s.IsZero() {
 			last.Started = s
 		}
 	}
-	if err != nil {
+	if !last.OK {
 		last.Error = err.Error()
 	}
 	if rerr := r.Ledger.RecordLastRun(context.WithoutCancel(ctx), last); rerr != nil {
 		r.Log.Warn().Err(rerr).Str("group", job.Folder).Msg("status will not show this run")
+	}
+	if stopped {
+		return err
 	}
 	if r.Metrics != nil {
 		r.Metrics.RunDone(last.Finished.Sub(last.Started))

@@ -14,25 +14,30 @@ type LastRun struct {
 	Started  time.Time
 	Finished time.Time
 	OK       bool
-	Error    string
-	TaskID   string // "" for a message run
+	// Stopped: the daemon's shutdown ended it (OK too: not a failure).
+	Stopped bool
+	Error   string
+	TaskID  string // "" for a message run
 }
 
 // runHoursKept is how long a group's hourly run counts are kept.
 const runHoursKept = 7 * 24 * time.Hour
 
-// RecordLastRun keeps r as its group's last run, and counts it in its
-// hour (RunCounts), forgetting the group's counts older than a week.
+// RecordLastRun keeps r as its group's last run unless a run that
+// finished later is kept already (a stale outcome never hides a newer
+// one), and counts it in its hour (RunCounts), forgetting the group's
+// counts older than a week.
 func RecordLastRun(ctx context.Context, db *store.DB, r LastRun) error {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("record the last run of %s: %w", r.Folder, err)
 	}
 	defer tx.Rollback()
-	if _, err = tx.ExecContext(ctx, `INSERT INTO last_runs (folder, started_at, finished_at, ok, error, task_id)
-		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (folder) DO UPDATE SET started_at = excluded.started_at,
-		finished_at = excluded.finished_at, ok = excluded.ok, error = excluded.error, task_id = excluded.task_id`,
-		r.Folder, r.Started.UnixMilli(), r.Finished.UnixMilli(), r.OK, r.Error, r.TaskID); err != nil {
+	if _, err = tx.ExecContext(ctx, `INSERT INTO last_runs (folder, started_at, finished_at, ok, stopped, error, task_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (folder) DO UPDATE SET started_at = excluded.started_at,
+		finished_at = excluded.finished_at, ok = excluded.ok, stopped = excluded.stopped, error = excluded.error, task_id = excluded.task_id
+		WHERE excluded.finished_at >= last_runs.finished_at`,
+		r.Folder, r.Started.UnixMilli(), r.Finished.UnixMilli(), r.OK, r.Stopped, r.Error, r.TaskID); err != nil {
 		return fmt.Errorf("record the last run of %s: %w", r.Folder, err)
 	}
 	failed := 0
@@ -81,7 +86,7 @@ func RunCounts(ctx context.Context, db *store.DB, since time.Time) (map[string]R
 
 // LastRuns returns every group's last run, by folder.
 func LastRuns(ctx context.Context, db *store.DB) (map[string]LastRun, error) {
-	rows, err := db.QueryContext(ctx, `SELECT folder, started_at, finished_at, ok, error, task_id FROM last_runs`)
+	rows, err := db.QueryContext(ctx, `SELECT folder, started_at, finished_at, ok, stopped, error, task_id FROM last_runs`)
 	if err != nil {
 		return nil, fmt.Errorf("read last runs: %w", err)
 	}
@@ -92,7 +97,7 @@ func LastRuns(ctx context.Context, db *store.DB) (map[string]LastRun, error) {
 			r                 LastRun
 			started, finished int64
 		)
-		if err := rows.Scan(&r.Folder, &started, &finished, &r.OK, &r.Error, &r.TaskID); err != nil {
+		if err := rows.Scan(&r.Folder, &started, &finished, &r.OK, &r.Stopped, &r.Error, &r.TaskID); err != nil {
 			return nil, fmt.Errorf("read last runs: %w", err)
 		}
 		r.Started, r.Finished = time.UnixMilli(started), time.UnixMilli(finished)

@@ -37,3 +37,36 @@ func TestRunCountsArePruned(t *testing.T) {
 		t.Errorf("counts %+v; want family's month-old run forgotten (2 runs, 1 failure), work's kept until it runs again", counts)
 	}
 }
+
+// A group's last run is the one that finished last, whatever order the
+// outcomes are recorded in; a shutdown's stop is kept as such.
+func TestLastRunIsTheNewest(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	now := time.Now().Truncate(time.Millisecond)
+	for _, r := range []LastRun{
+		{Folder: "main", Finished: now, OK: true},
+		{Folder: "main", Finished: now.Add(-time.Hour), Error: "stale failure"},
+		{Folder: "family", Finished: now.Add(-time.Hour), Error: "boom"},
+		{Folder: "family", Finished: now, OK: true, Stopped: true},
+	} {
+		r.Started = r.Finished.Add(-time.Minute)
+		if err := RecordLastRun(ctx, db, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last, err := LastRuns(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := last["main"]; !r.OK || r.Error != "" || !r.Finished.Equal(now) {
+		t.Errorf("main's last run %+v: the stale failure recorded after it hid the success", r)
+	}
+	if r := last["family"]; !r.Stopped || !r.OK || r.Error != "" {
+		t.Errorf("family's last run %+v, want the stop", r)
+	}
+}

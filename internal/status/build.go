@@ -123,7 +123,7 @@ func Build(ctx context.Context, s Sources) (Report, error) {
 			r.Agents.Standby++
 		}
 		if l, ok := last[g.Folder]; ok {
-			sg.LastRun = &LastRun{Started: l.Started, Finished: l.Finished, OK: l.OK, Error: l.Error, TaskID: l.TaskID}
+			sg.LastRun = &LastRun{Started: l.Started, Finished: l.Finished, OK: l.OK, Stopped: l.Stopped, Error: l.Error, TaskID: l.TaskID}
 		}
 		sg.Usage = usageOf(spend[g.Folder])
 		sg.Model, sg.Provider = cfg.Agent.Model, cfg.Agent.Provider

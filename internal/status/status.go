@@ -135,6 +135,7 @@ type LastRun struct {
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
 	OK       bool      `json:"ok"`
+	Stopped  bool      `json:"stopped,omitempty"` // the daemon's shutdown ended it (ok: not a failure)
 	Error    string    `json:"error,omitempty"`
 	TaskID   string    `json:"taskId,omitempty"`
 }
