@@ -44,7 +44,7 @@ func TestUnpricedModelShownUnpriced(t *testing.T) {
 		u := group(r, "main").Usage
 		return u != nil && u.Today.Requests == 1
 	})
-	if text := in.CLI("status"); !strings.Contains(text, "unpriced (1 requests)") || strings.Contains(text, "$0.00 (1 requests)") {
+	if text := in.CLI("status"); !strings.Contains(text, "unpriced (1 request)") || strings.Contains(text, "$0.00 (1 request)") {
 		t.Errorf("status does not say unpriced:\n%s", text)
 	}
 	js := in.CLI("status", "--json")
@@ -153,7 +153,7 @@ func TestUnregisteredChatIsNotSilent(t *testing.T) {
 		t.Errorf("family's trigger in status: %q", g.Trigger)
 	}
 	text := in.CLI("status")
-	for _, want := range []string{"messages from unregistered chats: local:nobody ×3", "messages starting with @Andy", "every message"} {
+	for _, want := range []string{"messages from unregistered chats: local:nobody ×3", "@Andy …", "every message"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("status lacks %q:\n%s", want, text)
 		}

@@ -107,7 +107,7 @@ func TestModelsPerGroupProviderAndFailover(t *testing.T) {
 	if f := group(rep, "family"); f.Fallback.Upstream != "p2/y" || f.Model != "x" || f.Provider != "p1" {
 		t.Errorf("family in status: %+v", f)
 	}
-	if text := in.CLI("status"); !strings.Contains(text, "fallback p2/y since") {
+	if text := in.CLI("status"); !strings.Contains(text, "fallback p2/y for") {
 		t.Errorf("status text does not say family is served by the fallback:\n%s", text)
 	}
 

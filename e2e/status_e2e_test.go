@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/fit"
 	"github.com/nanoclawd/nanoclawd/internal/status"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
@@ -130,17 +132,26 @@ func TestStatusOfABusyDaemon(t *testing.T) {
 		`nanoclawd is running: PID \d+`,
 		`local\s+serving ` + regexp.QuoteMeta(in.Socket),
 		`Agents: 1 running, 1 queued, 0 standby, at most 1 at once`,
-		`busy\s+running for \S+\s+none yet`,
+		`busy\s+running \S+\s+every message\s+none yet`,
 		`waiting\s+queued`,
-		`failing\s+retrying after 1 failed run\(s\)\s+failed \S+ ago: .*agent exited with status 3`,
-		`risky\s+idle\s+ok, \S+ ago`,
+		`failing\s+retrying \(1 failed\)\s+every message\s+failed \S+ ago: agent for failing`, // all of it in --json
+		`risky\s+idle\s+every message\s+ok, \S+ ago`,
 		`491701234567@s.whatsapp.net\s+1\s+`,
-		`\(in [^)]+\)\s+risky\s+t1\s+cron 0 9 \* \* \*\s+water the plants`,
+		`in \S+\s+risky\s+t1\s+cron 0 9 \* \* \*\s+water the plants`,
 		`risky\s+network\s+1`,
-		`pending restart: assistantName`,
+		`applied after a restart: assistantName`,
 	} {
 		if !regexp.MustCompile(want).MatchString(text) {
 			t.Errorf("status lacks %s:\n%s", want, text)
+		}
+	}
+	// status and doctor read well at 100 columns, in this state too.
+	doctor, _, _ := e2e.Run(t, "", in.Env, "doctor", "--config", in.Config)
+	for _, out := range []string{text, doctor} {
+		for _, l := range strings.Split(out, "\n") {
+			if fit.Len(l) > fit.Width {
+				t.Errorf("a line of %d columns: %q", fit.Len(l), l)
+			}
 		}
 	}
 
@@ -193,5 +204,11 @@ func TestStatusWithoutDaemon(t *testing.T) {
 		if code == 0 || out != "" || !strings.Contains(errs, "no nanoclawd daemon is running on "+in.Dir+"/data") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errs)
 		}
+	}
+	// From a directory without a config it says which config it looked for.
+	elsewhere := t.TempDir()
+	out, errs, code := e2e.Run(t, elsewhere, in.Env, "status")
+	if want := "nanoclawd: no config " + filepath.Join(elsewhere, "nanoclaw.config.jsonc") + " here, so status asked the daemon of the default data dir " + filepath.Join(elsewhere, "data") + ": no nanoclawd daemon is running"; code == 0 || out != "" || !strings.HasPrefix(errs, want) || strings.Count(errs, "\n") != 1 {
+		t.Errorf("status elsewhere: exit %d, stdout %q, stderr %q; want %q…", code, out, errs, want)
 	}
 }

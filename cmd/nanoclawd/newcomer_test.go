@@ -187,12 +187,14 @@ func TestNewcomerWithoutAKey(t *testing.T) {
 			doctor := func(env []string) map[string]string {
 				t.Helper()
 				out, _, _ := e2e.Run(t, dir, env, "doctor")
-				checks := map[string]string{}
+				checks, name := map[string]string{}, ""
 				for _, l := range strings.Split(out, "\n") {
-					if len(l) > 5 && l[0] != ' ' { // "ok   check: detail"; More lines are indented
-						if name, _, ok := strings.Cut(l[5:], ":"); ok {
-							checks[name] = l
-						}
+					switch { // "ok   check: detail", wrapped: the lines after it are indented
+					case strings.HasPrefix(l, " ") && name != "":
+						checks[name] += " " + strings.TrimSpace(l)
+					case len(l) > 5:
+						name, _, _ = strings.Cut(l[5:], ":")
+						checks[name] = l
 					}
 				}
 				return checks

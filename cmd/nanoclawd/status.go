@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
 
 	"github.com/nanoclawd/nanoclawd/internal/status"
 )
@@ -22,6 +25,12 @@ func (c statusCommand) Run(ctx context.Context, g *globals, args []string) error
 		return err
 	}
 	rep, err := status.Fetch(ctx, cfg.DataDir)
+	if errors.Is(err, status.ErrNotRunning) {
+		if _, serr := os.Stat(cfg.File); errors.Is(serr, os.ErrNotExist) {
+			// Run from elsewhere: the defaults' data dir is not the install's.
+			return fmt.Errorf("no config %s here, so status asked the daemon of the default data dir %s: %w; run status in the nanoclawd checkout, or pass --config FILE", cfg.File, cfg.DataDir, status.ErrNotRunning)
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -60,11 +60,17 @@ func (in *install) run(args ...string) (string, string, int) {
 }
 
 // lines maps each check to its line.
+// lines is doctor's output by check: each result's lines (wrapped to fit
+// 100 columns) joined into one.
 func lines(out string) map[string]string {
 	m := map[string]string{}
+	check := ""
 	for _, l := range strings.Split(out, "\n") {
-		if len(l) > 5 && (strings.HasPrefix(l, "ok   ") || strings.HasPrefix(l, "FIX  ")) {
-			check, _, _ := strings.Cut(l[5:], ":")
+		switch {
+		case strings.HasPrefix(l, " ") && check != "":
+			m[check] += " " + strings.TrimSpace(l)
+		case len(l) > 5:
+			check, _, _ = strings.Cut(l[5:], ":")
 			m[check] = l
 		}
 	}

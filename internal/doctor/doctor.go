@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/fit"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
@@ -58,7 +59,7 @@ type Result struct {
 }
 
 // String is "ok   check: detail", "FIX  check: detail" or "--   check:
-// detail" (not checked), then More indented.
+// detail" (not checked), then More indented; wrapped to fit.Width.
 func (r Result) String() string {
 	tag := "ok  "
 	switch {
@@ -69,9 +70,9 @@ func (r Result) String() string {
 	case r.Unchecked:
 		tag = "--  "
 	}
-	s := tag + " " + r.Check + ": " + r.Detail
+	s := fit.Wrap(tag+" "+r.Check+":", r.Detail, "     ")
 	for _, m := range r.More {
-		s += "\n     " + m
+		s += "\n" + fit.Wrap("     ", m, "       ")
 	}
 	return s
 }
@@ -304,8 +305,8 @@ func Confinement(cfg *config.Config) Result {
 	}
 	r := ok("confinement", "%s; seccomp filter %s; /dev read-only, /dev/shm %d MiB", who, sandbox.SeccompPolicy, cfg.Agent.Limits.ShmMiB)
 	if _, err := sandbox.MemoryCgroup(); err != nil {
-		r.More = append(r.More, fmt.Sprintf("memory: no cgroup limit (%v); the daemon measures the runs' memory instead: resident memory and every memfd a run holds open or mapped; "+
-			"SysV shared memory is refused and /dev/shm is bounded by its size; not counted: a memfd a run passes into a Unix socket and closes (give the daemon a cgroup v2 with the memory controller, e.g. Delegate=yes under systemd, to count that too)", err))
+		// What the daemon measures instead: docs/security.md.
+		r.More = append(r.More, fmt.Sprintf("memory: no cgroup limit, so the daemon measures each run (a memfd passed on and closed escapes it): %v", err))
 	} else {
 		r.More = append(r.More, "memory: cgroup v2 memory controller available to the daemon")
 	}

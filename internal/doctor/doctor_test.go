@@ -48,9 +48,18 @@ func lookIn(progs map[string]string) func(string) (string, error) {
 
 func check(t *testing.T, r Result, wantOK bool, wantIn string) {
 	t.Helper()
-	if r.OK != wantOK || !strings.Contains(r.String(), wantIn) {
+	if r.OK != wantOK || !strings.Contains(unwrap(r), wantIn) {
 		t.Errorf("got %q, want ok=%v containing %q", r.String(), wantOK, wantIn)
 	}
+}
+
+// unwrap is r as one line, its wrapping to 100 columns undone.
+func unwrap(r Result) string {
+	lines := strings.Split(r.String(), "\n")
+	for i := range lines[1:] {
+		lines[i+1] = strings.TrimLeft(lines[i+1], " ")
+	}
+	return strings.Join(lines, " ")
 }
 
 func TestResultString(t *testing.T) {

@@ -27,7 +27,7 @@ func TestModelAPINotAnswering(t *testing.T) {
 	if _, err := s.Problem(ctx, h, nil); err != nil {
 		t.Fatal(err)
 	}
-	if r := ModelAPI(ctx, db); r.OK || !strings.Contains(r.String(), "local/qwen: connection refused") || !strings.Contains(r.String(), "agent.fallback") {
+	if r := ModelAPI(ctx, db); r.OK || !strings.Contains(unwrap(r), "local/qwen: connection refused") || !strings.Contains(r.String(), "agent.fallback") {
 		t.Errorf("not answering: %s", r.String())
 	}
 	if err := s.Resolved(ctx, usage.HealthCredential, usage.HealthRate, usage.HealthDown); err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/fit"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 )
 
@@ -81,7 +82,7 @@ func consoleLine(p func(string, ...any), c *Console) {
 	case c == nil:
 		p("Console: off (console.enabled is false)")
 	case c.Error != "":
-		p("Console: not served: %s", c.Error)
+		p("Console: not served: %s", fit.Cut(c.Error, fit.Width-21))
 	default:
 		p("Console: %s ('nanoclawd console' prints a login URL)", c.URL)
 	}

@@ -1,13 +1,15 @@
 package status
 
+import "github.com/nanoclawd/nanoclawd/internal/fit"
+
 // modelSection writes each group's model and provider, and which groups a
 // fallback serves.
-func modelSection(p func(string, ...any), r Report) {
+func modelSection(t *text, r Report) {
 	if len(r.Groups) == 0 {
 		return
 	}
-	p("\nModels ('nanoclawd groups set-model' or /model sets a group's)")
-	p("  GROUP\tMODEL\tPROVIDER\tSERVED BY")
+	t.line("\nModels ('nanoclawd groups set-model' or /model sets a group's)")
+	rows := [][]string{{"GROUP", "MODEL", "PROVIDER", "SERVED BY"}}
 	for _, g := range r.Groups {
 		model := g.Model
 		if model == "" {
@@ -15,8 +17,9 @@ func modelSection(p func(string, ...any), r Report) {
 		}
 		served := "its chosen model"
 		if f := g.Fallback; f != nil {
-			served = "fallback " + f.Upstream + " since " + f.Since.In(r.Time.Location()).Format("2006-01-02 15:04") + " (" + ago(r.Time, f.Since) + " ago)"
+			served = "fallback " + f.Upstream + " for " + ago(r.Time, f.Since)
 		}
-		p("  %s\t%s\t%s\t%s", g.Folder, model, g.Provider, served)
+		rows = append(rows, []string{g.Folder, fit.Cut(model, 32), g.Provider, served})
 	}
+	t.table(rows...)
 }

@@ -2,7 +2,9 @@ package status
 
 import (
 	"fmt"
+	"strings"
 
+	"github.com/nanoclawd/nanoclawd/internal/fit"
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/layout"
 	"github.com/nanoclawd/nanoclawd/internal/usage"
@@ -51,35 +53,37 @@ func (s Spend) USD() float64 {
 
 // usageSection writes the model usage per group and the model API's
 // standing problems.
-func usageSection(p func(string, ...any), r Report) {
-	modelSection(p, r)
-	p("\nModel usage, today and this month ('nanoclawd usage' has the tokens)")
-	p("  GROUP\tTODAY\tTHIS MONTH\tBUDGET")
+func usageSection(t *text, r Report) {
+	modelSection(t, r)
+	t.line("\nModel usage, today and this month ('nanoclawd usage' has the tokens)")
+	rows := [][]string{{"GROUP", "TODAY", "THIS MONTH", "BUDGET"}}
 	for _, g := range r.Groups {
 		u := g.Usage
 		if u == nil {
 			u = &Usage{}
 		}
-		p("  %s\t%s\t%s\t%s", g.Folder, spendText(u.Today), spendText(u.Month), budgetText(u))
+		rows = append(rows, []string{g.Folder, spendText(u.Today), spendText(u.Month), budgetText(u)})
 	}
-	p("\nModel credential: %s", r.Credential)
+	t.table(rows...)
+	t.line("\n%s", fit.Wrap("Model credential:", r.Credential.String(), "  "))
 	if len(r.ModelAPI) == 0 {
-		p("\nModel API: no problem seen")
+		t.line("\nModel API: no problem seen")
 		return
 	}
-	p("\nModel API")
+	t.line("\nModel API (each problem is shown until a request succeeds)")
 	for _, h := range r.ModelAPI {
 		switch h.Kind {
 		case usage.HealthCredential:
-			p("  %s since %s ago: run 'claude setup-token' (CLAUDE_CODE_OAUTH_TOKEN) or set a new ANTHROPIC_API_KEY in nanoclawd.env (read again at once); shown until a request succeeds", h.Detail, ago(r.Time, h.Since))
+			t.line("  %s, since %s ago", fit.Cut(h.Detail, fit.Width-30), ago(r.Time, h.Since))
+			t.line("    fix: a new ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN) in nanoclawd.env (read again at once)")
 		case usage.HealthDown:
-			p("  %s (since %s ago; shown until a request succeeds)", h.Detail, ago(r.Time, h.Since))
+			t.line("%s", fit.Wrap(fmt.Sprintf("  since %s ago:", ago(r.Time, h.Since)), h.Detail, "    "))
 		default:
 			retry := "no retry time given"
 			if !h.RetryAt.IsZero() {
 				retry = "retry in " + until(r.Time, h.RetryAt)
 			}
-			p("  %s (HTTP %d) since %s ago, %s", h.Detail, h.Status, ago(r.Time, h.Since), retry)
+			t.line("  %s (HTTP %d) since %s ago, %s", h.Detail, h.Status, ago(r.Time, h.Since), retry)
 		}
 	}
 }
@@ -97,26 +101,29 @@ func (c Credential) String() string {
 	return fmt.Sprintf("%s from %s (fingerprint %s)", c.Name, from, c.Fingerprint)
 }
 
+// spendText is a span's cost, with the decimals that keep it from reading
+// $0.00, and its requests.
 func spendText(s Spend) string {
-	return fmt.Sprintf("%s (%d requests)", usage.CostText(s.USD(), s.CostUSD != nil, len(s.Unpriced) > 0), s.Requests)
+	unit := "requests"
+	if s.Requests == 1 {
+		unit = "request"
+	}
+	return fmt.Sprintf("%s (%d %s)", usage.CostText(s.USD(), s.CostUSD != nil, len(s.Unpriced) > 0), s.Requests, unit)
 }
 
 func budgetText(u *Usage) string {
-	s := ""
+	var s []string
 	if u.Daily != nil {
-		s = fmt.Sprintf("$%.2f a day", *u.Daily)
+		s = append(s, fmt.Sprintf("$%.2f/day", *u.Daily))
 	}
 	if u.Monthly != nil {
-		if s != "" {
-			s += ", "
-		}
-		s += fmt.Sprintf("$%.2f a month", *u.Monthly)
+		s = append(s, fmt.Sprintf("$%.2f/month", *u.Monthly))
 	}
-	if s == "" {
+	if len(s) == 0 {
 		return "none"
 	}
 	if u.Over {
-		s += " (spent: no model requests)"
+		return "spent: " + strings.Join(s, ", ")
 	}
-	return s
+	return strings.Join(s, ", ")
 }

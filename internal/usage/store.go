@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -98,11 +99,26 @@ func CostText(usd float64, known, partly bool) string {
 	if !known {
 		return "unpriced"
 	}
-	s := fmt.Sprintf("$%.2f", usd)
+	s := Dollars(usd)
 	if partly {
 		s += " + unpriced"
 	}
 	return s
+}
+
+// Dollars writes an amount of money with the precision that keeps a
+// small one from reading $0.00: cents, or as many decimals (up to four)
+// as its first non-zero digit needs; "<$0.0001" below that.
+func Dollars(usd float64) string {
+	if usd <= 0 {
+		return "$0.00"
+	}
+	for d := 2; d <= 4; d++ {
+		if s := strconv.FormatFloat(usd, 'f', d, 64); strings.Trim(s, "0.") != "" {
+			return "$" + s
+		}
+	}
+	return "<$0.0001"
 }
 
 // MarshalJSON writes costUSD as null when the cost is unknown.

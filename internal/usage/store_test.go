@@ -177,3 +177,13 @@ func TestStandings(t *testing.T) {
 		t.Errorf("main: %+v, %v; want one period, under", got, err)
 	}
 }
+
+// A small cost is shown with the decimals that keep it from reading $0.00.
+func TestDollars(t *testing.T) {
+	for usd, want := range map[float64]string{0: "$0.00", 0.02: "$0.02", 1.5: "$1.50", 12.345: "$12.35",
+		0.0123: "$0.01", 0.004: "$0.004", 0.0001: "$0.0001", 0.00004: "<$0.0001"} {
+		if got := usage.Dollars(usd); got != want {
+			t.Errorf("Dollars(%v) = %q, want %q", usd, got, want)
+		}
+	}
+}
