@@ -16,12 +16,17 @@ build: $(BIN) $(RUNNER) bin/node
 $(BIN): $(GOFILES)
 	$(GO) build $(TAGS) -o bin/ ./cmd/nanoclawd ./cmd/nanoclawd-init
 
-agent-runner/node_modules/.package-lock.json: agent-runner/package-lock.json
-	cd agent-runner && npm ci --no-audit --no-fund
+# npm runs on bin/node (first on PATH), so the agent runner's packages are
+# installed and built by the Node they run on: the machine's own node may
+# be older than agent-runner/package.json's engines.
+WITH_NODE := PATH="$(CURDIR)/bin:$$PATH"
+
+agent-runner/node_modules/.package-lock.json: agent-runner/package-lock.json | bin/node
+	cd agent-runner && $(WITH_NODE) npm ci --no-audit --no-fund
 	@touch $@
 
-$(RUNNER): agent-runner/node_modules/.package-lock.json $(shell find agent-runner/src -type f 2>/dev/null) agent-runner/tsconfig.json
-	cd agent-runner && npm run build
+$(RUNNER): agent-runner/node_modules/.package-lock.json $(shell find agent-runner/src -type f 2>/dev/null) agent-runner/tsconfig.json | bin/node
+	cd agent-runner && $(WITH_NODE) npm run build
 
 # bin/node is the Node the agents run on (a bare "node" in agent.command
 # means it): the machine's own when it is NODE_MIN or later, else the Node

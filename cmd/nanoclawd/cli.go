@@ -164,7 +164,7 @@ func summary(name string) string {
 // with what each does.
 func (g *globals) help(prefix string) {
 	if prefix == "" {
-		fmt.Fprint(g.stdout, "nanoclawd puts a Claude assistant into WhatsApp group chats, with a sandbox policy per group.\n\n")
+		fmt.Fprint(g.stdout, "nanoclawd puts a Claude assistant into your WhatsApp and Telegram chats, with a sandbox policy per group.\n\n")
 	}
 	fmt.Fprintf(g.stdout, "usage: nanoclawd [--config FILE] %sCOMMAND [flags] [arguments]\n\ncommands:\n", prefix)
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 3, ' ', 0)

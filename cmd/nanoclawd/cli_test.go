@@ -276,6 +276,9 @@ func TestHelp(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "nanoclaw.config.jsonc"), []byte(`{"not a key": 1}`), 0o600)
 	list := mustCLI(t, dir, "help")
+	if !strings.Contains(list, "into your WhatsApp and Telegram chats") {
+		t.Errorf("'nanoclawd help' does not name both chat networks:\n%s", list)
+	}
 	for _, c := range commands {
 		if !regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(c.name) + ` +` + regexp.QuoteMeta(c.summary) + `$`).MatchString(list) {
 			t.Errorf("'nanoclawd help' lacks the line of %s:\n%s", c.name, list)

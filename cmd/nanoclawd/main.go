@@ -1,5 +1,5 @@
-// Command nanoclawd runs a personal Claude assistant in WhatsApp group
-// chats, with a sandbox policy per group. main only finds the verb, wires
+// Command nanoclawd runs a personal Claude assistant in WhatsApp and
+// Telegram chats, with a sandbox policy per group. main only finds the verb, wires
 // signals to a context and hands over to the command.
 package main
 
