@@ -70,8 +70,12 @@ type Guide struct {
 // Item is one thing missing before a first answer.
 type Item struct {
 	Step    string // "whatsapp", "main chat", "credential"
+	What    string // what is missing (the guide's list, where it does the rest)
 	Problem string // what is missing and how to fix it without the guide
 }
+
+// item is the Item of step: what is missing, then how to fix it.
+func item(step, what, fix string) Item { return Item{step, what, what + ": " + fix} }
 
 func (i Item) String() string { return i.Step + ": " + i.Problem }
 
@@ -116,19 +120,19 @@ func (g *Guide) look(ctx context.Context) (state, []Item, error) {
 		if ok {
 			s.own = own
 		} else if s.needWA {
-			items = append(items, Item{"whatsapp", fmt.Sprintf("WhatsApp is not paired: run '%s' (or '%s'), or choose the local channel or Telegram there", g.cmd("setup"), g.cmd("whatsapp login"))})
+			items = append(items, item("whatsapp", "WhatsApp is not paired", fmt.Sprintf("run '%s' (or '%s'), or choose the local channel or Telegram there", g.cmd("setup"), g.cmd("whatsapp login"))))
 		}
 	}
 	if s.main == nil {
-		items = append(items, Item{"main chat", fmt.Sprintf("no main chat is chosen: run '%s', or '%s'", g.cmd("setup"), g.cmd("groups add --main --jid JID --name NAME --folder main"))})
+		items = append(items, item("main chat", "no main chat is chosen", fmt.Sprintf("run '%s', or '%s'", g.cmd("setup"), g.cmd("groups add --main --jid JID --name NAME --folder main"))))
 	}
 	s.credName, s.keyless = g.Cred.Set(), !CredentialNeeded(cfg, list)
 	switch {
 	case s.keyless:
 	case s.credName == "":
-		items = append(items, Item{"credential", fmt.Sprintf("no model credential: set ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN from 'claude setup-token') in the environment or in %s, or run '%s'", g.Cred.EnvFile, g.cmd("setup"))})
+		items = append(items, item("credential", "no model credential", fmt.Sprintf("set ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN from 'claude setup-token') in the environment or in %s, or run '%s'", g.Cred.EnvFile, g.cmd("setup"))))
 	case !slices.Contains(cfg.Agent.Env, s.credName):
-		items = append(items, Item{"credential", fmt.Sprintf("%s is set, but agents get only what agent.env lists: add %q to agent.env in %s, or run '%s'", s.credName, s.credName, cfg.File, g.cmd("setup"))})
+		items = append(items, item("credential", s.credName+" is set, but agents get only what agent.env lists", fmt.Sprintf("add %q to agent.env in %s, or run '%s'", s.credName, cfg.File, g.cmd("setup"))))
 	}
 	return s, items, nil
 }
@@ -202,7 +206,7 @@ func (g *Guide) Run(ctx context.Context, daemonNext bool) error {
 	} else {
 		fmt.Fprintf(g.Out, "%d thing(s) stand between this install and a first answer:\n", len(items))
 		for i, it := range items {
-			fmt.Fprintf(g.Out, "  %d. %s\n", i+1, it)
+			fmt.Fprintf(g.Out, "  %d. %s: %s\n", i+1, it.Step, it.What)
 		}
 		fmt.Fprintln(g.Out, "Let's do them here (press Enter for the choice in brackets).")
 	}
