@@ -82,7 +82,7 @@ func consoleLine(p func(string, ...any), c *Console) {
 	case c == nil:
 		p("Console: off (console.enabled is false)")
 	case c.Error != "":
-		p("Console: not served: %s", fit.Cut(c.Error, fit.Width-21))
+		p("%s", fit.Wrap("Console: not served:", c.Error, "  "))
 	default:
 		p("Console: %s ('nanoclawd console' prints a login URL)", c.URL)
 	}

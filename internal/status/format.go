@@ -18,7 +18,8 @@ func Format(w io.Writer, r Report) error {
 	p := t.line
 	now := r.Time
 	p("nanoclawd is running: PID %d, up %s (since %s)", r.PID, ago(now, r.Started), clock(r.Started))
-	p("config %s, database %.1f MiB", r.ConfigFile, float64(r.DatabaseBytes)/(1<<20))
+	p("config: %s", r.ConfigFile)
+	p("database: %.1f MiB", float64(r.DatabaseBytes)/(1<<20))
 
 	p("\nChannels")
 	if len(r.Channels) == 0 {
@@ -32,7 +33,7 @@ func Format(w io.Writer, r Report) error {
 		}
 		rows = append(rows, []string{c.Name, state})
 	}
-	t.table(rows...)
+	t.wrapped(rows...) // a channel's state says what to do: all of it
 
 	consoleLine(p, r.Console)
 
@@ -148,7 +149,12 @@ func (t *text) line(format string, args ...any) { fmt.Fprintf(t, format+"\n", ar
 // table writes rows in columns two spaces apart, indented by two. Every
 // column but the last is as wide as its widest cell; the last is cut to
 // what is left of fit.Width.
-func (t *text) table(rows ...[]string) {
+func (t *text) table(rows ...[]string) { t.columns(false, rows) }
+
+// wrapped is table with the last column wrapped onto more lines, not cut.
+func (t *text) wrapped(rows ...[]string) { t.columns(true, rows) }
+
+func (t *text) columns(wrap bool, rows [][]string) {
 	if len(rows) == 0 {
 		return
 	}
@@ -163,7 +169,11 @@ func (t *text) table(rows ...[]string) {
 		for i, w := range widths {
 			line += r[i] + strings.Repeat(" ", w-fit.Len(r[i])+2)
 		}
-		line += fit.Cut(r[len(r)-1], fit.Width-fit.Len(line))
+		if last := r[len(r)-1]; wrap {
+			line = fit.Wrap(line, last, strings.Repeat(" ", fit.Len(line)))
+		} else {
+			line += fit.Cut(last, fit.Width-fit.Len(line))
+		}
 		t.WriteString(strings.TrimRight(line, " ") + "\n")
 	}
 }
