@@ -321,10 +321,20 @@ func TestFirstRunOffTerminal(t *testing.T) {
 	if strings.Contains(log, "Pair WhatsApp now") {
 		t.Errorf("asked for input off a terminal:\n%s", log)
 	}
-	// The channel says it once, at any level (the file has them all).
-	file, err := os.ReadFile(in.Layout().DaemonLog())
-	if n := strings.Count(string(file), `"channel":"whatsapp"`); err != nil || n != 1 || !strings.Contains(string(file), "WhatsApp not paired: run `nanoclawd whatsapp login`; nanoclawd runs without it") {
-		t.Errorf("%d lines of the WhatsApp channel, want one saying how to pair (%v):\n%s", n, err, file)
+	// The channel says it in one line, at any level (the file has them
+	// all), once its goroutine got there.
+	const said = "WhatsApp not paired: run `nanoclawd whatsapp login`; nanoclawd runs without it"
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		file, _ := os.ReadFile(in.Layout().DaemonLog())
+		if strings.Contains(string(file), said) {
+			if n := strings.Count(string(file), `"channel":"whatsapp"`); n != 1 {
+				t.Errorf("%d lines of the WhatsApp channel, want one:\n%s", n, file)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the WhatsApp channel never said how to pair:\n%s", file)
+		}
 	}
 }
 

@@ -134,7 +134,7 @@ func TestNewcomerWithoutAKey(t *testing.T) {
 	const key = "sk-ant-api03-later"
 	for _, main := range []string{"local", "telegram"} {
 		t.Run(main, func(t *testing.T) {
-			bot := mocktelegram.Start(t, "42:bot")
+			bot := mocktelegram.Start(t, "42:AAnewcomer-newcomer_newcomer-newcoX")
 			dir := clone(t, strings.Replace(string(config.Template), `"apiURL": "https://api.telegram.org"`, `"apiURL": "`+bot.URL+`"`, 1))
 			home := filepath.Join(dir, "home")
 			os.Mkdir(home, 0o700)
@@ -150,7 +150,7 @@ func TestNewcomerWithoutAKey(t *testing.T) {
 			} else {
 				guide.Type("2")
 				guide.Expect("Bot token: ")
-				guide.Type("42:bot")
+				guide.Type("42:AAnewcomer-newcomer_newcomer-newcoX")
 				code := regexp.MustCompile(`nc-[a-z0-9]{8}`).FindString(guide.Expect("Waiting for it"))
 				bot.Push(map[string]any{"message": bot.Message(mocktelegram.Group(-100555, "Owners"), mocktelegram.User(31337, "Olga"), code, nil)})
 				mainLine = "✓ main chat: Owners (tg:-100555), folder main"
