@@ -59,7 +59,6 @@ func (in *install) run(args ...string) (string, string, int) {
 	return e2e.Run(in.t, "", in.env, append(args, "--config", in.config)...)
 }
 
-// lines maps each check to its line.
 // lines is doctor's output by check: each result's lines (wrapped to fit
 // 100 columns) joined into one.
 func lines(out string) map[string]string {

@@ -50,8 +50,11 @@ var failures = []struct {
 // credential at all (agent.env and the daemon's environment, getenv):
 // nothing was refused, one is missing, and Fix names the step still to do.
 func NoCredential(agentEnv []string, getenv func(string) string) Failure {
-	return Failure{"credential", "no model credential is set: the daemon has no API key or OAuth token to give the model API",
-		MissingCredential(agentEnv, getenv) + "; 'nanoclawd doctor' checks it.", true}
+	what := "no model credential is set: the daemon has no API key or OAuth token to give the model API"
+	if slices.ContainsFunc(security.ModelCredentials, func(name string) bool { return getenv(name) != "" }) {
+		what = "the daemon's model credential is not handed to its agents"
+	}
+	return Failure{"credential", what, MissingCredential(agentEnv, getenv) + "; 'nanoclawd doctor' checks it.", true}
 }
 
 // MissingCredential says the one step still missing before agents get a
@@ -67,8 +70,12 @@ func MissingCredential(agentEnv []string, getenv func(string) string) string {
 			return fmt.Sprintf("%s is set, but agents get only what agent.env lists: add %q to agent.env in the config", name, name)
 		}
 	}
-	if len(listed) > 0 {
-		return fmt.Sprintf("agent.env lists %s, but it is set nowhere: put %s=… in nanoclawd.env beside the config, or run 'nanoclawd setup'", strings.Join(listed, " and "), listed[0])
+	switch len(listed) {
+	case 0:
+	case 1:
+		return fmt.Sprintf("agent.env lists %s, but it is set nowhere: put %s=… in nanoclawd.env beside the config, or run 'nanoclawd setup'", listed[0], listed[0])
+	default:
+		return fmt.Sprintf("agent.env lists %s, but none is set: put %s=… in nanoclawd.env beside the config, or run 'nanoclawd setup'", strings.Join(listed, " and "), listed[0])
 	}
 	return "put ANTHROPIC_API_KEY=… (or CLAUDE_CODE_OAUTH_TOKEN=… from 'claude setup-token') in nanoclawd.env beside the config and add its name to agent.env, or run 'nanoclawd setup'"
 }

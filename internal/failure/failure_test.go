@@ -78,7 +78,7 @@ func TestMissingCredential(t *testing.T) {
 		not      string
 	}{
 		{[]string{"ANTHROPIC_API_KEY"}, env(), "agent.env lists ANTHROPIC_API_KEY, but it is set nowhere: put ANTHROPIC_API_KEY=… in nanoclawd.env", "add"},
-		{[]string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"}, env(), "agent.env lists ANTHROPIC_API_KEY and CLAUDE_CODE_OAUTH_TOKEN, but it is set nowhere", "add"},
+		{[]string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"}, env(), "agent.env lists ANTHROPIC_API_KEY and CLAUDE_CODE_OAUTH_TOKEN, but none is set", "add"},
 		{nil, env("CLAUDE_CODE_OAUTH_TOKEN"), `CLAUDE_CODE_OAUTH_TOKEN is set, but agents get only what agent.env lists: add "CLAUDE_CODE_OAUTH_TOKEN" to agent.env`, "nanoclawd.env"},
 		{[]string{"GH_TOKEN"}, env(), "put ANTHROPIC_API_KEY=… (or CLAUDE_CODE_OAUTH_TOKEN=… from 'claude setup-token') in nanoclawd.env beside the config and add its name to agent.env", "lists"},
 	} {
@@ -87,7 +87,11 @@ func TestMissingCredential(t *testing.T) {
 			t.Errorf("MissingCredential(%v) = %q, want %q and not %q", tt.agentEnv, got, tt.want, tt.not)
 		}
 	}
-	if f := NoCredential([]string{"ANTHROPIC_API_KEY"}, env()); f.Kind != "credential" || !f.Final || !strings.HasPrefix(f.Fix, "agent.env lists ANTHROPIC_API_KEY") {
+	if f := NoCredential([]string{"ANTHROPIC_API_KEY"}, env()); f.Kind != "credential" || !f.Final || !strings.HasPrefix(f.Fix, "agent.env lists ANTHROPIC_API_KEY") || !strings.HasPrefix(f.What, "no model credential is set") {
 		t.Errorf("NoCredential = %+v", f)
+	}
+	// Set but not handed on: the chat is not told that none is set.
+	if f := NoCredential(nil, env("ANTHROPIC_API_KEY")); strings.Contains(f.What, "no model credential is set") || !strings.Contains(f.Fix, `add "ANTHROPIC_API_KEY" to agent.env`) {
+		t.Errorf("NoCredential with the key set, unlisted = %+v", f)
 	}
 }

@@ -193,8 +193,8 @@ func (m *Meter) Answered(status int, h http.Header, s gateway.Served) {
 				"'nanoclawd status' shows this until a request succeeds.", s.Provider, status, m.group, s.Provider)
 		} else if env := m.env.Settings().AgentEnv; !security.CredentialSet(env, os.Getenv) {
 			// Nothing was refused: there was nothing to send.
-			detail = fmt.Sprintf("no model credential is set (the model API answered HTTP %d to a request without one)", status)
-			text = fmt.Sprintf("[CREDENTIAL] No model credential is set, so no agent can answer (first seen in group %s). "+
+			detail = fmt.Sprintf("no model credential reaches the agents (the model API answered HTTP %d to a request without one)", status)
+			text = fmt.Sprintf("[CREDENTIAL] No model credential reaches the agents, so none can answer (first seen in group %s). "+
 				"To fix it: %s (nanoclawd reads the config and nanoclawd.env again by itself).", m.group, failure.MissingCredential(env, os.Getenv))
 		}
 		h := Health{Kind: HealthCredential, Status: status, Detail: detail, Since: time.Now()}
