@@ -268,7 +268,12 @@ func ProbeCommand(ctx context.Context, bwrap string, u User) (*exec.Cmd, error) 
 	}
 	cmd := exec.CommandContext(ctx, bwrap, BwrapArgs(p, u, 3, []string{"/bin/true"})...)
 	cmd.ExtraFiles = []*os.File{filter}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: Launch{User: u}.Credential()}
+	// Killed halfway (its run stopped), bwrap leaves its child waiting for
+	// it forever, holding the output: the whole process group goes, and
+	// the output is not waited for past WaitDelay.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: Launch{User: u}.Credential(), Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
 	return cmd, nil
 }
 
