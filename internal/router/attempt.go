@@ -87,7 +87,7 @@ func (a *agentRun) prepare(ctx context.Context, job runner.Job, prompt string, i
 		return p, err
 	}
 	if r.Snapshots != nil {
-		if err := r.Snapshots.Refresh(ctx, g.Folder, g.IsMain); err != nil {
+		if err := r.Snapshots.Refresh(ctx, g.Folder, g.IsMain); err != nil && ctx.Err() == nil {
 			r.Log.Warn().Err(err).Str("group", g.Folder).Msg("refresh the snapshot files of the IPC directory")
 		}
 	}

@@ -18,8 +18,9 @@ import (
 )
 
 // errShuttingDown is a run that did not start, or an agent that was
-// stopped, because the daemon is stopping: not a failure of the run, the
-// agent or the sandbox.
+// stopped, because the daemon is stopping (or, for an agent started ahead,
+// because it was replaced): not a failure of the run, the agent or the
+// sandbox.
 var errShuttingDown = errors.New("nanoclawd is shutting down")
 
 // confine puts a non-main run in its OS sandbox (package confine), its
@@ -29,6 +30,10 @@ var errShuttingDown = errors.New("nanoclawd is shutting down")
 func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group, eff security.Effective, spec *runner.Spec, sessionDir string, meter gateway.Meter, unanswered chan<- string) (*confine.Confinement, error) {
 	user := cfg.Agent.RunAs.User()
 	if err := sandbox.Probe(ctx, user); err != nil {
+		if ctx.Err() != nil {
+			// The probe was killed with the run: no verdict on the sandbox.
+			return nil, fmt.Errorf("not started: %w (%w)", errShuttingDown, err)
+		}
 		return nil, r.failClosed(ctx, cfg, g, err)
 	}
 	if r.Proof != nil {
@@ -47,6 +52,9 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 		Upstream: os.Getenv("ANTHROPIC_BASE_URL"), Reporter: r.Reporter, Meter: meter, Log: r.Log, Route: r.route(cfg, eff), Routes: r.routes(g.Folder),
 		Unanswered: unanswered,
 	})
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("not started: %w (%w)", errShuttingDown, err)
+	}
 	if errors.Is(err, sandbox.ErrUnavailable) {
 		return nil, r.failClosed(ctx, cfg, g, err)
 	}
