@@ -331,6 +331,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	cancelGrace()
 	wg.Wait()
+	// What still writes to SQLite on its own time ends before the store
+	// closes: agents started ahead (they settle their IPC token and process
+	// group after their process), voice notes being transcribed.
+	d.router.WaitWarm()
+	d.router.Media.Close()
 	flush, cancelFlush := context.WithTimeout(context.Background(), 5*time.Second)
 	if err := d.outbox.Flush(flush); err != nil {
 		d.log.Warn().Err(err).Msg("some messages wait in the outbox for the next start")

@@ -39,6 +39,42 @@ type transcripts struct {
 	going   map[string]int
 	changed chan struct{}            // closed and replaced whenever a count drops
 	turns   map[string]chan struct{} // per chat: holds a token while one is transcribed
+
+	// The transcriptions' own life: Close ends them and waits, so that
+	// none stores its transcript once the daemon has closed SQLite.
+	life   context.Context
+	end    context.CancelFunc
+	closed bool
+	runs   sync.WaitGroup
+}
+
+// begin counts one more transcription and returns its context; false: the
+// daemon stops, and none starts.
+func (t *transcripts) begin() (context.Context, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, false
+	}
+	if t.life == nil {
+		t.life, t.end = context.WithCancel(context.Background())
+	}
+	t.runs.Add(1)
+	return t.life, true
+}
+
+// Close ends the transcriptions going on and waits until they are gone. A
+// note cut short keeps the marker it was stored with, which says the
+// daemon stopped before its transcription finished.
+func (in *Inbound) Close() {
+	t := &in.transcripts
+	t.mu.Lock()
+	t.closed = true
+	if t.end != nil {
+		t.end()
+	}
+	t.mu.Unlock()
+	t.runs.Wait()
 }
 
 // turn waits until no other transcription of chat is running and returns
@@ -103,10 +139,17 @@ func noteFor(err error) string {
 // Transcribe transcribes the voice note r of m (counted since Receive)
 // in the background and puts the transcript into its marker; then it
 // calls then, as m may now start a run like any message.
-func (in *Inbound) Transcribe(ctx context.Context, g groups.Group, m channel.Message, r Received, then func()) {
+func (in *Inbound) Transcribe(g groups.Group, m channel.Message, r Received, then func()) {
 	s := r.saved
-	ctx = context.WithoutCancel(ctx) // the channel's request may end long before
+	// Its own context, which Close ends: not the channel's request's,
+	// which may end long before.
+	ctx, ok := in.transcripts.begin()
+	if !ok {
+		in.Drop(m.ChatJID, r) // its stored marker says the daemon stopped
+		return
+	}
 	go func() {
+		defer in.transcripts.runs.Done()
 		defer in.transcripts.add(m.ChatJID, -1)
 		defer in.transcripts.turn(m.ChatJID)()
 		defer s.copy.Remove()
@@ -116,6 +159,9 @@ func (in *Inbound) Transcribe(ctx context.Context, g groups.Group, m channel.Mes
 			text, err = transcribe.File(ctx, cfg.Media.Transcribe, s.copy.Path, jailFor(cfg, g))
 		}
 		marker := s.text("transcript: " + text)
+		if err != nil && ctx.Err() != nil {
+			return // Close: the stored marker stays, and true
+		}
 		if err != nil {
 			in.Log.Warn().Err(err).Str("group", g.Folder).Str("id", m.ID).Msg("transcribing a voice note failed; the agent is told so")
 			marker = s.text(noteFor(err))

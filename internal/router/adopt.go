@@ -37,8 +37,12 @@ func (r *Router) pool() *standby.Pool[*agentRun] {
 }
 
 // WarmUp starts standbys for the agent.warm most recently active groups,
-// and keeps them until ctx ends.
+// and keeps them until ctx ends; a taken one ends with its run.
 func (r *Router) WarmUp(ctx context.Context) { r.pool().WarmUp(ctx) }
+
+// WaitWarm returns once every agent started ahead is gone and what its
+// run keeps in SQLite is settled (after WarmUp's ctx ended).
+func (r *Router) WaitWarm() { r.pool().Wait() }
 
 // RefreshWarm replaces every standby that was started with something a
 // fresh run would no longer get (the config, the group's policy or its

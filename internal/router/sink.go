@@ -81,7 +81,7 @@ func (r *Router) OnMessage(ctx context.Context, m channel.Message) error {
 		return nil // a reaction is context for the next run, never a call
 	}
 	if file.Later() {
-		r.Media.Transcribe(ctx, g, m, file, func() { r.maybeRun(g, m.SenderJID, m.Text) })
+		r.Media.Transcribe(g, m, file, func() { r.maybeRun(g, m.SenderJID, m.Text) })
 		return nil // it may call the assistant once its text is there
 	}
 	cfg := r.Config()

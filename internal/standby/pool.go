@@ -66,8 +66,13 @@ type Pool[A Agent] struct {
 	config  func() *config.Config // the current config (it may be reloaded)
 	log     zerolog.Logger
 
+	// runs counts the standbys' goroutines, taken ones too: each settles
+	// its run in SQLite (the IPC token, the process group's mark) after
+	// its process ends, so the store closes only after Wait.
+	runs sync.WaitGroup
+
 	mu      sync.Mutex
-	ctx     context.Context // the daemon's; ends every standby
+	ctx     context.Context // the daemon's: once it ends, no standby is started and waiting ones stop
 	recent  []string        // folders, most recently active first
 	waiting map[string]*Standby[A]
 	// stopping holds standbys told to stop whose process may still run.
@@ -89,11 +94,14 @@ func New[A Agent](s Starter[A], groups Groups, chats Chats, config func() *confi
 }
 
 // WarmUp starts standbys for the agent.warm most recently active groups,
-// and keeps them until ctx ends.
+// and keeps them until ctx ends. Then those waiting for a prompt are
+// stopped; a taken one ends with its run (which a shutdown asks to finish
+// in its grace, like any run). Wait waits until all are gone.
 func (p *Pool[A]) WarmUp(ctx context.Context) {
 	p.mu.Lock()
 	p.ctx = ctx
 	p.mu.Unlock()
+	context.AfterFunc(ctx, p.stopWaiting)
 	n := p.config().Agent.Warm
 	if n <= 0 {
 		return
@@ -107,6 +115,25 @@ func (p *Pool[A]) WarmUp(ctx context.Context) {
 		if g, err := p.groups.ByJID(ctx, jids[i]); err == nil {
 			p.Touch(g.Folder)
 		}
+	}
+}
+
+// Wait returns once every standby started is gone and its run settled;
+// after ctx of WarmUp ended, none is started again.
+func (p *Pool[A]) Wait() { p.runs.Wait() }
+
+// stopWaiting stops every standby waiting for its prompt, and the restarts
+// waiting for their backoff: the daemon stops.
+func (p *Pool[A]) stopWaiting() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for folder, sb := range p.waiting {
+		delete(p.waiting, folder)
+		p.stop(sb)
+	}
+	for folder, t := range p.retry {
+		t.Stop()
+		delete(p.retry, folder)
 	}
 }
 
@@ -309,11 +336,15 @@ func (p *Pool[A]) Ensure(folder string) {
 // launch starts an agent for g that waits for its first prompt; p.mu is
 // held.
 func (p *Pool[A]) launch(parent context.Context, g groups.Group, cfg *config.Config) *Standby[A] {
-	ctx, cancel := context.WithCancel(parent)
+	// Not parent's child: a taken standby is its run's, which ends it
+	// (stopWaiting stops the others when parent ends).
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	sb := &Standby[A]{cancel: cancel, closing: make(chan struct{}), done: make(chan error, 1), ended: make(chan struct{}),
 		since: time.Now(), command: commandKey(cfg), folder: g.Folder}
 	sb.Agent = p.starter.New(g)
+	p.runs.Add(1) // under p.mu while p.ctx runs: never after Wait began
 	go func() {
+		defer p.runs.Done()
 		expiry := time.AfterFunc(cfg.Agent.WarmFor.D(), func() { p.expire(sb) })
 		err := p.starter.Run(ctx, sb.Agent, sb.closing)
 		expiry.Stop()

@@ -94,10 +94,11 @@ func (chats) RecentGroupChats(context.Context, int) ([]string, error) {
 
 // world is a pool of stand-in agents for family, warmed up, with its log.
 type world struct {
-	p   *Pool[*agent]
-	s   *starter
-	cfg *config.Config
-	log *syncBuffer
+	p    *Pool[*agent]
+	s    *starter
+	cfg  *config.Config
+	log  *syncBuffer
+	stop context.CancelFunc // the daemon stops
 }
 
 func newWorld(t *testing.T, warmFor time.Duration, run func(n int, ctx context.Context, closing <-chan struct{}) error) *world {
@@ -108,6 +109,7 @@ func newWorld(t *testing.T, warmFor time.Duration, run func(n int, ctx context.C
 	w.p = New[*agent](w.s, registry{}, chats{}, func() *config.Config { return cfg }, zerolog.New(w.log))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	w.stop = cancel
 	w.p.WarmUp(ctx)
 	return w
 }
@@ -214,6 +216,48 @@ func TestStandbyExpires(t *testing.T) {
 	}
 	w.p.Touch("family") // a message
 	w.next(t)
+}
+
+// When the daemon stops (WarmUp's ctx ends), a standby waiting for its
+// prompt is stopped and none starts again; a taken one is its run's and
+// goes on until the run asks it to finish. Wait returns once every
+// standby's Run has returned, the taken one's too.
+func TestStopEndsWaitingStandbysAndWaitCoversAll(t *testing.T) {
+	w := newWorld(t, time.Hour, nil)
+	family := groups.Group{Folder: "family", JID: "family@g.us"}
+	w.next(t)
+	taken := w.p.Take(context.Background(), family)
+	if taken == nil {
+		t.Fatal("no standby to take")
+	}
+	w.p.Touch("family") // the pool alone does not know the run goes on
+	waiting := w.next(t)
+
+	w.stop()
+	select {
+	case <-waiting.ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting standby was not stopped when the daemon stopped")
+	}
+	waited := make(chan struct{})
+	go func() { w.p.Wait(); close(waited) }()
+	select {
+	case <-taken.Agent.ended:
+		t.Fatal("the taken standby was stopped with the pool, not by its run")
+	case <-waited:
+		t.Fatal("Wait returned while the taken standby still ran")
+	default:
+	}
+	w.p.Ensure("family")
+	if n := w.s.count(); n != 2 {
+		t.Errorf("%d agents started, want 2: none after the stop", n)
+	}
+	taken.Close()
+	select {
+	case <-waited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait did not return once every standby ended")
+	}
 }
 
 func waitUntil(t *testing.T, ok func() bool) {

@@ -126,15 +126,22 @@ func (c *Channel) Run(ctx context.Context, sink channel.Sink) error {
 	}
 	ln := c.ln
 	srv := &http.Server{Handler: c.handler(sink), ReadHeaderTimeout: 10 * time.Second}
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		srv.Shutdown(shutdown)
+		if srv.Shutdown(shutdown) != nil {
+			srv.Close()
+		}
 	}()
 	err := srv.Serve(ln)
 	os.Remove(c.socket)
 	if errors.Is(err, http.ErrServerClosed) {
+		// Serve returns at once; a message being stored is waited for, as
+		// the daemon closes SQLite after Run.
+		<-stopped
 		return nil
 	}
 	return err
