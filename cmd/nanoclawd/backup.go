@@ -10,9 +10,16 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/backup"
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/daemon"
+	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/spec"
+	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
-func backupSource(cfg *config.Config) backup.Source { return backup.NewSource(cfg.Layout(), cfg.File) }
+// backupSource is cfg's install as backup and restore see it; loading cfg
+// read nanoclawd.env, which may name the main group's Claude config dir.
+func backupSource(cfg *config.Config) backup.Source {
+	return backup.NewSource(cfg.Layout(), cfg.File, spec.MainClaudeDir(cfg, os.LookupEnv))
+}
 
 // backupCommand is 'nanoclawd backup'.
 type backupCommand struct{}
@@ -38,7 +45,14 @@ func (c backupCommand) Run(ctx context.Context, g *globals, args []string) error
 		dir = cfg.Layout().Backups()
 	}
 	progress := func(s string) { fmt.Fprintln(g.stderr, "backup:", s) }
-	res, err := backup.Create(ctx, backupSource(cfg), dir, backup.Options{Verify: *verify, Progress: progress})
+	src := backupSource(cfg)
+	db, err := store.Open(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	src.Main = groups.New(db, cfg.GroupsDir).MainFolder
+	res, err := backup.Create(ctx, src, dir, backup.Options{Verify: *verify, Progress: progress})
 	if rerr := backup.Record(cfg.Layout(), time.Now(), res, err); rerr != nil {
 		fmt.Fprintln(g.stderr, "nanoclawd: warning:", rerr)
 	}

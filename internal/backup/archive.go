@@ -34,6 +34,10 @@ type SourcePaths struct {
 	Config    string `json:"config"`
 	DataDir   string `json:"dataDir"`
 	GroupsDir string `json:"groupsDir"`
+	// MainFolder is the main group's folder, whose transcripts are under
+	// main-sessions/; MainSessions is where they were.
+	MainFolder   string `json:"mainFolder,omitempty"`
+	MainSessions string `json:"mainSessions,omitempty"`
 }
 
 // File is one archived file.

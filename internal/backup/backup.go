@@ -2,8 +2,9 @@
 // with a consistent copy of each SQLite database (VACUUM INTO, which reads
 // one snapshot while the daemon goes on writing, never a file copy of a
 // live WAL database), the groups' folders, the agents' session
-// directories, the config and nanoclawd.env, and a manifest with the
-// SHA-256 of every file. The archive holds secrets (WhatsApp's device
+// directories, the main group's transcripts (kept by the Claude CLI in the
+// owner's config dir), the config and nanoclawd.env, and a manifest with
+// the SHA-256 of every file. The archive holds secrets (WhatsApp's device
 // keys, the env file) and is written 0600.
 package backup
 
@@ -29,6 +30,7 @@ const (
 	dbPrefix       = "db/"
 	groupsPrefix   = "groups/"
 	sessionsPrefix = "sessions/"
+	mainPrefix     = "main-sessions/" // the main group's Claude CLI project directory
 	configPrefix   = "config/"
 	configName     = configPrefix + "nanoclaw.config.jsonc"
 	envName        = configPrefix + layout.EnvFile
@@ -58,12 +60,39 @@ type Source struct {
 	Layout     layout.Layout
 	ConfigFile string
 	EnvFile    string // beside the config
+	// ClaudeDir is the Claude config dir of the main group's runs. Unlike
+	// a confined group's, the main group's transcripts are not in the data
+	// dir: it runs as the owner, with their HOME, and the CLI keeps them
+	// in its own store there (layout.ClaudeProject). "": left out.
+	ClaudeDir string
+	// Main names the main group's folder when a backup is made (false:
+	// none is registered). Nil: the main group's transcripts are left out.
+	Main func(ctx context.Context) (folder string, ok bool)
 }
 
 // NewSource is the installation of the config file at configFile with
-// these data and groups directories.
-func NewSource(l layout.Layout, configFile string) Source {
-	return Source{Layout: l, ConfigFile: configFile, EnvFile: filepath.Join(filepath.Dir(configFile), layout.EnvFile)}
+// these data and groups directories, the main group's runs using the
+// Claude config dir claudeDir.
+func NewSource(l layout.Layout, configFile, claudeDir string) Source {
+	return Source{Layout: l, ConfigFile: configFile, EnvFile: filepath.Join(filepath.Dir(configFile), layout.EnvFile), ClaudeDir: claudeDir}
+}
+
+// mainProject is where the main group's runs keep their transcripts when
+// its folder is folder: the CLI names the directory after the working
+// directory as the kernel reports it, links resolved.
+func (s Source) mainProject(folder string) string {
+	return layout.ClaudeProject(s.ClaudeDir, realPath(s.Layout.Group(folder)))
+}
+
+// realPath is p with its links resolved as far as it exists.
+func realPath(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	if dir := filepath.Dir(p); dir != p {
+		return filepath.Join(realPath(dir), filepath.Base(p))
+	}
+	return p
 }
 
 // Options shape Create.
@@ -149,6 +178,13 @@ func Create(ctx context.Context, src Source, dir string, o Options) (Result, err
 	if err := w.addTree(ctx, sessionsPrefix, src.Layout.Sessions()); err != nil {
 		return Result{}, err
 	}
+	if folder, ok := src.mainFolder(ctx); ok {
+		dir := src.mainProject(folder)
+		w.manifest.Source.MainFolder, w.manifest.Source.MainSessions = folder, dir
+		if err := w.addTree(ctx, mainPrefix, dir); err != nil {
+			return Result{}, err
+		}
+	}
 	for name, path := range map[string]string{configName: src.ConfigFile, envName: src.EnvFile} {
 		if err := w.addFile(name, path); errors.Is(err, fs.ErrNotExist) {
 			w.skip(name, "absent")
@@ -184,6 +220,15 @@ func Create(ctx context.Context, src Source, dir string, o Options) (Result, err
 		res.Pruned, err = Prune(dir, o.Keep)
 	}
 	return res, err
+}
+
+// mainFolder is the main group's folder, if its transcripts are to be
+// archived.
+func (s Source) mainFolder(ctx context.Context) (string, bool) {
+	if s.ClaudeDir == "" || s.Main == nil {
+		return "", false
+	}
+	return s.Main(ctx)
 }
 
 // vacuumInto writes a consistent, compacted copy of the SQLite database at

@@ -24,7 +24,9 @@ import (
 func install(t *testing.T) Source {
 	t.Helper()
 	dir := t.TempDir()
-	src := NewSource(layout.New(filepath.Join(dir, "data"), filepath.Join(dir, "groups")), filepath.Join(dir, "nanoclaw.config.jsonc"))
+	src := NewSource(layout.New(filepath.Join(dir, "data"), filepath.Join(dir, "groups")), filepath.Join(dir, "nanoclaw.config.jsonc"),
+		filepath.Join(dir, "home", ".claude"))
+	src.Main = func(context.Context) (string, bool) { return "main", true }
 	db, err := store.Open(src.Layout.DataDir)
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +43,8 @@ func install(t *testing.T) Source {
 // fresh is an empty install to restore into, its directories apart from
 // each other.
 func fresh(t *testing.T) Source {
-	return NewSource(layout.New(filepath.Join(t.TempDir(), "d"), filepath.Join(t.TempDir(), "g")), filepath.Join(t.TempDir(), "nanoclaw.config.jsonc"))
+	return NewSource(layout.New(filepath.Join(t.TempDir(), "d"), filepath.Join(t.TempDir(), "g")), filepath.Join(t.TempDir(), "nanoclaw.config.jsonc"),
+		filepath.Join(t.TempDir(), ".claude"))
 }
 
 func write(t *testing.T, p, body string) {
@@ -298,5 +301,45 @@ func TestRestoreReplacesLinksInTarget(t *testing.T) {
 	fi, err := os.Lstat(dst.Layout.GroupMemory("family"))
 	if err != nil || !fi.Mode().IsRegular() {
 		t.Errorf("CLAUDE.md is %v (%v), want the restored regular file", fi.Mode(), err)
+	}
+}
+
+// The Claude CLI keeps a session's transcript under a name made of its
+// working directory's path: the main group's in the owner's Claude config
+// dir, a confined group's in its session directory. Restored into another
+// place (a new machine, a new HOME), both are where the runs there look.
+func TestTranscriptsFollowTheirFolders(t *testing.T) {
+	src := install(t)
+	const transcript = `{"type":"user","sessionId":"s-1"}`
+	write(t, filepath.Join(src.mainProject("main"), "s-1.jsonl"), transcript)
+	write(t, filepath.Join(src.mainProject("main"), "memory", "MEMORY.md"), "# remembered")
+	familyProject := layout.ClaudeProject(src.Layout.SessionClaude("family"), src.Layout.Group("family"))
+	write(t, filepath.Join(familyProject, "s-2.jsonl"), transcript)
+	res, err := Create(context.Background(), src, t.TempDir(), Options{Verify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := fresh(t)
+	plan, m, err := Plan(context.Background(), res.Archive, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Source.MainFolder != "main" || m.Source.MainSessions != src.mainProject("main") {
+		t.Errorf("manifest source %+v, want the main folder and where its transcripts were", m.Source)
+	}
+	if err := Apply(context.Background(), res.Archive, dst, plan); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{
+		filepath.Join(dst.mainProject("main"), "s-1.jsonl"),
+		filepath.Join(dst.mainProject("main"), "memory", "MEMORY.md"),
+		filepath.Join(layout.ClaudeProject(dst.Layout.SessionClaude("family"), dst.Layout.Group("family")), "s-2.jsonl"),
+	} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("not restored where the runs look: %v", err)
+		}
+	}
+	if strings.HasPrefix(dst.mainProject("main"), dst.Layout.DataDir) || !strings.HasPrefix(dst.mainProject("main"), dst.ClaudeDir) {
+		t.Errorf("main's transcripts went to %s, not into the Claude config dir %s", dst.mainProject("main"), dst.ClaudeDir)
 	}
 }

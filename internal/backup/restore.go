@@ -25,20 +25,31 @@ type Action struct {
 	// restore never overwrites: when the archived one differs it goes to
 	// Target = Kept + ".restored"; when it is the same nothing is written.
 	Kept string
+
+	base, rel string // Target is rel inside base (place)
 }
 
 // RestoredSuffix marks an archived config or env file written beside the
 // install's own.
 const RestoredSuffix = ".restored"
 
-// place is where the archive's file name goes in dst: a base directory
-// and a path below it.
-func (s Source) place(name string) (base, rel string, ok bool) {
+// place is where the archive's file name goes in dst, for an archive of
+// the install at from: a base directory and a path below it. The Claude
+// CLI names a session's directory after its group's folder path
+// (layout.ClaudeProject), so transcripts go under the name the folder has
+// in dst: the main group's in dst's Claude config dir, a confined group's
+// in its session directory.
+func (s Source) place(from SourcePaths, name string) (base, rel string, ok bool) {
 	switch {
 	case name == dbPrefix+filepath.Base(s.Layout.DB()), name == dbPrefix+filepath.Base(s.Layout.WhatsAppDB()):
 		return s.Layout.DataDir, strings.TrimPrefix(name, dbPrefix), true
+	case strings.HasPrefix(name, mainPrefix):
+		if from.MainFolder == "" || s.ClaudeDir == "" {
+			return "", "", false
+		}
+		return s.mainProject(from.MainFolder), filepath.FromSlash(strings.TrimPrefix(name, mainPrefix)), true
 	case strings.HasPrefix(name, sessionsPrefix):
-		return s.Layout.Sessions(), filepath.FromSlash(strings.TrimPrefix(name, sessionsPrefix)), true
+		return s.Layout.Sessions(), filepath.FromSlash(s.renamed(from, strings.TrimPrefix(name, sessionsPrefix))), true
 	case strings.HasPrefix(name, groupsPrefix):
 		return s.Layout.GroupsDir, filepath.FromSlash(strings.TrimPrefix(name, groupsPrefix)), true
 	case name == configName:
@@ -47,6 +58,19 @@ func (s Source) place(name string) (base, rel string, ok bool) {
 		return filepath.Dir(s.EnvFile), filepath.Base(s.EnvFile), true
 	}
 	return "", "", false
+}
+
+// renamed is rel, a path in the sessions directory, with a confined
+// group's project directory (FOLDER/claude/projects/NAME/…) named after the
+// group's folder in s rather than in from.
+func (s Source) renamed(from SourcePaths, rel string) string {
+	part := strings.SplitN(rel, "/", 5)
+	if len(part) < 5 || part[1] != layout.SessionClaudeDir || part[2] != "projects" ||
+		part[3] != filepath.Base(layout.ClaudeProject("", filepath.Join(from.GroupsDir, part[0]))) {
+		return rel
+	}
+	part[3] = filepath.Base(layout.ClaudeProject("", s.Layout.Group(part[0])))
+	return strings.Join(part, "/")
 }
 
 // Plan verifies the archive at p (checksums and each database's
@@ -58,11 +82,14 @@ func Plan(ctx context.Context, p string, dst Source) ([]Action, *Manifest, error
 	}
 	var plan []Action
 	for _, f := range m.Files {
-		base, rel, ok := dst.place(f.Path)
+		base, rel, ok := dst.place(m.Source, f.Path)
+		if !ok && strings.HasPrefix(f.Path, mainPrefix) && m.Source.MainFolder != "" {
+			return nil, nil, fmt.Errorf("restore: the archive holds the main group's transcripts, and nothing says where its runs keep them: set HOME (or pass CLAUDE_CONFIG_DIR through agent.env)")
+		}
 		if !ok {
 			return nil, nil, fmt.Errorf("%w: %s: %s belongs nowhere in an install", ErrCorrupt, p, f.Path)
 		}
-		a := Action{Entry: f.Path, Target: filepath.Join(base, rel)}
+		a := Action{Entry: f.Path, Target: filepath.Join(base, rel), base: base, rel: rel}
 		if f.Path == configName || f.Path == envName {
 			if same, exists := sameContent(a.Target, f.SHA256); exists {
 				a.Kept = a.Target
@@ -117,7 +144,7 @@ func Apply(ctx context.Context, p string, dst Source, plan []Action) error {
 		if !ok || a.Target == "" {
 			return nil
 		}
-		base, rel, _ := dst.place(e.name)
+		base, rel := a.base, a.rel
 		if a.Kept != "" {
 			rel += RestoredSuffix
 		}

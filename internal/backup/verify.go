@@ -134,7 +134,7 @@ func safeName(name string) bool {
 	if !filepath.IsLocal(name) || path.Clean(name) != strings.TrimSuffix(name, "/") || strings.Contains(name, "\\") {
 		return false
 	}
-	for _, p := range []string{dbPrefix, groupsPrefix, sessionsPrefix, configPrefix} {
+	for _, p := range []string{dbPrefix, groupsPrefix, sessionsPrefix, mainPrefix, configPrefix} {
 		if strings.HasPrefix(name, p) && len(name) > len(p) {
 			return true
 		}

@@ -36,6 +36,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/selftest"
+	"github.com/nanoclawd/nanoclawd/internal/spec"
 	"github.com/nanoclawd/nanoclawd/internal/status"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/nanoclawd/nanoclawd/internal/summary"
@@ -199,7 +200,9 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		return retention.Ages{Messages: r.Messages.D(), Usage: r.Usage.D(), Audit: r.Audit.D(), Runs: r.Runs.D()}
 	}}
 	if cfg.Backup.Every > 0 {
-		d.backups = &backup.Schedule{Source: backup.NewSource(cfg.Layout(), cfg.File), Dir: cfg.Backup.Dir,
+		src := backup.NewSource(cfg.Layout(), cfg.File, spec.MainClaudeDir(cfg, os.LookupEnv))
+		src.Main = d.reg.MainFolder
+		d.backups = &backup.Schedule{Source: src, Dir: cfg.Backup.Dir,
 			Every: cfg.Backup.Every.D(), Keep: cfg.Backup.Keep, Tell: d.outbox, Log: log.With().Str("part", "backup").Logger()}
 	}
 	if h, m, ok := cfg.Alerts.DailyAt(); ok {

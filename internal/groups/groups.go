@@ -176,6 +176,12 @@ func (r *Registry) MainChat(ctx context.Context) (folder, jid string, ok bool) {
 	return g.Folder, g.JID, true
 }
 
+// MainFolder names the main group's folder; ok as MainChat's.
+func (r *Registry) MainFolder(ctx context.Context) (folder string, ok bool) {
+	folder, _, ok = r.MainChat(ctx)
+	return folder, ok
+}
+
 // Add registers g and creates its folder with a starter CLAUDE.md.
 func (r *Registry) Add(ctx context.Context, g Group) error {
 	tx, err := r.db.Begin(ctx)

@@ -16,3 +16,19 @@ func TestValidFolder(t *testing.T) {
 		}
 	}
 }
+
+// The Claude CLI's names for a working directory, as its own JavaScript
+// makes them (SDK 0.3.330, run on these paths with node).
+func TestClaudeProject(t *testing.T) {
+	for cwd, want := range map[string]string{
+		"/home/ann/nanoclaw/groups/main":           "-home-ann-nanoclaw-groups-main",
+		"/Users/ann.b/My Claw/groups/main":         "-Users-ann-b-My-Claw-groups-main",
+		"/srv/über/😀/main":                         "-srv--ber----main", // ü is one unit, 😀 two
+		"/x/" + strings.Repeat("a", 250) + "/main": "-x-" + strings.Repeat("a", 197) + "-pabo66",
+		"/y/" + strings.Repeat("b", 300):           "-y-" + strings.Repeat("b", 197) + "-kq2vnf",
+	} {
+		if got := ClaudeProject("/c", cwd); got != "/c/projects/"+want {
+			t.Errorf("ClaudeProject(%q) = %q, want /c/projects/%s", cwd, got, want)
+		}
+	}
+}

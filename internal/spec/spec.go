@@ -8,6 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"slices"
 
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/groupfs"
@@ -30,6 +32,23 @@ type Dirs struct {
 func DirsOf(cfg *config.Config, folder string) Dirs {
 	l := cfg.Layout()
 	return Dirs{Group: l.Group(folder), IPC: string(l.IPC(folder)), Session: l.Session(folder), Logs: l.GroupLogs(folder)}
+}
+
+// MainClaudeDir is the Claude config dir of the main group's runs, where
+// the CLI keeps their transcripts. The main group is the owner's own: its
+// runs keep the daemon's HOME (and the owner's user settings), so it is
+// CLAUDE_CONFIG_DIR when agent.env passes one, else ~/.claude — not in the
+// data dir, which is why backups take it apart. "" without HOME.
+func MainClaudeDir(cfg *config.Config, getenv func(name string) (string, bool)) string {
+	if slices.Contains(cfg.Agent.Env, "CLAUDE_CONFIG_DIR") {
+		if dir, ok := getenv("CLAUDE_CONFIG_DIR"); ok && dir != "" {
+			return dir
+		}
+	}
+	if home, ok := getenv("HOME"); ok && home != "" {
+		return filepath.Join(home, ".claude")
+	}
+	return ""
 }
 
 // Input is everything an agent is started with, as plain values.
