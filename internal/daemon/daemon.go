@@ -231,6 +231,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.log.Warn().Err(err).Msg("look for processes left by a previous run")
 	}
 	d.queue.Start(d.router) // after the leftovers are gone: no agent of ours is among them
+	// The config and the registry are watched before they are read and
+	// before "running" is logged: a watch set up later, in its goroutine,
+	// missed an edit made in between for good (the next edit brought it).
+	configChanges, configErr := config.Watch(ctx, cfg.File)
+	groupChanges, groupsErr := groups.WatchChanges(ctx, cfg.DataDir)
 	nGroups, err := d.syncGroups(ctx)
 	if err != nil {
 		return err
@@ -268,8 +273,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	goRun("scheduler", d.sched.Run)
 	goRun("ipc", d.watcher.Run)
-	goRun("groups", d.watchRegistry)
-	goRun("config", d.watchConfig)
+	goRun("groups", func(ctx context.Context) error {
+		if groupsErr != nil {
+			return groupsErr
+		}
+		return d.watchRegistry(ctx, groupChanges)
+	})
+	goRun("config", func(ctx context.Context) error {
+		if configErr != nil {
+			return configErr
+		}
+		return d.watchConfig(ctx, configChanges)
+	})
 	if d.backups != nil {
 		goRun("backup", d.backups.Run)
 	}
@@ -361,14 +376,10 @@ func (d *Daemon) close() {
 	}
 }
 
-// watchRegistry applies registry changes made by the CLI at once: new
-// groups are watched, removed ones are not, and alerts waiting for a main
-// group go out.
-func (d *Daemon) watchRegistry(ctx context.Context) error {
-	changes, err := groups.WatchChanges(ctx, d.Config().DataDir)
-	if err != nil {
-		return err
-	}
+// watchRegistry applies registry changes made by the CLI at once (changes
+// is groups.WatchChanges): new groups are watched, removed ones are not,
+// and alerts waiting for a main group go out.
+func (d *Daemon) watchRegistry(ctx context.Context, changes <-chan struct{}) error {
 	for range changes {
 		if _, err := d.syncGroups(ctx); err != nil {
 			d.log.Error().Err(err).Msg("reload groups")

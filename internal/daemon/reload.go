@@ -10,13 +10,16 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/config"
 )
 
-// watchConfig reloads the config file when it changes. A valid edit
+// watchConfig reloads the config file when it changes (changes is its
+// config.Watch, made before the daemon says it runs). A valid edit
 // applies to the next agent run; an invalid one keeps the last good config
 // and is reported in the log and to the main group.
-func (d *Daemon) watchConfig(ctx context.Context) error {
-	changes, err := config.Watch(ctx, d.Config().File)
-	if err != nil {
-		return err
+func (d *Daemon) watchConfig(ctx context.Context, changes <-chan struct{}) error {
+	// An edit made after the config was read, before the watch began, is
+	// applied if it reads whole; a file caught in the middle of a write is
+	// the watch's to judge once the write has settled.
+	if cfg, changed, restart, err := config.Reload(d.Config()); err == nil {
+		d.apply(ctx, cfg, changed, restart)
 	}
 	for range changes {
 		d.reload(ctx)
@@ -53,6 +56,12 @@ func (d *Daemon) reload(ctx context.Context) {
 			r.Resume()
 		}
 	}
+	d.apply(ctx, cfg, changed, restart)
+}
+
+// apply puts cfg, read from the file, in force: changed are the keys that
+// apply now, restart those that wait for a restart.
+func (d *Daemon) apply(ctx context.Context, cfg *config.Config, changed, restart []string) {
 	d.setPendingRestart(restart)
 	if len(changed) == 0 && len(restart) == 0 {
 		return
