@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -89,6 +90,48 @@ func TestSearchHistory(t *testing.T) {
 	if v.Status != "ok" || v.Messages == nil || len(*v.Messages) != 3 || (*v.Messages)[0].Sender != "Owner@local" ||
 		(*v.Messages)[1].Sender != messages.AssistantSender || (*v.Messages)[1].Text != "echo: the roofer is Mia" {
 		t.Errorf("main's own search, newest first (the question, the answer, the order): %+v", v.Messages)
+	}
+}
+
+// A query with control characters — a NUL (which ended the index's reading
+// of the query: an FTS5 syntax error, retried five times as a failing
+// database, and never answered), \x01, an escape sequence — or a lone
+// quote is answered at once, every time: the characters part words like
+// spaces, and a query of nothing but them is refused with what to ask.
+func TestSearchWithControlCharactersIsAnswered(t *testing.T) {
+	in := e2e.New(t, e2e.Options{})
+	in.AddGroup("local:main", "main", "--main")
+	p := in.Start()
+	plumber := in.Post("local:main", "Ann", "the plumber is Jonas")
+	for _, c := range []struct {
+		query  string
+		found  bool   // the plumber's message (and the question, which holds the word too)
+		reason string // refused with this
+	}{
+		{query: "jonas\x00", found: true},
+		{query: "\x01jonas", found: true},
+		{query: "\x1bjonas", found: true},
+		{query: "jonas\x1b[31m"}, // "[31m" is a word of the question alone
+		{query: `jonas "`, found: true},
+		{query: "\x00", reason: "give one or more words"},
+		{query: `"`, reason: "give one or more words"},
+		{query: "\x00\x01\x1b", reason: "give one or more words"},
+	} {
+		in.Post("local:main", "Ann", "search-quoted "+strconv.Quote(c.query))
+		v := searchVerdict(t, in, "local:main")
+		switch {
+		case c.reason != "":
+			if v.Status != "refused" || !strings.Contains(v.Reason, c.reason) {
+				t.Errorf("query %q: %+v, want refused: %s", c.query, v, c.reason)
+			}
+		case v.Status != "ok" || v.Messages == nil:
+			t.Errorf("query %q: %+v, want an answer", c.query, v)
+		case c.found && (len(*v.Messages) == 0 || (*v.Messages)[len(*v.Messages)-1].ID != plumber):
+			t.Errorf("query %q found %+v, want the plumber's message", c.query, *v.Messages)
+		}
+	}
+	if strings.Contains(p.Out.String(), "attempt 1 of") {
+		t.Errorf("a search was retried as a failure:\n%s", p.Out.String())
 	}
 }
 

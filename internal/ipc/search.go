@@ -7,9 +7,11 @@ package ipc
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/groups"
+	"github.com/nanoclawd/nanoclawd/internal/messages"
 	"github.com/nanoclawd/nanoclawd/internal/protocol"
 )
 
@@ -58,6 +60,10 @@ func (w *Watcher) verdict(ctx context.Context, e *entry) (protocol.Verdict, erro
 		return protocol.Verdict{Status: statusRefused, Reason: "nanoclawd restarted before it answered this search; search again"}, nil
 	}
 	found, err := w.cfg.Messages.Search(ctx, e.search.Chat, *e.search)
+	if errors.Is(err, messages.ErrBadQuery) {
+		// The query's fault: answered, not tried again as a failure.
+		return protocol.Verdict{Status: statusRefused, Reason: "query: " + err.Error()}, nil
+	}
 	if err != nil {
 		return protocol.Verdict{}, err
 	}

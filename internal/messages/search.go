@@ -6,6 +6,7 @@ package messages
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -21,6 +22,10 @@ const AssistantSender = "assistant"
 // answerPrefix starts the id of an answer RecordAnswerTx stored: "out-"
 // and its outbox row, an id no channel gives.
 const answerPrefix = "out-"
+
+// ErrBadQuery wraps a search the full-text index refused for its words:
+// the query's fault, which no retry mends, not the database's.
+var ErrBadQuery = errors.New("the search index cannot read this query")
 
 // maxFoundText bounds one message's text in a search answer, so that a
 // hundred long messages still make a verdict the agent can read.
@@ -70,6 +75,9 @@ func (s *Store) Search(ctx context.Context, chat string, q protocol.Search) ([]p
 			AND (m.is_bot = 0 OR m.id GLOB 'out-*') AND m.react_to = ''
 		ORDER BY m.time DESC, m.seq DESC LIMIT ?`,
 		protocol.MatchExpr(q.Words), chat, since, until, q.Limit)
+	if store.BadQuery(err) {
+		return nil, fmt.Errorf("%w (%w); search for plain words", ErrBadQuery, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("messages: search %s: %w", chat, err)
 	}

@@ -2,6 +2,7 @@ package messages
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -170,4 +171,19 @@ func TestIndexQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	integrity(t, s)
+}
+
+// A query the full-text index cannot read (a NUL ends FTS5's reading of a
+// quoted word) is the query's fault: ErrBadQuery, told by SQLite's error
+// code, so that the IPC watcher answers it instead of retrying it as a
+// failing database.
+func TestSearchBadQuery(t *testing.T) {
+	s := open(t)
+	_, err := s.Search(context.Background(), chat, protocol.Search{Words: []string{"plumb\x00er"}, Limit: 5})
+	if !errors.Is(err, ErrBadQuery) {
+		t.Fatalf("search with a NUL: %v, want ErrBadQuery", err)
+	}
+	if _, err := s.Search(context.Background(), chat, protocol.Search{Words: []string{"plumber"}, Limit: 5}); err != nil {
+		t.Fatalf("a plain search after it: %v", err)
+	}
 }

@@ -47,7 +47,9 @@ func (r Request) Search(loc *time.Location) (Search, error) {
 	if len(r.Query) > maxQueryBytes {
 		return s, fmt.Errorf("query: at most %d bytes; search for a few words", maxQueryBytes)
 	}
-	for _, w := range strings.Fields(r.Query) {
+	// Control characters part words like spaces: not a word of any
+	// message, and a NUL ended the index's reading of the query halfway.
+	for _, w := range strings.FieldsFunc(r.Query, func(c rune) bool { return unicode.IsSpace(c) || unicode.IsControl(c) }) {
 		// Words only: a token of punctuation alone (an FTS operator such
 		// as "*" or "-") would match nothing and say nothing.
 		if strings.ContainsFunc(w, func(c rune) bool { return unicode.IsLetter(c) || unicode.IsDigit(c) }) {

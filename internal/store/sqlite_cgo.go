@@ -21,6 +21,12 @@ func sqliteBusy(err error) bool {
 	return errors.As(err, &se) && (se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked)
 }
 
+// sqliteError tells whether err is SQLite's SQLITE_ERROR.
+func sqliteError(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && se.Code == sqlite3.ErrError
+}
+
 // sqliteFull tells whether err is SQLite's SQLITE_FULL.
 func sqliteFull(err error) bool {
 	var se sqlite3.Error

@@ -17,4 +17,6 @@ func sqliteBusy(error) bool { return false }
 
 func sqliteFull(error) bool { return false }
 
+func sqliteError(error) bool { return false }
+
 func checkpointDriver(*Checkpointer) driver.Driver { return &sqlite3.SQLiteDriver{} }

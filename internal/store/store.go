@@ -45,6 +45,14 @@ func Busy(err error) bool {
 	return sqliteBusy(err)
 }
 
+// BadQuery reports whether err is SQLite refusing a statement for what it
+// says (SQLITE_ERROR: a syntax error, such as a full-text query the FTS5
+// index cannot read), not for the database's state: trying it again gives
+// the same answer.
+func BadQuery(err error) bool {
+	return sqliteError(err)
+}
+
 // Open opens (creating if needed) the database in dataDir and applies any
 // migrations it has not seen yet.
 func Open(dataDir string) (*DB, error) {

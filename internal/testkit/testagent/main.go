@@ -43,6 +43,8 @@
 //	                  waits for the verdict and replies "search: VERDICT JSON"
 //	search-in JID WORDS
 //	                  the same naming the chat JID
+//	search-quoted "Q" the same with the query Q, Go-quoted, as it is
+//	                  (control characters and all)
 //	react ID EMOJI    an IPC reaction with EMOJI to its chat's message ID (noted
 //	                  as "react ID"), then reply "reacted ID"
 //	hash PATH...      reply one line per PATH (relative to its working
@@ -270,7 +272,7 @@ func do(text string, in input, raw []byte) {
 		writeIPC(ipcDir().Messages(), f[1], map[string]string{"type": "message", "chatJid": os.Getenv(protocol.EnvChatJID),
 			"text": "ipc " + f[1], "file": f[0], "token": os.Getenv(protocol.EnvIPCToken)}, "file "+f[1])
 		result("queued "+f[1], "")
-	case "search", "search-in":
+	case "search", "search-in", "search-quoted":
 		search(verb, arg)
 	case "react":
 		id, emoji, _ := strings.Cut(arg, " ")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 // search writes a search_history request, as the MCP tool does, and
 // replies with the daemon's verdict: "search: {JSON}". verb search-in takes
 // the chat first; words may end with "limit=N", "since=…" or "until=…".
+// search-quoted takes one Go-quoted string, the query as it is.
 func search(verb, arg string) {
 	req := map[string]string{"type": protocol.TypeSearchHistory, "token": os.Getenv(protocol.EnvIPCToken)}
 	if verb == "search-in" {
@@ -28,6 +30,13 @@ func search(verb, arg string) {
 		words = append(words, w)
 	}
 	req["query"] = strings.Join(words, " ")
+	if verb == "search-quoted" {
+		q, err := strconv.Unquote(arg)
+		if err != nil {
+			fatal("search-quoted %s: %v", arg, err)
+		}
+		req["query"] = q
+	}
 	dir := ipcDir()
 	if err := os.MkdirAll(dir.Results(), 0o700); err != nil {
 		fatal("search: %v", err)
