@@ -107,8 +107,11 @@ type Gateway struct {
 	closed       chan struct{}
 	closeOnce    sync.Once
 	outage       outage
-	dialer       *net.Dialer
-	lookup       func(ctx context.Context, host string) ([]netip.Addr, error)
+	// serving is held (read) by every request being served: what one
+	// records (usage, refusals) goes to SQLite, so Close waits for them.
+	serving sync.RWMutex
+	dialer  *net.Dialer
+	lookup  func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
 // Open starts a gateway for one run on a new Unix socket at socket.
@@ -177,6 +180,8 @@ func (r *Gateway) Close() error {
 	r.closeOnce.Do(func() { close(r.closed) })
 	r.outage.close()
 	err := r.srv.Close()
+	r.serving.Lock() // the requests it cut off have ended and recorded what they did
+	r.serving.Unlock()
 	if r.socket != "" {
 		os.Remove(r.socket)
 	}
@@ -190,6 +195,14 @@ func placeholder(name string) string {
 }
 
 func (r *Gateway) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	r.serving.RLock()
+	defer r.serving.RUnlock()
+	select {
+	case <-r.closed:
+		http.Error(w, "nanoclaw gateway: the run has ended", http.StatusServiceUnavailable)
+		return
+	default:
+	}
 	switch {
 	case r.cfg.RelayOnly:
 		r.relay(w, req)
