@@ -134,12 +134,14 @@ func adopt(ctx context.Context, sb *standby.Standby[*agentRun], job runner.Job, 
 		defer close(followDone)
 		a.follow(ctx, job.More, stopFollow)
 	}()
+	// The run's end ends the agent, even after it was asked to close: a
+	// standby's own context outlives the daemon's (it is the run's to end),
+	// so a shutdown whose grace ran out kills it only through this.
+	defer context.AfterFunc(ctx, sb.Stop)()
 	go func() {
 		select {
 		case <-job.Closing:
 			sb.Close()
-		case <-ctx.Done():
-			sb.Stop()
 		case <-followDone:
 		}
 	}()
