@@ -6,6 +6,7 @@ package messages
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -207,14 +208,44 @@ func (s *Store) Revoke(ctx context.Context, chat, id string) error {
 	return nil
 }
 
-// Unanswered returns the chat's messages after its cursor.
+// Unanswered returns the chat's messages after its cursor, in one
+// statement: it is on the way from a message to its agent.
 func (s *Store) Unanswered(ctx context.Context, chat string) ([]Stored, error) {
-	var seq int64
-	err := s.db.QueryRowContext(ctx, `SELECT answered_seq FROM cursors WHERE chat_jid = ?`, chat).Scan(&seq)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("messages: read the cursor of %s: %w", chat, err)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+storedColumns+` FROM messages m
+		WHERE m.chat_jid = ? AND m.is_bot = 0 AND m.seq > COALESCE((SELECT answered_seq FROM cursors WHERE chat_jid = ?), 0)
+		ORDER BY m.time, m.seq`, chat, chat)
+	if err != nil {
+		return nil, fmt.Errorf("messages: read messages of %s: %w", chat, err)
 	}
-	return s.After(ctx, chat, seq)
+	return scanStored(rows, chat)
+}
+
+// UnansweredIn is Unanswered for each of chats (those with none are
+// left out), in one statement: the daemon's start asks it of every
+// group, and a query per group cost a 100-group start several ms.
+func (s *Store) UnansweredIn(ctx context.Context, chats []string) (map[string][]Stored, error) {
+	list, err := json.Marshal(chats)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT c.value, `+storedColumns+` FROM json_each(?) AS c
+		JOIN messages m ON m.chat_jid = c.value AND m.is_bot = 0
+			AND m.seq > COALESCE((SELECT answered_seq FROM cursors WHERE chat_jid = c.value), 0)
+		ORDER BY c.value, m.time, m.seq`, list)
+	if err != nil {
+		return nil, fmt.Errorf("messages: read the unanswered messages of %d chats: %w", len(chats), err)
+	}
+	defer rows.Close()
+	out := map[string][]Stored{}
+	for rows.Next() {
+		var chat string
+		m, err := scanOne(rows, &chat)
+		if err != nil {
+			return nil, fmt.Errorf("messages: read the unanswered messages of %d chats: %w", len(chats), err)
+		}
+		out[chat] = append(out[chat], m)
+	}
+	return out, rows.Err()
 }
 
 // After returns the chat's messages (not the assistant's own) with a seq
@@ -222,23 +253,38 @@ func (s *Store) Unanswered(ctx context.Context, chat string) ([]Stored, error) {
 // (timestamps have one-second resolution on WhatsApp, so they alone cannot
 // order a burst).
 func (s *Store) After(ctx context.Context, chat string, seq int64) ([]Stored, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT seq, id, sender, CASE WHEN sender_name != '' THEN sender_name ELSE sender END, time, text,
-		quoted_id, quoted_sender, quoted_text, media, react_to
-		FROM messages WHERE chat_jid = ? AND seq > ? AND is_bot = 0 ORDER BY time, seq`, chat, seq)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+storedColumns+`
+		FROM messages m WHERE m.chat_jid = ? AND m.seq > ? AND m.is_bot = 0 ORDER BY m.time, m.seq`, chat, seq)
 	if err != nil {
 		return nil, fmt.Errorf("messages: read messages of %s: %w", chat, err)
 	}
+	return scanStored(rows, chat)
+}
+
+// storedColumns are what scanOne reads into a Stored.
+const storedColumns = `m.seq, m.id, m.sender, CASE WHEN m.sender_name != '' THEN m.sender_name ELSE m.sender END, m.time, m.text,
+		m.quoted_id, m.quoted_sender, m.quoted_text, m.media, m.react_to`
+
+// scanStored reads rows of storedColumns (chat's messages) and closes them.
+func scanStored(rows *sql.Rows, chat string) ([]Stored, error) {
 	defer rows.Close()
 	var out []Stored
 	for rows.Next() {
-		var m Stored
-		var ms int64
-		if err := rows.Scan(&m.Seq, &m.ID, &m.SenderJID, &m.SenderName, &ms, &m.Text,
-			&m.QuotedID, &m.QuotedSender, &m.QuotedText, &m.Media, &m.ReactTo); err != nil {
+		m, err := scanOne(rows)
+		if err != nil {
 			return nil, fmt.Errorf("messages: read messages of %s: %w", chat, err)
 		}
-		m.Time = time.UnixMilli(ms)
 		out = append(out, m)
 	}
 	return out, rows.Err()
+}
+
+// scanOne reads one row of storedColumns, after the columns of first.
+func scanOne(rows *sql.Rows, first ...any) (Stored, error) {
+	var m Stored
+	var ms int64
+	err := rows.Scan(append(first, &m.Seq, &m.ID, &m.SenderJID, &m.SenderName, &ms, &m.Text,
+		&m.QuotedID, &m.QuotedSender, &m.QuotedText, &m.Media, &m.ReactTo)...)
+	m.Time = time.UnixMilli(ms)
+	return m, err
 }

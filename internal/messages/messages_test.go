@@ -187,3 +187,43 @@ func TestChatStaysAGroup(t *testing.T) {
 		t.Fatalf("chats %+v (%v), want Family still a group", chats, err)
 	}
 }
+
+// UnansweredIn gives each chat what Unanswered gives it, in one statement:
+// a chat with an answered cursor only what came after, one never answered
+// all of it, the assistant's own messages and unasked chats never.
+func TestUnansweredIn(t *testing.T) {
+	s, ctx := open(t), context.Background()
+	const other, quiet, unasked = "other@g.us", "quiet@g.us", "unasked@g.us"
+	one := add(t, s, "1", "one")
+	add(t, s, "2", "two")
+	for i, m := range []channel.Message{
+		{ChatJID: other, ID: "o1", SenderJID: "bob", Text: "hi"},
+		{ChatJID: other, ID: "o2", Text: "my own answer", IsBot: true},
+		{ChatJID: quiet, ID: "q1", SenderJID: "carol", Text: "answered"},
+		{ChatJID: unasked, ID: "u1", SenderJID: "dave", Text: "not asked for"},
+	} {
+		m.Time = time.Now().Add(time.Duration(i) * time.Second)
+		if _, _, err := s.Add(ctx, m, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := outboxOf(s)
+	for chat, upTo := range map[string]int64{chat: one, quiet: 1 << 40} {
+		if err := s.Answer(ctx, out, Answer{Chat: chat, UpTo: upTo}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.UnansweredIn(ctx, []string{chat, other, quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || len(got[quiet]) != 0 || len(got[other]) != 1 || got[other][0].Text != "hi" {
+		t.Errorf("UnansweredIn = %+v", got)
+	}
+	for _, c := range []string{chat, other} {
+		alone, err := s.Unanswered(ctx, c)
+		if err != nil || len(alone) != len(got[c]) || alone[0] != got[c][0] {
+			t.Errorf("%s: Unanswered %+v (%v), UnansweredIn %+v", c, alone, err, got[c])
+		}
+	}
+}

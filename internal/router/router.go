@@ -120,13 +120,17 @@ func (r *Router) Pending(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	jids := make([]string, len(list))
+	for i, g := range list {
+		jids[i] = g.JID
+	}
+	unanswered, err := r.Messages.UnansweredIn(ctx, jids)
+	if err != nil {
+		return nil, err
+	}
 	var out []string
 	for _, g := range list {
-		msgs, err := r.Messages.Unanswered(ctx, g.JID)
-		if err != nil {
-			return nil, err
-		}
-		if len(msgs) > 0 && !g.Paused && anyCalls(g, msgs) {
+		if msgs := unanswered[g.JID]; len(msgs) > 0 && !g.Paused && anyCalls(g, msgs) {
 			out = append(out, g.Folder)
 		}
 	}
