@@ -89,3 +89,13 @@ func TestHubKeepsTheNewest(t *testing.T) {
 		t.Errorf("after the page: %+v", evs)
 	}
 }
+
+// The page templates are parsed on first use, not when the program starts:
+// each parses, with its layout, and defines what render executes.
+func TestPagesParse(t *testing.T) {
+	for _, p := range []string{"overview", "group", "usage", "violations"} {
+		if tp := pages()[p]; tp == nil || tp.Lookup("layout") == nil {
+			t.Errorf("page %s: %v", p, tp)
+		}
+	}
+}
