@@ -177,6 +177,16 @@ func New(in Input) Plan {
 		p.Mounts = append(p.Mounts, m)
 	}
 
+	// readOnly adds a read-only tree, unless one added before holds it
+	// already: only read-only trees come before these, so the mount
+	// would show the same files, and each mount costs bubblewrap a pass
+	// over the mount table at every start (nanoclawd and nanoclawd-init
+	// lie in the directory of agent.command's node or program).
+	readOnly := func(path, why string) {
+		if !inReadOnlyTree(p.Mounts, path) {
+			add(path, ReadOnly, why)
+		}
+	}
 	p.Mounts = append(p.Mounts, Mount{Path: "/tmp", Mode: Private, Why: "private /tmp", Dir: true})
 	for _, s := range System {
 		add(s, ReadOnly, whySystem)
@@ -185,15 +195,15 @@ func New(in Input) Plan {
 		// Homebrew's /usr/local is inside /usr, but the macOS profile
 		// grants it only for the agent command's own files.
 		if !under(f, System) || under(f, homebrewPrefixes) {
-			add(f, ReadOnly, "agent.command")
+			readOnly(f, "agent.command")
 		}
 	}
-	add(in.Binary, ReadOnly, "nanoclawd (MCP server)")
+	readOnly(in.Binary, "nanoclawd (MCP server)")
 	if p.Init = InitProgram(in.Binary); len(p.Init) == 1 {
-		add(p.Init[0], ReadOnly, "nanoclawd-init (the sandbox's first process)")
+		readOnly(p.Init[0], "nanoclawd-init (the sandbox's first process)")
 	}
 	for _, r := range in.AllowRead {
-		add(r, ReadOnly, "allowRead")
+		readOnly(r, "allowRead")
 	}
 	// Read-only trees first, then what is cut out of them, then the
 	// writable dirs (which may lie inside a cut-out: the group's own IPC
@@ -264,6 +274,21 @@ func New(in Input) Plan {
 		}
 	}
 	return p
+}
+
+// inReadOnlyTree tells whether path lies inside a read-only directory
+// among mounts, with no link on the way (a link's target may lie
+// elsewhere, which only a mount of its own shows). The system runtime's
+// trees do not count: the macOS profile grants Homebrew's /usr/local
+// only for the agent command's own files.
+func inReadOnlyTree(mounts []Mount, path string) bool {
+	if real, err := filepath.EvalSymlinks(path); err != nil || real != path {
+		return false
+	}
+	return slices.ContainsFunc(mounts, func(m Mount) bool {
+		return m.Mode == ReadOnly && m.Dir && m.Link == "" && !m.Missing && m.Why != whySystem &&
+			m.Path != path && under(path, []string{m.Path})
+	})
 }
 
 // hide adds a Hidden mount for every denied path that would show inside

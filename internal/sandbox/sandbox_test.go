@@ -247,3 +247,37 @@ func TestInitProgram(t *testing.T) {
 		t.Errorf("InitArgs = %q", args)
 	}
 }
+
+// nanoclawd and nanoclawd-init in the directory of the agent's program
+// (bin/node beside them) are seen through that directory's mount, not
+// mounted again; through a link they keep a mount of their own.
+func TestBinaryInTheAgentsDirectory(t *testing.T) {
+	root, in := world(t)
+	small := filepath.Join(root, "bin/nanoclawd-init")
+	if err := os.WriteFile(small, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	program := filepath.Join(root, "bin/node")
+	if err := os.WriteFile(program, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	in.Command = []string{program}
+	p := New(in)
+	if m, ok := find(p, filepath.Join(root, "bin")); !ok || m.Mode != ReadOnly {
+		t.Fatalf("the program's directory: %+v (found %v)", m, ok)
+	}
+	for _, f := range []string{in.Binary, small} {
+		if m, ok := find(p, f); ok {
+			t.Errorf("%s is mounted again inside bin/: %+v", f, m)
+		}
+	}
+	elsewhere := filepath.Join(root, "opt/nanoclawd")
+	os.MkdirAll(filepath.Dir(elsewhere), 0o755)
+	os.Rename(in.Binary, elsewhere)
+	if err := os.Symlink(elsewhere, in.Binary); err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := find(New(in), in.Binary); !ok || m.Mode != ReadOnly {
+		t.Errorf("nanoclawd as a link in bin/ to %s: %+v (found %v)", elsewhere, m, ok)
+	}
+}
