@@ -14,7 +14,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/nanoclawd/nanoclawd/internal/sandbox"
+	"github.com/nanoclawd/nanoclawd/internal/sandbox/sandboxinit"
 	"github.com/nanoclawd/nanoclawd/internal/selftest"
 )
 
@@ -59,7 +59,7 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "sandbox-init" {
 		// The first process inside an agent's sandbox, started by the
 		// daemon: it handles its own signals and exits with the agent's status.
-		os.Exit(sandbox.Init(os.Args[2:]))
+		os.Exit(sandboxinit.Main(os.Args[2:]))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "sandbox-probe" {
 		// The attacker `security test` starts inside a confined run.

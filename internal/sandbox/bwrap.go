@@ -124,7 +124,7 @@ func BwrapArgs(p Plan, u User, seccompFD int, argv []string) []string {
 
 // InitProgram is how the sandbox's first process is started: the small
 // nanoclawd-init built beside binary, when it is there, else `binary
-// sandbox-init`. Both run Init; the small one is running in a few
+// sandbox-init`. Both run sandboxinit.Main; the small one is running in a few
 // milliseconds, where the whole nanoclawd spends tens initialising
 // packages a sandbox never uses (WhatsApp's protocol, the validator, …),
 // on every confined start.
@@ -143,7 +143,7 @@ func executable(path string) bool {
 	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
 
-// InitArgs is the command line of the sandbox's first process (Init,
+// InitArgs is the command line of the sandbox's first process (sandboxinit.Main,
 // started as p.Init) that starts command inside the sandbox.
 func InitArgs(p Plan, command []string) []string {
 	a := append(slices.Clone(p.Init), "--lifeline", "3",

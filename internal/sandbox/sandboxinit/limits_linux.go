@@ -1,3 +1,3 @@
-package sandbox
+package sandboxinit
 
 const rlimitNproc = 6 // RLIMIT_NPROC

@@ -1,5 +1,5 @@
 //go:build !linux
 
-package sandbox
+package sandboxinit
 
 const rlimitNproc = 7 // RLIMIT_NPROC on macOS and the BSDs

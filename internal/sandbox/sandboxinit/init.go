@@ -1,4 +1,9 @@
-package sandbox
+// Package sandboxinit is the first process inside a confined run's
+// sandbox (nanoclawd-init, or nanoclawd sandbox-init). It imports the
+// standard library alone: every confined start runs its package
+// initialisation, and package sandbox's (the seccomp compiler, the
+// policy) cost about 0.7 ms of CPU there.
+package sandboxinit
 
 import (
 	"errors"
@@ -12,12 +17,12 @@ import (
 	"syscall"
 )
 
-// Init is `nanoclawd sandbox-init`, the first process inside a run's
+// Main is `nanoclawd sandbox-init`, the first process inside a run's
 // sandbox. It sets the run's limits, serves the gateway socket on a
 // loopback port (the sandbox has no other network), points the agent's
 // proxy and model-API variables at it, then runs the agent and exits with
 // its status. When it exits, the sandbox ends and every process in it.
-func Init(args []string) int {
+func Main(args []string) int {
 	fs := flag.NewFlagSet("sandbox-init", flag.ContinueOnError)
 	nproc := fs.Int("nproc", 0, "most processes the run may have")
 	fsize := fs.Int64("fsize", 0, "largest file the run may write, in bytes")
