@@ -282,13 +282,15 @@ func New(in Input) Plan {
 // trees do not count: the macOS profile grants Homebrew's /usr/local
 // only for the agent command's own files.
 func inReadOnlyTree(mounts []Mount, path string) bool {
-	if real, err := filepath.EvalSymlinks(path); err != nil || real != path {
-		return false
-	}
-	return slices.ContainsFunc(mounts, func(m Mount) bool {
+	inside := slices.ContainsFunc(mounts, func(m Mount) bool {
 		return m.Mode == ReadOnly && m.Dir && m.Link == "" && !m.Missing && m.Why != whySystem &&
 			m.Path != path && under(path, []string{m.Path})
 	})
+	if !inside {
+		return false
+	}
+	real, err := filepath.EvalSymlinks(path)
+	return err == nil && real == path
 }
 
 // hide adds a Hidden mount for every denied path that would show inside
