@@ -14,7 +14,6 @@ import (
 
 	"github.com/go-playground/validator/v10"
 
-	"github.com/nanoclawd/nanoclawd/internal/channel/telegram"
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 )
@@ -75,7 +74,7 @@ func Parse(file string, src []byte) (*Config, error) {
 		report(e.Key, "%s", e.Msg)
 	}
 	if tok := cfg.Channels.Telegram.Token; tok != "" {
-		if err := telegram.CheckToken(tok); err != nil {
+		if err := CheckTelegramToken(tok); err != nil {
 			report("channels.telegram.token", "channels.telegram.token %v", err)
 		}
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
+	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
@@ -122,7 +123,7 @@ func New(opts Options) (*Channel, error) {
 	if strings.TrimSpace(opts.Token) == "" {
 		return nil, ErrNoToken
 	}
-	if err := CheckToken(opts.Token); err != nil {
+	if err := config.CheckTelegramToken(opts.Token); err != nil {
 		return nil, fmt.Errorf("telegram: the token (channels.telegram.token, or TELEGRAM_BOT_TOKEN in nanoclawd.env) %w", err)
 	}
 	if opts.PollTimeout <= 0 {

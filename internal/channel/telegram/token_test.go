@@ -59,15 +59,3 @@ func TestRedaction(t *testing.T) {
 		}
 	}
 }
-
-func TestCheckToken(t *testing.T) {
-	if err := CheckToken("7000001:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawQ"); err != nil {
-		t.Errorf("a token as @BotFather gives it: %v", err)
-	}
-	for _, bad := range []string{"", "123:abc", " 7000001:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawQ", "7000001:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawQ=",
-		"x:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawQ", "7000001:AAHdqTcvCH1vGWJxfSeofSAs0K5PALD\x01awQ"} {
-		if err := CheckToken(bad); !errors.Is(err, ErrTokenShape) || strings.Contains(err.Error(), "AAHdq") {
-			t.Errorf("CheckToken(%q) = %v", bad, err)
-		}
-	}
-}
