@@ -169,7 +169,7 @@ func SystemdUnit(s Spec) ([]byte, error) {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `# Written by 'nanoclawd service install'; run it again rather than editing this file.
 [Unit]
-Description=nanoclawd: Claude assistant in WhatsApp group chats
+Description=nanoclawd: Claude assistant in WhatsApp and Telegram chats
 
 [Service]
 Type=simple
