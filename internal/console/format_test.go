@@ -3,8 +3,10 @@ package console
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/status"
 )
 
 func TestMoneyShowsCents(t *testing.T) {
@@ -96,6 +98,29 @@ func TestPagesParse(t *testing.T) {
 	for _, p := range []string{"overview", "group", "usage", "violations"} {
 		if tp := pages()[p]; tp == nil || tp.Lookup("layout") == nil {
 			t.Errorf("page %s: %v", p, tp)
+		}
+	}
+}
+
+// The group page says how the last run ended as `status` does: a run
+// the daemon's stop ended is "stopped", not a failure.
+func TestLastRunReadsAsStatusSays(t *testing.T) {
+	at := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		run       status.LastRun
+		want, not string
+	}{
+		{status.LastRun{OK: true, Stopped: true}, ", stopped</p>", ", ok"}, // as the router records it
+		{status.LastRun{OK: true}, ", ok</p>", "failed"},
+		{status.LastRun{Error: "agent exited with status 3"}, ", failed: agent exited with status 3</p>", "stopped"},
+	} {
+		c.run.Started, c.run.Finished = at, at.Add(3*time.Second)
+		var b strings.Builder
+		if err := pages()["group"].ExecuteTemplate(&b, "content", groupData{State: "idle", LastRun: &c.run}); err != nil {
+			t.Fatal(err)
+		}
+		if page := b.String(); !strings.Contains(page, "took 3s"+c.want) || strings.Contains(page, c.not) {
+			t.Errorf("last run %+v reads:\n%s", c.run, page)
 		}
 	}
 }
