@@ -20,6 +20,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
+	"github.com/nanoclawd/nanoclawd/internal/setup"
 	"github.com/nanoclawd/nanoclawd/internal/status"
 )
 
@@ -121,7 +122,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	var rows []groupRow
 	for _, g := range rep.Groups {
-		row := groupRow{Group: g, Channel: channelOf(g.JID), State: stateOf(g), Model: modelOf(g)}
+		row := groupRow{Group: g, Channel: setup.Network(g.JID), State: stateOf(g), Model: modelOf(g)}
 		if u := g.Usage; u != nil {
 			row.Today, row.Month = spendText(u.Today.CostUSD, u.Daily), spendText(u.Month.CostUSD, u.Monthly)
 		}
@@ -165,17 +166,6 @@ func spendText(spent *float64, limit *float64) string {
 		return text
 	}
 	return text + " of " + money(*limit)
-}
-
-// channelOf names the channel a chat JID belongs to.
-func channelOf(jid string) string {
-	switch {
-	case strings.HasPrefix(jid, "local:"):
-		return "local"
-	case strings.HasPrefix(jid, "tg:"):
-		return "telegram"
-	}
-	return "whatsapp"
 }
 
 // modelOf is the group's model as configured (its override's or
@@ -234,7 +224,7 @@ type groupData struct {
 }
 
 func (s *Server) groupData(ctx context.Context, g groups.Group) (groupData, error) {
-	d := groupData{G: g, Channel: channelOf(g.JID), Model: "default", State: "idle"}
+	d := groupData{G: g, Channel: setup.Network(g.JID), Model: "default", State: "idle"}
 	rep, err := s.o.Status(ctx)
 	if err != nil {
 		return d, err

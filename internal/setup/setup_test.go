@@ -216,3 +216,14 @@ func TestCredentialFromEnvironmentRejected(t *testing.T) {
 		t.Error("wrote the env file although the credential comes from the environment")
 	}
 }
+
+// A chat's network is named as the config names its channel, by the JID
+// alone: the console, doctor and setup all ask Network.
+func TestNetworkNamesTheChannelOfAJID(t *testing.T) {
+	for jid, want := range map[string]string{"local:main": "local", "tg:-1001234567890": "telegram", "tg:42": "telegram",
+		"120363401234567890@g.us": "whatsapp", "4915112345678@s.whatsapp.net": "whatsapp"} {
+		if got := setup.Network(jid); got != want {
+			t.Errorf("Network(%q) = %q, want %q", jid, got, want)
+		}
+	}
+}
