@@ -351,8 +351,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	wg.Wait()
 	// What still writes to SQLite on its own time ends before the store
 	// closes: agents started ahead (they settle their IPC token and process
-	// group after their process), voice notes being transcribed.
+	// group after their process), the budget checks after the runs' last
+	// answers, voice notes being transcribed.
 	d.router.WaitWarm()
+	d.router.WaitMeters()
 	d.router.Media.Close()
 	flush, cancelFlush := context.WithTimeout(context.Background(), 5*time.Second)
 	if err := d.outbox.Flush(flush); err != nil {

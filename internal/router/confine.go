@@ -68,8 +68,13 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 // newMeter is the meter of one run of g (usage.Meter), which the run's
 // relay tells of each model request.
 func (r *Router) newMeter(g groups.Group) *usage.Meter {
-	return usage.NewMeter(usage.MeterEnv{Store: r.Usage, Groups: r.Groups, Settings: r.meterSettings, Main: r.Outbox, Log: r.Log}, g)
+	return usage.NewMeter(usage.MeterEnv{Store: r.Usage, Groups: r.Groups, Settings: r.meterSettings, Main: r.Outbox, Log: r.Log, Checks: &r.budgetChecks}, g)
 }
+
+// WaitMeters returns once the budget checks that followed the runs'
+// answers are done (they tell the main chat through SQLite). Call it
+// when no run is left.
+func (r *Router) WaitMeters() { r.budgetChecks.Wait() }
 
 // meterSettings are the values of the current config a meter reads.
 func (r *Router) meterSettings() usage.Settings {

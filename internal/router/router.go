@@ -11,6 +11,7 @@ package router
 import (
 	"context"
 	"strings"
+	"sync"
 
 	"github.com/rs/zerolog"
 
@@ -111,6 +112,8 @@ type Router struct {
 	upstreams gateway.Board // model upstreams that failed lately, for every run's relay
 	unheard   unregistered  // messages from chats no group has (unregistered.go)
 	arrived   arrivals      // when each chat's newest message came (metrics.go)
+	// budgetChecks are the meters' checks after answers (usage.Meter.Done).
+	budgetChecks sync.WaitGroup
 }
 
 // Pending lists the folders of groups with unanswered messages, so that a

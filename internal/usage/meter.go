@@ -41,6 +41,10 @@ type MeterEnv struct {
 	Settings func() Settings // as the config is now (it may be reloaded)
 	Main     MainChat
 	Log      zerolog.Logger
+	// Checks counts the budget checks that follow answers on their own
+	// time (Done): they write to SQLite, so the daemon waits for them
+	// before it closes the store.
+	Checks *sync.WaitGroup
 }
 
 // GroupLookup reads a group's override as it is now (its budget).
@@ -142,8 +146,12 @@ func (m *Meter) Done(s gateway.Served, model string, t gateway.Tokens) {
 		m.env.Log.Warn().Str("group", m.group).Str("model", model).Msg("a model without a price in usage.prices: its tokens are counted, not its cost")
 	}
 	// The answer ends for the agent once Done returns: the budget's sums
-	// and notices wait for no one.
-	go m.checkBudget(req.Time)
+	// and notices wait for no one, but are counted.
+	m.env.Checks.Add(1)
+	go func() {
+		defer m.env.Checks.Done()
+		m.checkBudget(req.Time)
+	}()
 }
 
 // checkBudget warns the main chat once when the group's spend reaches 80 %

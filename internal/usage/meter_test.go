@@ -70,3 +70,26 @@ func TestMeterHoldsAGroupToItsBudget(t *testing.T) {
 		t.Errorf("the main chat was told %q", main.told)
 	}
 }
+
+// The budget check after an answer runs on its own time but is counted:
+// once Checks is waited for, the main chat has been told, so a stopping
+// daemon closes SQLite only after the notice is written.
+func TestMeterChecksAfterAnAnswerAreWaitedFor(t *testing.T) {
+	s, _ := openStore(t)
+	limit := 1.0
+	prices := usage.Prices{"m": {Output: 1e5}} // ten cents a token
+	settings := func() usage.Settings {
+		return usage.Settings{Budget: security.Budget{Daily: &limit}, Location: time.UTC, Prices: prices}
+	}
+	fam := groups.Group{Folder: "family", JID: "fam@g.us"}
+	main := &mainChat{}
+	var checks sync.WaitGroup
+	m := usage.NewMeter(usage.MeterEnv{Store: s, Groups: folders{"family": fam}, Settings: settings, Main: main, Log: zerolog.Nop(), Checks: &checks}, fam)
+	m.Done(gateway.Served{Target: gateway.Target{Provider: gateway.BuiltinProvider}}, "m", gateway.Tokens{Output: 9}) // $0.90 of $1.00
+	checks.Wait()
+	main.mu.Lock()
+	defer main.mu.Unlock()
+	if len(main.told) != 1 || !strings.HasPrefix(main.told[0], "[BUDGET WARNING] Group family has spent $0.9000 of its daily model budget of $1.00 (90 %).") {
+		t.Errorf("once the checks are done, the main chat was told %q", main.told)
+	}
+}
