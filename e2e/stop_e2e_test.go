@@ -1,8 +1,10 @@
 package e2e_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -10,14 +12,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nanoclawd/nanoclawd/internal/atomicfile"
 	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 )
 
 // A stop is clean whenever it comes: the daemon is stopped (SIGINT or
 // SIGTERM, never kill -9) at random moments just after config reloads that
-// replace its agents started ahead, while a message run may be going, and
+// replace its agents started ahead, while a message run may be going;
 // nothing it logs on the way out is an error — above all no write to a
-// database already closed. STOPS_CYCLES overrides the 50 stops.
+// database already closed — and no agent outlives it, a confined one
+// caught while its sandbox was being built included. STOPS_CYCLES
+// overrides the 50 stops.
 func TestStopsAreCleanDuringReloadsAndStandbySwaps(t *testing.T) {
 	cycles := 50
 	if n, err := strconv.Atoi(os.Getenv("STOPS_CYCLES")); err == nil && n > 0 {
@@ -52,7 +57,8 @@ func TestStopsAreCleanDuringReloadsAndStandbySwaps(t *testing.T) {
 		reloads := 1 + rnd.IntN(3)
 		for j := range reloads {
 			edited := strings.Replace(string(src), `"timeout": "60s"`, `"timeout": "60s", "idleTimeout": "`+strconv.Itoa(30+i*4+j)+`s"`, 1)
-			if err := os.WriteFile(in.Config, []byte(edited), 0o600); err != nil {
+			// All at once: a half-written file is a config error, rightly logged.
+			if err := atomicfile.Write(in.Config, []byte(edited), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			if rnd.IntN(3) == 0 {
@@ -75,6 +81,11 @@ func TestStopsAreCleanDuringReloadsAndStandbySwaps(t *testing.T) {
 		if bad := errorLines(p.Out.String()); len(bad) > 0 {
 			t.Fatalf("stop %d (%v) left error lines on stderr:\n%s", i, sig, strings.Join(bad, "\n"))
 		}
+		// Every process of every run is gone once the daemon has exited:
+		// a confined agent's too, which is not in its run's process group.
+		if pids := e2e.Pids(agent); len(pids) > 0 {
+			t.Fatalf("stop %d (%v): agents outlived the daemon:\n%s", i, sig, withParents(pids))
+		}
 	}
 	logs, _ := filepath.Glob(in.Layout().DaemonLog() + "*")
 	replaced := 0
@@ -94,6 +105,24 @@ func TestStopsAreCleanDuringReloadsAndStandbySwaps(t *testing.T) {
 		t.Error("no agent started ahead was replaced by a reload")
 	}
 	t.Logf("%d stops, %d standbys replaced by reloads", cycles, replaced)
+}
+
+// withParents is what ps says of pids and of their parents.
+func withParents(pids []int) string {
+	list := ""
+	for _, pid := range pids {
+		list += fmt.Sprintf("%d,", pid)
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+			if f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])); len(f) > 1 {
+				list += f[1] + ","
+			}
+		}
+	}
+	out, err := exec.Command("ps", "-o", "pid,ppid,pgid,stat,lstart,args", "-p", strings.TrimSuffix(list, ",")).CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("pids %s (ps: %v)", list, err)
+	}
+	return string(out)
 }
 
 // errorLines are the lines of a log that say error or write to a closed

@@ -131,15 +131,25 @@ func (l *limits) onHard() {
 	l.terminate(fmt.Sprintf("hard timeout %s", spec.Timeout))
 }
 
-// terminate sends the process group SIGTERM, once, and SIGKILL KillGrace
-// later.
+// terminate ends the agent, once: SIGTERM to its process group, or for
+// an agent with a lifeline (a confined run) the lifeline closed, and
+// SIGKILL to the group KillGrace later. A sandbox's processes are not in
+// the group: its first process gives the agent SIGTERM and ends them all
+// when the lifeline closes. A signal would reach only bubblewrap, which
+// dies of it and, caught while it was still building the sandbox, left
+// it running on its own.
 func (l *limits) terminate(why string) {
 	if l.killed {
 		return
 	}
 	l.killed = true
-	l.p.log.Printf("%s: SIGTERM to process group %d", why, l.p.pgid)
-	syscall.Kill(-l.p.pgid, syscall.SIGTERM)
+	if l.p.spec.Lifeline {
+		l.p.log.Printf("%s: closing the lifeline of process group %d", why, l.p.pgid)
+		l.p.cutLifeline()
+	} else {
+		l.p.log.Printf("%s: SIGTERM to process group %d", why, l.p.pgid)
+		syscall.Kill(-l.p.pgid, syscall.SIGTERM)
+	}
 	l.grace = time.After(l.p.spec.KillGrace)
 }
 

@@ -22,7 +22,7 @@ type process struct {
 	cmd      *exec.Cmd
 	pgid     int
 	started  time.Time
-	lifeline []*os.File // both ends, held until the run is over: its closing is the daemon's death
+	lifeline []*os.File // write end, read end; closing the write end tells the agent the run is over
 	inW      *os.File   // its stdin
 	outR     *os.File   // its stdout: frames
 	errR     *os.File   // its stderr
@@ -167,6 +167,7 @@ func (p *process) watchLimits(ctx context.Context) bool {
 // Linux), so its group id cannot belong to a stranger.
 func (p *process) kill() {
 	syscall.Kill(-p.pgid, syscall.SIGKILL)
+	p.cutLifeline()
 	if !p.reaped {
 		p.waitErr = p.cmd.Wait()
 	}
@@ -226,6 +227,14 @@ func (p *process) result(ctx context.Context, killed bool) error {
 		return fmt.Errorf("agent for %s (log %s): %w", spec.Input.GroupFolder, p.log.path, ee)
 	}
 	return nil
+}
+
+// cutLifeline closes the daemon's end of the lifeline: the agent's first
+// process reads EOF, the run is over.
+func (p *process) cutLifeline() {
+	if len(p.lifeline) > 0 {
+		p.lifeline[0].Close()
+	}
 }
 
 // release closes the lifeline once the run is over.

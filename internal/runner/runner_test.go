@@ -372,6 +372,29 @@ func TestRunCancelKillsGroup(t *testing.T) {
 	gone(t, forkedPID(t, h))
 }
 
+// A confined agent is ended through its lifeline, not a signal: a
+// sandbox's processes are not in the group a signal reaches (only
+// bubblewrap is), and its first process ends them all when the lifeline
+// closes. Here the agent ignores SIGTERM and leaves only when fd 3 reads
+// EOF, long before the SIGKILL KillGrace would bring.
+func TestRunCancelCutsTheLifeline(t *testing.T) {
+	spec := newSpec(t, "")
+	spec.Command = []string{"/bin/sh", "-c", `trap '' TERM; cat <&3; echo "lifeline closed" >&2`}
+	spec.Lifeline = true
+	spec.KillGrace = time.Minute
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out, err := Run(ctx, spec, &recorder{onStart: cancel})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v", err)
+	}
+	log := readLog(t, out)
+	if !strings.Contains(log, "cancelled: closing the lifeline of process group") || !strings.Contains(log, "lifeline closed") ||
+		strings.Contains(log, "SIGTERM") || strings.Contains(log, "SIGKILL") {
+		t.Fatalf("log:\n%s", log)
+	}
+}
+
 // An agent that exits normally but leaves a child holding its stdout: Run
 // neither hangs on the open pipe nor leaves the child running.
 func TestRunNoOrphanAfterCleanExit(t *testing.T) {

@@ -42,8 +42,9 @@ type Spec struct {
 	Closing <-chan struct{}
 
 	// Lifeline passes the agent the read end of a pipe as fd 3, whose
-	// write end only this daemon holds: EOF there means the daemon is gone
-	// (a kill -9 included). Pdeathsig cannot say so through bubblewrap,
+	// write end only this daemon holds: EOF there means the run is over —
+	// the runner ended it (in place of SIGTERM), or the daemon is gone (a
+	// kill -9 included). Pdeathsig cannot say so through bubblewrap,
 	// which clears it when it changes its credentials.
 	Lifeline bool
 	// ExtraFiles are handed to the agent after the lifeline, from fd 4 on

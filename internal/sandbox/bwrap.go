@@ -163,7 +163,16 @@ func Command(p Plan, u User, command []string) (Launch, error) {
 	inner := InitArgs(p, command)
 	switch runtime.GOOS {
 	case "linux":
-		return bwrapLaunch(p, u, FirstFD, inner)
+		// The first process is the PID namespace's pid 1, not
+		// bubblewrap's own: when it leaves, the kernel ends every process
+		// of the run before bubblewrap exits, so the daemon, waiting for
+		// bubblewrap, waits for them all. (bubblewrap's pid 1 waits for
+		// its last child, and one that escaped outlived the run.)
+		l, err := bwrapLaunch(p, u, FirstFD, inner)
+		if err == nil {
+			l.Argv = slices.Insert(l.Argv, 1, "--as-pid-1")
+		}
+		return l, err
 	case "darwin":
 		// No network namespace: each run has a loopback port of its own
 		// (Plan.Listen), the only one its profile lets it reach.

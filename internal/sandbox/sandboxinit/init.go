@@ -6,7 +6,6 @@
 package sandboxinit
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,20 +14,25 @@ import (
 	"os/exec"
 	"os/signal"
 	"syscall"
+	"time"
 )
 
 // Main is `nanoclawd sandbox-init`, the first process inside a run's
 // sandbox. It sets the run's limits, serves the gateway socket on a
 // loopback port (the sandbox has no other network), points the agent's
 // proxy and model-API variables at it, then runs the agent and exits with
-// its status. When it exits, the sandbox ends and every process in it.
+// its status. On Linux it is pid 1 of the sandbox's PID namespace
+// (bubblewrap's --as-pid-1): it reaps what the agent's processes leave,
+// and when it exits the kernel ends every process in the sandbox — an
+// escaped background command too — before bubblewrap, the daemon's
+// child, learns that it exited.
 func Main(args []string) int {
 	fs := flag.NewFlagSet("sandbox-init", flag.ContinueOnError)
 	nproc := fs.Int("nproc", 0, "most processes the run may have")
 	fsize := fs.Int64("fsize", 0, "largest file the run may write, in bytes")
 	gateway := fs.String("gateway", "", "the daemon's gateway socket")
 	listen := fs.String("listen", "127.0.0.1:0", "where to offer the gateway")
-	lifeline := fs.Int("lifeline", 0, "fd whose EOF means the daemon is gone")
+	lifeline := fs.Int("lifeline", 0, "fd whose EOF means the run is over (the daemon ended it, or is gone)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -71,26 +75,48 @@ func Main(args []string) int {
 		}
 	}()
 	if *lifeline > 0 {
-		// The daemon holds the other end; when it is gone (a kill -9 too),
-		// the run ends: leaving this process ends the sandbox and all in it.
+		// The daemon holds the other end and closes it to end the run (a
+		// stop, a timeout), or is gone (a kill -9 too): the agent gets
+		// SIGTERM and a grace to exit, then this process leaves, which on
+		// Linux ends the sandbox and all in it.
 		go func() {
 			io.Copy(io.Discard, os.NewFile(uintptr(*lifeline), "lifeline"))
-			fmt.Fprintln(os.Stderr, "nanoclawd sandbox-init: the daemon is gone; ending the run")
+			fmt.Fprintln(os.Stderr, "nanoclawd sandbox-init: the run is over (the daemon ended it, or is gone); ending the agent")
+			cmd.Process.Signal(syscall.SIGTERM)
+			time.Sleep(endGrace)
 			os.Exit(137)
 		}()
 	}
-	err := cmd.Wait()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+	return reap(cmd.Process.Pid)
+}
+
+// endGrace is how long the agent has to exit after SIGTERM once the run
+// is over: within the daemon's own grace (runner.DefaultKillGrace, 5 s),
+// so that the sandbox has ended, all of it, before the daemon's SIGKILL
+// would reach only bubblewrap.
+const endGrace = 4 * time.Second
+
+// reap waits for the agent (pid) and returns its status as a shell
+// would. Every other process whose parent leaves becomes this one's
+// child, as the PID namespace's pid 1: each is reaped too, so none stays
+// a zombie that counts against the run's process limit.
+func reap(pid int) int {
+	for {
+		var ws syscall.WaitStatus
+		got, err := syscall.Wait4(-1, &ws, 0, nil)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "nanoclawd sandbox-init: waiting for the agent: %v\n", err)
+			return 1
+		case got != pid:
+			continue
+		case ws.Signaled():
 			return 128 + int(ws.Signal())
 		}
-		return ee.ExitCode()
+		return ws.ExitStatus()
 	}
-	if err != nil {
-		return 1
-	}
-	return 0
 }
 
 // bridge hands every connection on ln to the gateway socket.
