@@ -381,9 +381,9 @@ func Credentials(ctx context.Context, env Env, cfg *config.Config) Result {
 	case len(setOnly) > 0:
 		return fix("credentials", "%s is set, but agents only get what agent.env lists: add \"%s\" to agent.env in %s", setOnly[0], setOnly[0], cfg.File)
 	case len(listedOnly) > 0:
-		return fix("credentials", "agent.env lists %s but it is not set: export it before starting nanoclawd (a service: see 'nanoclawd service install --dry-run')", strings.Join(listedOnly, " and "))
+		return fix("credentials", "agent.env lists %s but it is not set: run 'nanoclawd setup' to paste a key (it keeps it in nanoclawd.env beside %s), or export it before starting nanoclawd", strings.Join(listedOnly, " and "), cfg.File)
 	}
-	return fix("credentials", "no API credentials: export ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN from 'claude setup-token') and add its name to agent.env in %s", cfg.File)
+	return fix("credentials", "no API credentials: run 'nanoclawd setup' to paste a key, or set ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN from 'claude setup-token') in nanoclawd.env and add its name to agent.env in %s", cfg.File)
 }
 
 // Daemon reports whether a daemon runs on dataDir: the single-instance
