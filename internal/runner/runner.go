@@ -124,16 +124,26 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 	if err := clearInput(ctx, spec.IPCDir, spec.Reporter); err != nil {
 		return out, err
 	}
-	log, err := openRunLog(ctx, spec.LogDir, spec.MaxLogBytes, spec.Reporter)
-	if err != nil {
-		return out, err
-	}
+	log := openRunLog(ctx, spec.LogDir, spec.MaxLogBytes, spec.Reporter)
 	defer log.Close()
-	out.LogFile = log.path
 
 	p := &process{spec: &spec, h: h, log: log, out: &out}
 	defer p.release()
-	if err := p.start(env, stdin); err != nil {
+	err = p.start(env, stdin)
+	if lerr := log.Made(); lerr != nil {
+		if err == nil {
+			// It started, but its output would have nowhere to go: it
+			// ends, a sandbox's processes with their lifeline.
+			unix.Kill(-p.pgid, unix.SIGKILL)
+			p.cutLifeline()
+			<-p.exited
+			p.kill()
+			p.drain()
+		}
+		return out, lerr
+	}
+	out.LogFile = log.path
+	if err != nil {
 		return out, err
 	}
 	killed := p.watchLimits(ctx)

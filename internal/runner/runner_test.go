@@ -551,3 +551,25 @@ func (r *slowRecorder) OnViolation(v security.Violation) {
 	time.Sleep(r.delay) // the time a busy database takes; not a synchronisation
 	r.recorder.OnViolation(v)
 }
+
+// The run log is made while the agent starts. When it cannot be made (its
+// place is a file here), the agent, already running, is stopped and the
+// run fails with why: no agent runs without its log.
+func TestRunWithoutItsLogStopsTheAgent(t *testing.T) {
+	spec := newSpec(t, "hang")
+	spec.Timeout = time.Hour // only the missing log may end it
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec.LogDir = filepath.Join(notDir, "logs")
+	h := &recorder{}
+	out, err := run(t, spec, h)
+	if !errors.Is(err, syscall.ENOTDIR) || !strings.Contains(err.Error(), "run log") {
+		t.Fatalf("err %v, want the run log's ENOTDIR", err)
+	}
+	if out.PID == 0 || h.pid != out.PID || out.LogFile != "" {
+		t.Fatalf("outcome %+v, pid seen %d: want the started agent, no log", out, h.pid)
+	}
+	gone(t, out.PID)
+}
