@@ -33,7 +33,7 @@ func BenchmarkIPCFloodRefusals(b *testing.B) {
 	}
 	b.ResetTimer()
 	start := time.Now()
-	h.w.scanFolder(context.Background(), "family")
+	h.w.scanFolder(context.Background(), "family", true)
 	if n := countJSON(b, dir); n != 0 {
 		b.Fatalf("%d files left", n)
 	}

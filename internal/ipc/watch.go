@@ -100,7 +100,9 @@ type Watcher struct {
 
 	mu      sync.Mutex
 	folders map[string]bool // watched
-	pending map[string]bool // to scan
+	// pending are the folders to scan, each with whether its directories
+	// are to be made and watched again first (not after watch just did).
+	pending map[string]bool
 	kick    chan struct{}
 }
 
@@ -189,7 +191,7 @@ func (w *Watcher) watch(folder string) error {
 	}
 	w.mu.Lock()
 	w.folders[folder] = true
-	w.pending[folder] = true
+	w.pending[folder] = w.pending[folder] // watched just now: no need to again, unless already asked
 	w.mu.Unlock()
 	select {
 	case w.kick <- struct{}{}:
@@ -326,7 +328,7 @@ func (w *Watcher) dirGone(ev fsnotify.Event) {
 	}
 	w.mu.Lock()
 	if w.folders[folder] {
-		w.pending[folder] = true
+		w.pending[folder] = true // and watched again
 	}
 	w.mu.Unlock()
 	select {
@@ -340,8 +342,8 @@ func (w *Watcher) scanPending(ctx context.Context) {
 	folders := w.pending
 	w.pending = map[string]bool{}
 	w.mu.Unlock()
-	for f := range folders {
-		w.scanFolder(ctx, f)
+	for f, rewatch := range folders {
+		w.scanFolder(ctx, f, rewatch)
 	}
 }
 
@@ -353,7 +355,7 @@ func (w *Watcher) scanAll(ctx context.Context) {
 	}
 	w.mu.Unlock()
 	for _, f := range folders {
-		w.scanFolder(ctx, f)
+		w.scanFolder(ctx, f, true)
 	}
 }
 
@@ -361,24 +363,20 @@ func (w *Watcher) scanAll(ctx context.Context) {
 // (NanoClaw names start with the time), maxBatch at a time. A paused
 // group's files are drained a limited number per scan, and the scan goes
 // on after the events and scans of the other groups (see pause.go).
-func (w *Watcher) scanFolder(ctx context.Context, folder string) {
-	// A deleted directory (or one an agent swapped for a link) loses its
-	// watch; bring both back.
-	if err := w.ensureWatched(ctx, folder); err != nil {
-		w.cfg.Log.Error().Err(err).Str("group", folder).Msg("ipc watcher")
+// rewatch makes its directories and watches them again first: a deleted
+// directory (or one an agent swapped for a link) loses its watch. The
+// scan at start, right after Sync watched every folder, does not: doing
+// it twice took half of the daemon's CPU in the milliseconds after
+// "running" with 100 groups, while its local channel waited for a thread.
+func (w *Watcher) scanFolder(ctx context.Context, folder string, rewatch bool) {
+	if rewatch {
+		if err := w.ensureWatched(ctx, folder); err != nil {
+			w.cfg.Log.Error().Err(err).Str("group", folder).Msg("ipc watcher")
+		}
 	}
-	var refs []ref
-	for _, sub := range []string{layout.MessagesDir, layout.TasksDir} {
-		names, err := w.names(ctx, folder, sub)
-		if err != nil {
-			w.cfg.Log.Error().Err(err).Str("group", folder).Msg("ipc watcher: scan")
-			continue
-		}
-		for _, name := range names {
-			if strings.HasSuffix(name, ".json") {
-				refs = append(refs, ref{folder, sub, name})
-			}
-		}
+	refs, err := w.files(ctx, folder)
+	if err != nil {
+		w.cfg.Log.Error().Err(err).Str("group", folder).Msg("ipc watcher: scan")
 	}
 	w.checkBacklog(ctx, folder, len(refs))
 	if w.paused[folder] && len(refs) > drainPerScan {
@@ -412,20 +410,35 @@ func (w *Watcher) again(folder string) {
 	}
 }
 
-// subDir opens folder's messages/ or tasks/ directory (sub), replacing a
-// link there with a real directory (reported).
-func (w *Watcher) subDir(ctx context.Context, folder, sub string) (*groupfs.Dir, error) {
+// files lists the request files in folder's messages/ and tasks/, each in
+// name order; a link there is replaced with a real directory (reported).
+// What one directory held is listed also when the other fails.
+func (w *Watcher) files(ctx context.Context, folder string) ([]ref, error) {
 	top, err := w.ipcDir(folder)
 	if err != nil {
 		return nil, err
 	}
 	defer top.Close()
-	return top.Sub(ctx, sub, 0o700)
+	var refs []ref
+	var errs []error
+	for _, sub := range []string{layout.MessagesDir, layout.TasksDir} {
+		names, err := subNames(ctx, top, sub)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, name := range names {
+			if strings.HasSuffix(name, ".json") {
+				refs = append(refs, ref{folder, sub, name})
+			}
+		}
+	}
+	return refs, errors.Join(errs...)
 }
 
-// names lists folder's sub directory in name order.
-func (w *Watcher) names(ctx context.Context, folder, sub string) ([]string, error) {
-	d, err := w.subDir(ctx, folder, sub)
+// subNames lists top's sub directory in name order.
+func subNames(ctx context.Context, top *groupfs.Dir, sub string) ([]string, error) {
+	d, err := top.Sub(ctx, sub, 0o700)
 	if err != nil {
 		return nil, err
 	}
