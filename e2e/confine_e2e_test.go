@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -274,4 +275,21 @@ func TestKill9EndsConfinedAgents(t *testing.T) {
 	in.WaitFor("local:family", func(s string) bool { return strings.HasPrefix(s, "forked ") })
 	p.Kill9()
 	e2e.WaitNoProcs(t, e2e.Testagent(t), "confined agents after a kill -9 of their daemon")
+}
+
+// Each confined run's gateway socket is made while the run before it
+// starts; a clean stop removes the one made for a run that never came.
+func TestCleanStopLeavesNoGatewaySocket(t *testing.T) {
+	in := e2e.New(t, e2e.Options{StopSignal: syscall.SIGTERM})
+	in.AddGroup("local:main", "main", "--main")
+	in.AddGroup("local:family", "family", "--no-trigger")
+	p := in.Start()
+	for _, text := range []string{"one", "two"} {
+		in.Post("local:family", "Ann", text)
+		in.WaitFor("local:family", e2e.Equals("echo: "+text))
+	}
+	p.Stop()
+	if left, _ := filepath.Glob(filepath.Join(in.Layout().Gateways(), "*")); len(left) > 0 {
+		t.Errorf("left in the gateway directory after a clean stop: %v", left)
+	}
 }

@@ -50,6 +50,8 @@ type Options struct {
 	// agent command (`security test`'s probe: the same confinement,
 	// another program).
 	Inside []string
+	// Sockets, if set, has the run's gateway socket made ahead.
+	Sockets *Sockets
 }
 
 // Confinement is one run's sandbox: its plan, its gateway and how it is started,
@@ -114,12 +116,12 @@ func New(o Options) (*Confinement, error) {
 			return nil, runner.NoRetry(err)
 		}
 	}
-	socket, err := gatewaySocket(cfg.Layout().Gateways(), user)
+	socket, ln, err := o.Sockets.take(cfg.Layout().Gateways(), user)
 	if err != nil {
 		return nil, err
 	}
 	listen := sandbox.Listen()
-	gw, err := gateway.Open(socket, gateway.Config{
+	gw, err := gateway.Serve(ln, socket, gateway.Config{
 		Group: o.Policy.Group, AllowedDomains: o.Policy.Network.AllowedDomains, DeniedDomains: o.Policy.Network.DeniedDomains,
 		Upstream: o.Upstream, Secrets: takeCredentials(spec.Env), Self: listen, Reporter: o.Reporter, Log: o.Log,
 		Meter: o.Meter, Route: o.Route, Routes: o.Routes, Tools: o.Policy.Tools, Unanswered: o.Unanswered,

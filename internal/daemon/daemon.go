@@ -356,6 +356,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.router.WaitWarm()
 	d.router.WaitMeters()
 	d.router.Media.Close()
+	d.router.CloseSockets() // no run starts any more: the socket made for the next one goes
 	flush, cancelFlush := context.WithTimeout(context.Background(), 5*time.Second)
 	if err := d.outbox.Flush(flush); err != nil {
 		d.log.Warn().Err(err).Msg("some messages wait in the outbox for the next start")

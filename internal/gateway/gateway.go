@@ -116,10 +116,16 @@ type Gateway struct {
 
 // Open starts a gateway for one run on a new Unix socket at socket.
 func Open(socket string, cfg Config) (*Gateway, error) {
-	u, err := upstreamURL(cfg.Upstream)
+	ln, err := Listen(socket)
 	if err != nil {
 		return nil, err
 	}
+	return Serve(ln, socket, cfg)
+}
+
+// Listen makes the Unix socket at socket for a gateway (Serve), which
+// may be some time before the run it is for.
+func Listen(socket string) (net.Listener, error) {
 	os.Remove(socket)
 	ln, err := net.Listen("unix", socket)
 	if err != nil {
@@ -128,6 +134,17 @@ func Open(socket string, cfg Config) (*Gateway, error) {
 	// The sandbox's user maps to the daemon's own uid outside, so 0600 lets
 	// the run in and nobody else.
 	if err := os.Chmod(socket, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+// Serve starts a gateway for one run on ln, the Unix socket at socket
+// (Listen); on an error ln is closed.
+func Serve(ln net.Listener, socket string, cfg Config) (*Gateway, error) {
+	u, err := upstreamURL(cfg.Upstream)
+	if err != nil {
 		ln.Close()
 		return nil, err
 	}

@@ -50,7 +50,7 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 	c, err := confine.New(confine.Options{
 		Config: cfg, Policy: eff, Spec: spec, SessionDir: sessionDir, Binary: r.Binary,
 		Upstream: os.Getenv("ANTHROPIC_BASE_URL"), Reporter: r.Reporter, Meter: meter, Log: r.Log, Route: r.route(cfg, eff), Routes: r.routes(g.Folder),
-		Unanswered: unanswered,
+		Unanswered: unanswered, Sockets: &r.sockets,
 	})
 	if err != nil && ctx.Err() != nil {
 		return nil, fmt.Errorf("not started: %w (%w)", errShuttingDown, err)
@@ -64,6 +64,10 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 	c.Watch()
 	return c, nil
 }
+
+// CloseSockets removes the gateway socket made ahead for the next
+// confined run; call it once no run starts any more.
+func (r *Router) CloseSockets() { r.sockets.Close() }
 
 // newMeter is the meter of one run of g (usage.Meter), which the run's
 // relay tells of each model request.

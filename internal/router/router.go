@@ -17,6 +17,7 @@ import (
 
 	"github.com/nanoclawd/nanoclawd/internal/channel"
 	"github.com/nanoclawd/nanoclawd/internal/config"
+	"github.com/nanoclawd/nanoclawd/internal/confine"
 	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/media"
@@ -106,6 +107,10 @@ type Router struct {
 	// Metrics, if set, is told how long runs take and messages wait
 	// (metrics.go).
 	Metrics Observer
+
+	// sockets has each confined run's gateway socket made ahead of it;
+	// CloseSockets removes the one made last.
+	sockets confine.Sockets
 
 	standbys  standbys      // agents started ahead (adopt.go)
 	owner     ownerNotes    // failures the main chat was told of (failure.go)
