@@ -293,3 +293,36 @@ func TestCleanStopLeavesNoGatewaySocket(t *testing.T) {
 		t.Errorf("left in the gateway directory after a clean stop: %v", left)
 	}
 }
+
+// A missing protected name is kept from the group in every run: the
+// second run's placeholders, moved back in from the daemon's keep, hold
+// as the first run's did, and none stays in the folder between runs.
+func TestMissingProtectedNamesHoldEveryRun(t *testing.T) {
+	in := e2e.New(t, e2e.Options{Agent: `"command": [` + e2e.Quote(e2e.Testagent(t)) + `], "timeout": "60s", "idleTimeout": "100ms"`})
+	in.AddGroup("local:main", "main", "--main")
+	in.AddGroup("local:family", "family", "--no-trigger")
+	in.Start()
+	folder := filepath.Join(in.Dir, "groups", "family")
+	for run := 1; run <= 2; run++ {
+		for _, name := range []string{".envrc", ".vscode"} {
+			in.Post("local:family", "Ann", "plant /etc/passwd "+name)
+			if reply := in.WaitNext("local:family", func(s string) bool { return strings.HasPrefix(s, "plant") }); !strings.HasPrefix(reply.Text, "plant error") {
+				t.Errorf("run %d: the group planted its own %s: %q", run, name, reply.Text)
+			}
+		}
+		// The run ends once idle: its placeholders leave the folder.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			_, err1 := os.Lstat(filepath.Join(folder, ".envrc"))
+			_, err2 := os.Lstat(filepath.Join(folder, ".vscode"))
+			if os.IsNotExist(err1) && os.IsNotExist(err2) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("run %d: placeholders left in the folder: %v, %v", run, err1, err2)
+			}
+		}
+	}
+	if kept, _ := os.ReadDir(in.Layout().Placeholders()); len(kept) == 0 {
+		t.Error("no placeholder kept for the next run")
+	}
+}

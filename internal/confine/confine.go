@@ -52,6 +52,9 @@ type Options struct {
 	Inside []string
 	// Sockets, if set, has the run's gateway socket made ahead.
 	Sockets *Sockets
+	// Placeholders, if set, keeps the mount points of missing protected
+	// names between runs.
+	Placeholders *sandbox.Placeholders
 }
 
 // Confinement is one run's sandbox: its plan, its gateway and how it is started,
@@ -65,6 +68,7 @@ type Confinement struct {
 	group    string
 	reporter security.Reporter
 	log      zerolog.Logger
+	kept     *sandbox.Placeholders
 	cgroup   *sandbox.RunCgroup // nil where the daemon cannot make one
 	disk     diskWatch          // disk.go
 	stop     chan struct{}
@@ -142,7 +146,8 @@ func New(o Options) (*Confinement, error) {
 		plan.Listen = listen
 		plan.Profile = sandbox.Profile(plan)
 	}
-	c := &Confinement{Plan: plan, Gateway: gw, spec: spec, group: o.Policy.Group, reporter: o.Reporter, log: o.Log, stop: make(chan struct{})}
+	c := &Confinement{Plan: plan, Gateway: gw, spec: spec, group: o.Policy.Group, reporter: o.Reporter, log: o.Log, stop: make(chan struct{}),
+		kept: o.Placeholders}
 	for name, ph := range gw.Env() {
 		spec.Env[name] = ph
 	}
@@ -163,6 +168,7 @@ func New(o Options) (*Confinement, error) {
 		return nil, runner.NoRetry(err)
 	}
 	c.Launch = launch
+	o.Placeholders.Place(plan)
 	spec.Command = launch.Argv
 	spec.Lifeline = true // fd 3; launch.Files follow from sandbox.FirstFD
 	spec.ExtraFiles = launch.Files
@@ -174,7 +180,7 @@ func New(o Options) (*Confinement, error) {
 func (c *Confinement) Close() {
 	c.Gateway.Close()
 	c.Launch.Close()
-	sandbox.Cleanup(c.Plan)
+	c.kept.Keep(c.Plan)
 }
 
 // gatewaySocket is a fresh socket path for a run's gateway (see

@@ -182,7 +182,7 @@ func New(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*Daemon, 
 		Messages: d.messages, Groups: d.reg, Config: d.Config, Queue: d.queue, Outbox: d.outbox, Reporter: d.reporter,
 		Tokens: d.tokens, Tasks: d.sched, Ledger: d.ledger, Typing: &d.channels, Binary: binary,
 		Log: log.With().Str("part", "router").Logger(), Snapshots: d.snapshots, Usage: d.usage, Proof: d.proof,
-		Owner: d.owner, Metrics: d.metrics,
+		Owner: d.owner, Metrics: d.metrics, Placeholders: &sandbox.Placeholders{Dir: cfg.Layout().Placeholders()},
 		Media: &media.Inbound{Config: d.Config, Reporter: d.reporter, Messages: d.messages, Log: log.With().Str("part", "media").Logger()},
 	}
 	d.newConsole()

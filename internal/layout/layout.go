@@ -17,6 +17,7 @@
 //	  logs/nanoclawd.log         the daemon's log (rotated)
 //	  logs/disk.reserve          space held back for a full disk (zeros)
 //	  gw/<random>.sock           the gateway socket of each confined run
+//	  placeholders/              empty mount points kept between confined runs (sandbox.Placeholders)
 //	  ipc/errors/                refused IPC files, with the reason beside each
 //	  ipc/<folder>/              the group's IPC directory (NANOCLAW_IPC_DIR)
 //	    messages/ tasks/         requests from the agent's MCP tools
@@ -133,6 +134,10 @@ func (l Layout) DaemonLog() string { return filepath.Join(l.Logs(), "nanoclawd.l
 // the path is short enough for a Unix socket).
 func (l Layout) Gateways() string { return l.data("gw") }
 
+// Placeholders keeps the empty mount points of protected names between
+// confined runs.
+func (l Layout) Placeholders() string { return l.data("placeholders") }
+
 // IPCRoot holds one IPC directory per group and the quarantine.
 func (l Layout) IPCRoot() string { return l.data("ipc") }
 
@@ -199,7 +204,7 @@ func (l Layout) StateFiles() []string {
 	out = append(out, SQLiteFiles(l.DB())...)
 	out = append(out, SQLiteFiles(l.WhatsAppDB())...)
 	return append(out, l.WhatsAppVersion(), l.WhatsAppStatus(), l.LastBackup(), l.Lock(), l.ControlSocket(),
-		l.GroupsChanged(), l.Logs(), l.Gateways(), l.IPCRoot(), l.Outgoing(), l.Transcribing(), l.Backups())
+		l.GroupsChanged(), l.Logs(), l.Gateways(), l.Placeholders(), l.IPCRoot(), l.Outgoing(), l.Transcribing(), l.Backups())
 }
 
 // SQLiteFiles are a SQLite database and the journal files WAL mode keeps

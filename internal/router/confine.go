@@ -50,7 +50,7 @@ func (r *Router) confine(ctx context.Context, cfg *config.Config, g groups.Group
 	c, err := confine.New(confine.Options{
 		Config: cfg, Policy: eff, Spec: spec, SessionDir: sessionDir, Binary: r.Binary,
 		Upstream: os.Getenv("ANTHROPIC_BASE_URL"), Reporter: r.Reporter, Meter: meter, Log: r.Log, Route: r.route(cfg, eff), Routes: r.routes(g.Folder),
-		Unanswered: unanswered, Sockets: &r.sockets,
+		Unanswered: unanswered, Sockets: &r.sockets, Placeholders: r.Placeholders,
 	})
 	if err != nil && ctx.Err() != nil {
 		return nil, fmt.Errorf("not started: %w (%w)", errShuttingDown, err)

@@ -25,6 +25,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/outbox"
 	"github.com/nanoclawd/nanoclawd/internal/prompt"
 	"github.com/nanoclawd/nanoclawd/internal/runner"
+	"github.com/nanoclawd/nanoclawd/internal/sandbox"
 	"github.com/nanoclawd/nanoclawd/internal/scheduler"
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/usage"
@@ -104,6 +105,9 @@ type Router struct {
 	Usage *usage.Store
 	// Proof, if set, is waited for before each non-main run.
 	Proof Proof
+	// Placeholders, if set, keeps the mount points of missing protected
+	// names between confined runs.
+	Placeholders *sandbox.Placeholders
 	// Metrics, if set, is told how long runs take and messages wait
 	// (metrics.go).
 	Metrics Observer

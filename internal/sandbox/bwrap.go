@@ -290,11 +290,14 @@ func ProbeCommand(ctx context.Context, bwrap string, u User) (*exec.Cmd, error) 
 // protected names that did not exist.
 func Cleanup(p Plan) {
 	for _, m := range p.Mounts {
-		if !m.Missing {
-			continue
+		if m.Missing {
+			cleanOne(m)
 		}
-		if fi, err := os.Lstat(m.Path); err == nil && (fi.IsDir() || fi.Size() == 0) {
-			os.Remove(m.Path) // fails, and keeps it, if a directory is not empty
-		}
+	}
+}
+
+func cleanOne(m Mount) {
+	if fi, err := os.Lstat(m.Path); err == nil && (fi.IsDir() || fi.Size() == 0) {
+		os.Remove(m.Path) // fails, and keeps it, if a directory is not empty
 	}
 }
