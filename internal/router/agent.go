@@ -51,6 +51,7 @@ type agentRun struct {
 	unanswered string // the relay's error when it gave up on the upstreams (unanswered.go)
 	ipcDir     string
 	started    chan struct{}        // closed once the agent process runs; a retry's start replaces it
+	ended      bool                 // the agent's output ended: it is exiting and reads no more follow-ups
 	conf       *confine.Confinement // the OS sandbox of a non-main run
 	meter      *usage.Meter         // what the run's relay counts
 	eff        security.Effective   // the run's policy
@@ -103,7 +104,7 @@ func (a *agentRun) stopTyping(ctx context.Context) {
 func (a *agentRun) restart(ctx context.Context, prompt string) string {
 	a.mu.Lock()
 	a.fresh, a.failure = true, ""
-	a.started = make(chan struct{})
+	a.started, a.ended = make(chan struct{}), false
 	if a.standby && a.adopted != "" { // the prompt went to the standby as its first input
 		prompt, a.standby = a.adopted, false
 		a.startedAt = time.Time{} // its start was before the job
@@ -154,6 +155,9 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 			}
 		}
 		pending = false
+		if a.outputEnded() {
+			continue // the next run has these messages (the queue runs the group again), or a retry's prompt
+		}
 		if a.router.Media.Wait(ctx, a.group.JID, stop) != nil {
 			return
 		}
@@ -182,6 +186,10 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 			pending = true // a retry is starting another agent: for it, once it runs
 			continue
 		}
+		if a.ended {
+			a.mu.Unlock()
+			continue
+		}
 		file, err := runner.FollowUp(ctx, a.ipcDir, prompt, a.router.Reporter)
 		if err == nil {
 			a.cur.hand(top, file)
@@ -193,6 +201,24 @@ func (a *agentRun) follow(ctx context.Context, more <-chan struct{}, stop <-chan
 			a.router.observeStart(metrics.StartFollowUp, a.router.arrived.of(a.group.JID, msgs))
 		}
 	}
+}
+
+// outputEnded tells whether the current agent's output has ended.
+func (a *agentRun) outputEnded() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ended
+}
+
+// OnOutputEnd implements runner.OutputEnder: the agent closed its output,
+// as it does when it exits. A follow-up written now would never be read —
+// in the moment before its exit is seen, a message sent after an answer
+// used to be written to input/ for nobody, counted as a follow-up start,
+// and then removed by the next run, which answers it.
+func (a *agentRun) OnOutputEnd() {
+	a.mu.Lock()
+	a.ended = true
+	a.mu.Unlock()
 }
 
 func closed(ch chan struct{}) bool {

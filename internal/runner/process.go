@@ -102,7 +102,12 @@ func (p *process) start(env []string, stdin []byte) error {
 	p.readers = make(chan struct{}, 2)
 	p.exited = make(chan struct{})
 	go p.feed(stdin)
-	go p.read(outR, p.readFrames)
+	go p.read(outR, func(f *os.File) {
+		p.readFrames(f)
+		if e, ok := p.h.(OutputEnder); ok {
+			e.OnOutputEnd()
+		}
+	})
 	go p.read(errR, p.readStderr)
 	go p.wait()
 	return nil

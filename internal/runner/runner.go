@@ -67,6 +67,12 @@ type Handler interface {
 	OnViolation(security.Violation)
 }
 
+// OutputEnder is a Handler that is told when the agent's output has ended
+// (its stdout closed, every frame read): the agent is exiting.
+type OutputEnder interface {
+	OnOutputEnd()
+}
+
 // Outcome is what Run reports about a finished run, error or not.
 type Outcome struct {
 	PID          int
