@@ -1,6 +1,7 @@
 package ipc
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -32,6 +33,10 @@ func TestFloodPausesTheGroup(t *testing.T) {
 		}
 	}
 	h.drop(t, "work", layout.MessagesDir, h.msg("work", "work@g.us", "served"))
+	// The backlog is there when the daemon starts: its Sync finds it.
+	if _, err := h.w.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	h.start(t)
 
 	notices, drained, served := 0, 0, false

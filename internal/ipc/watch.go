@@ -186,51 +186,75 @@ func (w *Watcher) watch(folder string) error {
 	if err := groups.ValidFolder(folder); err != nil {
 		return fmt.Errorf("watch ipc: %w", err)
 	}
-	if err := w.ensureWatched(context.Background(), folder); err != nil {
+	files, err := w.ensureWatched(context.Background(), folder)
+	if err != nil {
 		return err
 	}
 	w.mu.Lock()
 	w.folders[folder] = true
-	w.pending[folder] = w.pending[folder] // watched just now: no need to again, unless already asked
+	if files {
+		w.pending[folder] = w.pending[folder] // watched just now: no need to again, unless already asked
+	}
 	w.mu.Unlock()
-	select {
-	case w.kick <- struct{}{}:
-	default:
+	if files {
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
 	}
 	return nil
 }
 
 // ensureWatched makes folder's IPC directory and its messages/ and tasks/
 // private real directories (a link the agent put there is removed and
-// reported; the chmod acts on the real directory) and watches them.
-func (w *Watcher) ensureWatched(ctx context.Context, folder string) error {
+// reported; the chmod acts on the real directory) and watches them. files
+// tells whether they hold a request file already (or could not be
+// listed): what comes after the watch brings its own event, so a folder
+// without one needs no scan — with 100 groups that scan at start kept the
+// daemon's threads busy well after 'running'.
+func (w *Watcher) ensureWatched(ctx context.Context, folder string) (files bool, err error) {
 	top, err := w.ipcDir(folder)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer top.Close()
 	if err := top.Chmod(0o700); err != nil {
-		return err
+		return false, err
 	}
 	for _, sub := range []string{layout.MessagesDir, layout.TasksDir} {
 		d, err := top.Sub(ctx, sub, 0o700)
 		if err != nil {
-			return err
+			return false, err
 		}
-		err = d.Chmod(0o700)
+		has, err := w.watchSub(d, folder, sub)
 		d.Close()
 		if err != nil {
-			return err
+			return false, err
 		}
-		// fsnotify takes a path: a link swapped in since the check could
-		// only bring events, and every read goes through groupfs again.
-		dir := filepath.Join(string(w.cfg.Layout.IPC(folder)), sub)
-		if err := w.fsw.Add(dir); err != nil {
-			return fmt.Errorf("watch %s: %w", dir, err)
-		}
+		files = files || has
 	}
-	return nil
+	return files, nil
 }
+
+// watchSub makes d, folder's sub directory, private and watches it; then
+// it tells whether d holds a request file (or could not be listed).
+func (w *Watcher) watchSub(d *groupfs.Dir, folder, sub string) (bool, error) {
+	if err := d.Chmod(0o700); err != nil {
+		return false, err
+	}
+	// fsnotify takes a path: a link swapped in since the check could
+	// only bring events, and every read goes through groupfs again.
+	dir := filepath.Join(string(w.cfg.Layout.IPC(folder)), sub)
+	if err := w.fsw.Add(dir); err != nil {
+		return false, fmt.Errorf("watch %s: %w", dir, err)
+	}
+	names, err := d.Names()
+	return err != nil || slices.ContainsFunc(names, isRequest), nil
+}
+
+// isRequest tells a request file's name (*.json; *.json.tmp is one still
+// being written).
+func isRequest(name string) bool { return strings.HasSuffix(name, ".json") }
 
 // Run handles files until ctx ends: first what a crash left unfinished,
 // then the files present at start, then each file as it appears.
@@ -370,7 +394,7 @@ func (w *Watcher) scanAll(ctx context.Context) {
 // "running" with 100 groups, while its local channel waited for a thread.
 func (w *Watcher) scanFolder(ctx context.Context, folder string, rewatch bool) {
 	if rewatch {
-		if err := w.ensureWatched(ctx, folder); err != nil {
+		if _, err := w.ensureWatched(ctx, folder); err != nil {
 			w.cfg.Log.Error().Err(err).Str("group", folder).Msg("ipc watcher")
 		}
 	}
@@ -428,7 +452,7 @@ func (w *Watcher) files(ctx context.Context, folder string) ([]ref, error) {
 			continue
 		}
 		for _, name := range names {
-			if strings.HasSuffix(name, ".json") {
+			if isRequest(name) {
 				refs = append(refs, ref{folder, sub, name})
 			}
 		}
