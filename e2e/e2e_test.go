@@ -191,17 +191,26 @@ func TestKill9MidRunAnsweredOnce(t *testing.T) {
 	in.AddGroup("local:main", "main", "--main")
 	p := in.Start()
 	in.Post("local:main", "Owner", "sleep 2")
-	// Mid-run means the agent is running and has not answered: its log
-	// file alone is written before the agent is even started.
+	// Mid-run means the agent is running and has not answered, and its
+	// run log is there (it is made while the agent starts).
 	agent := e2e.Testagent(t)
 	e2e.WaitProcs(t, agent, "the agent")
+	logs := filepath.Join(in.Dir, "groups", "main", "logs", "*.log")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if made, _ := filepath.Glob(logs); len(made) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no run log while the agent runs")
+		}
+	}
 	p.Kill9()
 	in.Start()
 	in.WaitFor("local:main", e2e.Equals("slept 2"))
 	e2e.WaitNoProcs(t, agent, "agent processes after the kill -9 and the restart")
 	// The answer came from a second run: the first died with the daemon.
-	if logs, _ := filepath.Glob(filepath.Join(in.Dir, "groups", "main", "logs", "*.log")); len(logs) < 2 {
-		t.Errorf("%d run(s): the kill -9 did not cut a run short", len(logs))
+	if made, _ := filepath.Glob(logs); len(made) < 2 {
+		t.Errorf("%d run(s): the kill -9 did not cut a run short", len(made))
 	}
 	// Anything doubled would have been sent right behind it.
 	in.Post("local:main", "Owner", "echo after")
