@@ -267,7 +267,7 @@ func TestNoSandboxFailsClosed(t *testing.T) {
 // restarted to clean up: bubblewrap drops the parent-death signal, so the
 // run's first process watches a pipe only the daemon holds.
 func TestKill9EndsConfinedAgents(t *testing.T) {
-	in := e2e.New(t, e2e.Options{})
+	in := e2e.New(t, e2e.Options{StopSignal: syscall.SIGTERM})
 	in.AddGroup("local:main", "main", "--main")
 	in.AddGroup("local:family", "family", "--no-trigger")
 	p := in.Start()
@@ -275,6 +275,15 @@ func TestKill9EndsConfinedAgents(t *testing.T) {
 	in.WaitFor("local:family", func(s string) bool { return strings.HasPrefix(s, "forked ") })
 	p.Kill9()
 	e2e.WaitNoProcs(t, e2e.Testagent(t), "confined agents after a kill -9 of their daemon")
+	// Their gateway sockets stay behind; the next daemon sweeps them.
+	sockets := filepath.Join(in.Layout().Gateways(), "*.sock")
+	if left, _ := filepath.Glob(sockets); len(left) == 0 {
+		t.Fatal("the kill -9 left no gateway socket behind: nothing for the next start to sweep")
+	}
+	in.Start().Stop()
+	if left, _ := filepath.Glob(sockets); len(left) > 0 {
+		t.Errorf("gateway sockets after a restart and a clean stop: %v", left)
+	}
 }
 
 // Each confined run's gateway socket is made while the run before it

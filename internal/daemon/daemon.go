@@ -24,6 +24,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/channel/whatsapp"
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/console"
+	"github.com/nanoclawd/nanoclawd/internal/gateway"
 	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/ipc"
 	"github.com/nanoclawd/nanoclawd/internal/media"
@@ -256,6 +257,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// grace spares one the IPC watcher is about to queue.
 	if err := d.outbox.SweepFiles(ctx, cfg.Layout().Outgoing(), time.Hour); err != nil {
 		d.log.Warn().Err(err).Msg("sweep old copies of sent files")
+	}
+	// Gateway sockets a daemon killed with -9 left behind.
+	if n := gateway.SweepSockets(cfg.Layout().Gateways()); n > 0 {
+		d.log.Info().Int("sockets", n).Msg("removed the gateway sockets a previous daemon left")
 	}
 	// The outbox outlives ctx so shutdown can flush it.
 	var outWG sync.WaitGroup

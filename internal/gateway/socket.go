@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -62,4 +63,32 @@ func ours(dir string, uid int) bool {
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	return ok && int(st.Uid) == uid
+}
+
+// SweepSockets removes the gateway sockets in dir that nobody listens on
+// any more: a daemon killed with -9 leaves its runs' sockets, and the one
+// it had made ahead for its next run, behind. A live one (a `security
+// test` running beside the daemon) answers and is kept. It returns how
+// many it removed.
+func SweepSockets(dir string) int {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		if e.Type()&fs.ModeSocket == 0 || filepath.Ext(e.Name()) != ".sock" {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		conn, err := net.Dial("unix", path)
+		if err == nil {
+			conn.Close()
+			continue
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) && os.Remove(path) == nil {
+			n++
+		}
+	}
+	return n
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -48,5 +49,41 @@ func TestTempDirRefusesWhatOthersMade(t *testing.T) {
 				t.Errorf("the directory used, %s, is not the daemon's own and private", got)
 			}
 		})
+	}
+}
+
+// A socket nobody listens on (its daemon was killed) is swept; a live
+// one, a regular file and a name not a gateway's are left alone.
+func TestSweepSocketsRemovesOnlyDeadOnes(t *testing.T) {
+	dir := t.TempDir()
+	live, err := Listen(filepath.Join(dir, "live.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	dead, err := net.Listen("unix", filepath.Join(dir, "dead.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead.(*net.UnixListener).SetUnlinkOnClose(false) // as a kill -9 leaves it
+	dead.Close()
+	os.WriteFile(filepath.Join(dir, "file.sock"), nil, 0o600)
+	other, err := net.Listen("unix", filepath.Join(dir, "other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.(*net.UnixListener).SetUnlinkOnClose(false)
+	other.Close()
+
+	if n := SweepSockets(dir); n != 1 {
+		t.Errorf("removed %d, want the dead socket alone", n)
+	}
+	for name, want := range map[string]bool{"live.sock": true, "dead.sock": false, "file.sock": true, "other": true} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); (err == nil) != want {
+			t.Errorf("%s: there %t, want %t", name, err == nil, want)
+		}
+	}
+	if n := SweepSockets(filepath.Join(dir, "missing")); n != 0 {
+		t.Errorf("a missing directory: %d removed", n)
 	}
 }

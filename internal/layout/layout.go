@@ -16,7 +16,7 @@
 //	  groups.changed             touched by the CLI after it changes the registry
 //	  logs/nanoclawd.log         the daemon's log (rotated)
 //	  logs/disk.reserve          space held back for a full disk (zeros)
-//	  gw/<random>.sock           the gateway socket of each confined run
+//	  gw/<random>.sock           the gateway socket of each confined run (the next start removes a killed daemon's)
 //	  placeholders/              empty mount points kept between confined runs (sandbox.Placeholders)
 //	  ipc/errors/                refused IPC files, with the reason beside each
 //	  ipc/<folder>/              the group's IPC directory (NANOCLAW_IPC_DIR)
