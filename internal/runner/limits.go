@@ -132,12 +132,10 @@ func (l *limits) onHard() {
 }
 
 // terminate ends the agent, once: SIGTERM to its process group, or for
-// an agent with a lifeline (a confined run) the lifeline closed, and
+// an agent with a lifeline (a confined run) the lifeline closed (end), and
 // SIGKILL to the group KillGrace later. A sandbox's processes are not in
 // the group: its first process gives the agent SIGTERM and ends them all
-// when the lifeline closes. A signal would reach only bubblewrap, which
-// dies of it and, caught while it was still building the sandbox, left
-// it running on its own.
+// when the lifeline closes.
 func (l *limits) terminate(why string) {
 	if l.killed {
 		return
@@ -145,11 +143,10 @@ func (l *limits) terminate(why string) {
 	l.killed = true
 	if l.p.spec.Lifeline {
 		l.p.log.Printf("%s: closing the lifeline of process group %d", why, l.p.pgid)
-		l.p.cutLifeline()
 	} else {
 		l.p.log.Printf("%s: SIGTERM to process group %d", why, l.p.pgid)
-		syscall.Kill(-l.p.pgid, syscall.SIGTERM)
 	}
+	l.p.end(syscall.SIGTERM)
 	l.grace = time.After(l.p.spec.KillGrace)
 }
 

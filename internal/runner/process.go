@@ -234,6 +234,19 @@ func (p *process) result(ctx context.Context, killed bool) error {
 	return nil
 }
 
+// end asks the agent to end: a confined one by closing its lifeline (its
+// sandbox's first process then ends them all; a signal would reach only
+// bubblewrap, which dies of it and, caught while it was still building
+// the sandbox, left it running on its own), another with sig to its
+// process group.
+func (p *process) end(sig syscall.Signal) {
+	if p.spec.Lifeline {
+		p.cutLifeline()
+	} else {
+		syscall.Kill(-p.pgid, sig)
+	}
+}
+
 // cutLifeline closes the daemon's end of the lifeline: the agent's first
 // process reads EOF, the run is over.
 func (p *process) cutLifeline() {

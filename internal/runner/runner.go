@@ -139,9 +139,8 @@ func Run(ctx context.Context, spec Spec, h Handler) (Outcome, error) {
 	if lerr := log.Made(); lerr != nil {
 		if err == nil {
 			// It started, but its output would have nowhere to go: it
-			// ends, a sandbox's processes with their lifeline.
-			unix.Kill(-p.pgid, unix.SIGKILL)
-			p.cutLifeline()
+			// ends at once.
+			p.end(unix.SIGKILL)
 			<-p.exited
 			p.kill()
 			p.drain()
