@@ -25,8 +25,8 @@ const runHoursKept = 7 * 24 * time.Hour
 
 // RecordLastRun keeps r as its group's last run unless a run that
 // finished later is kept already (a stale outcome never hides a newer
-// one), and counts it in its hour (RunCounts), forgetting the group's
-// counts older than a week.
+// one), and counts it in the running totals and in its hour (RunCounts),
+// forgetting the group's counts older than a week.
 func RecordLastRun(ctx context.Context, db *store.DB, r LastRun) error {
 	tx, err := db.Begin(ctx)
 	if err != nil {
@@ -40,9 +40,15 @@ func RecordLastRun(ctx context.Context, db *store.DB, r LastRun) error {
 		r.Folder, r.Started.UnixMilli(), r.Finished.UnixMilli(), r.OK, r.Stopped, r.Error, r.TaskID); err != nil {
 		return fmt.Errorf("record the last run of %s: %w", r.Folder, err)
 	}
-	failed := 0
+	failed, outcome := 0, "ok"
 	if !r.OK {
-		failed = 1
+		failed, outcome = 1, "error"
+	}
+	// Every run counts for /metrics (migrations/0020_counters.sql), also
+	// one that finished before the kept last run.
+	if _, err = tx.ExecContext(ctx, `INSERT INTO counters (name, key, n) VALUES ('runs', ?, 1)
+		ON CONFLICT (name, key) DO UPDATE SET n = n + 1`, outcome); err != nil {
+		return fmt.Errorf("count the run of %s: %w", r.Folder, err)
 	}
 	if _, err = tx.ExecContext(ctx, `INSERT INTO run_hours (folder, hour, runs, failures) VALUES (?, ?, 1, ?)
 		ON CONFLICT (folder, hour) DO UPDATE SET runs = runs + 1, failures = failures + excluded.failures`,

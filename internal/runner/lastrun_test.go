@@ -69,4 +69,22 @@ func TestLastRunIsTheNewest(t *testing.T) {
 	if r := last["family"]; !r.Stopped || !r.OK || r.Error != "" {
 		t.Errorf("family's last run %+v, want the stop", r)
 	}
+	// Each run counts for /metrics, the stale one too.
+	runs := map[string]int{}
+	rows, err := db.QueryContext(ctx, `SELECT key, n FROM counters WHERE name = 'runs'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		var n int
+		if err := rows.Scan(&key, &n); err != nil {
+			t.Fatal(err)
+		}
+		runs[key] = n
+	}
+	if runs["ok"] != 2 || runs["error"] != 2 {
+		t.Errorf("runs counted %v, want 2 ok and 2 error", runs)
+	}
 }
