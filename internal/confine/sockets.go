@@ -11,7 +11,7 @@ import (
 // Sockets makes the gateway socket of a daemon's next confined run ahead
 // of it. Binding a Unix socket creates a file, and creating a file on the
 // ext4 here cost half a millisecond of every confined start (measured:
-// gateway.Open was 94 % of it, the kernel looking past each inode freed
+// 94 % of opening the gateway was the kernel looking past each inode freed
 // in the last minute for a free one — and every run frees some). So
 // each run takes the socket made while the previous one started, and the
 // next is bound in the background. The zero Sockets is ready; a nil one

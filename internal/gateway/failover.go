@@ -103,12 +103,7 @@ func (r *Gateway) answerOutage(w http.ResponseWriter, why string) {
 
 // passOn answers the agent with an upstream's failure as it came.
 func passOn(w http.ResponseWriter, se statusError) {
-	h := w.Header()
-	for k, v := range se.header {
-		if !hopHeaders[k] && k != "Content-Length" {
-			h[k] = v
-		}
-	}
+	answerHeader(w.Header(), se.header)
 	w.WriteHeader(se.status)
 	w.Write(se.body)
 }
@@ -286,15 +281,7 @@ func (r *Gateway) stream(w http.ResponseWriter, resp *http.Response, first []byt
 	defer silent.Stop()
 	body := r.metered(resp, s)
 	defer body.Close()
-	h := w.Header()
-	for k, v := range resp.Header {
-		// Without the upstream's Content-Length the answer is chunked, and
-		// its end reaches the agent only after the handler returns: after
-		// the meter recorded it (body.Close).
-		if !hopHeaders[k] && k != "Content-Length" {
-			h[k] = v
-		}
-	}
+	answerHeader(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
 	if len(first) > 0 {
@@ -352,6 +339,18 @@ func withModel(body []byte, t Target) []byte {
 		return body
 	}
 	return out
+}
+
+// answerHeader copies an upstream answer's header to the agent's, but
+// for the hop-by-hop ones and Content-Length: without it the answer is
+// chunked, and its end reaches the agent only after the handler returns —
+// after the meter recorded it (body.Close).
+func answerHeader(dst, src http.Header) {
+	for k, v := range src {
+		if !hopHeaders[k] && k != "Content-Length" {
+			dst[k] = v
+		}
+	}
 }
 
 // credentialFor puts the target's credential in h: the run's own in

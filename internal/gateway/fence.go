@@ -192,7 +192,7 @@ func apiDomains(rules []string) []string {
 	var out []string
 	for _, s := range rules {
 		ru := parseRule(s)
-		if ru.name == "" || ru.name == "*" || (ru.port != "" && ru.port != "443" && ru.port != "80") {
+		if ru.name == "" || ru.name == "*" || !(ru.portOK("443") || ru.portOK("80")) {
 			continue
 		}
 		if name := strings.TrimPrefix(ru.name, "*."); !slices.Contains(out, name) {

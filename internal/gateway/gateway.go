@@ -114,15 +114,6 @@ type Gateway struct {
 	lookup  func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
-// Open starts a gateway for one run on a new Unix socket at socket.
-func Open(socket string, cfg Config) (*Gateway, error) {
-	ln, err := Listen(socket)
-	if err != nil {
-		return nil, err
-	}
-	return Serve(ln, socket, cfg)
-}
-
 // Listen makes the Unix socket at socket for a gateway (Serve), which
 // may be some time before the run it is for.
 func Listen(socket string) (net.Listener, error) {

@@ -37,7 +37,11 @@ func open(t testing.TB, cfg Config) (*Gateway, *http.Client) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	sock := filepath.Join(dir, "g.sock")
-	r, err := Open(sock, cfg)
+	ln, err := Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Serve(ln, sock, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -185,9 +185,8 @@ func (m *Meter) Answered(status int, h http.Header, s gateway.Served) {
 		}
 		m.served(ctx, s)
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		m.stop(fmt.Sprintf("the model API refused the credential (HTTP %d)", status))
 		m.mu.Lock()
-		m.refused = true
+		m.stopped, m.refused = fmt.Sprintf("the model API refused the credential (HTTP %d)", status), true
 		m.mu.Unlock()
 		detail := fmt.Sprintf("the model API refused nanoclawd's credential (HTTP %d)", status)
 		text := fmt.Sprintf("[CREDENTIAL] The model API refused nanoclawd's credential (HTTP %d, first seen in group %s): the token has expired or the key was revoked, so no agent can answer. "+
