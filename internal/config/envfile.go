@@ -59,11 +59,13 @@ func LoadEnv(configFile string) (changed []string, err error) {
 	}
 	fromFile.mu.Lock()
 	defer fromFile.mu.Unlock()
+	next := map[string]string{}
 	for name, v := range vars {
 		old, ours := fromFile.vars[name]
 		if _, set := os.LookupEnv(name); set && !ours {
 			continue // the environment's own
 		}
+		next[name] = v
 		if !ours || old != v {
 			os.Setenv(name, v)
 			changed = append(changed, name)
@@ -73,12 +75,6 @@ func LoadEnv(configFile string) (changed []string, err error) {
 		if _, kept := vars[name]; !kept {
 			os.Unsetenv(name)
 			changed = append(changed, name)
-		}
-	}
-	next := map[string]string{}
-	for name, v := range vars {
-		if _, ours := fromFile.vars[name]; ours || slices.Contains(changed, name) {
-			next[name] = v
 		}
 	}
 	fromFile.vars = next

@@ -117,7 +117,8 @@ func (c *Channel) addressed(msg *models.Message) bool {
 	if r := msg.ReplyToMessage; r != nil && r.From != nil && r.From.ID == me.ID {
 		return true
 	}
-	return me.Username != "" && mentionRE(me.Username).MatchString(msg.Text+"\n"+msg.Caption)
+	re := c.mention.Load()
+	return re != nil && re.MatchString(msg.Text+"\n"+msg.Caption)
 }
 
 // mentionRE finds @username as a whole name: "@nano_bot," yes,

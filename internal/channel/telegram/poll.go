@@ -58,6 +58,9 @@ func (c *Channel) Run(ctx context.Context, sink channel.Sink) error {
 			}
 			continue
 		}
+		if me.Username != "" {
+			c.mention.Store(mentionRE(me.Username))
+		}
 		c.me.Store(me)
 	}
 	c.log.Info().Str("bot", "@"+c.me.Load().Username).Msg("Telegram bot connected")
@@ -148,8 +151,7 @@ func (c *Channel) skip(ctx context.Context, u update, err error, tries map[int64
 // the 409 again.
 func (c *Channel) stop(ctx context.Context, err error) bool {
 	c.mu.Lock()
-	again := c.stopped != nil
-	c.stopped = ErrConflict // status says it as such: Telegram's own words go to the log
+	again := !c.stoppedAt.IsZero()
 	if !again {
 		c.stoppedAt = time.Now()
 	}
@@ -186,10 +188,10 @@ func (c *Channel) Resume() {
 // polling records that getUpdates works (again, after a 409).
 func (c *Channel) polling() {
 	c.mu.Lock()
-	was := c.stopped
-	c.stopped = nil
+	was := c.stoppedAt
+	c.stoppedAt = time.Time{}
 	c.mu.Unlock()
-	if was != nil {
+	if !was.IsZero() {
 		c.log.Info().Msg("Telegram polling works again")
 	}
 	c.up()

@@ -211,7 +211,7 @@ func (c *Channel) explain(jid string, err error) error {
 		c.down(ErrTokenRefused.Error())
 		return fmt.Errorf("telegram: %w: %w", ErrTokenRefused, channel.ErrUnavailable)
 	case isNetErr(err):
-		c.down("cannot reach the Bot API: " + c.redact.String(err.Error()))
+		c.down("cannot reach the Bot API: " + err.Error()) // down redacts it
 		return fmt.Errorf("telegram: %v: %w", c.redact.Err(err), channel.ErrUnavailable)
 	}
 	return fmt.Errorf("telegram: %w", c.redact.Err(err))

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -95,7 +96,8 @@ type Channel struct {
 
 	redact redactor // hides the token in every error shown
 
-	me        atomic.Pointer[models.User] // the bot, once getMe answered
+	me        atomic.Pointer[models.User]   // the bot, once getMe answered
+	mention   atomic.Pointer[regexp.Regexp] // finds @username of the bot (mentionRE), set before me
 	connected atomic.Bool
 	resume    chan struct{} // Resume's nudge to polling stopped by a 409
 
@@ -107,8 +109,7 @@ type Channel struct {
 	blocked    map[string]time.Time // chats that answered 403, since when
 	floodUntil time.Time            // no request before this (a 429's retry_after)
 	delivered  map[string]int       // parts of split messages Telegram accepted, by outbox ID
-	stopped    error                // why polling stopped (a 409) until Resume; nil while it runs
-	stoppedAt  time.Time
+	stoppedAt  time.Time            // when a 409 stopped polling, until Resume; zero while it runs
 
 	typing *typing // the chats shown "typing…" (typing.go)
 }
@@ -169,7 +170,7 @@ func (c *Channel) Owns(jid string) bool {
 func (c *Channel) Connected() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.connected.Load() && c.stopped == nil
+	return c.connected.Load() && c.stoppedAt.IsZero()
 }
 
 // ChatID is the Telegram chat id of jid ("tg:-100123" → -100123).
@@ -217,9 +218,9 @@ func (c *Channel) Status() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var line string
-	if c.stopped != nil {
+	if !c.stoppedAt.IsZero() {
 		line = fmt.Sprintf("polling stopped since %s: %v; then 'nanoclawd run' again, or save the config file to make the running daemon try again",
-			c.stoppedAt.Local().Format("2006-01-02 15:04:05"), c.stopped)
+			c.stoppedAt.Local().Format("2006-01-02 15:04:05"), ErrConflict) // Telegram's own words go to the log
 	} else if me := c.me.Load(); c.connected.Load() && me != nil {
 		line = fmt.Sprintf("connected as @%s since %s", me.Username, c.since.Local().Format("2006-01-02 15:04:05"))
 	} else {

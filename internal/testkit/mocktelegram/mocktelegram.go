@@ -68,7 +68,6 @@ type Server struct {
 	updates  []json.RawMessage // not yet confirmed, in update_id order
 	ids      []int64
 	nextID   int64
-	offsets  []int64 // every offset getUpdates was called with
 	requests []Request
 	fail     map[string][]Failure
 	files    map[string][]byte // file_id → bytes
@@ -167,7 +166,11 @@ func (s *Server) Push(obj map[string]any) int64 {
 func (s *Server) Offsets() []int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]int64(nil), s.offsets...)
+	offsets := make([]int64, len(s.polls))
+	for i, p := range s.polls {
+		offsets[i], _ = strconv.ParseInt(p.Params["offset"], 10, 64)
+	}
+	return offsets
 }
 
 // Requests is every call of method so far ("" every call).
@@ -251,8 +254,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	f := s.failure(&req)
 	if method == "getUpdates" {
-		offset, _ := strconv.ParseInt(req.Params["offset"], 10, 64)
-		s.offsets = append(s.offsets, offset)
 		s.polls = append(s.polls, req)
 	} else {
 		s.requests = append(s.requests, req)
