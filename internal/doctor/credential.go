@@ -9,25 +9,21 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/setup"
 	"github.com/nanoclawd/nanoclawd/internal/status"
-	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // Credential is the credentials check as the install needs it: none when
 // no group is on the built-in provider (every provider has its own
 // credential, or takes none), else Credentials; and, when a daemon runs,
 // the credential it gives agents now, which is not always what this
-// process read (its own environment wins over nanoclawd.env).
-func Credential(ctx context.Context, env Env, cfg *config.Config, db *store.DB) Result {
-	var list []groups.Group
-	if db != nil {
-		list, _ = groups.New(db, cfg.GroupsDir).List(ctx)
-	}
+// process read (its own environment wins over nanoclawd.env). list is the
+// registered groups, running the running daemon's report (nil: none).
+func Credential(ctx context.Context, env Env, cfg *config.Config, list []groups.Group, running *status.Report) Result {
 	r := ok("credentials", "none needed: no group is on the built-in provider (each provider has its own or takes none)")
 	if setup.CredentialNeeded(cfg, list) {
 		r = Credentials(ctx, env, cfg)
 	}
-	if rep, err := status.Fetch(ctx, cfg.DataDir); err == nil {
-		r.More = append(r.More, daemonCredential(rep, env.Getenv))
+	if running != nil {
+		r.More = append(r.More, daemonCredential(*running, env.Getenv))
 	}
 	return r
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/security"
 	"github.com/nanoclawd/nanoclawd/internal/selftest"
 	"github.com/nanoclawd/nanoclawd/internal/setup"
+	"github.com/nanoclawd/nanoclawd/internal/status"
 	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
@@ -119,7 +120,12 @@ func Run(ctx context.Context, configPath string, env Env) []Result {
 	sb := Sandbox(ctx, env, cfg.Agent.RunAs.User())
 	out = append(out, Node(ctx, env, nodeProgram(cfg.Agent.Command)), res, SDK(script), sb, Confinement(cfg), SecurityTest(ctx, env, cfg, sb.OK))
 	pid, daemonRes := Daemon(cfg.DataDir)
-	out = append(out, WhatsApp(ctx, cfg, pid, registered(ctx, db, cfg.GroupsDir)), Telegram(ctx, cfg, pid), MainGroup(ctx, db, cfg), Credential(ctx, env, cfg, db), ModelAPI(ctx, db), daemonRes)
+	list := registered(ctx, db, cfg.GroupsDir)
+	var running *status.Report
+	if rep, err := status.Fetch(ctx, cfg.DataDir); err == nil {
+		running = &rep
+	}
+	out = append(out, WhatsApp(ctx, cfg, pid, list), Telegram(ctx, cfg, pid, running), MainGroup(ctx, db, cfg), Credential(ctx, env, cfg, list, running), ModelAPI(ctx, db), daemonRes)
 	if env.GOOS == "darwin" {
 		out = append(out, Mac(ctx, RealMac(), cfg)...)
 	}

@@ -13,7 +13,8 @@ import (
 // Telegram checks the bot token with getMe and, while no daemon of this
 // install runs (which would be the poller), that no other program polls
 // the same bot: Telegram serves one getUpdates at a time (409 Conflict).
-func Telegram(ctx context.Context, cfg *config.Config, daemonPID int) Result {
+// running is the running daemon's report, nil when it gave none.
+func Telegram(ctx context.Context, cfg *config.Config, daemonPID int, running *status.Report) Result {
 	t := cfg.Channels.Telegram
 	if !t.Enabled {
 		return ok("telegram", "disabled (channels.telegram.enabled is false)")
@@ -31,9 +32,12 @@ func Telegram(ctx context.Context, cfg *config.Config, daemonPID int) Result {
 	if daemonPID > 0 {
 		// The running daemon is the poller: its own line says how that goes
 		// (a 409 stops it, with the fix).
-		rep, err := status.Fetch(ctx, cfg.DataDir)
-		for _, ch := range rep.Channels {
-			if err == nil && ch.Name == "telegram" && !ch.Connected {
+		var chans []status.Channel
+		if running != nil {
+			chans = running.Channels
+		}
+		for _, ch := range chans {
+			if ch.Name == "telegram" && !ch.Connected {
 				return fix("telegram", "bot @%s; the running daemon: %s", me.Username, ch.State)
 			}
 		}

@@ -22,40 +22,32 @@ func TestTelegramCheck(t *testing.T) {
 	cfg.Channels.Telegram = config.Telegram{Enabled: true, Token: good, APIURL: bot.URL}
 	ctx := context.Background()
 
-	if r := doctor.Telegram(ctx, &cfg, 0); !r.OK || !strings.Contains(r.Detail, "@"+mocktelegram.BotUsername) || !strings.Contains(r.Detail, "no other program") {
+	if r := doctor.Telegram(ctx, &cfg, 0, nil); !r.OK || !strings.Contains(r.Detail, "@"+mocktelegram.BotUsername) || !strings.Contains(r.Detail, "no other program") {
 		t.Errorf("a good token: %s", r)
 	}
 	bot.Conflict(true)
-	if r := doctor.Telegram(ctx, &cfg, 0); r.OK || !strings.Contains(r.Detail, "409 Conflict") {
+	if r := doctor.Telegram(ctx, &cfg, 0, nil); r.OK || !strings.Contains(r.Detail, "409 Conflict") {
 		t.Errorf("another poller: %s", r)
 	}
-	if r := doctor.Telegram(ctx, &cfg, 1234); !r.OK || !strings.Contains(r.Detail, "the running daemon polls it") {
+	if r := doctor.Telegram(ctx, &cfg, 1234, nil); !r.OK || !strings.Contains(r.Detail, "the running daemon polls it") {
 		t.Errorf("with the daemon running (it is the poller): %s", r)
 	}
 	// The daemon's own line, when it says its Telegram is down.
-	ln, err := status.Listen(status.SocketPath(cfg.DataDir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	go status.Serve(sctx, ln, func(context.Context) (status.Report, error) {
-		return status.Report{Channels: []status.Channel{{Name: "telegram", State: "polling stopped since …: 409 Conflict: stop the other program"}}}, nil
-	})
-	if r := doctor.Telegram(ctx, &cfg, 1234); r.OK || !strings.Contains(r.Detail, "the running daemon: polling stopped since …: 409 Conflict: stop the other program") {
+	stopped := &status.Report{Channels: []status.Channel{{Name: "telegram", State: "polling stopped since …: 409 Conflict: stop the other program"}}}
+	if r := doctor.Telegram(ctx, &cfg, 1234, stopped); r.OK || !strings.Contains(r.Detail, "the running daemon: polling stopped since …: 409 Conflict: stop the other program") {
 		t.Errorf("with the daemon's polling stopped: %s", r)
 	}
 	cfg.Channels.Telegram.Token = "42:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawX" // well formed, not the bot's
-	if r := doctor.Telegram(ctx, &cfg, 0); r.OK || !strings.Contains(r.Detail, "refused the bot token") {
+	if r := doctor.Telegram(ctx, &cfg, 0, nil); r.OK || !strings.Contains(r.Detail, "refused the bot token") {
 		t.Errorf("a refused token: %s", r)
 	}
 	t.Setenv(config.TelegramTokenEnv, "")
 	cfg.Channels.Telegram.Token = ""
-	if r := doctor.Telegram(ctx, &cfg, 0); r.OK || !strings.Contains(r.Detail, "TELEGRAM_BOT_TOKEN") {
+	if r := doctor.Telegram(ctx, &cfg, 0, nil); r.OK || !strings.Contains(r.Detail, "TELEGRAM_BOT_TOKEN") {
 		t.Errorf("no token: %s", r)
 	}
 	cfg.Channels.Telegram.Enabled = false
-	if r := doctor.Telegram(ctx, &cfg, 0); !r.OK || !strings.Contains(r.Detail, "disabled") {
+	if r := doctor.Telegram(ctx, &cfg, 0, nil); !r.OK || !strings.Contains(r.Detail, "disabled") {
 		t.Errorf("disabled: %s", r)
 	}
 }
