@@ -10,9 +10,7 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/backup"
 	"github.com/nanoclawd/nanoclawd/internal/config"
 	"github.com/nanoclawd/nanoclawd/internal/daemon"
-	"github.com/nanoclawd/nanoclawd/internal/groups"
 	"github.com/nanoclawd/nanoclawd/internal/spec"
-	"github.com/nanoclawd/nanoclawd/internal/store"
 )
 
 // backupSource is cfg's install as backup and restore see it; loading cfg
@@ -33,10 +31,11 @@ func (c backupCommand) Run(ctx context.Context, g *globals, args []string) error
 	if _, err := g.parse(c, fs, args, 0); err != nil {
 		return err
 	}
-	cfg, err := g.loadConfig()
+	cfg, db, reg, err := g.openRegistry()
 	if err != nil {
 		return err
 	}
+	defer db.Close()
 	dir := *to
 	if dir == "" {
 		dir = cfg.Backup.Dir
@@ -46,12 +45,7 @@ func (c backupCommand) Run(ctx context.Context, g *globals, args []string) error
 	}
 	progress := func(s string) { fmt.Fprintln(g.stderr, "backup:", s) }
 	src := backupSource(cfg)
-	db, err := store.Open(cfg.DataDir)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	src.Main = groups.New(db, cfg.GroupsDir).MainFolder
+	src.Main = reg.MainFolder
 	res, err := backup.Create(ctx, src, dir, backup.Options{Verify: *verify, Progress: progress})
 	if rerr := backup.Record(cfg.Layout(), time.Now(), res, err); rerr != nil {
 		fmt.Fprintln(g.stderr, "nanoclawd: warning:", rerr)

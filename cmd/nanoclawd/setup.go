@@ -71,7 +71,7 @@ func (g *globals) guide(cfg *config.Config, reg *groups.Registry, fromFile []str
 	gd := &setup.Guide{
 		Config: cfg, Groups: reg, Pairer: newPairer(cfg.DataDir),
 		Cred: setup.Credentials{
-			EnvFile: envFilePath(cfg), FromFile: fromFile,
+			EnvFile: config.EnvFile(cfg.File), FromFile: fromFile,
 			Getenv: os.Getenv, Setenv: os.Setenv, APIBase: os.Getenv("ANTHROPIC_BASE_URL"),
 		},
 		Command: typed(cfg),
@@ -115,8 +115,6 @@ func typed(cfg *config.Config) string {
 	}
 	return name
 }
-
-func envFilePath(cfg *config.Config) string { return config.EnvFile(cfg.File) }
 
 // interactive reports whether a person is at this process's terminal:
 // stdin and stdout both are one.

@@ -313,7 +313,7 @@ func TestTranscriptsFollowTheirFolders(t *testing.T) {
 	const transcript = `{"type":"user","sessionId":"s-1"}`
 	write(t, filepath.Join(src.mainProject("main"), "s-1.jsonl"), transcript)
 	write(t, filepath.Join(src.mainProject("main"), "memory", "MEMORY.md"), "# remembered")
-	familyProject := layout.ClaudeProject(src.Layout.SessionClaude("family"), src.Layout.Group("family"))
+	familyProject := layout.ClaudeProject(filepath.Join(src.Layout.Session("family"), layout.SessionClaudeDir), src.Layout.Group("family"))
 	write(t, filepath.Join(familyProject, "s-2.jsonl"), transcript)
 	res, err := Create(context.Background(), src, t.TempDir(), Options{Verify: true})
 	if err != nil {
@@ -333,7 +333,7 @@ func TestTranscriptsFollowTheirFolders(t *testing.T) {
 	for _, p := range []string{
 		filepath.Join(dst.mainProject("main"), "s-1.jsonl"),
 		filepath.Join(dst.mainProject("main"), "memory", "MEMORY.md"),
-		filepath.Join(layout.ClaudeProject(dst.Layout.SessionClaude("family"), dst.Layout.Group("family")), "s-2.jsonl"),
+		filepath.Join(layout.ClaudeProject(filepath.Join(dst.Layout.Session("family"), layout.SessionClaudeDir), dst.Layout.Group("family")), "s-2.jsonl"),
 	} {
 		if _, err := os.Stat(p); err != nil {
 			t.Errorf("not restored where the runs look: %v", err)

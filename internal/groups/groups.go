@@ -389,6 +389,14 @@ func (g Group) Policy() security.Group {
 	return security.Group{Folder: g.Folder, IsMain: g.IsMain, Override: g.Security}
 }
 
+// Provider is the provider g's override names, "" for the config's.
+func (g Group) Provider() string {
+	if g.Security == nil {
+		return ""
+	}
+	return g.Security.Provider
+}
+
 // Folders lists the folders of list, for policy resolution (every other
 // group's folder is denied to a group).
 func Folders(list []Group) []string {

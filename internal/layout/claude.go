@@ -10,11 +10,6 @@ import (
 // in its session directory; the main group's runs use the owner's.
 const SessionClaudeDir = "claude"
 
-// SessionClaude is the Claude config dir of a group's confined runs.
-func (l Layout) SessionClaude(folder string) string {
-	return filepath.Join(l.Session(folder), SessionClaudeDir)
-}
-
 // claudeNameMax is how long a project name the Claude CLI keeps whole.
 const claudeNameMax = 200
 

@@ -297,11 +297,7 @@ func (a *agentRun) OnResult(res runner.Result) {
 // own credential, from agent.env (another provider's is in the config,
 // and "no credential is set" is not its case).
 func (a *agentRun) ownCredential() bool {
-	p := ""
-	if o := a.group.Security; o != nil {
-		p = o.Provider
-	}
-	return a.router.Config().OwnCredential(p)
+	return a.router.Config().OwnCredential(a.group.Provider())
 }
 
 // onError answers an error result (failure.go): the chat gets one plain

@@ -52,13 +52,7 @@ func CredentialNeeded(cfg *config.Config, list []groups.Group) bool {
 	if len(list) == 0 {
 		return cfg.OwnCredential("")
 	}
-	return slices.ContainsFunc(list, func(g groups.Group) bool {
-		p := ""
-		if g.Security != nil {
-			p = g.Security.Provider
-		}
-		return cfg.OwnCredential(p)
-	})
+	return slices.ContainsFunc(list, func(g groups.Group) bool { return cfg.OwnCredential(g.Provider()) })
 }
 
 // Verdicts of Check.
