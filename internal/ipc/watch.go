@@ -268,8 +268,8 @@ func (w *Watcher) watchSub(d *groupfs.Dir, folder, sub string) (bool, error) {
 	return err != nil || slices.ContainsFunc(names, isRequest), nil
 }
 
-// isRequest tells a request file's name (*.json; *.json.tmp is one still
-// being written).
+// isRequest tells a request file's name: *.json (a *.json.tmp is still
+// being written, and is not one yet).
 func isRequest(name string) bool { return strings.HasSuffix(name, ".json") }
 
 // Run handles files until ctx ends: first what a crash left unfinished,
