@@ -18,8 +18,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 	"github.com/nanoclawd/nanoclawd/internal/testkit/mockapi"
@@ -339,17 +337,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		if resp.StatusCode != 403 {
 			t.Errorf("/metrics with a wrong token: %d", resp.StatusCode)
 		}
-		req.Header.Set("Authorization", "Bearer m-token")
-		resp, err = http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		families, err := parser.TextToMetricFamilies(resp.Body)
-		if err != nil {
-			t.Fatalf("/metrics is not Prometheus text: %v", err)
-		}
+		families := e2e.Metrics(t, byAddr, "m-token")
 		for _, name := range []string{"nanoclawd_messages_received_total", "nanoclawd_messages_sent_total", "nanoclawd_runs_total",
 			"nanoclawd_violations_total", "nanoclawd_model_cost_usd_total", "nanoclawd_run_duration_seconds",
 			"nanoclawd_inbound_to_agent_start_seconds", "nanoclawd_ipc_files_total", "nanoclawd_outbox_backlog",

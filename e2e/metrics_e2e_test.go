@@ -1,11 +1,8 @@
 package e2e_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"net/url"
 	"sort"
 	"strings"
@@ -13,10 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/nanoclawd/nanoclawd/internal/store"
 	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
@@ -164,29 +158,7 @@ func scraper(t *testing.T, in *e2e.Install) func() map[string]*dto.MetricFamily 
 		t.Helper()
 		// The login URL's host is the console's name under .localhost,
 		// which Go does not resolve; Prometheus scrapes the address.
-		req, _ := http.NewRequest("GET", u.Scheme+"://127.0.0.1:"+u.Port()+"/metrics", nil)
-		req.Header.Set("Authorization", "Bearer m-token")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("/metrics: %d %v\n%s", resp.StatusCode, err, body)
-		}
-		problems, err := promlint.New(bytes.NewReader(body)).Lint()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range problems {
-			t.Errorf("promlint: %s: %s", p.Metric, p.Text)
-		}
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
-		if err != nil {
-			t.Fatalf("/metrics is not Prometheus text: %v", err)
-		}
+		fams := e2e.Metrics(t, u.Scheme+"://127.0.0.1:"+u.Port(), "m-token")
 		if f := fams["nanoclawd_scrape_error"]; f == nil || f.Metric[0].GetGauge().GetValue() != 0 {
 			t.Errorf("the scrape could not read the daemon's state: %v", f)
 		}

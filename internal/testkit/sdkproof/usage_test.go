@@ -3,7 +3,6 @@ package sdkproof
 import (
 	"encoding/json"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,8 +13,6 @@ import (
 	"github.com/nanoclawd/nanoclawd/internal/status"
 	"github.com/nanoclawd/nanoclawd/internal/testkit/e2e"
 	"github.com/nanoclawd/nanoclawd/internal/testkit/mockapi"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
 // What every answer of the mock reports, and its price: (1000×2 + 500×10 +
@@ -147,18 +144,7 @@ func metricTokens(t *testing.T, in *e2e.Install) map[string]float64 {
 	if err := json.Unmarshal([]byte(in.CLI("status", "--json")), &rep); err != nil || rep.Console == nil || rep.Console.URL == "" {
 		t.Fatalf("status --json names no console: %v", err)
 	}
-	req, _ := http.NewRequest("GET", rep.Console.URL+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer m-token")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("/metrics is not Prometheus text: %v", err)
-	}
+	families := e2e.Metrics(t, rep.Console.URL, "m-token")
 	out := map[string]float64{}
 	if f := families["nanoclawd_model_tokens_total"]; f != nil {
 		for _, m := range f.Metric {
